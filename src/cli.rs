@@ -1,0 +1,238 @@
+//! Raw command-line flags, a plain mirror of argv. Nothing here is resolved
+//! or checked beyond what clap does; `config` turns these into settings.
+//!
+//! Two flag sets share one binary: cf-agent's (the default) and
+//! cf-promises' (when invoked through a link named `cf-promises`).
+
+use clap::{ArgAction, Parser};
+
+/// Flags accepted as `agent` or `cf-agent`.
+#[derive(Debug, Parser, Default)]
+#[command(
+    name = "agent",
+    version = crate::VERSION_LINE,
+    disable_version_flag = true,
+    about = "convergent: brings a host to the state its CFEngine 3 policy promises"
+)]
+pub struct AgentArgs {
+    /// Policy entry file (relative names are looked up in WORKDIR/inputs, ./names in the current directory)
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<String>,
+
+    /// Run these bundles instead of body common control's bundlesequence (comma separated)
+    #[arg(short = 'b', long = "bundlesequence", value_name = "BUNDLES")]
+    pub bundlesequence: Option<String>,
+
+    /// Define classes before anything else (comma separated; repeatable)
+    #[arg(short = 'D', long = "define", value_name = "CLASSES", action = ArgAction::Append)]
+    pub define: Vec<String>,
+
+    /// Cancel classes (comma separated; repeatable)
+    #[arg(short = 'N', long = "negate", value_name = "CLASSES", action = ArgAction::Append)]
+    pub negate: Vec<String>,
+
+    /// Ignore promise locks (ifelapsed, expireafter)
+    #[arg(short = 'K', long = "no-lock")]
+    pub no_lock: bool,
+
+    /// Print one line per change made (log level info)
+    #[arg(short = 'I', long = "inform")]
+    pub inform: bool,
+
+    /// Verbose output
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
+
+    /// Debug output
+    #[arg(short = 'd', long = "debug")]
+    pub debug: bool,
+
+    /// Log level: error, warning, notice, info, verbose, debug
+    #[arg(short = 'g', long = "log-level", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+
+    /// Report what would change without changing it
+    #[arg(short = 'n', long = "dry-run")]
+    pub dry_run: bool,
+
+    /// Working directory for state, locks and inputs
+    #[arg(short = 'w', long = "workdir", value_name = "DIR")]
+    pub workdir: Option<String>,
+
+    /// Print the version and exit
+    #[arg(short = 'V', long = "version")]
+    pub version: bool,
+
+    /// Do not load def_preferred.json in place of def.json
+    #[arg(long = "ignore-preferred-augments")]
+    pub ignore_preferred_augments: bool,
+
+    /// After the run, print variables (optionally only those matching REGEX)
+    #[arg(long = "show-evaluated-vars", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub show_evaluated_vars: Option<String>,
+
+    /// After the run, print classes (optionally only those matching REGEX)
+    #[arg(long = "show-evaluated-classes", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub show_evaluated_classes: Option<String>,
+
+    /// Print variables after pre-evaluation, as cf-promises does, and stop
+    #[arg(long = "show-vars", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub show_vars: Option<String>,
+
+    /// Print classes after pre-evaluation, as cf-promises does, and stop
+    #[arg(long = "show-classes", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub show_classes: Option<String>,
+
+    /// Parse, validate and pre-evaluate the policy; change nothing
+    #[arg(short = 'c', long = "check")]
+    pub check: bool,
+
+    /// Print the parsed policy in FORMAT (json) and stop
+    #[arg(short = 'p', long = "policy-output-format", value_name = "FORMAT")]
+    pub policy_output_format: Option<String>,
+
+    /// Parse and validate each FILE alone, following no inputs
+    #[arg(long = "syntax-only", value_name = "FILE", num_args = 1..)]
+    pub syntax_only: Option<Vec<String>>,
+
+    /// Prefix log lines with a timestamp (not supported yet)
+    #[arg(short = 'l', long = "timestamp")]
+    pub timestamp: bool,
+
+    /// Exit with 0 all kept, 2 repaired, 4 not kept, 6 both (not supported yet)
+    #[arg(long = "detailed-exitcodes")]
+    pub detailed_exitcodes: bool,
+
+    /// Print a unified diff of every file change (not supported yet)
+    #[arg(long = "diff")]
+    pub diff: bool,
+
+    /// Simulation mode, cf-agent compatible: diff, manifest, manifest-full (not supported yet)
+    #[arg(long = "simulate", value_name = "MODE")]
+    pub simulate: Option<String>,
+
+    /// One JSON object per event on standard output (not supported yet)
+    #[arg(long = "json")]
+    pub json: bool,
+
+    /// Explain how a variable, class or property got its value (not supported yet)
+    #[arg(long = "explain", value_name = "NAME")]
+    pub explain: Option<String>,
+
+    /// Write the promise dependency graph as DOT (not supported yet)
+    #[arg(long = "graph")]
+    pub graph: bool,
+
+    /// Say why a promise ran, was skipped or failed (not supported yet)
+    #[arg(long = "why", value_name = "PROMISE")]
+    pub why: Option<String>,
+
+    /// Write the JSON event stream to PATH (not supported yet)
+    #[arg(long = "report-file", value_name = "PATH")]
+    pub report_file: Option<String>,
+
+    /// Bootstrap to a policy server (not supported yet)
+    #[arg(short = 'B', long = "bootstrap", value_name = "HOST")]
+    pub bootstrap: Option<String>,
+}
+
+/// Flags accepted when invoked as `cf-promises`.
+#[derive(Debug, Parser, Default)]
+#[command(
+    name = "cf-promises",
+    version = crate::VERSION_LINE,
+    disable_version_flag = true,
+    about = "convergent as cf-promises: parse, validate and inspect a CFEngine 3 policy"
+)]
+pub struct PromisesArgs {
+    /// Policy entry file
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<String>,
+
+    /// Full check: parse, validate and pre-evaluate
+    #[arg(short = 'c', long = "check")]
+    pub check: bool,
+
+    /// Print the parsed policy in FORMAT (json) and stop
+    #[arg(short = 'p', long = "policy-output-format", value_name = "FORMAT")]
+    pub policy_output_format: Option<String>,
+
+    /// Working directory
+    #[arg(short = 'w', long = "workdir", value_name = "DIR")]
+    pub workdir: Option<String>,
+
+    /// Print variables after pre-evaluation
+    #[arg(long = "show-vars", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub show_vars: Option<String>,
+
+    /// Print classes after pre-evaluation
+    #[arg(long = "show-classes", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub show_classes: Option<String>,
+
+    /// Define classes (comma separated; repeatable)
+    #[arg(short = 'D', long = "define", value_name = "CLASSES", action = ArgAction::Append)]
+    pub define: Vec<String>,
+
+    /// Cancel classes (comma separated; repeatable)
+    #[arg(short = 'N', long = "negate", value_name = "CLASSES", action = ArgAction::Append)]
+    pub negate: Vec<String>,
+
+    /// Run these bundles (used by the bundlesequence check)
+    #[arg(short = 'b', long = "bundlesequence", value_name = "BUNDLES")]
+    pub bundlesequence: Option<String>,
+
+    /// Do not load def_preferred.json in place of def.json
+    #[arg(long = "ignore-preferred-augments")]
+    pub ignore_preferred_augments: bool,
+
+    /// Print one line per notable event
+    #[arg(short = 'I', long = "inform")]
+    pub inform: bool,
+
+    /// Verbose output
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
+
+    /// Debug output
+    #[arg(short = 'd', long = "debug")]
+    pub debug: bool,
+
+    /// Log level
+    #[arg(short = 'g', long = "log-level", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+
+    /// Print the version and exit
+    #[arg(short = 'V', long = "version")]
+    pub version: bool,
+
+    /// Print the syntax description (json) (not supported yet)
+    #[arg(short = 's', long = "syntax-description", value_name = "FORMAT")]
+    pub syntax_description: Option<String>,
+}
+
+impl From<PromisesArgs> for AgentArgs {
+    /// cf-promises' flags mean the same as the agent's inspection flags;
+    /// without one of them cf-promises only checks the policy.
+    fn from(p: PromisesArgs) -> AgentArgs {
+        let inspecting =
+            p.show_vars.is_some() || p.show_classes.is_some() || p.policy_output_format.is_some();
+        AgentArgs {
+            file: p.file,
+            check: p.check || !inspecting,
+            policy_output_format: p.policy_output_format,
+            workdir: p.workdir,
+            show_vars: p.show_vars,
+            show_classes: p.show_classes,
+            define: p.define,
+            negate: p.negate,
+            bundlesequence: p.bundlesequence,
+            ignore_preferred_augments: p.ignore_preferred_augments,
+            inform: p.inform,
+            verbose: p.verbose,
+            debug: p.debug,
+            log_level: p.log_level,
+            version: p.version,
+            ..AgentArgs::default()
+        }
+    }
+}

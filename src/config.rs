@@ -1,0 +1,275 @@
+//! Resolved settings: what to do, on which files, in which work directory.
+//! Built from the raw flags; no I/O beyond looking up paths.
+
+use crate::cli::AgentArgs;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq)]
+pub enum ConfigError {
+    #[error("option {0} is not supported yet")]
+    NotSupported(String),
+    #[error("invalid value '{value}' for {flag}: {reason}")]
+    Invalid {
+        flag: String,
+        value: String,
+        reason: String,
+    },
+    #[error("{0}")]
+    Conflict(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Error,
+    Warning,
+    Notice,
+    Info,
+    Verbose,
+    Debug,
+}
+
+/// What this invocation does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mode {
+    Version,
+    /// Run the policy.
+    Run,
+    /// Parse, validate, pre-evaluate; change nothing.
+    Check,
+    /// Print the parsed policy as JSON.
+    PolicyJson,
+    /// Parse and validate each file alone.
+    SyntaxOnly(Vec<PathBuf>),
+    /// cf-promises' tables after pre-evaluation (either or both).
+    Show {
+        vars: Option<String>,
+        classes: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub mode: Mode,
+    pub workdir: PathBuf,
+    pub entry: PathBuf,
+    pub bundlesequence: Option<Vec<String>>,
+    pub defines: Vec<String>,
+    pub negates: Vec<String>,
+    pub no_lock: bool,
+    pub dry_run: bool,
+    pub log_level: LogLevel,
+    pub ignore_preferred_augments: bool,
+    pub show_evaluated_vars: Option<String>,
+    pub show_evaluated_classes: Option<String>,
+}
+
+fn split_list(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The work directory when `-w` is not given: `/var/lib/convergent` for
+/// root, else `$XDG_STATE_HOME/convergent` (or `~/.local/state/convergent`).
+pub fn default_workdir(is_root: bool, xdg_state: Option<&str>, home: Option<&str>) -> PathBuf {
+    if is_root {
+        return PathBuf::from("/var/lib/convergent");
+    }
+    match (xdg_state, home) {
+        (Some(x), _) if !x.is_empty() => Path::new(x).join("convergent"),
+        (_, Some(h)) => Path::new(h).join(".local/state/convergent"),
+        _ => PathBuf::from("/tmp/convergent"),
+    }
+}
+
+/// Resolves `-f` as cf-agent does: absolute paths as given, `./` and `../`
+/// paths against the current directory, bare names inside WORKDIR/inputs.
+pub fn resolve_entry(file: Option<&str>, workdir: &Path, cwd: &Path) -> PathBuf {
+    let inputs = workdir.join("inputs");
+    match file {
+        None => inputs.join("promises.cf"),
+        Some(f) if f.starts_with('/') => PathBuf::from(f),
+        Some(f) if f.starts_with("./") || f.starts_with("../") || f == "." || f == ".." => {
+            normalize(&cwd.join(f))
+        }
+        Some(f) => inputs.join(f),
+    }
+}
+
+/// Removes `.` components and folds `..` without touching the file system.
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+impl Config {
+    pub fn from_args(args: AgentArgs, is_root: bool) -> Result<Config, ConfigError> {
+        let unsupported = [
+            (args.timestamp, "-l/--timestamp"),
+            (args.detailed_exitcodes, "--detailed-exitcodes"),
+            (args.diff, "--diff"),
+            (args.simulate.is_some(), "--simulate"),
+            (args.json, "--json"),
+            (args.explain.is_some(), "--explain"),
+            (args.graph, "--graph"),
+            (args.why.is_some(), "--why"),
+            (args.report_file.is_some(), "--report-file"),
+            (args.bootstrap.is_some(), "-B/--bootstrap"),
+        ];
+        if let Some((_, flag)) = unsupported.iter().find(|(on, _)| *on) {
+            return Err(ConfigError::NotSupported(flag.to_string()));
+        }
+        let workdir = match &args.workdir {
+            Some(w) => {
+                let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+                normalize(&cwd.join(w))
+            }
+            None => default_workdir(
+                is_root,
+                std::env::var("XDG_STATE_HOME").ok().as_deref(),
+                std::env::var("HOME").ok().as_deref(),
+            ),
+        };
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let entry = resolve_entry(args.file.as_deref(), &workdir, &cwd);
+        let mode = if args.version {
+            Mode::Version
+        } else if let Some(files) = args.syntax_only {
+            Mode::SyntaxOnly(files.into_iter().map(PathBuf::from).collect())
+        } else if let Some(fmt) = &args.policy_output_format {
+            if fmt != "json" {
+                return Err(ConfigError::Invalid {
+                    flag: "-p/--policy-output-format".into(),
+                    value: fmt.clone(),
+                    reason: "only 'json' is supported".into(),
+                });
+            }
+            Mode::PolicyJson
+        } else if args.show_vars.is_some() || args.show_classes.is_some() {
+            Mode::Show {
+                vars: args.show_vars.clone(),
+                classes: args.show_classes.clone(),
+            }
+        } else if args.check {
+            Mode::Check
+        } else {
+            Mode::Run
+        };
+        let log_level = match args.log_level.as_deref() {
+            Some(l) => parse_log_level(l)?,
+            None if args.debug => LogLevel::Debug,
+            None if args.verbose => LogLevel::Verbose,
+            None if args.inform => LogLevel::Info,
+            None => LogLevel::Notice,
+        };
+        let bundlesequence = args
+            .bundlesequence
+            .as_ref()
+            .map(|b| split_list(std::slice::from_ref(b)));
+        Ok(Config {
+            mode,
+            workdir,
+            entry,
+            bundlesequence,
+            defines: split_list(&args.define),
+            negates: split_list(&args.negate),
+            no_lock: args.no_lock,
+            dry_run: args.dry_run,
+            log_level,
+            ignore_preferred_augments: args.ignore_preferred_augments,
+            show_evaluated_vars: args.show_evaluated_vars,
+            show_evaluated_classes: args.show_evaluated_classes,
+        })
+    }
+}
+
+fn parse_log_level(l: &str) -> Result<LogLevel, ConfigError> {
+    Ok(match l {
+        "error" | "critical" | "crit" | "err" => LogLevel::Error,
+        "warning" | "warn" => LogLevel::Warning,
+        "notice" => LogLevel::Notice,
+        "info" | "inform" => LogLevel::Info,
+        "verbose" => LogLevel::Verbose,
+        "debug" => LogLevel::Debug,
+        _ => {
+            return Err(ConfigError::Invalid {
+                flag: "-g/--log-level".into(),
+                value: l.into(),
+                reason: "expected error, warning, notice, info, verbose or debug".into(),
+            });
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_resolution_matches_cf_agent() {
+        let wd = Path::new("/w");
+        let cwd = Path::new("/home/u");
+        assert_eq!(
+            resolve_entry(None, wd, cwd),
+            PathBuf::from("/w/inputs/promises.cf")
+        );
+        assert_eq!(
+            resolve_entry(Some("x.cf"), wd, cwd),
+            PathBuf::from("/w/inputs/x.cf")
+        );
+        assert_eq!(
+            resolve_entry(Some("./x.cf"), wd, cwd),
+            PathBuf::from("/home/u/x.cf")
+        );
+        assert_eq!(
+            resolve_entry(Some("../x.cf"), wd, cwd),
+            PathBuf::from("/home/x.cf")
+        );
+        assert_eq!(
+            resolve_entry(Some("/p/x.cf"), wd, cwd),
+            PathBuf::from("/p/x.cf")
+        );
+    }
+
+    #[test]
+    fn default_workdirs() {
+        assert_eq!(
+            default_workdir(true, None, None),
+            PathBuf::from("/var/lib/convergent")
+        );
+        assert_eq!(
+            default_workdir(false, Some("/s"), Some("/h")),
+            PathBuf::from("/s/convergent")
+        );
+        assert_eq!(
+            default_workdir(false, None, Some("/h")),
+            PathBuf::from("/h/.local/state/convergent")
+        );
+    }
+
+    #[test]
+    fn unsupported_flags_are_errors() {
+        let args = AgentArgs {
+            json: true,
+            ..AgentArgs::default()
+        };
+        assert_eq!(
+            Config::from_args(args, false).unwrap_err(),
+            ConfigError::NotSupported("--json".into())
+        );
+    }
+}

@@ -1,0 +1,20 @@
+//! convergent: a convergent configuration agent for the CFEngine 3 policy
+//! language.
+//!
+//! The pipeline runs one way: CLI → config → augments → parse → evaluate →
+//! actuate → report. See DESIGN.md for the map of modules.
+
+pub mod cli;
+pub mod config;
+pub mod load;
+pub mod syntax;
+
+/// The CFEngine version whose language and behaviour we follow.
+pub const COMPAT_VERSION: &str = "3.21.0";
+
+/// What `-V` prints.
+pub const VERSION_LINE: &str = concat!(
+    "convergent ",
+    env!("CARGO_PKG_VERSION"),
+    " (CFEngine 3.21.0 compatible)"
+);

@@ -1,0 +1,917 @@
+//! The policy parser: recursive descent over the token stream, built so
+//! that it never gives up. Every mistake becomes a diagnostic and the parser
+//! resynchronises at the next `;`, promise type, class guard, `}` or block
+//! keyword, so one missing `;` is reported once.
+
+use super::ast::*;
+use super::diagnostic::Diagnostic;
+use super::lexer::{Tok, Token, lex, unquote};
+use super::source::Span;
+
+/// The tree of one file and everything that was wrong with it.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    pub file: PolicyFile,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Parsed {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+}
+
+/// Parses one file's text. `path` is only recorded in the tree.
+pub fn parse(path: &str, src: &str) -> Parsed {
+    let lexed = lex(src);
+    let mut p = Parser {
+        src,
+        toks: &lexed.tokens,
+        pos: 0,
+        diags: lexed.diagnostics,
+        namespace: "default".to_string(),
+    };
+    let blocks = p.file();
+    let mut diagnostics = p.diags;
+    diagnostics.sort_by_key(|d| d.span.start);
+    Parsed {
+        file: PolicyFile {
+            path: path.to_string(),
+            blocks,
+        },
+        diagnostics,
+    }
+}
+
+struct Parser<'a> {
+    src: &'a str,
+    toks: &'a [Token],
+    pos: usize,
+    diags: Vec<Diagnostic>,
+    /// Set by `body file control { namespace => "..." }` for the blocks after it.
+    namespace: String,
+}
+
+const BLOCK_KEYWORDS: [&str; 3] = ["bundle", "body", "promise"];
+
+impl<'a> Parser<'a> {
+    fn peek(&self) -> Option<Token> {
+        self.toks.get(self.pos).copied()
+    }
+
+    fn peek_kind(&self) -> Option<Tok> {
+        self.peek().map(|t| t.kind)
+    }
+
+    fn peek_at(&self, n: usize) -> Option<Token> {
+        self.toks.get(self.pos + n).copied()
+    }
+
+    fn bump(&mut self) -> Option<Token> {
+        let t = self.peek();
+        if t.is_some() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn text(&self, t: Token) -> &'a str {
+        &self.src[t.span.range()]
+    }
+
+    fn eof_span(&self) -> Span {
+        let n = self.src.len();
+        // Point at the last character rather than past the end.
+        let start = self.src[..n].char_indices().last().map_or(0, |(i, _)| i);
+        Span::new(start, n)
+    }
+
+    fn here(&self) -> Span {
+        self.peek().map_or_else(|| self.eof_span(), |t| t.span)
+    }
+
+    fn is_block_keyword(&self, t: Token) -> bool {
+        t.kind == Tok::Word && BLOCK_KEYWORDS.contains(&self.text(t))
+    }
+
+    /// True when the token is the first on its line.
+    fn starts_line(&self, t: Token) -> bool {
+        let before = &self.src[..t.span.start as usize];
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        before[line_start..].trim().is_empty()
+    }
+
+    fn describe(&self, t: Option<Token>) -> String {
+        let Some(t) = t else {
+            return "end of file".to_string();
+        };
+        let text = self.text(t);
+        let short: String = if text.chars().count() > 40 {
+            let mut s: String = text.chars().take(37).collect();
+            s.push_str("...");
+            s
+        } else {
+            text.to_string()
+        };
+        match t.kind {
+            Tok::Word => format!("name '{short}'"),
+            Tok::PromiseType => format!("promise type '{short}'"),
+            Tok::ClassGuard | Tok::QuotedGuard => format!("class guard '{short}'"),
+            Tok::Str => format!("string {short}"),
+            Tok::NakedVar => format!("variable {short}"),
+            Tok::Unterminated => "a string that is never closed".to_string(),
+            Tok::Unknown => format!("unexpected character '{short}'"),
+            _ => format!("'{short}'"),
+        }
+    }
+
+    fn error(&mut self, span: Span, msg: impl Into<String>) {
+        self.diags.push(Diagnostic::error(span, msg));
+    }
+
+    /// Reports "expected X, found Y" at the current token.
+    fn expected(&mut self, what: &str) {
+        let found = self.describe(self.peek());
+        let span = self.here();
+        if self.peek_kind() == Some(Tok::Unterminated) {
+            self.error(span, "this string is never closed");
+            // Nothing after an unterminated string can be read.
+            self.pos = self.toks.len();
+            return;
+        }
+        self.error(span, format!("expected {what}, found {found}"));
+    }
+
+    fn ident(&self, t: Token) -> Ident {
+        Ident {
+            name: self.text(t).to_string(),
+            span: t.span,
+        }
+    }
+
+    // ---- top level -------------------------------------------------------
+
+    fn file(&mut self) -> Vec<Block> {
+        let mut blocks = Vec::new();
+        while let Some(t) = self.peek() {
+            if self.is_block_keyword(t) {
+                if let Some(b) = self.block() {
+                    blocks.push(b);
+                }
+            } else {
+                self.expected("'bundle', 'body' or 'promise'");
+                self.skip_to_block_keyword();
+            }
+        }
+        blocks
+    }
+
+    fn skip_to_block_keyword(&mut self) {
+        while let Some(t) = self.peek() {
+            if self.is_block_keyword(t) && self.starts_line(t) {
+                return;
+            }
+            self.pos += 1;
+        }
+    }
+
+    fn block(&mut self) -> Option<Block> {
+        let kw = self.bump()?;
+        let keyword = self.text(kw);
+        let what = match keyword {
+            "bundle" => "bundle type (agent, common, edit_line, ...)",
+            "promise" => "the agent type 'agent' after 'promise'",
+            _ => "body type (perms, classes, ...)",
+        };
+        let block_type = match self.peek() {
+            Some(t) if t.kind == Tok::Word => {
+                self.pos += 1;
+                self.ident(t)
+            }
+            _ => {
+                self.expected(what);
+                self.skip_to_block_keyword();
+                return None;
+            }
+        };
+        let name = match self.peek() {
+            Some(t) if t.kind == Tok::Word => {
+                self.pos += 1;
+                self.ident(t)
+            }
+            _ => {
+                self.expected(&format!("a name for this {keyword}"));
+                self.skip_to_block_keyword();
+                return None;
+            }
+        };
+        let params = if self.peek_kind() == Some(Tok::LParen) {
+            self.params()
+        } else {
+            Vec::new()
+        };
+        if self.peek_kind() != Some(Tok::LBrace) {
+            self.expected(&format!("'{{' to open {keyword} '{}'", name.name));
+            self.skip_to_block_keyword();
+            return None;
+        }
+        let open = self.bump()?;
+        let namespace = self.namespace.clone();
+        if keyword == "bundle" {
+            let sections = self.bundle_body(&name);
+            let end = self.close_block(open, keyword, &name);
+            Some(Block::Bundle(Bundle {
+                namespace,
+                bundle_type: block_type,
+                name,
+                params,
+                sections,
+                span: kw.span.to(end),
+            }))
+        } else {
+            let attributes = self.body_body();
+            let end = self.close_block(open, keyword, &name);
+            let kind = if keyword == "promise" {
+                BodyKind::Promise
+            } else {
+                BodyKind::Body
+            };
+            let body = Body {
+                kind,
+                namespace,
+                body_type: block_type,
+                name,
+                params,
+                attributes,
+                span: kw.span.to(end),
+            };
+            if body.kind == BodyKind::Body
+                && body.body_type.name == "file"
+                && body.name.name == "control"
+            {
+                self.file_control_namespace(&body);
+            }
+            Some(Block::Body(body))
+        }
+    }
+
+    /// `body file control { namespace => "x"; }` switches the namespace of
+    /// the blocks that follow it in this file.
+    fn file_control_namespace(&mut self, body: &Body) {
+        for a in body.attributes_named("namespace") {
+            match &a.attr.value {
+                Rval::String(s) => self.namespace = s.value.clone(),
+                other => self.error(other.span(), "namespace must be a constant quoted string"),
+            }
+        }
+    }
+
+    /// Consumes the closing `}` of a block, or reports it missing.
+    fn close_block(&mut self, open: Token, keyword: &str, name: &Ident) -> Span {
+        match self.peek() {
+            Some(t) if t.kind == Tok::RBrace => {
+                self.pos += 1;
+                t.span
+            }
+            _ => {
+                let found = self.describe(self.peek());
+                let span = self.here();
+                if self.peek_kind() != Some(Tok::Unterminated)
+                    || !self
+                        .diags
+                        .iter()
+                        .any(|d| d.message.contains("never closed"))
+                {
+                    let (line, _) = line_col_of(self.src, open.span.start);
+                    self.diags.push(
+                        Diagnostic::error(
+                            span,
+                            format!(
+                                "expected '}}' to close {keyword} '{}', found {found}",
+                                name.name
+                            ),
+                        )
+                        .with_help(format!("the {keyword} was opened on line {line}")),
+                    );
+                }
+                self.toks
+                    .get(self.pos.saturating_sub(1))
+                    .map_or(open.span, |t| t.span)
+            }
+        }
+    }
+
+    fn params(&mut self) -> Vec<Ident> {
+        self.pos += 1; // (
+        let mut params = Vec::new();
+        loop {
+            match self.peek() {
+                Some(t) if t.kind == Tok::RParen => {
+                    self.pos += 1;
+                    return params;
+                }
+                Some(t) if t.kind == Tok::Word => {
+                    self.pos += 1;
+                    params.push(self.ident(t));
+                    match self.peek_kind() {
+                        Some(Tok::Comma) => self.pos += 1,
+                        Some(Tok::RParen) => {}
+                        _ => {
+                            self.expected("',' or ')' in the parameter list");
+                            self.skip_past(Tok::RParen);
+                            return params;
+                        }
+                    }
+                }
+                _ => {
+                    self.expected("a parameter name or ')'");
+                    self.skip_past(Tok::RParen);
+                    return params;
+                }
+            }
+        }
+    }
+
+    fn skip_past(&mut self, kind: Tok) {
+        while let Some(t) = self.peek() {
+            if t.kind == kind {
+                self.pos += 1;
+                return;
+            }
+            if matches!(t.kind, Tok::LBrace | Tok::RBrace | Tok::Semi) || self.is_block_keyword(t) {
+                return;
+            }
+            self.pos += 1;
+        }
+    }
+
+    // ---- bundles ----------------------------------------------------------
+
+    fn bundle_body(&mut self, bundle_name: &Ident) -> Vec<Section> {
+        let mut sections: Vec<Section> = Vec::new();
+        let mut guard = ClassGuard::any();
+        while let Some(t) = self.peek() {
+            match t.kind {
+                Tok::RBrace => break,
+                Tok::PromiseType => {
+                    self.pos += 1;
+                    let text = self.text(t);
+                    sections.push(Section {
+                        promise_type: Ident {
+                            name: text[..text.len() - 1].to_string(),
+                            span: Span::new(t.span.start as usize, t.span.end as usize - 1),
+                        },
+                        promises: Vec::new(),
+                        span: t.span,
+                    });
+                    guard = ClassGuard::any();
+                }
+                Tok::ClassGuard | Tok::QuotedGuard => {
+                    self.pos += 1;
+                    let g = self.guard(t);
+                    if sections.is_empty() {
+                        self.error(
+                            t.span,
+                            format!(
+                                "class guard '{}::' before any promise type in bundle '{}'",
+                                g.expr, bundle_name.name
+                            ),
+                        );
+                    }
+                    guard = g;
+                }
+                Tok::Str => {
+                    let promise = self.promise(guard.clone());
+                    match sections.last_mut() {
+                        Some(s) => {
+                            if let Some(p) = promise {
+                                s.span = s.span.to(p.span);
+                                s.promises.push(p);
+                            }
+                        }
+                        None => {
+                            self.diags.push(
+                                Diagnostic::error(
+                                    t.span,
+                                    format!(
+                                        "promise before any promise type in bundle '{}'",
+                                        bundle_name.name
+                                    ),
+                                )
+                                .with_help("start a section with a promise type, e.g. 'vars:'"),
+                            );
+                        }
+                    }
+                }
+                _ if self.is_block_keyword(t) && self.starts_line(t) => break,
+                _ => {
+                    if sections.is_empty() {
+                        self.expected("a promise type such as 'vars:'");
+                    } else {
+                        self.expected("a promiser string, a promise type or a class guard");
+                    }
+                    self.recover_in_bundle();
+                }
+            }
+        }
+        sections
+    }
+
+    fn guard(&self, t: Token) -> ClassGuard {
+        let text = self.text(t);
+        let body = &text[..text.len() - 2];
+        if t.kind == Tok::QuotedGuard {
+            ClassGuard {
+                expr: unquote(body),
+                span: t.span,
+                quoted: true,
+            }
+        } else {
+            ClassGuard {
+                expr: body.to_string(),
+                span: t.span,
+                quoted: false,
+            }
+        }
+    }
+
+    /// Skips to a point where a bundle statement can start again.
+    fn recover_in_bundle(&mut self) {
+        let mut depth = 0usize;
+        let start = self.pos;
+        while let Some(t) = self.peek() {
+            match t.kind {
+                Tok::Semi if depth == 0 => {
+                    self.pos += 1;
+                    return;
+                }
+                Tok::LBrace => depth += 1,
+                Tok::RBrace if depth == 0 => return,
+                Tok::RBrace => depth -= 1,
+                Tok::PromiseType | Tok::ClassGuard | Tok::QuotedGuard if depth == 0 => return,
+                Tok::Str if depth == 0 && self.pos > start && self.starts_line(t) => return,
+                _ if self.is_block_keyword(t) && self.starts_line(t) => return,
+                _ => {}
+            }
+            self.pos += 1;
+        }
+    }
+
+    fn promise(&mut self, guard: ClassGuard) -> Option<Promise> {
+        let t = self.bump()?;
+        let promiser = self.string_lit(t);
+        let mut promisee = None;
+        if self.peek_kind() == Some(Tok::ThinArrow) {
+            self.pos += 1;
+            promisee = self.rval(RvalContext::Promisee);
+            if promisee.is_none() {
+                self.recover_in_bundle();
+                return None;
+            }
+        }
+        let mut attributes = Vec::new();
+        let mut end = promisee.as_ref().map_or(promiser.span, Rval::span);
+        loop {
+            match self.peek() {
+                Some(t) if t.kind == Tok::Semi => {
+                    self.pos += 1;
+                    end = t.span;
+                    break;
+                }
+                Some(t)
+                    if t.kind == Tok::Word
+                        && self.peek_at(1).map(|n| n.kind) == Some(Tok::FatArrow) =>
+                {
+                    let Some(attr) = self.attribute() else {
+                        self.recover_in_bundle();
+                        break;
+                    };
+                    end = attr.span;
+                    attributes.push(attr);
+                    match self.peek_kind() {
+                        Some(Tok::Comma) => {
+                            let comma = self.bump()?;
+                            let next_is_attr = self.peek().is_some_and(|n| {
+                                n.kind == Tok::Word
+                                    && self.peek_at(1).map(|m| m.kind) == Some(Tok::FatArrow)
+                            });
+                            if !next_is_attr {
+                                self.diags.push(
+                                    Diagnostic::error(
+                                        self.here(),
+                                        format!(
+                                            "expected another attribute after ',', found {}",
+                                            self.describe(self.peek())
+                                        ),
+                                    )
+                                    .with_help(format!(
+                                        "remove the ',' on line {} or add an attribute",
+                                        line_col_of(self.src, comma.span.start).0
+                                    )),
+                                );
+                                if self.peek_kind() == Some(Tok::Semi) {
+                                    self.pos += 1;
+                                } else {
+                                    self.recover_in_bundle();
+                                }
+                                break;
+                            }
+                        }
+                        Some(Tok::Semi) => {}
+                        _ => {
+                            self.missing_semicolon(end);
+                            break;
+                        }
+                    }
+                }
+                Some(t) if t.kind == Tok::Word => {
+                    self.expected("'=>' after the attribute name");
+                    let _ = t;
+                    self.recover_in_bundle();
+                    break;
+                }
+                _ => {
+                    if attributes.is_empty() {
+                        self.missing_semicolon_after(end, "the promiser");
+                    } else {
+                        self.missing_semicolon(end);
+                    }
+                    break;
+                }
+            }
+        }
+        Some(Promise {
+            guard,
+            promiser,
+            promisee,
+            attributes,
+            span: t.span.to(end),
+        })
+    }
+
+    fn missing_semicolon(&mut self, after: Span) {
+        self.missing_semicolon_after(after, "the last attribute");
+    }
+
+    /// A promise ended without `;`: report it once at the end of what was
+    /// read, then recover where the next statement plausibly starts.
+    fn missing_semicolon_after(&mut self, after: Span, what: &str) {
+        let found = self.describe(self.peek());
+        let next = self.peek();
+        let at = Span::new(after.end as usize, after.end as usize);
+        let at = if at.start as usize >= self.src.len() {
+            after
+        } else {
+            at
+        };
+        self.diags.push(
+            Diagnostic::error(at, format!("expected ';' after {what}, found {found}"))
+                .with_help("every promise ends with ';'"),
+        );
+        // When the next token begins a new statement, resume there without
+        // skipping; otherwise skip the garbage.
+        let resumable = match next {
+            None => true,
+            Some(t) => {
+                matches!(
+                    t.kind,
+                    Tok::Str | Tok::PromiseType | Tok::ClassGuard | Tok::QuotedGuard | Tok::RBrace
+                ) || self.is_block_keyword(t)
+            }
+        };
+        if !resumable {
+            self.recover_in_bundle();
+        }
+    }
+
+    fn attribute(&mut self) -> Option<Attribute> {
+        let name_tok = self.bump()?;
+        let name = self.ident(name_tok);
+        self.pos += 1; // =>
+        let value = self.rval(RvalContext::Attribute)?;
+        let span = name.span.to(value.span());
+        Some(Attribute { name, value, span })
+    }
+
+    fn string_lit(&self, t: Token) -> StringLit {
+        let raw = self.text(t);
+        let quote = match raw.as_bytes()[0] {
+            b'\'' => Quote::Single,
+            b'`' => Quote::Backtick,
+            _ => Quote::Double,
+        };
+        StringLit {
+            value: unquote(raw),
+            quote,
+            span: t.span,
+        }
+    }
+
+    // ---- values -----------------------------------------------------------
+
+    fn rval(&mut self, ctx: RvalContext) -> Option<Rval> {
+        let Some(t) = self.peek() else {
+            self.expected("a value");
+            return None;
+        };
+        match t.kind {
+            Tok::Str => {
+                self.pos += 1;
+                Some(Rval::String(self.string_lit(t)))
+            }
+            // A bundle or body named by a variable: `$(handler)(args)`.
+            Tok::NakedVar if self.peek_at(1).map(|n| n.kind) == Some(Tok::LParen) => {
+                self.pos += 1;
+                self.call(t)
+            }
+            Tok::NakedVar => {
+                self.pos += 1;
+                Some(Rval::NakedVar {
+                    text: self.text(t).to_string(),
+                    span: t.span,
+                })
+            }
+            Tok::Word => {
+                self.pos += 1;
+                if self.peek_kind() == Some(Tok::LParen) {
+                    self.call(t)
+                } else {
+                    Some(Rval::Symbol(self.ident(t)))
+                }
+            }
+            Tok::LBrace if ctx != RvalContext::Argument => self.list(ctx),
+            Tok::LBrace => {
+                self.error(
+                    t.span,
+                    "a list cannot be a function argument; pass a variable such as @(mylist)",
+                );
+                self.pos += 1;
+                self.skip_past(Tok::RBrace);
+                None
+            }
+            _ => {
+                self.expected("a value (a quoted string, a list, a function call or a name)");
+                None
+            }
+        }
+    }
+
+    fn list(&mut self, ctx: RvalContext) -> Option<Rval> {
+        let open = self.bump()?;
+        if ctx == RvalContext::ListItem {
+            self.error(
+                open.span,
+                "lists cannot be nested; use a data container for nested structures",
+            );
+        }
+        let mut items = Vec::new();
+        loop {
+            match self.peek() {
+                Some(t) if t.kind == Tok::RBrace => {
+                    self.pos += 1;
+                    return Some(Rval::List {
+                        items,
+                        span: open.span.to(t.span),
+                    });
+                }
+                Some(_) => {
+                    let item = self.rval(RvalContext::ListItem)?;
+                    items.push(item);
+                    match self.peek_kind() {
+                        Some(Tok::Comma) => self.pos += 1,
+                        Some(Tok::RBrace) => {}
+                        _ => {
+                            self.expected("',' or '}' in the list");
+                            return None;
+                        }
+                    }
+                }
+                None => {
+                    self.expected("'}' to close the list");
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn call(&mut self, name_tok: Token) -> Option<Rval> {
+        let name = self.ident(name_tok);
+        self.pos += 1; // (
+        let mut args = Vec::new();
+        loop {
+            match self.peek() {
+                Some(t) if t.kind == Tok::RParen => {
+                    self.pos += 1;
+                    return Some(Rval::Call(FnCall {
+                        span: name.span.to(t.span),
+                        name,
+                        args,
+                    }));
+                }
+                Some(_) => {
+                    let arg = self.rval(RvalContext::Argument)?;
+                    args.push(arg);
+                    match self.peek_kind() {
+                        Some(Tok::Comma) => {
+                            self.pos += 1;
+                            if self.peek_kind() == Some(Tok::RParen) {
+                                self.error(
+                                    self.here(),
+                                    format!(
+                                        "expected another argument after ',' in the call to '{}'",
+                                        name.name
+                                    ),
+                                );
+                            }
+                        }
+                        Some(Tok::RParen) => {}
+                        _ => {
+                            self.expected(&format!("',' or ')' in the call to '{}'", name.name));
+                            return None;
+                        }
+                    }
+                }
+                None => {
+                    self.expected(&format!("')' to close the call to '{}'", name.name));
+                    return None;
+                }
+            }
+        }
+    }
+
+    // ---- bodies -----------------------------------------------------------
+
+    fn body_body(&mut self) -> Vec<BodyAttribute> {
+        let mut attrs = Vec::new();
+        let mut guard = ClassGuard::any();
+        while let Some(t) = self.peek() {
+            match t.kind {
+                Tok::RBrace => break,
+                Tok::ClassGuard | Tok::QuotedGuard => {
+                    self.pos += 1;
+                    guard = self.guard(t);
+                }
+                Tok::Word if self.peek_at(1).map(|n| n.kind) == Some(Tok::FatArrow) => {
+                    let Some(attr) = self.attribute() else {
+                        self.recover_in_body();
+                        continue;
+                    };
+                    let end = attr.span;
+                    attrs.push(BodyAttribute {
+                        guard: guard.clone(),
+                        attr,
+                    });
+                    match self.peek() {
+                        Some(s) if s.kind == Tok::Semi => self.pos += 1,
+                        next => {
+                            let found = self.describe(next);
+                            let at = Span::new(end.end as usize, end.end as usize);
+                            self.diags.push(
+                                Diagnostic::error(
+                                    at,
+                                    format!("expected ';' after the attribute, found {found}"),
+                                )
+                                .with_help("every attribute in a body ends with ';'"),
+                            );
+                            let resumable = match next {
+                                None => true,
+                                Some(n) => {
+                                    matches!(
+                                        n.kind,
+                                        Tok::RBrace | Tok::ClassGuard | Tok::QuotedGuard
+                                    ) || (n.kind == Tok::Word
+                                        && self.peek_at(1).map(|m| m.kind) == Some(Tok::FatArrow))
+                                }
+                            };
+                            if !resumable {
+                                self.recover_in_body();
+                            }
+                        }
+                    }
+                }
+                _ if self.is_block_keyword(t) && self.starts_line(t) => break,
+                _ => {
+                    self.expected("an attribute ('name => value;'), a class guard or '}'");
+                    self.recover_in_body();
+                }
+            }
+        }
+        attrs
+    }
+
+    fn recover_in_body(&mut self) {
+        let mut depth = 0usize;
+        while let Some(t) = self.peek() {
+            match t.kind {
+                Tok::Semi if depth == 0 => {
+                    self.pos += 1;
+                    return;
+                }
+                Tok::LBrace => depth += 1,
+                Tok::RBrace if depth == 0 => return,
+                Tok::RBrace => depth -= 1,
+                Tok::ClassGuard | Tok::QuotedGuard if depth == 0 => return,
+                _ if self.is_block_keyword(t) && self.starts_line(t) => return,
+                _ => {}
+            }
+            self.pos += 1;
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RvalContext {
+    Attribute,
+    Promisee,
+    ListItem,
+    Argument,
+}
+
+fn line_col_of(src: &str, offset: u32) -> (usize, usize) {
+    let before = &src[..(offset as usize).min(src.len())];
+    let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(src: &str) -> Vec<String> {
+        parse("t.cf", src)
+            .diagnostics
+            .iter()
+            .map(|d| {
+                let (l, c) = line_col_of(src, d.span.start);
+                format!("{l}:{c}: {}", d.message)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn parses_a_bundle() {
+        let p = parse(
+            "t.cf",
+            "bundle agent main(a, b)\n{\n vars:\n  linux::\n   \"x\" -> { \"me\" } string => concat(\"a\", $(b)), meta => { \"t\", };\n reports:\n   \"hi\";\n}\n",
+        );
+        assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
+        let b = p.file.bundles().next().unwrap();
+        assert_eq!(b.name.name, "main");
+        assert_eq!(b.params.len(), 2);
+        assert_eq!(b.sections.len(), 2);
+        let pr = &b.sections[0].promises[0];
+        assert_eq!(pr.guard.expr, "linux");
+        assert_eq!(pr.promiser.value, "x");
+        assert!(pr.promisee.is_some());
+        assert_eq!(pr.attributes.len(), 2);
+        assert_eq!(b.sections[1].promises[0].attributes.len(), 0);
+    }
+
+    #[test]
+    fn namespace_applies_to_following_blocks() {
+        let p = parse(
+            "t.cf",
+            "bundle agent a {}\nbody file control { namespace => \"ns\"; }\nbundle agent b {}\n",
+        );
+        let names: Vec<_> = p.file.bundles().map(|b| b.namespace.clone()).collect();
+        assert_eq!(names, vec!["default", "ns"]);
+    }
+
+    #[test]
+    fn one_missing_semicolon_is_one_error() {
+        let e = errors(
+            "bundle agent x\n{\n vars:\n  \"a\" string => \"b\"\n  \"c\" string => \"d\";\n}\n",
+        );
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].starts_with("4:20: expected ';'"), "{e:?}");
+    }
+
+    #[test]
+    fn rejects_what_cf_promises_rejects() {
+        assert_eq!(
+            errors("bundle agent x { vars: \"a\" string => \"b\",; }").len(),
+            1
+        );
+        assert_eq!(
+            errors("bundle agent x { vars: \"a\" slist => { \"b\", { \"c\" } }; }").len(),
+            1
+        );
+        assert_eq!(
+            errors("bundle agent x { vars: \"a\" string => f(\"b\", ); }").len(),
+            1
+        );
+        assert!(errors("bundle agent x { vars: \"a\" slist => { \"b\", }; }").is_empty());
+        assert!(errors("bundle agent x(a,) { }").is_empty());
+        assert!(!errors("bundle agent x { \"a\" string => \"b\"; }").is_empty());
+        assert!(!errors("body perms p { mode => \"644\" }").is_empty());
+    }
+
+    #[test]
+    fn missing_brace_reports_opening_line() {
+        let e =
+            errors("bundle agent x\n{\n vars:\n  \"a\" string => \"b\";\n\nbundle agent y\n{\n}\n");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].contains("expected '}' to close bundle 'x'"), "{e:?}");
+    }
+}
