@@ -6,6 +6,8 @@
 
 pub mod cli;
 pub mod config;
+pub mod discover;
+pub mod eval;
 pub mod load;
 pub mod syntax;
 
