@@ -60,3 +60,107 @@ pub fn load_file(path: &Path) -> Result<LoadedFile, LoadError> {
     };
     Ok(LoadedFile::from_text(&path.display().to_string(), text))
 }
+
+/// All loaded files of one policy, with lookup tables for bundles and
+/// bodies by namespace and name.
+#[derive(Debug, Default)]
+pub struct PolicySet {
+    pub files: Vec<std::sync::Arc<LoadedFile>>,
+    bundles: std::collections::HashMap<(String, String), (usize, usize)>,
+    bodies: std::collections::HashMap<(String, String, String), (usize, usize)>,
+}
+
+impl PolicySet {
+    /// Adds a file; the first definition of a bundle or body wins lookups
+    /// (duplicates are the validator's business).
+    pub fn add(&mut self, file: LoadedFile) -> usize {
+        let idx = self.files.len();
+        for (bi, block) in file.tree.blocks.iter().enumerate() {
+            match block {
+                crate::syntax::ast::Block::Bundle(b) => {
+                    self.bundles
+                        .entry((b.namespace.clone(), b.name.name.clone()))
+                        .or_insert((idx, bi));
+                }
+                crate::syntax::ast::Block::Body(b) => {
+                    self.bodies
+                        .entry((
+                            b.namespace.clone(),
+                            b.body_type.name.clone(),
+                            b.name.name.clone(),
+                        ))
+                        .or_insert((idx, bi));
+                }
+            }
+        }
+        self.files.push(std::sync::Arc::new(file));
+        idx
+    }
+
+    pub fn contains_path(&self, path: &str) -> bool {
+        self.files.iter().any(|f| f.source.path == path)
+    }
+
+    /// A bundle by (namespace, name); `name` may carry its own `ns:` prefix.
+    pub fn bundle(
+        &self,
+        ns: &str,
+        name: &str,
+    ) -> Option<(&std::sync::Arc<LoadedFile>, &crate::syntax::ast::Bundle)> {
+        let (ns, name) = split_ns(ns, name);
+        let &(fi, bi) = self.bundles.get(&(ns.to_string(), name.to_string()))?;
+        let file = &self.files[fi];
+        match &file.tree.blocks[bi] {
+            crate::syntax::ast::Block::Bundle(b) => Some((file, b)),
+            _ => None,
+        }
+    }
+
+    /// A body by (namespace, type, name); `name` may carry `ns:`. Bodies of
+    /// the default namespace are found from any namespace.
+    pub fn body(
+        &self,
+        ns: &str,
+        body_type: &str,
+        name: &str,
+    ) -> Option<(&std::sync::Arc<LoadedFile>, &crate::syntax::ast::Body)> {
+        let (ns, name) = split_ns(ns, name);
+        let key = (ns.to_string(), body_type.to_string(), name.to_string());
+        let &(fi, bi) = self.bodies.get(&key).or_else(|| {
+            self.bodies.get(&(
+                "default".to_string(),
+                body_type.to_string(),
+                name.to_string(),
+            ))
+        })?;
+        let file = &self.files[fi];
+        match &file.tree.blocks[bi] {
+            crate::syntax::ast::Block::Body(b) => Some((file, b)),
+            _ => None,
+        }
+    }
+
+    pub fn bundles(
+        &self,
+    ) -> impl Iterator<Item = (&std::sync::Arc<LoadedFile>, &crate::syntax::ast::Bundle)> {
+        self.files
+            .iter()
+            .flat_map(|f| f.tree.bundles().map(move |b| (f, b)))
+    }
+
+    pub fn bodies(
+        &self,
+    ) -> impl Iterator<Item = (&std::sync::Arc<LoadedFile>, &crate::syntax::ast::Body)> {
+        self.files
+            .iter()
+            .flat_map(|f| f.tree.bodies().map(move |b| (f, b)))
+    }
+}
+
+/// `("ns", "x:b")` → `("x", "b")`; `("ns", "b")` → `("ns", "b")`.
+pub fn split_ns<'a>(ns: &'a str, name: &'a str) -> (&'a str, &'a str) {
+    match name.split_once(':') {
+        Some((n, b)) => (n, b),
+        None => (ns, name),
+    }
+}

@@ -1,6 +1,11 @@
 //! Evaluation: values, scopes, classes, expansion, pre-evaluation and the
 //! bundle scheduler.
 
+pub mod classes;
+pub mod context;
+pub mod refs;
 pub mod value;
+pub mod vars;
 
+pub use context::{EvalContext, EvalSettings, Frame};
 pub use value::{AugmentsLayer, DataType, Origin, Value};

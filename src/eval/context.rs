@@ -1,0 +1,407 @@
+//! The evaluation context: variables, classes, the stack of bundle frames,
+//! iteration bindings, and the caches that make repeated work cheap.
+
+use super::classes::{ClassInfo, ClassStore, class_key};
+use super::refs::{VarRef, is_special_scope, next_ref};
+use super::value::{Origin, Value};
+use super::vars::{VarStore, Variable};
+use crate::syntax::classexpr::{ClassExpr, ClassExprError};
+use serde_json::Value as Json;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One bundle (or body) being evaluated.
+#[derive(Debug, Clone, Default)]
+pub struct Frame {
+    pub ns: String,
+    pub bundle: String,
+    pub bundle_type: String,
+    /// Classes local to this bundle run (agent bundles).
+    pub local_classes: HashMap<String, ClassInfo>,
+    /// `this.*` for the promise being evaluated.
+    pub this: HashMap<String, Value>,
+    /// Parameters of a body being expanded, looked up before the bundle.
+    pub body_params: Option<HashMap<String, Value>>,
+}
+
+impl Frame {
+    pub fn new(ns: &str, bundle: &str, bundle_type: &str) -> Frame {
+        Frame {
+            ns: ns.to_string(),
+            bundle: bundle.to_string(),
+            bundle_type: bundle_type.to_string(),
+            ..Frame::default()
+        }
+    }
+}
+
+/// Settings that change how evaluation behaves.
+#[derive(Debug, Clone, Default)]
+pub struct EvalSettings {
+    /// Never run side-effecting functions (`--syntax-only`, `-c`).
+    pub no_side_effects: bool,
+    pub dry_run: bool,
+}
+
+/// The text of an expansion and whether some reference stayed unresolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expanded {
+    pub text: String,
+    pub unresolved: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct EvalContext {
+    pub vars: VarStore,
+    pub classes: ClassStore,
+    pub frames: Vec<Frame>,
+    /// Iteration bindings: canonical reference → current element.
+    overlay: Vec<(String, Value)>,
+    expr_cache: HashMap<String, Result<Arc<ClassExpr>, ClassExprError>>,
+    pub settings: EvalSettings,
+    /// Results of `cached` functions by call signature.
+    pub fn_cache: HashMap<String, Value>,
+}
+
+impl EvalContext {
+    pub fn new(settings: EvalSettings) -> EvalContext {
+        EvalContext {
+            settings,
+            ..EvalContext::default()
+        }
+    }
+
+    // ---- frames --------------------------------------------------------
+
+    pub fn push_frame(&mut self, frame: Frame) {
+        self.frames.push(frame);
+    }
+
+    pub fn pop_frame(&mut self) -> Option<Frame> {
+        self.frames.pop()
+    }
+
+    pub fn frame(&self) -> Option<&Frame> {
+        self.frames.last()
+    }
+
+    pub fn frame_mut(&mut self) -> Option<&mut Frame> {
+        self.frames.last_mut()
+    }
+
+    pub fn current_ns(&self) -> &str {
+        self.frame().map_or("default", |f| f.ns.as_str())
+    }
+
+    pub fn current_bundle(&self) -> &str {
+        self.frame().map_or("", |f| f.bundle.as_str())
+    }
+
+    pub fn set_this(&mut self, name: &str, value: Value) {
+        if let Some(f) = self.frame_mut() {
+            f.this.insert(name.to_string(), value);
+        }
+    }
+
+    // ---- iteration bindings ---------------------------------------------
+
+    pub fn bind(&mut self, key: String, value: Value) {
+        self.overlay.push((key, value));
+    }
+
+    pub fn unbind(&mut self) {
+        self.overlay.pop();
+    }
+
+    pub fn bindings_len(&self) -> usize {
+        self.overlay.len()
+    }
+
+    pub fn truncate_bindings(&mut self, len: usize) {
+        self.overlay.truncate(len);
+    }
+
+    // ---- variables -----------------------------------------------------
+
+    /// The canonical `ns:scope.name` key of a reference in the current
+    /// context, used for iteration bindings.
+    pub fn canonical_ref(&self, text: &str) -> String {
+        let r = VarRef::parse(text);
+        let (ns, scope) = self.resolve_scope(&r);
+        format!("{ns}:{scope}.{}", r.name)
+    }
+
+    fn resolve_scope<'a>(&'a self, r: &VarRef<'a>) -> (&'a str, &'a str) {
+        match (r.ns, r.scope) {
+            (Some(ns), Some(scope)) => (ns, scope),
+            (None, Some(scope)) if is_special_scope(scope) => ("default", scope),
+            (None, Some(scope)) => (self.current_ns(), scope),
+            (Some(ns), None) => (ns, self.current_bundle()),
+            (None, None) => (self.current_ns(), self.current_bundle()),
+        }
+    }
+
+    /// Looks up a reference (already free of nested references) in the
+    /// current context.
+    pub fn lookup(&self, text: &str) -> Option<Value> {
+        if !self.overlay.is_empty() {
+            let key = self.canonical_ref(text);
+            if let Some((_, v)) = self.overlay.iter().rev().find(|(k, _)| *k == key) {
+                return Some(v.clone());
+            }
+        }
+        let r = VarRef::parse(text);
+        if r.scope.is_none() && r.ns.is_none() {
+            if let Some(f) = self.frame() {
+                if let Some(params) = &f.body_params {
+                    if let Some(v) = params.get(r.name) {
+                        return Some(v.clone());
+                    }
+                }
+            }
+        }
+        if r.scope == Some("this") && r.ns.is_none() {
+            return self.frame().and_then(|f| f.this.get(r.name).cloned());
+        }
+        let (ns, scope) = self.resolve_scope(&r);
+        if let Some(v) = self.vars.get(ns, scope, r.name) {
+            return Some(v.value.clone());
+        }
+        if r.indices.is_empty() {
+            return None;
+        }
+        // Not a classic array entry: index into a data container.
+        let base = self.vars.get(ns, scope, r.base)?;
+        let Value::Data(d) = &base.value else {
+            return None;
+        };
+        let mut cur: &Json = d;
+        for idx in &r.indices {
+            cur = match cur {
+                Json::Object(m) => m.get(*idx)?,
+                Json::Array(a) => a.get(idx.parse::<usize>().ok()?)?,
+                _ => return None,
+            };
+        }
+        Some(json_to_value(cur))
+    }
+
+    pub fn lookup_variable(&self, text: &str) -> Option<&Variable> {
+        let r = VarRef::parse(text);
+        let (ns, scope) = self.resolve_scope(&r);
+        self.vars.get(ns, scope, r.name)
+    }
+
+    /// Expands every `$(...)`/`${...}` in `s`. References that cannot be
+    /// resolved to a scalar stay as written and mark the result unresolved.
+    pub fn expand(&self, s: &str) -> Expanded {
+        if !s.contains("$(") && !s.contains("${") {
+            return Expanded {
+                text: s.to_string(),
+                unresolved: false,
+            };
+        }
+        let mut out = String::with_capacity(s.len());
+        let mut unresolved = false;
+        let mut pos = 0;
+        while let Some(r) = next_ref(s, pos) {
+            out.push_str(&s[pos..r.start]);
+            if r.list_sigil {
+                // `@(x)` inside a string is not expanded.
+                out.push_str(&s[r.start..r.end]);
+                pos = r.end;
+                continue;
+            }
+            let inner = self.expand(&s[r.inner_start..r.inner_end]);
+            if inner.unresolved {
+                unresolved = true;
+                out.push_str(&s[r.start..r.end]);
+            } else {
+                match self.lookup(&inner.text).as_ref().and_then(scalar_text) {
+                    Some(text) => out.push_str(&text),
+                    None => {
+                        unresolved = true;
+                        out.push_str(&s[r.start..r.end]);
+                    }
+                }
+            }
+            pos = r.end;
+        }
+        out.push_str(&s[pos..]);
+        Expanded {
+            text: out,
+            unresolved,
+        }
+    }
+
+    // ---- classes -------------------------------------------------------
+
+    /// Whether one class name is defined, seen from the current bundle.
+    pub fn class_is_set(&self, name: &str) -> bool {
+        let name = name.strip_prefix("default:").unwrap_or(name);
+        if name == "any" {
+            return true;
+        }
+        if let Some(f) = self.frame() {
+            if f.local_classes.contains_key(name) {
+                return true;
+            }
+        }
+        if name.contains(':') {
+            return self.classes.is_defined(name);
+        }
+        let ns = self.current_ns();
+        if ns != "default" && self.classes.is_defined(&class_key(ns, name)) {
+            return true;
+        }
+        self.classes.is_defined(name)
+    }
+
+    /// Parses (once) and evaluates a class expression that is already free
+    /// of variable references.
+    pub fn eval_class_expr(&mut self, expr: &str) -> Result<bool, ClassExprError> {
+        let parsed = match self.expr_cache.get(expr) {
+            Some(p) => p.clone(),
+            None => {
+                let p = ClassExpr::parse(expr).map(Arc::new);
+                self.expr_cache.insert(expr.to_string(), p.clone());
+                p
+            }
+        };
+        let parsed = parsed?;
+        Ok(parsed.eval(&mut |n| self.class_is_set(n)))
+    }
+
+    /// Defines a class: local to the current agent bundle, or global in the
+    /// current namespace.
+    pub fn define_class(&mut self, name: &str, local: bool, info: ClassInfo) -> bool {
+        if local {
+            if let Some(f) = self.frames.last_mut() {
+                return f.local_classes.insert(name.to_string(), info).is_none();
+            }
+        }
+        let key = if name.contains(':') {
+            name.strip_prefix("default:").unwrap_or(name).to_string()
+        } else {
+            class_key(self.current_ns(), name)
+        };
+        self.classes.define(&key, info)
+    }
+
+    pub fn undefine_class(&mut self, name: &str) {
+        if let Some(f) = self.frames.last_mut() {
+            if f.local_classes.remove(name).is_some() {
+                return;
+            }
+        }
+        let key = class_key(self.current_ns(), name);
+        self.classes.undefine(&key);
+    }
+
+    pub fn origin_here(&self, file: &str, line: usize) -> Origin {
+        Origin::Promise {
+            file: file.to_string(),
+            line,
+        }
+    }
+}
+
+/// The text a value has inside a string, if it is a scalar (or a data
+/// primitive).
+pub fn scalar_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Scalar(s) => Some(s.clone()),
+        Value::Data(d) => match d.as_ref() {
+            Json::String(s) => Some(s.clone()),
+            Json::Number(n) => Some(n.to_string()),
+            Json::Bool(b) => Some(b.to_string()),
+            _ => None,
+        },
+        Value::List(_) => None,
+    }
+}
+
+/// A JSON node as a value: primitives become scalars, the rest stays data.
+pub fn json_to_value(j: &Json) -> Value {
+    match j {
+        Json::String(s) => Value::Scalar(s.clone()),
+        Json::Number(n) => Value::Scalar(n.to_string()),
+        Json::Bool(b) => Value::Scalar(b.to_string()),
+        Json::Null => Value::Scalar("null".to_string()),
+        other => Value::Data(Arc::new(other.clone())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::value::DataType;
+
+    fn ctx() -> EvalContext {
+        let mut c = EvalContext::default();
+        let put = |c: &mut EvalContext, scope: &str, name: &str, v: Value| {
+            let t = v.natural_type();
+            c.vars
+                .put("default", scope, name, Variable::new(v, t, Origin::Agent));
+        };
+        put(&mut c, "main", "a", Value::str("A"));
+        put(&mut c, "main", "k", Value::str("x"));
+        put(&mut c, "main", "arr[x]", Value::str("AX"));
+        put(
+            &mut c,
+            "main",
+            "l",
+            Value::List(vec!["1".into(), "2".into()]),
+        );
+        put(
+            &mut c,
+            "main",
+            "d",
+            Value::data(serde_json::json!({"k": ["z", 3], "s": "S"})),
+        );
+        put(&mut c, "sys", "os", Value::str("linux"));
+        c.push_frame(Frame::new("default", "main", "agent"));
+        c
+    }
+
+    #[test]
+    fn expansion() {
+        let c = ctx();
+        assert_eq!(c.expand("$(a)-${a}").text, "A-A");
+        assert_eq!(c.expand("$(arr[$(k)])").text, "AX");
+        assert_eq!(c.expand("$(main.a) $(sys.os)").text, "A linux");
+        assert_eq!(c.expand("$(d[k][1]) $(d[s])").text, "3 S");
+        let e = c.expand("$(nope) $(l) @(l)");
+        assert_eq!(e.text, "$(nope) $(l) @(l)");
+        assert!(e.unresolved);
+        assert_eq!(
+            c.lookup("d[k]").map(|v| v.natural_type()),
+            Some(DataType::Data)
+        );
+    }
+
+    #[test]
+    fn iteration_bindings_shadow() {
+        let mut c = ctx();
+        let key = c.canonical_ref("l");
+        c.bind(key, Value::str("1"));
+        assert_eq!(c.expand("$(l) $(main.l)").text, "1 1");
+        c.unbind();
+        assert!(c.expand("$(l)").unresolved);
+    }
+
+    #[test]
+    fn classes_local_and_namespaced() {
+        let mut c = ctx();
+        c.define_class("g", false, ClassInfo::soft(Origin::Agent, vec![]));
+        c.define_class("l", true, ClassInfo::soft(Origin::Agent, vec![]));
+        assert!(c.eval_class_expr("g.l.any").unwrap());
+        c.push_frame(Frame::new("ns", "b", "agent"));
+        c.define_class("n", false, ClassInfo::soft(Origin::Agent, vec![]));
+        assert!(c.eval_class_expr("n.g.ns:n").unwrap());
+        assert!(!c.eval_class_expr("l").unwrap());
+        c.pop_frame();
+        assert!(c.eval_class_expr("ns:n").unwrap());
+        assert!(!c.eval_class_expr("n").unwrap());
+    }
+}

@@ -1,0 +1,180 @@
+//! The variable store: every variable by namespace, scope (bundle) and
+//! name, with its type, tags, comment and origin.
+
+use super::value::{DataType, Origin, Value};
+use std::collections::HashMap;
+
+/// How a later definition of the same variable is treated (`policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VarPolicy {
+    #[default]
+    Free,
+    Constant,
+    IfDefined,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Variable {
+    pub value: Value,
+    pub dtype: DataType,
+    pub tags: Vec<String>,
+    pub comment: Option<String>,
+    pub origin: Origin,
+    pub policy: VarPolicy,
+}
+
+impl Variable {
+    pub fn new(value: Value, dtype: DataType, origin: Origin) -> Variable {
+        Variable {
+            value,
+            dtype,
+            tags: Vec::new(),
+            comment: None,
+            origin,
+            policy: VarPolicy::Free,
+        }
+    }
+
+    pub fn with_tags(mut self, tags: Vec<String>) -> Variable {
+        self.tags = tags;
+        self
+    }
+}
+
+/// A scope is a bundle (or a special scope like `sys`) in a namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ScopeKey {
+    pub ns: String,
+    pub scope: String,
+}
+
+impl ScopeKey {
+    pub fn new(ns: &str, scope: &str) -> ScopeKey {
+        ScopeKey {
+            ns: ns.to_string(),
+            scope: scope.to_string(),
+        }
+    }
+}
+
+/// One earlier definition that a later one replaced, for `--explain`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overridden {
+    pub variable: Variable,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct VarStore {
+    scopes: HashMap<ScopeKey, HashMap<String, Variable>>,
+    /// What each definition replaced, in order.
+    history: HashMap<(ScopeKey, String), Vec<Overridden>>,
+}
+
+/// What happened to a `put`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutResult {
+    New,
+    Changed,
+    Unchanged,
+    /// Refused: the existing variable is `policy => "constant"`.
+    Refused,
+}
+
+impl VarStore {
+    pub fn get(&self, ns: &str, scope: &str, name: &str) -> Option<&Variable> {
+        // Avoid allocating a key for each lookup by scanning the inner map
+        // only after a hashed scope lookup.
+        self.scopes
+            .get(&ScopeKey::new(ns, scope))
+            .and_then(|m| m.get(name))
+    }
+
+    pub fn put(&mut self, ns: &str, scope: &str, name: &str, var: Variable) -> PutResult {
+        let key = ScopeKey::new(ns, scope);
+        let map = self.scopes.entry(key.clone()).or_default();
+        match map.get_mut(name) {
+            None => {
+                map.insert(name.to_string(), var);
+                PutResult::New
+            }
+            Some(old) if old.policy == VarPolicy::Constant && old.value != var.value => {
+                PutResult::Refused
+            }
+            Some(old) => {
+                if old.value == var.value && old.dtype == var.dtype {
+                    // Same value: keep the newer metadata without history noise.
+                    old.tags = var.tags;
+                    old.comment = var.comment;
+                    return PutResult::Unchanged;
+                }
+                let prev = std::mem::replace(old, var);
+                self.history
+                    .entry((key, name.to_string()))
+                    .or_default()
+                    .push(Overridden { variable: prev });
+                PutResult::Changed
+            }
+        }
+    }
+
+    pub fn remove(&mut self, ns: &str, scope: &str, name: &str) -> Option<Variable> {
+        self.scopes
+            .get_mut(&ScopeKey::new(ns, scope))
+            .and_then(|m| m.remove(name))
+    }
+
+    /// Removes every variable of one scope (a bundle's parameters when the
+    /// bundle is called again with other arguments).
+    pub fn clear_scope(&mut self, ns: &str, scope: &str) {
+        self.scopes.remove(&ScopeKey::new(ns, scope));
+    }
+
+    pub fn scope(&self, ns: &str, scope: &str) -> Option<&HashMap<String, Variable>> {
+        self.scopes.get(&ScopeKey::new(ns, scope))
+    }
+
+    /// Every variable, as (scope, name, variable), in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&ScopeKey, &String, &Variable)> {
+        self.scopes
+            .iter()
+            .flat_map(|(k, m)| m.iter().map(move |(n, v)| (k, n, v)))
+    }
+
+    pub fn history(&self, ns: &str, scope: &str, name: &str) -> &[Overridden] {
+        self.history
+            .get(&(ScopeKey::new(ns, scope), name.to_string()))
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    pub fn len(&self) -> usize {
+        self.scopes.values().map(HashMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_and_override() {
+        let mut s = VarStore::default();
+        let v = |x: &str| Variable::new(Value::str(x), DataType::String, Origin::Agent);
+        assert_eq!(s.put("default", "main", "a", v("1")), PutResult::New);
+        assert_eq!(s.put("default", "main", "a", v("1")), PutResult::Unchanged);
+        assert_eq!(s.put("default", "main", "a", v("2")), PutResult::Changed);
+        assert_eq!(
+            s.get("default", "main", "a").unwrap().value,
+            Value::str("2")
+        );
+        assert_eq!(s.history("default", "main", "a").len(), 1);
+        let mut c = v("c");
+        c.policy = VarPolicy::Constant;
+        s.put("default", "main", "k", c);
+        assert_eq!(s.put("default", "main", "k", v("d")), PutResult::Refused);
+    }
+}
