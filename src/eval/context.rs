@@ -151,14 +151,13 @@ impl EvalContext {
             }
         }
         let r = VarRef::parse(text);
-        if r.scope.is_none() && r.ns.is_none() {
-            if let Some(f) = self.frame() {
-                if let Some(params) = &f.body_params {
-                    if let Some(v) = params.get(r.name) {
-                        return Some(v.clone());
-                    }
-                }
-            }
+        if r.scope.is_none()
+            && r.ns.is_none()
+            && let Some(f) = self.frame()
+            && let Some(params) = &f.body_params
+            && let Some(v) = params.get(r.name)
+        {
+            return Some(v.clone());
         }
         if r.scope == Some("this") && r.ns.is_none() {
             return self.frame().and_then(|f| f.this.get(r.name).cloned());
@@ -242,10 +241,10 @@ impl EvalContext {
         if name == "any" {
             return true;
         }
-        if let Some(f) = self.frame() {
-            if f.local_classes.contains_key(name) {
-                return true;
-            }
+        if let Some(f) = self.frame()
+            && f.local_classes.contains_key(name)
+        {
+            return true;
         }
         if name.contains(':') {
             return self.classes.is_defined(name);
@@ -275,10 +274,8 @@ impl EvalContext {
     /// Defines a class: local to the current agent bundle, or global in the
     /// current namespace.
     pub fn define_class(&mut self, name: &str, local: bool, info: ClassInfo) -> bool {
-        if local {
-            if let Some(f) = self.frames.last_mut() {
-                return f.local_classes.insert(name.to_string(), info).is_none();
-            }
+        if local && let Some(f) = self.frames.last_mut() {
+            return f.local_classes.insert(name.to_string(), info).is_none();
         }
         let key = if name.contains(':') {
             name.strip_prefix("default:").unwrap_or(name).to_string()
@@ -289,10 +286,10 @@ impl EvalContext {
     }
 
     pub fn undefine_class(&mut self, name: &str) {
-        if let Some(f) = self.frames.last_mut() {
-            if f.local_classes.remove(name).is_some() {
-                return;
-            }
+        if let Some(f) = self.frames.last_mut()
+            && f.local_classes.remove(name).is_some()
+        {
+            return;
         }
         let key = class_key(self.current_ns(), name);
         self.classes.undefine(&key);
