@@ -17,16 +17,17 @@ pub fn next_ref(s: &str, from: usize) -> Option<RefSpan> {
     let b = s.as_bytes();
     let mut i = from;
     while i + 1 < b.len() {
-        if (b[i] == b'$' || b[i] == b'@') && (b[i + 1] == b'(' || b[i + 1] == b'{') {
-            if let Some(end) = matching_close(b, i + 1) {
-                return Some(RefSpan {
-                    start: i,
-                    end: end + 1,
-                    inner_start: i + 2,
-                    inner_end: end,
-                    list_sigil: b[i] == b'@',
-                });
-            }
+        if (b[i] == b'$' || b[i] == b'@')
+            && (b[i + 1] == b'(' || b[i + 1] == b'{')
+            && let Some(end) = matching_close(b, i + 1)
+        {
+            return Some(RefSpan {
+                start: i,
+                end: end + 1,
+                inner_start: i + 2,
+                inner_end: end,
+                list_sigil: b[i] == b'@',
+            });
         }
         i += 1;
     }
