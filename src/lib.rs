@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod discover;
 pub mod eval;
+pub mod functions;
 pub mod load;
 pub mod syntax;
 

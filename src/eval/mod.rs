@@ -4,6 +4,7 @@
 pub mod classes;
 pub mod context;
 pub mod refs;
+pub mod rval;
 pub mod value;
 pub mod vars;
 

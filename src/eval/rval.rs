@@ -1,0 +1,328 @@
+//! Turning right-hand values into values: expansion, lists, function calls,
+//! and the iteration over lists that a promise's references ask for.
+
+use super::context::{EvalContext, scalar_text};
+use super::refs::next_ref;
+use super::value::Value;
+use crate::functions::{self, FnError};
+use crate::syntax::ast::{FnCall, Rval};
+use serde_json::Value as Json;
+
+/// An evaluated value and whether some reference in it stayed unresolved
+/// (the value then holds the unexpanded text, as CFEngine keeps it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluated {
+    pub value: Value,
+    pub unresolved: bool,
+}
+
+impl Evaluated {
+    fn done(value: Value) -> Evaluated {
+        Evaluated {
+            value,
+            unresolved: false,
+        }
+    }
+}
+
+/// A whole-string list reference `@(x)` (or naked `$(x)` naming a list).
+fn whole_ref(s: &str) -> Option<(bool, &str)> {
+    let r = next_ref(s, 0)?;
+    if r.start == 0 && r.end == s.len() {
+        Some((r.list_sigil, &s[r.inner_start..r.inner_end]))
+    } else {
+        None
+    }
+}
+
+impl EvalContext {
+    /// Evaluates an rval. A function whose arguments are unresolved, or that
+    /// fails, returns the error; unresolved text is not an error.
+    pub fn eval_rval(&mut self, r: &Rval) -> Result<Evaluated, FnError> {
+        match r {
+            Rval::String(s) => Ok(self.eval_string(&s.value)),
+            Rval::Symbol(i) => Ok(Evaluated::done(Value::str(i.name.clone()))),
+            Rval::NakedVar { text, .. } => Ok(self.eval_string(text)),
+            Rval::List { items, .. } => {
+                let mut out = Vec::with_capacity(items.len());
+                let mut unresolved = false;
+                for item in items {
+                    let e = self.eval_rval(item)?;
+                    unresolved |= e.unresolved;
+                    match e.value {
+                        Value::Scalar(s) => out.push(s),
+                        Value::List(l) => out.extend(l),
+                        Value::Data(d) => out.extend(json_scalars(&d)),
+                    }
+                }
+                Ok(Evaluated {
+                    value: Value::List(out),
+                    unresolved,
+                })
+            }
+            Rval::Call(c) => self.call(c),
+        }
+    }
+
+    /// A string: `@(x)` alone yields the list or data itself; anything else
+    /// is expanded as text.
+    pub fn eval_string(&mut self, s: &str) -> Evaluated {
+        if let Some((true, inner)) = whole_ref(s) {
+            let name = self.expand(inner);
+            if !name.unresolved
+                && let Some(v) = self.lookup(&name.text)
+            {
+                return Evaluated::done(v);
+            }
+            return Evaluated {
+                value: Value::str(s),
+                unresolved: true,
+            };
+        }
+        let e = self.expand(s);
+        Evaluated {
+            value: Value::Scalar(e.text),
+            unresolved: e.unresolved,
+        }
+    }
+
+    /// Calls a function with its arguments evaluated (raw ones unexpanded).
+    pub fn call(&mut self, c: &FnCall) -> Result<Evaluated, FnError> {
+        let name_text = self.expand(&c.name.name);
+        if name_text.unresolved {
+            return Err(FnError::Defer);
+        }
+        let Some(spec) = functions::lookup(&name_text.text) else {
+            return Err(FnError::Failed(format!(
+                "function '{}' is not implemented",
+                name_text.text
+            )));
+        };
+        if c.args.len() < spec.min_args || spec.max_args.is_some_and(|m| c.args.len() > m) {
+            return Err(FnError::Failed(format!(
+                "function '{}' takes {} arguments, got {}",
+                spec.name,
+                match spec.max_args {
+                    Some(m) if m == spec.min_args => m.to_string(),
+                    Some(m) => format!("{} to {m}", spec.min_args),
+                    None => format!("at least {}", spec.min_args),
+                },
+                c.args.len()
+            )));
+        }
+        let mut args = Vec::with_capacity(c.args.len());
+        for (i, a) in c.args.iter().enumerate() {
+            if spec.raw_args.contains(&i) {
+                args.push(match a {
+                    Rval::String(s) => Value::str(s.value.clone()),
+                    Rval::Symbol(s) => Value::str(s.name.clone()),
+                    Rval::NakedVar { text, .. } => Value::str(text.clone()),
+                    other => self.eval_rval(other)?.value,
+                });
+                continue;
+            }
+            let e = self.eval_rval(a)?;
+            if e.unresolved {
+                return Err(FnError::Defer);
+            }
+            args.push(e.value);
+        }
+        if spec.side_effects && self.settings.no_side_effects {
+            return Err(FnError::Defer);
+        }
+        let cache_key = spec.cached.then(|| cache_key(spec.name, &args));
+        if let Some(k) = &cache_key
+            && let Some(v) = self.fn_cache.get(k)
+        {
+            return Ok(Evaluated::done(v.clone()));
+        }
+        let v = (spec.imp)(self, &args)?;
+        if let Some(k) = cache_key {
+            self.fn_cache.insert(k, v.clone());
+        }
+        Ok(Evaluated::done(v))
+    }
+
+    // ---- iteration -------------------------------------------------------
+
+    /// Finds the first reference in `texts` that names a list or a data
+    /// container not yet bound, looking inside nested references first.
+    /// Returns its canonical key and its elements.
+    pub fn find_iterable(&self, texts: &[&str]) -> Option<(String, Vec<Value>)> {
+        texts.iter().find_map(|t| self.find_iterable_in(t))
+    }
+
+    fn find_iterable_in(&self, s: &str) -> Option<(String, Vec<Value>)> {
+        let mut pos = 0;
+        while let Some(r) = next_ref(s, pos) {
+            pos = r.end;
+            if r.list_sigil {
+                continue;
+            }
+            let inner = &s[r.inner_start..r.inner_end];
+            if let Some(found) = self.find_iterable_in(inner) {
+                return Some(found);
+            }
+            let name = self.expand(inner);
+            if name.unresolved {
+                continue;
+            }
+            let Some(v) = self.lookup(&name.text) else {
+                continue;
+            };
+            let elems: Vec<Value> = match &v {
+                Value::List(l) => l.iter().map(|s| Value::str(s.clone())).collect(),
+                Value::Data(d) => match d.as_ref() {
+                    Json::Array(_) | Json::Object(_) => {
+                        json_scalars(d).into_iter().map(Value::Scalar).collect()
+                    }
+                    _ => continue,
+                },
+                Value::Scalar(_) => continue,
+            };
+            return Some((self.canonical_ref(&name.text), elems));
+        }
+        None
+    }
+
+    /// Calls `f` once per combination of the lists that `texts` iterate
+    /// over, the first-mentioned list varying slowest, as cf-agent does.
+    pub fn for_each_iteration(&mut self, texts: &[&str], f: &mut dyn FnMut(&mut EvalContext)) {
+        match self.find_iterable(texts) {
+            None => f(self),
+            Some((key, elems)) => {
+                for e in elems {
+                    self.bind(key.clone(), e);
+                    self.for_each_iteration(texts, f);
+                    self.unbind();
+                }
+            }
+        }
+    }
+}
+
+/// The primitive members of a JSON array or object, as text, in order;
+/// nested containers are skipped, as cf-agent skips them when iterating.
+pub fn json_scalars(j: &Json) -> Vec<String> {
+    let items: Box<dyn Iterator<Item = &Json>> = match j {
+        Json::Array(a) => Box::new(a.iter()),
+        Json::Object(m) => Box::new(m.values()),
+        other => {
+            return scalar_text(&Value::Data(std::sync::Arc::new(other.clone())))
+                .into_iter()
+                .collect();
+        }
+    };
+    items
+        .filter_map(|v| match v {
+            Json::String(s) => Some(s.clone()),
+            Json::Number(n) => Some(n.to_string()),
+            Json::Bool(b) => Some(b.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn cache_key(name: &str, args: &[Value]) -> String {
+    let mut k = String::from(name);
+    for a in args {
+        k.push('\u{1}');
+        match a {
+            Value::Scalar(s) => k.push_str(s),
+            Value::List(l) => k.push_str(&l.join("\u{2}")),
+            Value::Data(d) => k.push_str(&d.to_string()),
+        }
+    }
+    k
+}
+
+/// Every text in an rval that may hold references that drive iteration:
+/// strings, naked variables, list items and function arguments (except the
+/// raw ones, which their function expands itself).
+pub fn iteration_texts<'a>(r: &'a Rval, out: &mut Vec<&'a str>) {
+    match r {
+        Rval::String(s) => out.push(&s.value),
+        Rval::NakedVar { text, .. } => out.push(text),
+        Rval::Symbol(_) => {}
+        Rval::List { items, .. } => items.iter().for_each(|i| iteration_texts(i, out)),
+        Rval::Call(c) => {
+            let raw = functions::lookup(&c.name.name).map_or(&[][..], |s| s.raw_args);
+            for (i, a) in c.args.iter().enumerate() {
+                if !raw.contains(&i) {
+                    iteration_texts(a, out);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::{DataType, Frame, Origin, vars::Variable};
+    use crate::syntax::parse;
+
+    fn ctx() -> EvalContext {
+        let mut c = EvalContext::default();
+        for (n, v) in [
+            ("a", Value::List(vec!["1".into(), "2".into()])),
+            ("b", Value::List(vec!["x".into(), "y".into()])),
+            ("s", Value::str("S")),
+        ] {
+            c.vars.put(
+                "default",
+                "main",
+                n,
+                Variable::new(v, DataType::Slist, Origin::Agent),
+            );
+        }
+        c.push_frame(Frame::new("default", "main", "agent"));
+        c
+    }
+
+    fn rval(text: &str) -> Rval {
+        let src = format!("bundle agent x {{ vars: \"v\" slist => {text}; }}");
+        let p = parse("t.cf", &src);
+        assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
+        let b = p.file.bundles().next().unwrap().clone();
+        b.sections[0].promises[0].attributes[0].value.clone()
+    }
+
+    #[test]
+    fn lists_splice() {
+        let mut c = ctx();
+        let e = c
+            .eval_rval(&rval("{ \"$(s)\", @(a), \"@(b)\", concat(\"p\", \"q\") }"))
+            .unwrap();
+        assert_eq!(
+            e.value,
+            Value::List(vec![
+                "S".into(),
+                "1".into(),
+                "2".into(),
+                "x".into(),
+                "y".into(),
+                "pq".into()
+            ])
+        );
+    }
+
+    #[test]
+    fn unresolved_arguments_defer() {
+        let mut c = ctx();
+        assert_eq!(
+            c.eval_rval(&rval("concat(\"$(nope)\")")),
+            Err(FnError::Defer)
+        );
+    }
+
+    #[test]
+    fn iteration_order_matches_cf_agent() {
+        let mut c = ctx();
+        let mut seen = Vec::new();
+        c.for_each_iteration(&["$(a) $(b)"], &mut |c| {
+            seen.push(c.expand("$(a) $(b)").text)
+        });
+        assert_eq!(seen, vec!["1 x", "1 y", "2 x", "2 y"]);
+    }
+}

@@ -1,0 +1,131 @@
+//! The functions that evaluation cannot do without: string comparison,
+//! regex matching, class and variable tests, and the boolean helpers.
+
+use super::{FnError, FnResult, FnSpec, class_result, scalar_arg};
+use crate::eval::classes::canonify;
+use crate::eval::{EvalContext, Value};
+
+const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: super::FnImpl) -> FnSpec {
+    FnSpec {
+        name,
+        min_args: min,
+        max_args: max,
+        raw_args: &[],
+        side_effects: false,
+        cached: false,
+        imp,
+    }
+}
+
+pub static FUNCTIONS: &[FnSpec] = &[
+    spec("strcmp", 2, Some(2), strcmp),
+    spec("regcmp", 2, Some(2), regcmp),
+    spec("isvariable", 1, Some(1), isvariable),
+    spec("classmatch", 1, Some(2), classmatch),
+    spec("canonify", 1, Some(1), canonify_fn),
+    spec("concat", 0, None, concat),
+    spec("and", 0, None, and),
+    spec("or", 0, None, or),
+    spec("not", 1, Some(1), not),
+    spec("ifelse", 1, None, ifelse),
+    spec("fileexists", 1, Some(1), fileexists),
+];
+
+fn strcmp(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    Ok(class_result(
+        scalar_arg("strcmp", a, 0)? == scalar_arg("strcmp", a, 1)?,
+    ))
+}
+
+fn regcmp(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let pattern = scalar_arg("regcmp", a, 0)?;
+    let text = scalar_arg("regcmp", a, 1)?;
+    let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+        FnError::Failed(format!(
+            "regcmp: invalid regular expression '{pattern}': {e}"
+        ))
+    })?;
+    Ok(class_result(re.is_match(text)))
+}
+
+fn isvariable(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let name = scalar_arg("isvariable", a, 0)?;
+    Ok(class_result(ctx.lookup(name).is_some()))
+}
+
+fn classmatch(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let pattern = scalar_arg("classmatch", a, 0)?;
+    let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+        FnError::Failed(format!(
+            "classmatch: invalid regular expression '{pattern}': {e}"
+        ))
+    })?;
+    let global = ctx.classes.iter().any(|(k, _)| re.is_match(k));
+    let local = ctx
+        .frame()
+        .is_some_and(|f| f.local_classes.keys().any(|k| re.is_match(k)));
+    Ok(class_result(global || local))
+}
+
+fn canonify_fn(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    Ok(Value::str(canonify(scalar_arg("canonify", a, 0)?)))
+}
+
+fn concat(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let mut out = String::new();
+    for i in 0..a.len() {
+        out.push_str(scalar_arg("concat", a, i)?);
+    }
+    Ok(Value::str(out))
+}
+
+fn truth(ctx: &mut EvalContext, name: &str, a: &[Value], i: usize) -> Result<bool, FnError> {
+    let expr = scalar_arg(name, a, i)?;
+    ctx.eval_class_expr(expr)
+        .map_err(|e| FnError::Failed(format!("{name}: invalid class expression '{expr}': {e}")))
+}
+
+fn and(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    for i in 0..a.len() {
+        if !truth(ctx, "and", a, i)? {
+            return Ok(class_result(false));
+        }
+    }
+    Ok(class_result(true))
+}
+
+fn or(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    for i in 0..a.len() {
+        if truth(ctx, "or", a, i)? {
+            return Ok(class_result(true));
+        }
+    }
+    Ok(class_result(false))
+}
+
+fn not(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    Ok(class_result(!truth(ctx, "not", a, 0)?))
+}
+
+/// `ifelse(c1, v1, c2, v2, ..., default)`: the value after the first true
+/// class expression, else the last argument.
+fn ifelse(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    if a.len() % 2 == 0 {
+        return Err(FnError::Failed(
+            "ifelse: needs an odd number of arguments (pairs of condition and value, then a default)".into(),
+        ));
+    }
+    let mut i = 0;
+    while i + 1 < a.len() {
+        if truth(ctx, "ifelse", a, i)? {
+            return Ok(a[i + 1].clone());
+        }
+        i += 2;
+    }
+    Ok(a[a.len() - 1].clone())
+}
+
+fn fileexists(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let path = scalar_arg("fileexists", a, 0)?;
+    Ok(class_result(std::path::Path::new(path).exists()))
+}

@@ -1,0 +1,108 @@
+//! Built-in functions: a registry of specifications, one module per family.
+//!
+//! A function receives its arguments already evaluated (strings expanded,
+//! `@(list)` turned into lists, nested calls done) except those its
+//! specification marks raw, which arrive unexpanded (`maplist`'s pattern).
+//! When an argument cannot be resolved yet, the call is deferred to a later
+//! pass instead of failing.
+
+mod core;
+
+use crate::eval::{EvalContext, Value};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum FnError {
+    /// An argument is not resolved yet; try again in a later pass.
+    #[error("argument not resolved yet")]
+    Defer,
+    /// The call failed; the message says why.
+    #[error("{0}")]
+    Failed(String),
+}
+
+pub type FnResult = Result<Value, FnError>;
+
+pub type FnImpl = fn(&mut EvalContext, &[Value]) -> FnResult;
+
+/// What a function needs to be called correctly.
+#[derive(Debug)]
+pub struct FnSpec {
+    pub name: &'static str,
+    pub min_args: usize,
+    /// `None` for variadic functions.
+    pub max_args: Option<usize>,
+    /// Positions of arguments passed unexpanded.
+    pub raw_args: &'static [usize],
+    /// Runs commands, reads the network, or changes something: never run
+    /// while only checking a policy.
+    pub side_effects: bool,
+    /// Run once per agent run for the same arguments.
+    pub cached: bool,
+    pub imp: FnImpl,
+}
+
+fn registry() -> &'static HashMap<&'static str, &'static FnSpec> {
+    static REGISTRY: OnceLock<HashMap<&'static str, &'static FnSpec>> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let families: &[&'static [FnSpec]] = &[core::FUNCTIONS];
+        families
+            .iter()
+            .flat_map(|f| f.iter())
+            .map(|s| (s.name, s))
+            .collect()
+    })
+}
+
+pub fn lookup(name: &str) -> Option<&'static FnSpec> {
+    registry().get(name).copied()
+}
+
+/// Every implemented function name, sorted.
+pub fn implemented() -> Vec<&'static str> {
+    let mut v: Vec<_> = registry().keys().copied().collect();
+    v.sort_unstable();
+    v
+}
+
+// ---- helpers shared by the families -------------------------------------
+
+/// A context-returning function's result.
+pub fn class_result(b: bool) -> Value {
+    Value::str(if b { "any" } else { "!any" })
+}
+
+/// The scalar argument at `i`, or a clear failure.
+pub fn scalar_arg<'a>(name: &str, args: &'a [Value], i: usize) -> Result<&'a str, FnError> {
+    match args.get(i) {
+        Some(Value::Scalar(s)) => Ok(s),
+        Some(other) => Err(FnError::Failed(format!(
+            "function '{name}': argument {} must be a string, got {}",
+            i + 1,
+            other.natural_type().as_str()
+        ))),
+        None => Err(FnError::Failed(format!(
+            "function '{name}': missing argument {}",
+            i + 1
+        ))),
+    }
+}
+
+/// A collecting argument: a list or data value passed directly, or a
+/// string naming a variable (or holding inline JSON).
+pub fn collect_arg(ctx: &EvalContext, v: &Value) -> Result<Value, FnError> {
+    match v {
+        Value::Scalar(s) => {
+            let t = s.trim_start();
+            if t.starts_with('[') || t.starts_with('{') {
+                return serde_json::from_str(t)
+                    .map(Value::data)
+                    .map_err(|e| FnError::Failed(format!("invalid inline JSON '{s}': {e}")));
+            }
+            ctx.lookup(s).ok_or(FnError::Defer)
+        }
+        other => Ok(other.clone()),
+    }
+}
