@@ -10,6 +10,8 @@ pub mod discover;
 pub mod eval;
 pub mod functions;
 pub mod load;
+pub mod pipeline;
+pub mod report;
 pub mod syntax;
 
 /// The CFEngine version whose language and behaviour we follow.

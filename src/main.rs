@@ -5,7 +5,10 @@
 use clap::Parser;
 use convergent::cli::{AgentArgs, PromisesArgs};
 use convergent::config::{Config, Mode};
+use convergent::eval::EvalSettings;
 use convergent::load::{LoadedFile, load_file};
+use convergent::pipeline::prepare;
+use convergent::report::tables::{classes_table, compile_filter, vars_table};
 use convergent::syntax::json::policy_json;
 use std::process::ExitCode;
 
@@ -73,7 +76,7 @@ fn run(config: &Config) -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
-        Mode::PolicyJson | Mode::Check | Mode::Run | Mode::Show { .. } => {
+        Mode::PolicyJson => {
             let loaded: LoadedFile = match load_file(&config.entry) {
                 Ok(l) => l,
                 Err(e) => {
@@ -85,10 +88,48 @@ fn run(config: &Config) -> ExitCode {
             if loaded.has_errors() {
                 return ExitCode::from(EXIT_POLICY_ERROR);
             }
+            let v = policy_json([(&loaded.tree, &loaded.source)]);
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Mode::Check | Mode::Show { .. } | Mode::Run => {
+            let settings = EvalSettings {
+                no_side_effects: !matches!(config.mode, Mode::Run),
+                dry_run: config.dry_run,
+            };
+            let prepared = match prepare(config, settings) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("   error: {e}");
+                    return ExitCode::from(EXIT_POLICY_ERROR);
+                }
+            };
+            eprint!("{}", prepared.render_diagnostics());
+            for e in &prepared.report.load_errors {
+                eprintln!("   error: {e}");
+            }
+            if prepared.has_errors() {
+                return ExitCode::from(EXIT_POLICY_ERROR);
+            }
             match &config.mode {
-                Mode::PolicyJson => {
-                    let v = policy_json([(&loaded.tree, &loaded.source)]);
-                    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+                Mode::Show { vars, classes } => {
+                    let mut out = String::new();
+                    for (filter, is_classes) in [(classes, true), (vars, false)] {
+                        let Some(pattern) = filter else { continue };
+                        let re = match compile_filter(pattern) {
+                            Ok(re) => re,
+                            Err(e) => {
+                                eprintln!("   error: invalid filter '{pattern}': {e}");
+                                return ExitCode::from(EXIT_USAGE);
+                            }
+                        };
+                        out.push_str(&if is_classes {
+                            classes_table(&prepared.ctx, re.as_ref())
+                        } else {
+                            vars_table(&prepared.ctx, re.as_ref())
+                        });
+                    }
+                    print!("{out}");
                     ExitCode::SUCCESS
                 }
                 Mode::Check => ExitCode::SUCCESS,

@@ -3,6 +3,8 @@
 
 pub mod classes;
 pub mod context;
+pub mod preeval;
+pub mod promises;
 pub mod refs;
 pub mod rval;
 pub mod value;

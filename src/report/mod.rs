@@ -1,0 +1,3 @@
+//! Output: the `--show-*` tables (and, later, events and their sinks).
+
+pub mod tables;

@@ -1,0 +1,114 @@
+//! The variable and class tables of `cf-promises --show-vars` and
+//! `--show-classes`, with the same columns, ordering and value rendering.
+
+use crate::eval::EvalContext;
+use crate::eval::Value;
+use regex::Regex;
+use std::fmt::Write as _;
+
+/// A value as the table shows it: scalars with `"` escaped (or
+/// `<non-printable>` when they hold control characters), lists as
+/// ` {"a","b"}`, data as compact JSON.
+pub fn render_value(v: &Value) -> String {
+    match v {
+        Value::Scalar(s) => {
+            if s.chars().any(|c| c.is_control()) {
+                "<non-printable>".to_string()
+            } else {
+                s.replace('"', "\\\"")
+            }
+        }
+        Value::List(l) if l.is_empty() => String::new(),
+        Value::List(l) => {
+            let items: Vec<String> = l
+                .iter()
+                .map(|s| format!("\"{}\"", s.replace('"', "\\\"")))
+                .collect();
+            format!(" {{{}}}", items.join(","))
+        }
+        Value::Data(d) => serde_json::to_string(d.as_ref()).unwrap_or_default(),
+    }
+}
+
+/// A filter: unanchored, as cf-promises matches it. An empty pattern
+/// matches everything.
+pub fn compile_filter(pattern: &str) -> Result<Option<Regex>, regex::Error> {
+    if pattern.is_empty() {
+        Ok(None)
+    } else {
+        Regex::new(pattern).map(Some)
+    }
+}
+
+pub fn vars_table(ctx: &EvalContext, filter: Option<&Regex>) -> String {
+    let mut rows: Vec<(String, String, String, String)> = ctx
+        .vars
+        .iter()
+        .map(|(scope, name, var)| {
+            (
+                format!("{}:{}.{}", scope.ns, scope.scope, name),
+                render_value(&var.value),
+                var.tags.join(","),
+                var.comment.clone().unwrap_or_default(),
+            )
+        })
+        .filter(|(n, ..)| filter.is_none_or(|f| f.is_match(n)))
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<40} {:<60} {:<40} {:<40}",
+        "Variable name", "Variable value", "Meta tags", "Comment"
+    );
+    for (n, v, t, c) in rows {
+        let _ = writeln!(out, "{n:<40} {v:<60} {t:<40} {c:<40}");
+    }
+    out
+}
+
+pub fn classes_table(ctx: &EvalContext, filter: Option<&Regex>) -> String {
+    let mut rows: Vec<(String, String, String)> = ctx
+        .classes
+        .iter()
+        .map(|(name, info)| {
+            (
+                name.clone(),
+                info.tags.join(","),
+                info.comment.clone().unwrap_or_default(),
+            )
+        })
+        .filter(|(n, ..)| filter.is_none_or(|f| f.is_match(n)))
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<60} {:<40} {:<40}",
+        "Class name", "Meta tags", "Comment"
+    );
+    for (n, t, c) in rows {
+        let _ = writeln!(out, "{n:<60} {t:<40} {c:<40}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_like_cf_promises() {
+        assert_eq!(render_value(&Value::str("x\"y\\z")), "x\\\"y\\z");
+        assert_eq!(render_value(&Value::str("a\nb")), "<non-printable>");
+        assert_eq!(
+            render_value(&Value::List(vec!["a".into(), "b".into()])),
+            " {\"a\",\"b\"}"
+        );
+        assert_eq!(render_value(&Value::List(vec![])), "");
+        assert_eq!(
+            render_value(&Value::data(serde_json::json!({"a":[1,2],"b":"x\ty"}))),
+            "{\"a\":[1,2],\"b\":\"x\\ty\"}"
+        );
+    }
+}
