@@ -61,6 +61,8 @@ pub struct EvalContext {
     pub settings: EvalSettings,
     /// Results of `cached` functions by call signature.
     pub fn_cache: HashMap<String, Value>,
+    /// Compiled regular expressions by pattern.
+    pub regexes: super::regex::RegexCache,
 }
 
 impl EvalContext {

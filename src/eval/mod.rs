@@ -6,6 +6,7 @@ pub mod context;
 pub mod preeval;
 pub mod promises;
 pub mod refs;
+pub mod regex;
 pub mod rval;
 pub mod value;
 pub mod vars;

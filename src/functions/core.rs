@@ -110,7 +110,7 @@ fn not(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 /// `ifelse(c1, v1, c2, v2, ..., default)`: the value after the first true
 /// class expression, else the last argument.
 fn ifelse(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    if a.len() % 2 == 0 {
+    if a.len().is_multiple_of(2) {
         return Err(FnError::Failed(
             "ifelse: needs an odd number of arguments (pairs of condition and value, then a default)".into(),
         ));

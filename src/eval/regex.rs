@@ -1,0 +1,160 @@
+//! Regular expressions with CFEngine's semantics: PCRE (through PCRE2),
+//! compiled with multi-line and dot-all, as cf-agent compiles them.
+//!
+//! "Anchored" matching is cf-agent's full match: the *first* match must
+//! start at 0 and end at the end of the text. That differs from wrapping
+//! the pattern in `^(?:...)$` when alternatives overlap (`a|ab` does not
+//! fully match "ab" in CFEngine), and we keep CFEngine's answer.
+
+use pcre2::bytes::{Regex as Pcre, RegexBuilder};
+use std::collections::HashMap;
+use std::sync::Arc;
+use thiserror::Error;
+
+#[derive(Debug, Clone, Error, PartialEq)]
+#[error("invalid regular expression '{pattern}': {message}")]
+pub struct RegexError {
+    pub pattern: String,
+    pub message: String,
+}
+
+#[derive(Debug)]
+pub struct Regex {
+    re: Pcre,
+}
+
+impl Regex {
+    pub fn new(pattern: &str) -> Result<Regex, RegexError> {
+        RegexBuilder::new()
+            .multi_line(true)
+            .dotall(true)
+            .utf(true)
+            .jit_if_available(true)
+            .build(pattern)
+            .map(|re| Regex { re })
+            .map_err(|e| RegexError {
+                pattern: pattern.to_string(),
+                message: e.to_string(),
+            })
+    }
+
+    /// Somewhere in the text.
+    pub fn is_match(&self, text: &str) -> bool {
+        self.re.is_match(text.as_bytes()).unwrap_or(false)
+    }
+
+    /// cf-agent's full match: the first match covers the whole text.
+    pub fn is_full_match(&self, text: &str) -> bool {
+        match self.re.find(text.as_bytes()) {
+            Ok(Some(m)) => m.start() == 0 && m.end() == text.len(),
+            _ => false,
+        }
+    }
+
+    /// The groups of the first match (group 0 is the whole match); `None`
+    /// for groups that did not take part.
+    pub fn captures(&self, text: &str) -> Option<Vec<Option<String>>> {
+        let caps = self.re.captures(text.as_bytes()).ok()??;
+        Some(
+            (0..caps.len())
+                .map(|i| {
+                    caps.get(i)
+                        .map(|m| String::from_utf8_lossy(m.as_bytes()).into_owned())
+                })
+                .collect(),
+        )
+    }
+
+    /// Like `captures`, but only when the first match is a full match.
+    pub fn full_captures(&self, text: &str) -> Option<Vec<Option<String>>> {
+        let caps = self.re.captures(text.as_bytes()).ok()??;
+        let m = caps.get(0)?;
+        if m.start() != 0 || m.end() != text.len() {
+            return None;
+        }
+        Some(
+            (0..caps.len())
+                .map(|i| {
+                    caps.get(i)
+                        .map(|m| String::from_utf8_lossy(m.as_bytes()).into_owned())
+                })
+                .collect(),
+        )
+    }
+
+    /// Named groups, for functions that expose them.
+    pub fn group_names(&self) -> Vec<Option<String>> {
+        self.re.capture_names().to_vec()
+    }
+
+    /// Byte ranges of every non-overlapping match.
+    pub fn find_all(&self, text: &str) -> Vec<(usize, usize)> {
+        self.re
+            .find_iter(text.as_bytes())
+            .filter_map(Result::ok)
+            .map(|m| (m.start(), m.end()))
+            .collect()
+    }
+
+    /// Every non-overlapping match with its groups.
+    pub fn captures_all(&self, text: &str) -> Vec<Vec<Option<(usize, usize)>>> {
+        self.re
+            .captures_iter(text.as_bytes())
+            .filter_map(Result::ok)
+            .map(|c| {
+                (0..c.len())
+                    .map(|i| c.get(i).map(|m| (m.start(), m.end())))
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// Compiled patterns by text, so a regex used in a loop compiles once.
+#[derive(Debug, Default)]
+pub struct RegexCache {
+    map: HashMap<String, Result<Arc<Regex>, RegexError>>,
+}
+
+impl RegexCache {
+    pub fn get(&mut self, pattern: &str) -> Result<Arc<Regex>, RegexError> {
+        if let Some(r) = self.map.get(pattern) {
+            return r.clone();
+        }
+        let r = Regex::new(pattern).map(Arc::new);
+        self.map.insert(pattern.to_string(), r.clone());
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_match_is_cfengines() {
+        let r = Regex::new("a|ab").unwrap();
+        assert!(!r.is_full_match("ab"));
+        assert!(Regex::new("ab|a").unwrap().is_full_match("ab"));
+        assert!(Regex::new("^(?!MISSING).*").unwrap().is_full_match("linux"));
+        assert!(
+            !Regex::new("^(?!MISSING).*")
+                .unwrap()
+                .is_full_match("MISSING")
+        );
+        assert!(Regex::new("(a)\\1").unwrap().is_match("aa"));
+    }
+
+    #[test]
+    fn dot_matches_newline() {
+        assert!(Regex::new("a.b").unwrap().is_full_match("a\nb"));
+    }
+
+    #[test]
+    fn captures_and_errors() {
+        let r = Regex::new("(\\w+)=(\\d+)?").unwrap();
+        let c = r.captures("x k= y").unwrap();
+        assert_eq!(c, vec![Some("k=".into()), Some("k".into()), None]);
+        assert!(Regex::new("(").is_err());
+    }
+}
