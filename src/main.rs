@@ -93,8 +93,11 @@ fn run(config: &Config) -> ExitCode {
             ExitCode::SUCCESS
         }
         Mode::Check | Mode::Show { .. } | Mode::Run => {
+            // cf-promises runs functions such as execresult while checking,
+            // so the show and check modes do too; only --syntax-only (which
+            // evaluates nothing) is free of side effects.
             let settings = EvalSettings {
-                no_side_effects: !matches!(config.mode, Mode::Run),
+                no_side_effects: false,
                 dry_run: config.dry_run,
             };
             let prepared = match prepare(config, settings) {
