@@ -11,6 +11,7 @@ pub mod eval;
 pub mod functions;
 pub mod load;
 pub mod pipeline;
+pub mod promises;
 pub mod report;
 pub mod syntax;
 

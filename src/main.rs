@@ -6,8 +6,10 @@ use clap::Parser;
 use convergent::cli::{AgentArgs, PromisesArgs};
 use convergent::config::{Config, Mode};
 use convergent::eval::EvalSettings;
+use convergent::eval::agent::AgentRun;
 use convergent::load::{LoadedFile, load_file};
 use convergent::pipeline::prepare;
+use convergent::report::HumanSink;
 use convergent::report::tables::{classes_table, compile_filter, vars_table};
 use convergent::syntax::json::policy_json;
 use std::process::ExitCode;
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    convergent::report::log::init(config.log_level, false);
     run(&config)
 }
 
@@ -137,8 +140,29 @@ fn run(config: &Config) -> ExitCode {
                 }
                 Mode::Check => ExitCode::SUCCESS,
                 _ => {
-                    eprintln!("   error: running policy is not supported yet");
-                    ExitCode::from(EXIT_POLICY_ERROR)
+                    let mut prepared = prepared;
+                    let mut sink = HumanSink::default();
+                    let mut run = AgentRun::new(
+                        &mut prepared.ctx,
+                        &prepared.policy,
+                        &mut sink,
+                        config.dry_run,
+                    );
+                    let seq = match run.bundlesequence(config.bundlesequence.as_deref()) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::error!("{e}");
+                            return ExitCode::from(EXIT_POLICY_ERROR);
+                        }
+                    };
+                    if let Err(e) = run.run(&seq) {
+                        tracing::error!("{e}");
+                        return ExitCode::from(EXIT_POLICY_ERROR);
+                    }
+                    for m in &run.summary.messages {
+                        tracing::error!("{} ({}:{})", m.message, m.file, m.line);
+                    }
+                    ExitCode::SUCCESS
                 }
             }
         }

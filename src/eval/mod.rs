@@ -1,6 +1,8 @@
 //! Evaluation: values, scopes, classes, expansion, pre-evaluation and the
 //! bundle scheduler.
 
+pub mod agent;
+pub mod bodies;
 pub mod classes;
 pub mod context;
 pub mod preeval;

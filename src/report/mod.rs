@@ -1,3 +1,83 @@
-//! Output: the `--show-*` tables (and, later, events and their sinks).
+//! Output: report lines, log lines, promise events, and the `--show-*`
+//! tables.
 
+pub mod log;
 pub mod tables;
+
+use crate::promises::Outcome;
+
+/// One promise iteration's result, as data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromiseEvent {
+    pub bundle: String,
+    pub namespace: String,
+    pub promise_type: String,
+    pub promiser: String,
+    pub handle: Option<String>,
+    pub file: String,
+    pub line: usize,
+    pub outcome: Outcome,
+}
+
+/// Where a run's output goes. Report lines (`R: ...`) are the policy's own
+/// output; events describe what happened to each promise.
+pub trait Sink {
+    fn report_line(&mut self, text: &str);
+    fn promise_event(&mut self, event: &PromiseEvent);
+}
+
+/// Standard output, as cf-agent prints it.
+#[derive(Debug, Default)]
+pub struct HumanSink {
+    pub counts: Counts,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub kept: usize,
+    pub repaired: usize,
+    pub not_kept: usize,
+}
+
+impl Counts {
+    pub fn add(&mut self, o: Outcome) {
+        match o {
+            Outcome::Kept => self.kept += 1,
+            Outcome::Repaired => self.repaired += 1,
+            _ => self.not_kept += 1,
+        }
+    }
+
+    pub fn total(&self) -> usize {
+        self.kept + self.repaired + self.not_kept
+    }
+}
+
+impl Sink for HumanSink {
+    fn report_line(&mut self, text: &str) {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "R: {text}");
+    }
+
+    fn promise_event(&mut self, event: &PromiseEvent) {
+        self.counts.add(event.outcome);
+    }
+}
+
+/// Collects everything, for tests.
+#[derive(Debug, Default)]
+pub struct MemorySink {
+    pub lines: Vec<String>,
+    pub events: Vec<PromiseEvent>,
+}
+
+impl Sink for MemorySink {
+    fn report_line(&mut self, text: &str) {
+        self.lines.push(text.to_string());
+    }
+
+    fn promise_event(&mut self, event: &PromiseEvent) {
+        self.events.push(event.clone());
+    }
+}

@@ -1,0 +1,651 @@
+//! The agent run: the bundlesequence, each bundle's promise types in
+//! normal ordering, up to three passes, and the bookkeeping that makes a
+//! promise act once per run (reports, methods, actuators) while vars and
+//! classes converge across passes.
+
+use super::bodies::{BODY_ATTRIBUTES, BUNDLE_ATTRIBUTES, BodyError, reference_parts, resolve_body};
+use super::classes::{ClassInfo, canonify_class};
+use super::context::{EvalContext, Frame};
+use super::promises::EvalMessage;
+use super::rval::iteration_texts;
+use super::value::{DataType, Origin, Value};
+use super::vars::Variable;
+use crate::load::{LoadedFile, PolicySet};
+use crate::promises::{ActContext, AttrValue, ExpandedPromise, Outcome, ResolvedBody, actuator};
+use crate::report::{Counts, PromiseEvent, Sink};
+use crate::syntax::ast::{Bundle, Promise, Rval};
+use indexmap::IndexMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Agent bundles' promise types in the order cf-agent evaluates them;
+/// custom promise types follow in the order they are written.
+pub const NORMAL_ORDER: &[&str] = &[
+    "meta",
+    "vars",
+    "defaults",
+    "classes",
+    "users",
+    "files",
+    "packages",
+    "guest_environments",
+    "methods",
+    "processes",
+    "services",
+    "commands",
+    "storage",
+    "databases",
+    "reports",
+];
+
+/// The most passes over a bundle, as cf-agent does.
+pub const MAX_PASSES: usize = 3;
+
+/// How deeply methods may call bundles before we stop a runaway recursion.
+const MAX_CALL_DEPTH: usize = 64;
+
+#[derive(Debug, Error, PartialEq)]
+pub enum RunError {
+    #[error("no bundlesequence in body common control and no bundle 'main' to run")]
+    NoBundlesequence,
+    #[error("bundle '{0}' in the bundlesequence is not defined")]
+    UndefinedBundle(String),
+    #[error("bundle '{name}' takes {expected} arguments, but the bundlesequence gives {got}")]
+    Arity {
+        name: String,
+        expected: usize,
+        got: usize,
+    },
+}
+
+/// One entry of the bundlesequence: a bundle name and its arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BundleCall {
+    pub name: String,
+    pub args: Vec<Value>,
+}
+
+/// What the run did, for the summary and the exit code.
+#[derive(Debug, Default, Clone)]
+pub struct RunSummary {
+    pub counts: Counts,
+    pub messages: Vec<EvalMessage>,
+}
+
+/// The state of one agent run over a loaded, pre-evaluated policy.
+pub struct AgentRun<'a> {
+    pub ctx: &'a mut EvalContext,
+    pub policy: &'a PolicySet,
+    pub sink: &'a mut dyn Sink,
+    pub dry_run: bool,
+    /// Promise iterations finished for this run, by key.
+    done: HashSet<String>,
+    /// Outcomes of promises with a handle, for `depends_on`.
+    handles: HashMap<String, Outcome>,
+    /// Promise types we have no actuator for, reported once each.
+    unsupported: HashSet<String>,
+    /// Outcomes of the bundles being run, innermost last (for methods).
+    bundle_outcomes: Vec<Option<Outcome>>,
+    /// Return values set by `bundle_return_value_index` reports.
+    return_values: Vec<HashMap<String, String>>,
+    /// The return values of the bundle that finished last.
+    last_return_values: Option<HashMap<String, String>>,
+    pub summary: RunSummary,
+}
+
+/// Whether anything in a pass changed the state another pass would see.
+#[derive(Debug, Default, Clone, Copy)]
+struct PassState {
+    changed: bool,
+    /// Something waits for a variable or class that may still appear.
+    deferred: bool,
+    last: bool,
+}
+
+impl<'a> AgentRun<'a> {
+    pub fn new(
+        ctx: &'a mut EvalContext,
+        policy: &'a PolicySet,
+        sink: &'a mut dyn Sink,
+        dry_run: bool,
+    ) -> AgentRun<'a> {
+        AgentRun {
+            ctx,
+            policy,
+            sink,
+            dry_run,
+            done: HashSet::new(),
+            handles: HashMap::new(),
+            unsupported: HashSet::new(),
+            bundle_outcomes: Vec::new(),
+            return_values: Vec::new(),
+            last_return_values: None,
+            summary: RunSummary::default(),
+        }
+    }
+
+    /// The bundles to run: `-b` if given, else body common control's
+    /// bundlesequence, else `main`.
+    pub fn bundlesequence(
+        &mut self,
+        override_seq: Option<&[String]>,
+    ) -> Result<Vec<BundleCall>, RunError> {
+        if let Some(names) = override_seq {
+            return Ok(names
+                .iter()
+                .map(|n| BundleCall {
+                    name: n.clone(),
+                    args: Vec::new(),
+                })
+                .collect());
+        }
+        let control = self
+            .policy
+            .bodies()
+            .find(|(_, b)| {
+                b.body_type.name == "common" && b.name.name == "control" && b.namespace == "default"
+            })
+            .map(|(_, b)| b);
+        if let Some(control) = control {
+            let mut seq = None;
+            for a in control.attributes_named("bundlesequence") {
+                let guard = self.ctx.expand(&a.guard.expr).text;
+                if self.ctx.eval_class_expr(guard.trim()).unwrap_or(false) {
+                    seq = Some(&a.attr.value);
+                }
+            }
+            if let Some(r) = seq {
+                return Ok(self.calls_from_rval(r));
+            }
+        }
+        if self.policy.bundle("default", "main").is_some() {
+            return Ok(vec![BundleCall {
+                name: "main".into(),
+                args: Vec::new(),
+            }]);
+        }
+        Err(RunError::NoBundlesequence)
+    }
+
+    fn calls_from_rval(&mut self, r: &Rval) -> Vec<BundleCall> {
+        let items: Vec<&Rval> = match r {
+            Rval::List { items, .. } => items.iter().collect(),
+            other => vec![other],
+        };
+        let mut out = Vec::new();
+        for item in items {
+            match item {
+                Rval::Call(_) => {
+                    if let Ok((name, args)) = reference_parts(self.ctx, item) {
+                        out.push(BundleCall { name, args });
+                    }
+                }
+                other => {
+                    if let Ok(e) = self.ctx.eval_rval(other) {
+                        match e.value {
+                            Value::Scalar(s) => out.push(BundleCall {
+                                name: s,
+                                args: Vec::new(),
+                            }),
+                            Value::List(l) => out.extend(l.into_iter().map(|name| BundleCall {
+                                name,
+                                args: Vec::new(),
+                            })),
+                            Value::Data(_) => {}
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Runs the whole sequence. Bundles that are missing stop the run
+    /// before anything acts, as cf-agent refuses such a policy.
+    pub fn run(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
+        for call in seq {
+            let Some((_, bundle)) = self.policy.bundle("default", &call.name) else {
+                return Err(RunError::UndefinedBundle(call.name.clone()));
+            };
+            if bundle.params.len() != call.args.len() {
+                return Err(RunError::Arity {
+                    name: call.name.clone(),
+                    expected: bundle.params.len(),
+                    got: call.args.len(),
+                });
+            }
+        }
+        for call in seq {
+            if let Some((file, bundle)) = self.policy.bundle("default", &call.name) {
+                let (file, bundle) = (file.clone(), bundle.clone());
+                self.run_bundle(&file, &bundle, &call.args, None);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one bundle with its arguments. `inherit` carries the caller's
+    /// local classes in (methods with `inherit => "true"`). Returns the
+    /// aggregate outcome of its promises (None if nothing acted).
+    pub fn run_bundle(
+        &mut self,
+        file: &Arc<LoadedFile>,
+        bundle: &Bundle,
+        args: &[Value],
+        inherit: Option<HashMap<String, ClassInfo>>,
+    ) -> Option<Outcome> {
+        let mut frame = Frame::new(
+            &bundle.namespace,
+            &bundle.name.name,
+            &bundle.bundle_type.name,
+        );
+        if let Some(classes) = inherit {
+            frame.local_classes = classes;
+        }
+        for (p, v) in bundle.params.iter().zip(args) {
+            let dtype = v.natural_type();
+            let var = Variable::new(v.clone(), dtype, Origin::Agent)
+                .with_tags(vec!["source=promise".into()]);
+            self.ctx
+                .vars
+                .put(&bundle.namespace, &bundle.name.name, &p.name, var);
+        }
+        self.ctx.push_frame(frame);
+        self.bundle_outcomes.push(None);
+        self.return_values.push(HashMap::new());
+        let common = bundle.bundle_type.name == "common";
+        let order = ordered_sections(bundle);
+        let mut pass = 1;
+        while pass <= MAX_PASSES {
+            let mut state = PassState {
+                last: pass == MAX_PASSES,
+                ..PassState::default()
+            };
+            for section in &order {
+                for promise in section.1 {
+                    self.eval_promise(file, bundle, section.0, promise, common, &mut state);
+                }
+            }
+            if !state.changed {
+                if !state.deferred || state.last {
+                    break;
+                }
+                // Nothing changed, so the passes in between would repeat
+                // this one; go straight to the last, which prints what
+                // never resolved.
+                pass = MAX_PASSES;
+                continue;
+            }
+            pass += 1;
+        }
+        self.ctx.pop_frame();
+        self.last_return_values = self.return_values.pop();
+        self.bundle_outcomes.pop().flatten()
+    }
+
+    fn record_bundle_outcome(&mut self, o: Outcome) {
+        if let Some(slot) = self.bundle_outcomes.last_mut() {
+            *slot = Some(slot.map_or(o, |prev| prev.worst(o)));
+        }
+    }
+
+    fn eval_promise(
+        &mut self,
+        file: &Arc<LoadedFile>,
+        bundle: &Bundle,
+        ptype: &str,
+        promise: &Promise,
+        common: bool,
+        state: &mut PassState,
+    ) {
+        match ptype {
+            "vars" => {
+                let (r, msgs) = self.ctx.eval_vars_promise(file, promise);
+                state.changed |= r.changed;
+                state.deferred |= r.deferred;
+                if state.last {
+                    self.summary.messages.extend(msgs);
+                }
+            }
+            "classes" => {
+                let (r, msgs) = self.ctx.eval_classes_promise(file, promise, common);
+                state.changed |= r.changed;
+                state.deferred |= r.deferred;
+                if state.last {
+                    self.summary.messages.extend(msgs);
+                }
+            }
+            "meta" => {
+                // meta promises are variables of the `<bundle>_meta` scope.
+                let name = format!("{}_meta", bundle.name.name);
+                let ns = bundle.namespace.clone();
+                self.ctx.push_frame(Frame::new(&ns, &name, "meta"));
+                let (r, _) = self.ctx.eval_vars_promise(file, promise);
+                self.ctx.pop_frame();
+                state.changed |= r.changed;
+            }
+            _ => self.eval_acting_promise(file, bundle, ptype, promise, state),
+        }
+    }
+
+    /// Promises that act (reports, methods, files, commands, ...): once
+    /// per run per iteration.
+    fn eval_acting_promise(
+        &mut self,
+        file: &Arc<LoadedFile>,
+        bundle: &Bundle,
+        ptype: &str,
+        promise: &Promise,
+        state: &mut PassState,
+    ) {
+        self.ctx.enter_promise(file, promise);
+        let mut texts = vec![promise.promiser.value.as_str()];
+        for a in &promise.attributes {
+            if a.name.name != "depends_on" {
+                iteration_texts(&a.value, &mut texts);
+            }
+        }
+        let mut work: Vec<ExpandedPromise> = Vec::new();
+        let mut deferred = false;
+        let last = state.last;
+        let policy = self.policy;
+        let line = file.source.line_of(promise.promiser.span.start);
+        let mut failures: Vec<String> = Vec::new();
+        self.ctx.for_each_iteration(&texts, &mut |ctx| {
+            match ctx.promise_condition(promise) {
+                Some(true) => {}
+                Some(false) => return,
+                None => {
+                    deferred = true;
+                    return;
+                }
+            }
+            let promiser = ctx.expand(&promise.promiser.value);
+            // An unresolved promiser waits; reports print it as written in
+            // the last pass.
+            if promiser.unresolved && !(last && ptype == "reports") {
+                deferred = true;
+                return;
+            }
+            ctx.set_this("promiser", Value::str(promiser.text.clone()));
+            match expand_attributes(ctx, policy, promise) {
+                Ok(attrs) => {
+                    let handle = match attrs.get("handle") {
+                        Some(AttrValue::Value(Value::Scalar(h))) => Some(h.clone()),
+                        _ => None,
+                    };
+                    work.push(ExpandedPromise {
+                        promise_type: ptype.to_string(),
+                        promiser: promiser.text,
+                        attrs,
+                        bundle: bundle.name.name.clone(),
+                        namespace: bundle.namespace.clone(),
+                        file: file.source.path.clone(),
+                        line,
+                        handle,
+                    });
+                }
+                Err(BodyError::Defer) => deferred = true,
+                Err(e) => failures.push(e.to_string()),
+            }
+        });
+        state.deferred |= deferred;
+        for f in failures {
+            if last {
+                tracing::error!("{f} (in a {ptype} promise at {}:{line})", file.source.path);
+            }
+        }
+        for ep in work {
+            // cf-agent's once-per-run lock names the bundle, the type, the
+            // promiser and the attributes, not where the promise is written:
+            // two identical promises act once, and a bundle called again
+            // does not repeat what it did.
+            let key = format!(
+                "{}:{}\u{1}{ptype}\u{1}{}\u{1}{}",
+                ep.namespace,
+                ep.bundle,
+                ep.promiser,
+                attrs_key(&ep.attrs)
+            );
+            if self.done.contains(&key) {
+                continue;
+            }
+            if !self.dependencies_met(&ep) {
+                state.deferred = true;
+                continue;
+            }
+            let outcome = if ptype == "methods" {
+                self.eval_method(&ep)
+            } else {
+                self.act(&ep)
+            };
+            let Some(outcome) = outcome else {
+                continue;
+            };
+            self.done.insert(key);
+            state.changed |= outcome == Outcome::Repaired;
+            state.changed |= self.set_outcome_classes(&ep, outcome);
+            if let Some(h) = &ep.handle {
+                let prev = self.handles.get(h).copied();
+                self.handles
+                    .insert(h.clone(), prev.map_or(outcome, |p| p.worst(outcome)));
+                state.changed = true;
+            }
+            self.record_bundle_outcome(outcome);
+            self.sink.promise_event(&PromiseEvent {
+                bundle: ep.bundle.clone(),
+                namespace: ep.namespace.clone(),
+                promise_type: ep.promise_type.clone(),
+                promiser: ep.promiser.clone(),
+                handle: ep.handle.clone(),
+                file: ep.file.clone(),
+                line: ep.line,
+                outcome,
+            });
+        }
+    }
+
+    fn dependencies_met(&self, ep: &ExpandedPromise) -> bool {
+        let deps = match ep.attrs.get("depends_on") {
+            Some(AttrValue::Value(Value::List(l))) => l.clone(),
+            Some(AttrValue::Value(Value::Scalar(s))) => vec![s.clone()],
+            _ => return true,
+        };
+        deps.iter()
+            .all(|d| matches!(self.handles.get(d), Some(Outcome::Kept | Outcome::Repaired)))
+    }
+
+    /// Runs an actuator. `None` when the promise type has none yet.
+    fn act(&mut self, ep: &ExpandedPromise) -> Option<Outcome> {
+        // A report that returns a value to the calling method prints nothing.
+        if ep.promise_type == "reports"
+            && let Some(idx) = ep.scalar("bundle_return_value_index")
+        {
+            if let Some(rv) = self.return_values.last_mut() {
+                rv.insert(idx.to_string(), ep.promiser.clone());
+            }
+            return Some(Outcome::Kept);
+        }
+        let Some(act) = actuator(&ep.promise_type) else {
+            if self.unsupported.insert(ep.promise_type.clone()) {
+                tracing::error!(
+                    "promise type '{}' is not supported yet; its promises are skipped ({}:{})",
+                    ep.promise_type,
+                    ep.file,
+                    ep.line
+                );
+            }
+            return None;
+        };
+        let warn_only = ep
+            .body("action")
+            .and_then(|a| a.scalar("action_policy"))
+            .is_some_and(|p| p == "warn" || p == "nop");
+        let mut act_ctx = ActContext {
+            ctx: self.ctx,
+            dry_run: self.dry_run || warn_only,
+            output: self.sink,
+        };
+        Some(act.evaluate(&mut act_ctx, ep))
+    }
+
+    /// `methods`: run the named bundle and take its outcome.
+    fn eval_method(&mut self, ep: &ExpandedPromise) -> Option<Outcome> {
+        let (name, args) = match ep.attrs.get("usebundle") {
+            Some(AttrValue::Bundle { name, args }) => (name.clone(), args.clone()),
+            // Without usebundle, the promiser names the bundle.
+            _ => (ep.promiser.clone(), Vec::new()),
+        };
+        let Some((file, bundle)) = self.policy.bundle(&ep.namespace, &name) else {
+            tracing::error!(
+                "A method attempted to use a bundle '{name}' that was apparently not defined ({}:{})",
+                ep.file,
+                ep.line
+            );
+            return Some(Outcome::Failed);
+        };
+        if bundle.params.len() != args.len() {
+            tracing::error!(
+                "Bundle '{name}' takes {} arguments, but the method at {}:{} gives {}",
+                bundle.params.len(),
+                ep.file,
+                ep.line,
+                args.len()
+            );
+            return Some(Outcome::Failed);
+        }
+        if self.bundle_outcomes.len() >= MAX_CALL_DEPTH {
+            tracing::error!(
+                "methods nest deeper than {MAX_CALL_DEPTH} bundles at {}:{}; not calling '{name}'",
+                ep.file,
+                ep.line
+            );
+            return Some(Outcome::Failed);
+        }
+        let inherit = ep.flag("inherit").unwrap_or(false).then(|| {
+            self.ctx
+                .frame()
+                .map(|f| f.local_classes.clone())
+                .unwrap_or_default()
+        });
+        let (file, bundle) = (file.clone(), bundle.clone());
+        let outcome = self.run_bundle(&file, &bundle, &args, inherit);
+        if let Some(AttrValue::Value(Value::Scalar(result))) = ep.attrs.get("useresult") {
+            let returned = self.last_return_values.take().unwrap_or_default();
+            let (ns, scope) = (ep.namespace.clone(), ep.bundle.clone());
+            for (k, v) in returned {
+                let var = Variable::new(Value::str(v), DataType::String, Origin::Agent)
+                    .with_tags(vec!["source=promise".into()]);
+                self.ctx
+                    .vars
+                    .put(&ns, &scope, &format!("{result}[{k}]"), var);
+            }
+        }
+        Some(outcome.unwrap_or(Outcome::Kept))
+    }
+
+    /// Defines (and cancels) the classes a `classes` body asks for.
+    /// Returns whether a new class appeared.
+    fn set_outcome_classes(&mut self, ep: &ExpandedPromise, outcome: Outcome) -> bool {
+        let Some(body) = ep.body("classes") else {
+            return false;
+        };
+        let (define, cancel) = match outcome {
+            Outcome::Kept => ("promise_kept", "cancel_kept"),
+            Outcome::Repaired => ("promise_repaired", "cancel_repaired"),
+            Outcome::Denied => ("repair_denied", "cancel_notkept"),
+            Outcome::Timeout => ("repair_timeout", "cancel_notkept"),
+            Outcome::Failed | Outcome::Interrupted => ("repair_failed", "cancel_notkept"),
+        };
+        let names = body.list(define);
+        let local = body.scalar("scope") == Some("bundle");
+        let mut changed = false;
+        for n in names {
+            let name = canonify_class(&n);
+            let info = ClassInfo::soft(Origin::Agent, vec!["source=promise".into()]);
+            changed |= self.ctx.define_class(&name, local, info);
+        }
+        for n in body.list(cancel) {
+            self.ctx.undefine_class(&canonify_class(&n));
+        }
+        changed
+    }
+}
+
+/// The sections of a bundle in normal order; within a type, sections and
+/// promises in the order written. Custom types follow in written order.
+fn ordered_sections(bundle: &Bundle) -> Vec<(&str, &[Promise])> {
+    let mut types: Vec<&str> = NORMAL_ORDER.to_vec();
+    for s in &bundle.sections {
+        let n = s.promise_type.name.as_str();
+        if !types.contains(&n) {
+            types.push(n);
+        }
+    }
+    types
+        .into_iter()
+        .flat_map(|t| {
+            bundle
+                .sections
+                .iter()
+                .filter(move |s| s.promise_type.name == t)
+                .map(|s| (s.promise_type.name.as_str(), s.promises.as_slice()))
+        })
+        .collect()
+}
+
+/// Evaluates every attribute of a promise for the current iteration.
+fn expand_attributes(
+    ctx: &mut EvalContext,
+    policy: &PolicySet,
+    promise: &Promise,
+) -> Result<IndexMap<String, AttrValue>, BodyError> {
+    let mut attrs = IndexMap::new();
+    for a in &promise.attributes {
+        let name = a.name.name.as_str();
+        let v = if BODY_ATTRIBUTES.contains(&name)
+            && matches!(a.value, Rval::Symbol(_) | Rval::Call(_))
+        {
+            AttrValue::Body(resolve_body(ctx, policy, name, &a.value)?)
+        } else if BUNDLE_ATTRIBUTES.contains(&name) {
+            let (bname, args) = reference_parts(ctx, &a.value)?;
+            AttrValue::Bundle { name: bname, args }
+        } else {
+            let e = ctx.eval_rval(&a.value)?;
+            AttrValue::Value(e.value)
+        };
+        attrs.insert(name.to_string(), v);
+    }
+    Ok(attrs)
+}
+
+/// A stable text for the attributes of an iteration, so that two
+/// iterations with the same promiser but different attributes are told
+/// apart.
+fn attrs_key(attrs: &IndexMap<String, AttrValue>) -> String {
+    let mut k = String::new();
+    for (n, v) in attrs {
+        k.push_str(n);
+        k.push('=');
+        match v {
+            AttrValue::Value(Value::Scalar(s)) => k.push_str(s),
+            AttrValue::Value(Value::List(l)) => k.push_str(&l.join(",")),
+            AttrValue::Value(Value::Data(d)) => k.push_str(&d.to_string()),
+            AttrValue::Body(b) => k.push_str(&body_key(b)),
+            AttrValue::Bundle { name, args } => {
+                k.push_str(name);
+                for a in args {
+                    k.push('|');
+                    k.push_str(&format!("{a:?}"));
+                }
+            }
+        }
+        k.push(';');
+    }
+    k
+}
+
+fn body_key(b: &ResolvedBody) -> String {
+    format!("{}{:?}", b.name, b.attrs)
+}

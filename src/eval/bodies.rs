@@ -1,0 +1,204 @@
+//! Resolving a body reference (`perms => m("644")`, `classes => results`)
+//! into its attributes: parameters bound, class guards applied, and
+//! `inherit_from` parents merged underneath.
+
+use super::context::EvalContext;
+use super::value::Value;
+use crate::functions::FnError;
+use crate::load::PolicySet;
+use crate::promises::ResolvedBody;
+use crate::syntax::ast::Rval;
+use std::collections::HashMap;
+
+/// Body types whose name is also the attribute that refers to them.
+pub const BODY_ATTRIBUTES: &[&str] = &[
+    "acl",
+    "action",
+    "changes",
+    "classes",
+    "contain",
+    "copy_from",
+    "database_server",
+    "delete",
+    "delete_select",
+    "depth_search",
+    "edit_defaults",
+    "edit_field",
+    "environment_interface",
+    "environment_resources",
+    "file_select",
+    "insert_select",
+    "link_from",
+    "location",
+    "match_value",
+    "mount",
+    "package_method",
+    "package_module",
+    "password",
+    "perms",
+    "printfile",
+    "process_count",
+    "process_select",
+    "rename",
+    "replace_with",
+    "report_data_select",
+    "select_region",
+    "service_method",
+    "volume",
+];
+
+/// Attributes that name a bundle to call.
+pub const BUNDLE_ATTRIBUTES: &[&str] = &[
+    "usebundle",
+    "edit_line",
+    "edit_xml",
+    "home_bundle",
+    "service_bundle",
+];
+
+/// How deep `inherit_from` chains may go before we call it a cycle.
+const MAX_INHERIT_DEPTH: usize = 16;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BodyError {
+    #[error("undefined body '{name}' of type '{body_type}'")]
+    Undefined { body_type: String, name: String },
+    #[error("body '{name}' takes {expected} arguments, got {got}")]
+    Arity {
+        name: String,
+        expected: usize,
+        got: usize,
+    },
+    #[error("body '{0}' inherits from itself (or the chain is too deep)")]
+    InheritCycle(String),
+    #[error("an argument is not resolved yet")]
+    Defer,
+    #[error("{0}")]
+    Function(String),
+}
+
+impl From<FnError> for BodyError {
+    fn from(e: FnError) -> BodyError {
+        match e {
+            FnError::Defer => BodyError::Defer,
+            FnError::Failed(m) => BodyError::Function(m),
+        }
+    }
+}
+
+/// The name and arguments an rval refers to: `name` or `name(args)`.
+pub fn reference_parts(ctx: &mut EvalContext, r: &Rval) -> Result<(String, Vec<Value>), BodyError> {
+    match r {
+        Rval::Symbol(i) => Ok((i.name.clone(), Vec::new())),
+        Rval::String(s) => {
+            let e = ctx.expand(&s.value);
+            if e.unresolved {
+                return Err(BodyError::Defer);
+            }
+            Ok((e.text, Vec::new()))
+        }
+        Rval::NakedVar { text, .. } => {
+            let e = ctx.expand(text);
+            if e.unresolved {
+                return Err(BodyError::Defer);
+            }
+            Ok((e.text, Vec::new()))
+        }
+        Rval::Call(c) => {
+            let name = ctx.expand(&c.name.name);
+            if name.unresolved {
+                return Err(BodyError::Defer);
+            }
+            let mut args = Vec::with_capacity(c.args.len());
+            for a in &c.args {
+                let e = ctx.eval_rval(a)?;
+                if e.unresolved {
+                    return Err(BodyError::Defer);
+                }
+                args.push(e.value);
+            }
+            Ok((name.text, args))
+        }
+        Rval::List { .. } => Err(BodyError::Function(
+            "a list cannot name a body or bundle".into(),
+        )),
+    }
+}
+
+/// Resolves a body of `body_type` named by `r`, in the current context.
+pub fn resolve_body(
+    ctx: &mut EvalContext,
+    policy: &PolicySet,
+    body_type: &str,
+    r: &Rval,
+) -> Result<ResolvedBody, BodyError> {
+    let (name, args) = reference_parts(ctx, r)?;
+    let mut out = ResolvedBody {
+        name: name.clone(),
+        attrs: Default::default(),
+    };
+    resolve_into(ctx, policy, body_type, &name, args, &mut out, 0)?;
+    Ok(out)
+}
+
+fn resolve_into(
+    ctx: &mut EvalContext,
+    policy: &PolicySet,
+    body_type: &str,
+    name: &str,
+    args: Vec<Value>,
+    out: &mut ResolvedBody,
+    depth: usize,
+) -> Result<(), BodyError> {
+    if depth > MAX_INHERIT_DEPTH {
+        return Err(BodyError::InheritCycle(name.to_string()));
+    }
+    let ns = ctx.current_ns().to_string();
+    let Some((_, body)) = policy.body(&ns, body_type, name) else {
+        return Err(BodyError::Undefined {
+            body_type: body_type.to_string(),
+            name: name.to_string(),
+        });
+    };
+    if body.params.len() != args.len() {
+        return Err(BodyError::Arity {
+            name: name.to_string(),
+            expected: body.params.len(),
+            got: args.len(),
+        });
+    }
+    let params: HashMap<String, Value> = body
+        .params
+        .iter()
+        .map(|p| p.name.clone())
+        .zip(args)
+        .collect();
+    let saved = ctx.frame_mut().map(|f| f.body_params.replace(params));
+    let result = (|| {
+        // The parent first, so this body's own attributes override it.
+        for a in body.attributes_named("inherit_from") {
+            if !guard_holds(ctx, &a.guard.expr) {
+                continue;
+            }
+            let (parent, pargs) = reference_parts(ctx, &a.attr.value)?;
+            resolve_into(ctx, policy, body_type, &parent, pargs, out, depth + 1)?;
+        }
+        for a in &body.attributes {
+            if a.attr.name.name == "inherit_from" || !guard_holds(ctx, &a.guard.expr) {
+                continue;
+            }
+            let e = ctx.eval_rval(&a.attr.value)?;
+            out.attrs.insert(a.attr.name.name.clone(), e.value);
+        }
+        Ok(())
+    })();
+    if let (Some(f), Some(prev)) = (ctx.frame_mut(), saved) {
+        f.body_params = prev;
+    }
+    result
+}
+
+fn guard_holds(ctx: &mut EvalContext, expr: &str) -> bool {
+    let e = ctx.expand(expr);
+    !e.unresolved && ctx.eval_class_expr(e.text.trim()).unwrap_or(false)
+}

@@ -1,0 +1,157 @@
+//! Promise types that act: each checks what differs and then changes it
+//! (or, under dry-run, says what it would change). The scheduler hands
+//! them a promise already expanded for one iteration.
+
+pub mod reports;
+
+use crate::eval::{EvalContext, Value};
+use indexmap::IndexMap;
+
+/// How one promise iteration ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Kept,
+    Repaired,
+    Failed,
+    Denied,
+    Timeout,
+    Interrupted,
+}
+
+impl Outcome {
+    pub fn is_not_kept(self) -> bool {
+        !matches!(self, Outcome::Kept | Outcome::Repaired)
+    }
+
+    /// The worse of two outcomes, for aggregating (a method's bundle).
+    pub fn worst(self, other: Outcome) -> Outcome {
+        let rank = |o: Outcome| match o {
+            Outcome::Kept => 0,
+            Outcome::Repaired => 1,
+            _ => 2,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Kept => "kept",
+            Outcome::Repaired => "repaired",
+            Outcome::Failed => "failed",
+            Outcome::Denied => "denied",
+            Outcome::Timeout => "timeout",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// A body's attributes after parameters and guards were applied.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResolvedBody {
+    pub name: String,
+    pub attrs: IndexMap<String, Value>,
+}
+
+impl ResolvedBody {
+    pub fn scalar(&self, name: &str) -> Option<&str> {
+        self.attrs.get(name).and_then(Value::as_scalar)
+    }
+
+    pub fn list(&self, name: &str) -> Vec<String> {
+        match self.attrs.get(name) {
+            Some(Value::List(l)) => l.clone(),
+            Some(Value::Scalar(s)) => vec![s.clone()],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// An attribute's value for one iteration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttrValue {
+    Value(Value),
+    Body(ResolvedBody),
+    /// A bundle reference (`usebundle`, `edit_line`, ...) with its
+    /// evaluated arguments.
+    Bundle {
+        name: String,
+        args: Vec<Value>,
+    },
+}
+
+/// One iteration of a promise, fully expanded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpandedPromise {
+    pub promise_type: String,
+    pub promiser: String,
+    pub attrs: IndexMap<String, AttrValue>,
+    pub bundle: String,
+    pub namespace: String,
+    pub file: String,
+    pub line: usize,
+    pub handle: Option<String>,
+}
+
+impl ExpandedPromise {
+    pub fn scalar(&self, name: &str) -> Option<&str> {
+        match self.attrs.get(name) {
+            Some(AttrValue::Value(Value::Scalar(s))) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn body(&self, name: &str) -> Option<&ResolvedBody> {
+        match self.attrs.get(name) {
+            Some(AttrValue::Body(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    pub fn value(&self, name: &str) -> Option<&Value> {
+        match self.attrs.get(name) {
+            Some(AttrValue::Value(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A boolean option (`true/yes/on` or `false/no/off`).
+    pub fn flag(&self, name: &str) -> Option<bool> {
+        self.scalar(name).and_then(parse_bool)
+    }
+}
+
+pub fn parse_bool(s: &str) -> Option<bool> {
+    match s {
+        "true" | "yes" | "on" => Some(true),
+        "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// What an actuator may use besides the promise: the evaluation context
+/// for classes and variables, and the run's mode.
+pub struct ActContext<'a> {
+    pub ctx: &'a mut EvalContext,
+    /// Report what would change, change nothing.
+    pub dry_run: bool,
+    pub output: &'a mut dyn crate::report::Sink,
+}
+
+/// A promise type that acts on the system (or the output).
+pub trait Actuator {
+    /// Brings the promise about (or checks it under dry-run) and says how
+    /// it ended.
+    fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome;
+}
+
+/// The actuator for a promise type, if we have one.
+pub fn actuator(promise_type: &str) -> Option<&'static dyn Actuator> {
+    match promise_type {
+        "reports" => Some(&reports::Reports),
+        _ => None,
+    }
+}
