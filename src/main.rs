@@ -162,6 +162,27 @@ fn run(config: &Config) -> ExitCode {
                     for m in &run.summary.messages {
                         tracing::error!("{} ({}:{})", m.message, m.file, m.line);
                     }
+                    drop(run);
+                    let mut out = String::new();
+                    for (filter, is_classes) in [
+                        (&config.show_evaluated_classes, true),
+                        (&config.show_evaluated_vars, false),
+                    ] {
+                        let Some(pattern) = filter else { continue };
+                        let re = match compile_filter(pattern) {
+                            Ok(re) => re,
+                            Err(e) => {
+                                eprintln!("   error: invalid filter '{pattern}': {e}");
+                                return ExitCode::from(EXIT_USAGE);
+                            }
+                        };
+                        out.push_str(&if is_classes {
+                            classes_table(&prepared.ctx, re.as_ref())
+                        } else {
+                            vars_table(&prepared.ctx, re.as_ref())
+                        });
+                    }
+                    print!("{out}");
                     ExitCode::SUCCESS
                 }
             }

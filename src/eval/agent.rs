@@ -262,9 +262,22 @@ impl<'a> AgentRun<'a> {
                 last: pass == MAX_PASSES,
                 ..PassState::default()
             };
-            for section in &order {
+            for (i, section) in order.iter().enumerate() {
                 for promise in section.1 {
                     self.eval_promise(file, bundle, section.0, promise, common, &mut state);
+                }
+                // Once the classes are settled, cf-agent resolves the
+                // bundle's variables again, so a variable guarded by a class
+                // of this pass is there for the promises that follow.
+                let last_classes =
+                    section.0 == "classes" && order.get(i + 1).is_none_or(|n| n.0 != "classes");
+                if last_classes {
+                    for (_, promises) in order.iter().filter(|s| s.0 == "vars") {
+                        for promise in *promises {
+                            let (r, _) = self.ctx.eval_vars_promise(file, promise);
+                            state.changed |= r.changed;
+                        }
+                    }
                 }
             }
             if !state.changed {
@@ -563,7 +576,8 @@ impl<'a> AgentRun<'a> {
         let mut changed = false;
         for n in names {
             let name = canonify_class(&n);
-            let info = ClassInfo::soft(Origin::Agent, vec!["source=promise".into()]);
+            // cf-agent tags outcome classes with nothing at all.
+            let info = ClassInfo::soft(Origin::Agent, Vec::new());
             changed |= self.ctx.define_class(&name, local, info);
         }
         for n in body.list(cancel) {

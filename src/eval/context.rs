@@ -196,7 +196,7 @@ impl EvalContext {
     /// Expands every `$(...)`/`${...}` in `s`. References that cannot be
     /// resolved to a scalar stay as written and mark the result unresolved.
     pub fn expand(&self, s: &str) -> Expanded {
-        if !s.contains("$(") && !s.contains("${") {
+        if !s.contains("$(") && !s.contains("${") && !s.contains("@(") && !s.contains("@{") {
             return Expanded {
                 text: s.to_string(),
                 unresolved: false,
@@ -208,7 +208,9 @@ impl EvalContext {
         while let Some(r) = next_ref(s, pos) {
             out.push_str(&s[pos..r.start]);
             if r.list_sigil {
-                // `@(x)` inside a string is not expanded.
+                // `@(x)` inside a string is never expanded, and cf-agent
+                // treats it as not (yet) resolved.
+                unresolved = true;
                 out.push_str(&s[r.start..r.end]);
                 pos = r.end;
                 continue;

@@ -1,0 +1,95 @@
+//! Differential tests of whole agent runs: each policy in tests/agent/ is
+//! run by `agent -K` and by `cf-agent -K` (each with a private work
+//! directory); the `R:` lines must be the same lines in the same order,
+//! and so must the classes the policy defined (`--show-evaluated-classes`
+//! rows tagged `source=promise`). The reference's output is recorded
+//! beside each policy (`.expected`) for machines without CFEngine.
+//!
+//! Header keys: `# args: ...` extra flags for both agents (e.g. `-D x`).
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+/// The report lines and the soft classes (the rows of the evaluated
+/// classes table that are not hard classes) of one run.
+fn observe(out: &str) -> String {
+    let mut lines: Vec<String> = out
+        .lines()
+        .filter(|l| l.starts_with("R: "))
+        .map(str::to_string)
+        .collect();
+    let mut classes: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Class name"))
+        .skip(1)
+        .filter(|l| !l.starts_with("R: ") && !l.contains("hardclass"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    classes.sort_unstable();
+    lines.push("--- classes".into());
+    lines.extend(classes.iter().map(|c| c.to_string()));
+    lines.join("\n") + "\n"
+}
+
+fn run_case(policy: &Path, with_reference: bool) -> Vec<String> {
+    let text = std::fs::read_to_string(policy).expect("read policy");
+    let args: Vec<String> = header(&text, "args")
+        .map(|a| a.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = policy.parent().expect("policy dir");
+    let name = policy
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .to_string();
+    let ours = run(Command::new(agent_bin())
+        .current_dir(dir)
+        .args(["-K", "--show-evaluated-classes", "-w"])
+        .arg(tmp.path().join("ours"))
+        .args(&args)
+        .arg("-f")
+        .arg(format!("./{name}")));
+    let reference = with_reference.then(|| {
+        let wd = cf_workdir(tmp.path());
+        let r = run(Command::new("cf-agent")
+            .current_dir(dir)
+            .args(["-K", "--show-evaluated-classes", "-w"])
+            .arg(&wd)
+            .args(&args)
+            .arg("-f")
+            .arg(format!("./{name}")));
+        observe(&r.stdout)
+    });
+    let expected = policy.with_extension("expected");
+    check_expected(&expected, &observe(&ours.stdout), reference.as_deref())
+}
+
+#[test]
+fn agent_runs_match_cf_agent() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agent");
+    let with_reference = have("cf-agent");
+    if !with_reference {
+        eprintln!("skipped: cf-agent not installed; comparing with the recorded outputs instead");
+    }
+    let cases = cf_files(&dir);
+    assert!(
+        cases.len() >= 5,
+        "expected the agent test corpus in {}",
+        dir.display()
+    );
+    let problems: Vec<String> = cases
+        .iter()
+        .flat_map(|c| run_case(c, with_reference))
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "{} of {} cases differ:\n{}",
+        problems.len(),
+        cases.len(),
+        problems.join("\n\n")
+    );
+}

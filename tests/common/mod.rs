@@ -1,0 +1,121 @@
+//! Helpers shared by the integration tests: running our binary and the
+//! CFEngine reference side by side, and checked-in expectations for
+//! machines without CFEngine.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub fn agent_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_agent"))
+}
+
+/// The captured result of one command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Captured {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: Option<i32>,
+}
+
+pub fn run(cmd: &mut Command) -> Captured {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    Captured {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: out.status.code(),
+    }
+}
+
+/// Whether a CFEngine binary is on PATH.
+pub fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("-V")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// A private work directory for cf-agent, with the `bin/cf-promises` link
+/// it needs for its pre-check.
+pub fn cf_workdir(root: &Path) -> PathBuf {
+    let wd = root.join("cfwd");
+    std::fs::create_dir_all(wd.join("bin")).expect("create cf workdir");
+    let link = wd.join("bin/cf-promises");
+    if !link.exists() {
+        let target = which("cf-promises").unwrap_or_else(|| PathBuf::from("/usr/bin/cf-promises"));
+        std::os::unix::fs::symlink(target, &link).expect("link cf-promises");
+    }
+    wd
+}
+
+pub fn which(tool: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(tool))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Reads `# key: value` lines from the header comment of a policy.
+pub fn header(text: &str, key: &str) -> Option<String> {
+    let prefix = format!("# {key}:");
+    text.lines()
+        .take_while(|l| l.starts_with('#') || l.trim().is_empty())
+        .find_map(|l| l.strip_prefix(&prefix).map(|v| v.trim().to_string()))
+}
+
+/// All `.cf` files directly under a directory, sorted.
+pub fn cf_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "cf"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Compares our output with the reference. With the reference installed
+/// the expectation file must also equal the reference's output (so it
+/// cannot go stale; `UPDATE_EXPECTED=1` rewrites it); without it, ours is
+/// compared with the file. Returns a description of each mismatch.
+pub fn check_expected(expected_file: &Path, ours: &str, reference: Option<&str>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let recorded = std::fs::read_to_string(expected_file).ok();
+    match reference {
+        Some(theirs) => {
+            if std::env::var_os("UPDATE_EXPECTED").is_some() {
+                std::fs::write(expected_file, theirs).expect("write expected file");
+            } else if recorded.as_deref() != Some(theirs) {
+                problems.push(format!(
+                    "{}: the recorded expectation differs from what the reference prints now \
+                     (run with UPDATE_EXPECTED=1 to record it)\n--- recorded\n{}\n--- reference\n{}",
+                    expected_file.display(),
+                    recorded.unwrap_or_default(),
+                    theirs
+                ));
+            }
+            if ours != theirs {
+                problems.push(format!(
+                    "{}: differs from the reference\n--- ours\n{ours}\n--- reference\n{theirs}",
+                    expected_file.display()
+                ));
+            }
+        }
+        None => match recorded {
+            Some(r) if r == ours => {}
+            Some(r) => problems.push(format!(
+                "{}: differs from the recorded reference output\n--- ours\n{ours}\n--- recorded\n{r}",
+                expected_file.display()
+            )),
+            None => problems.push(format!("{}: no recorded expectation", expected_file.display())),
+        },
+    }
+    problems
+}
