@@ -99,9 +99,13 @@ pub struct AgentArgs {
     #[arg(short = 'l', long = "timestamp")]
     pub timestamp: bool,
 
-    /// Exit with 0 all kept, 2 repaired, 4 not kept, 6 both (not supported yet)
+    /// Exit with 0 all kept, 2 something repaired, 4 something not kept, 6 both
     #[arg(long = "detailed-exitcodes")]
     pub detailed_exitcodes: bool,
+
+    /// Seconds to wait for another agent on the same work directory to finish
+    #[arg(long = "wait-for-lock", value_name = "SECONDS", default_value_t = 10)]
+    pub wait_for_lock: u64,
 
     /// Print a unified diff of every file change (not supported yet)
     #[arg(long = "diff")]

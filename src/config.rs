@@ -62,6 +62,8 @@ pub struct Config {
     pub ignore_preferred_augments: bool,
     pub show_evaluated_vars: Option<String>,
     pub show_evaluated_classes: Option<String>,
+    pub detailed_exitcodes: bool,
+    pub lock_wait: std::time::Duration,
 }
 
 fn split_list(values: &[String]) -> Vec<String> {
@@ -120,7 +122,6 @@ impl Config {
     pub fn from_args(args: AgentArgs, is_root: bool) -> Result<Config, ConfigError> {
         let unsupported = [
             (args.timestamp, "-l/--timestamp"),
-            (args.detailed_exitcodes, "--detailed-exitcodes"),
             (args.diff, "--diff"),
             (args.simulate.is_some(), "--simulate"),
             (args.json, "--json"),
@@ -193,6 +194,8 @@ impl Config {
             ignore_preferred_augments: args.ignore_preferred_augments,
             show_evaluated_vars: args.show_evaluated_vars,
             show_evaluated_classes: args.show_evaluated_classes,
+            detailed_exitcodes: args.detailed_exitcodes,
+            lock_wait: std::time::Duration::from_secs(args.wait_for_lock),
         })
     }
 }

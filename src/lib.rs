@@ -13,6 +13,7 @@ pub mod load;
 pub mod pipeline;
 pub mod promises;
 pub mod report;
+pub mod state;
 pub mod syntax;
 
 /// The CFEngine version whose language and behaviour we follow.

@@ -5,21 +5,32 @@
 use clap::Parser;
 use convergent::cli::{AgentArgs, PromisesArgs};
 use convergent::config::{Config, Mode};
-use convergent::eval::EvalSettings;
-use convergent::eval::agent::AgentRun;
+use convergent::eval::{EvalContext, EvalSettings};
+
 use convergent::load::{LoadedFile, load_file};
-use convergent::pipeline::prepare;
+use convergent::pipeline::{PipelineError, Prepared, prepare, run_agent};
 use convergent::report::HumanSink;
 use convergent::report::tables::{classes_table, compile_filter, vars_table};
 use convergent::syntax::json::policy_json;
 use std::process::ExitCode;
 
-/// Exit codes (see README): 0 success, 1 the policy has errors or could not
-/// be loaded, 2 bad command line (clap's own code).
+/// Exit codes (see README): 0 success, 1 the policy has errors, could not
+/// be loaded, or the run could not start; 2 bad command line (clap's own
+/// code). With --detailed-exitcodes a run adds 2 when something was
+/// repaired and 4 when something was not kept.
 const EXIT_POLICY_ERROR: u8 = 1;
 const EXIT_USAGE: u8 = 2;
+const EXIT_REPAIRED: u8 = 2;
+const EXIT_NOT_KEPT: u8 = 4;
 
 fn main() -> ExitCode {
+    // Die quietly when the reader of our output goes away (`agent | head`),
+    // as command-line tools do, instead of panicking on a write.
+    // SAFETY: setting a signal disposition to its default before any thread
+    // starts has no memory-safety preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let argv: Vec<String> = std::env::args().collect();
     let invoked_as = argv
         .first()
@@ -95,10 +106,55 @@ fn run(config: &Config) -> ExitCode {
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             ExitCode::SUCCESS
         }
-        Mode::Check | Mode::Show { .. } | Mode::Run => {
-            // cf-promises runs functions such as execresult while checking,
-            // so the show and check modes do too; only --syntax-only (which
-            // evaluates nothing) is free of side effects.
+        Mode::Run => {
+            let mut sink = HumanSink::default();
+            let mut on_loaded = |p: &Prepared| {
+                eprint!("{}", p.render_diagnostics());
+                for e in &p.report.load_errors {
+                    tracing::error!("{e}");
+                }
+            };
+            let report = match run_agent(config, &mut sink, &mut on_loaded) {
+                Ok(r) => r,
+                Err(PipelineError::PolicyErrors) => return ExitCode::from(EXIT_POLICY_ERROR),
+                Err(e) => {
+                    tracing::error!("{e}");
+                    return ExitCode::from(EXIT_POLICY_ERROR);
+                }
+            };
+            for m in &report.summary.messages {
+                tracing::error!("{} ({}:{})", m.message, m.file, m.line);
+            }
+            let c = sink.counts;
+            if c.total() > 0 {
+                let pct = |n: usize| 100.0 * n as f64 / c.total() as f64;
+                tracing::info!(
+                    "Summary: {} promises: {} kept ({:.2}%), {} repaired ({:.2}%), {} not kept ({:.2}%)",
+                    c.total(),
+                    c.kept,
+                    pct(c.kept),
+                    c.repaired,
+                    pct(c.repaired),
+                    c.not_kept,
+                    pct(c.not_kept)
+                );
+            }
+            match show_tables(
+                &report.prepared.ctx,
+                config.show_evaluated_classes.as_ref(),
+                config.show_evaluated_vars.as_ref(),
+            ) {
+                Ok(out) => print!("{out}"),
+                Err(code) => return code,
+            }
+            if config.detailed_exitcodes {
+                let repaired = if c.repaired > 0 { EXIT_REPAIRED } else { 0 };
+                let not_kept = if c.not_kept > 0 { EXIT_NOT_KEPT } else { 0 };
+                return ExitCode::from(repaired | not_kept);
+            }
+            ExitCode::SUCCESS
+        }
+        Mode::Check | Mode::Show { .. } => {
             let settings = EvalSettings {
                 no_side_effects: false,
                 dry_run: config.dry_run,
@@ -117,75 +173,35 @@ fn run(config: &Config) -> ExitCode {
             if prepared.has_errors() {
                 return ExitCode::from(EXIT_POLICY_ERROR);
             }
-            match &config.mode {
-                Mode::Show { vars, classes } => {
-                    let mut out = String::new();
-                    for (filter, is_classes) in [(classes, true), (vars, false)] {
-                        let Some(pattern) = filter else { continue };
-                        let re = match compile_filter(pattern) {
-                            Ok(re) => re,
-                            Err(e) => {
-                                eprintln!("   error: invalid filter '{pattern}': {e}");
-                                return ExitCode::from(EXIT_USAGE);
-                            }
-                        };
-                        out.push_str(&if is_classes {
-                            classes_table(&prepared.ctx, re.as_ref())
-                        } else {
-                            vars_table(&prepared.ctx, re.as_ref())
-                        });
-                    }
-                    print!("{out}");
-                    ExitCode::SUCCESS
-                }
-                Mode::Check => ExitCode::SUCCESS,
-                _ => {
-                    let mut prepared = prepared;
-                    let mut sink = HumanSink::default();
-                    let mut run = AgentRun::new(
-                        &mut prepared.ctx,
-                        &prepared.policy,
-                        &mut sink,
-                        config.dry_run,
-                    );
-                    let seq = match run.bundlesequence(config.bundlesequence.as_deref()) {
-                        Ok(s) => s,
-                        Err(e) => {
-                            tracing::error!("{e}");
-                            return ExitCode::from(EXIT_POLICY_ERROR);
-                        }
-                    };
-                    if let Err(e) = run.run(&seq) {
-                        tracing::error!("{e}");
-                        return ExitCode::from(EXIT_POLICY_ERROR);
-                    }
-                    for m in &run.summary.messages {
-                        tracing::error!("{} ({}:{})", m.message, m.file, m.line);
-                    }
-                    drop(run);
-                    let mut out = String::new();
-                    for (filter, is_classes) in [
-                        (&config.show_evaluated_classes, true),
-                        (&config.show_evaluated_vars, false),
-                    ] {
-                        let Some(pattern) = filter else { continue };
-                        let re = match compile_filter(pattern) {
-                            Ok(re) => re,
-                            Err(e) => {
-                                eprintln!("   error: invalid filter '{pattern}': {e}");
-                                return ExitCode::from(EXIT_USAGE);
-                            }
-                        };
-                        out.push_str(&if is_classes {
-                            classes_table(&prepared.ctx, re.as_ref())
-                        } else {
-                            vars_table(&prepared.ctx, re.as_ref())
-                        });
-                    }
-                    print!("{out}");
-                    ExitCode::SUCCESS
+            if let Mode::Show { vars, classes } = &config.mode {
+                match show_tables(&prepared.ctx, classes.as_ref(), vars.as_ref()) {
+                    Ok(out) => print!("{out}"),
+                    Err(code) => return code,
                 }
             }
+            ExitCode::SUCCESS
         }
     }
+}
+
+/// The classes table then the variables table, each if asked for.
+fn show_tables(
+    ctx: &EvalContext,
+    classes: Option<&String>,
+    vars: Option<&String>,
+) -> Result<String, ExitCode> {
+    let mut out = String::new();
+    for (filter, is_classes) in [(classes, true), (vars, false)] {
+        let Some(pattern) = filter else { continue };
+        let re = compile_filter(pattern).map_err(|e| {
+            eprintln!("   error: invalid filter '{pattern}': {e}");
+            ExitCode::from(EXIT_USAGE)
+        })?;
+        out.push_str(&if is_classes {
+            classes_table(ctx, re.as_ref())
+        } else {
+            vars_table(ctx, re.as_ref())
+        });
+    }
+    Ok(out)
 }

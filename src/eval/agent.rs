@@ -13,6 +13,7 @@ use super::vars::Variable;
 use crate::load::{LoadedFile, PolicySet};
 use crate::promises::{ActContext, AttrValue, ExpandedPromise, Outcome, ResolvedBody, actuator};
 use crate::report::{Counts, PromiseEvent, Sink};
+use crate::state::{LockStatus, PersistentClass, StateStore};
 use crate::syntax::ast::{Bundle, Promise, Rval};
 use indexmap::IndexMap;
 use std::collections::{HashMap, HashSet};
@@ -38,6 +39,9 @@ pub const NORMAL_ORDER: &[&str] = &[
     "databases",
     "reports",
 ];
+
+/// cf-agent's default `ifelapsed`, in minutes.
+pub const DEFAULT_IFELAPSED_MINUTES: u64 = 1;
 
 /// The most passes over a bundle, as cf-agent does.
 pub const MAX_PASSES: usize = 3;
@@ -79,6 +83,13 @@ pub struct AgentRun<'a> {
     pub policy: &'a PolicySet,
     pub sink: &'a mut dyn Sink,
     pub dry_run: bool,
+    /// Where promise locks and persistent classes live; `None` with `-K`
+    /// for locks (persistent classes still need it) or in tests.
+    pub state: Option<&'a mut StateStore>,
+    /// Ignore `ifelapsed` locks (`-K`).
+    pub no_lock: bool,
+    /// The run's clock, seconds since the epoch.
+    pub now: i64,
     /// Promise iterations finished for this run, by key.
     done: HashSet<String>,
     /// Outcomes of promises with a handle, for `depends_on`.
@@ -115,6 +126,12 @@ impl<'a> AgentRun<'a> {
             policy,
             sink,
             dry_run,
+            state: None,
+            no_lock: true,
+            now: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0),
             done: HashSet::new(),
             handles: HashMap::new(),
             unsupported: HashSet::new(),
@@ -428,6 +445,16 @@ impl<'a> AgentRun<'a> {
                 state.deferred = true;
                 continue;
             }
+            let lock_key = format!(
+                "{}:{}/{ptype}/{:016x}",
+                ep.namespace,
+                ep.bundle,
+                fnv1a(&key)
+            );
+            if self.lock_held(&ep, &lock_key) {
+                self.done.insert(key);
+                continue;
+            }
             let outcome = if ptype == "methods" {
                 self.eval_method(&ep)
             } else {
@@ -437,6 +464,9 @@ impl<'a> AgentRun<'a> {
                 continue;
             };
             self.done.insert(key);
+            if let Some(st) = self.state.as_deref_mut() {
+                st.record_done(&lock_key, self.now);
+            }
             state.changed |= outcome == Outcome::Repaired;
             state.changed |= self.set_outcome_classes(&ep, outcome);
             if let Some(h) = &ep.handle {
@@ -456,6 +486,34 @@ impl<'a> AgentRun<'a> {
                 line: ep.line,
                 outcome,
             });
+        }
+    }
+
+    /// Whether the promise acted less than `ifelapsed` minutes ago (in an
+    /// earlier run); says so under `-I`.
+    fn lock_held(&self, ep: &ExpandedPromise, lock_key: &str) -> bool {
+        if self.no_lock {
+            return false;
+        }
+        let Some(st) = self.state.as_deref() else {
+            return false;
+        };
+        let ifelapsed = ep
+            .body("action")
+            .and_then(|a| a.scalar("ifelapsed"))
+            .and_then(|v| super::promises::parse_int(v).ok())
+            .map_or(DEFAULT_IFELAPSED_MINUTES, |v| v.max(0) as u64);
+        match st.lock_status(lock_key, self.now, ifelapsed) {
+            LockStatus::Free => false,
+            LockStatus::TooSoon { minutes_left } => {
+                tracing::info!(
+                    "Skipping {} promise '{}' in bundle '{}': it ran less than {ifelapsed} minute(s) ago (ifelapsed), {minutes_left} minute(s) left",
+                    ep.promise_type,
+                    ep.promiser,
+                    ep.bundle
+                );
+                true
+            }
         }
     }
 
@@ -573,15 +631,36 @@ impl<'a> AgentRun<'a> {
         };
         let names = body.list(define);
         let local = body.scalar("scope") == Some("bundle");
+        let persist = body
+            .scalar("persist_time")
+            .and_then(|v| super::promises::parse_int(v).ok())
+            .filter(|&m| m > 0);
+        let reset = body.scalar("timer_policy") != Some("absolute");
         let mut changed = false;
         for n in names {
             let name = canonify_class(&n);
+            if let (Some(minutes), Some(st)) = (persist, self.state.as_deref_mut()) {
+                let class = PersistentClass {
+                    name: name.clone(),
+                    expires: self.now + minutes * 60,
+                    tags: Vec::new(),
+                };
+                if let Err(e) = st.persist_class(&class, reset) {
+                    tracing::error!("{e}");
+                }
+            }
             // cf-agent tags outcome classes with nothing at all.
             let info = ClassInfo::soft(Origin::Agent, Vec::new());
             changed |= self.ctx.define_class(&name, local, info);
         }
         for n in body.list(cancel) {
-            self.ctx.undefine_class(&canonify_class(&n));
+            let name = canonify_class(&n);
+            self.ctx.undefine_class(&name);
+            if let Some(st) = self.state.as_deref_mut()
+                && let Err(e) = st.forget_class(&name)
+            {
+                tracing::error!("{e}");
+            }
         }
         changed
     }
@@ -662,4 +741,12 @@ fn attrs_key(attrs: &IndexMap<String, AttrValue>) -> String {
 
 fn body_key(b: &ResolvedBody) -> String {
     format!("{}{:?}", b.name, b.attrs)
+}
+
+/// FNV-1a: a small hash that is the same in every build, for lock names
+/// stored across runs.
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

@@ -1,0 +1,306 @@
+//! State that outlives a run: promise locks (`ifelapsed`), persistent
+//! classes, and the lock that keeps two agents off one work directory.
+//!
+//! The store is SQLite (bundled): every write is a transaction, so a kill
+//! at any instant leaves either the old or the new state, and several
+//! processes may open it safely.
+
+mod runlock;
+
+pub use runlock::{RunLock, RunLockError};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum StateError {
+    #[error("cannot create the state directory '{path}': {source}")]
+    Dir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("state database '{path}': {source}")]
+    Db {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+/// Whether a promise may act now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockStatus {
+    Free,
+    /// It acted less than `ifelapsed` minutes ago.
+    TooSoon {
+        minutes_left: u64,
+    },
+}
+
+/// A class that stays defined across runs until it expires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersistentClass {
+    pub name: String,
+    /// Seconds since the epoch.
+    pub expires: i64,
+    pub tags: Vec<String>,
+}
+
+pub struct StateStore {
+    conn: Connection,
+    path: PathBuf,
+    /// Last completion time of each promise lock, loaded once.
+    done: HashMap<String, i64>,
+    /// Completions not yet written.
+    pending: Vec<(String, i64)>,
+}
+
+impl StateStore {
+    /// The state directory of a work directory.
+    pub fn dir(workdir: &Path) -> PathBuf {
+        workdir.join("state")
+    }
+
+    pub fn open(workdir: &Path) -> Result<StateStore, StateError> {
+        let dir = Self::dir(workdir);
+        std::fs::create_dir_all(&dir).map_err(|source| StateError::Dir {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        let path = dir.join("convergent.db");
+        let db_err = |source| StateError::Db {
+            path: path.display().to_string(),
+            source,
+        };
+        let conn = Connection::open(&path).map_err(db_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(db_err)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = NORMAL;
+             CREATE TABLE IF NOT EXISTS promise_locks (
+                 key TEXT PRIMARY KEY,
+                 last_done INTEGER NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS persistent_classes (
+                 name TEXT PRIMARY KEY,
+                 expires INTEGER NOT NULL,
+                 tags TEXT NOT NULL
+             );",
+        )
+        .map_err(db_err)?;
+        let mut done = HashMap::new();
+        {
+            let mut stmt = conn
+                .prepare("SELECT key, last_done FROM promise_locks")
+                .map_err(db_err)?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                .map_err(db_err)?;
+            for row in rows.flatten() {
+                done.insert(row.0, row.1);
+            }
+        }
+        Ok(StateStore {
+            conn,
+            path,
+            done,
+            pending: Vec::new(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the promise with this lock key may act at `now` (seconds),
+    /// given its `ifelapsed` in minutes.
+    pub fn lock_status(&self, key: &str, now: i64, ifelapsed_minutes: u64) -> LockStatus {
+        let Some(&last) = self.done.get(key) else {
+            return LockStatus::Free;
+        };
+        let window = (ifelapsed_minutes as i64) * 60;
+        let elapsed = now - last;
+        if elapsed >= 0 && elapsed < window {
+            let left = (window - elapsed + 59) / 60;
+            LockStatus::TooSoon {
+                minutes_left: left as u64,
+            }
+        } else {
+            LockStatus::Free
+        }
+    }
+
+    /// Records that the promise acted at `now`. Written at the next flush.
+    pub fn record_done(&mut self, key: &str, now: i64) {
+        self.done.insert(key.to_string(), now);
+        self.pending.push((key.to_string(), now));
+    }
+
+    /// Writes pending lock records in one transaction.
+    pub fn flush(&mut self) -> Result<(), StateError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let path = self.path.display().to_string();
+        let db_err = |source| StateError::Db {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(db_err)?;
+        {
+            let mut stmt = tx
+                .prepare("INSERT INTO promise_locks (key, last_done) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET last_done = excluded.last_done")
+                .map_err(db_err)?;
+            for (k, t) in &self.pending {
+                stmt.execute(params![k, t]).map_err(db_err)?;
+            }
+        }
+        tx.commit().map_err(db_err)?;
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// Persistent classes that have not expired at `now`; expired ones are
+    /// deleted.
+    pub fn persistent_classes(&mut self, now: i64) -> Result<Vec<PersistentClass>, StateError> {
+        let path = self.path.display().to_string();
+        let db_err = |source| StateError::Db {
+            path: path.clone(),
+            source,
+        };
+        self.conn
+            .execute(
+                "DELETE FROM persistent_classes WHERE expires <= ?1",
+                params![now],
+            )
+            .map_err(db_err)?;
+        let mut stmt = self
+            .conn
+            .prepare("SELECT name, expires, tags FROM persistent_classes ORDER BY name")
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(PersistentClass {
+                    name: r.get(0)?,
+                    expires: r.get(1)?,
+                    tags: r
+                        .get::<_, String>(2)?
+                        .split(',')
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect(),
+                })
+            })
+            .map_err(db_err)?;
+        Ok(rows.flatten().collect())
+    }
+
+    /// Makes a class persist until `expires`. With `reset` (the default
+    /// timer policy) a later definition moves the expiry; with `absolute`
+    /// an existing expiry stays.
+    pub fn persist_class(
+        &mut self,
+        class: &PersistentClass,
+        reset: bool,
+    ) -> Result<(), StateError> {
+        let path = self.path.display().to_string();
+        let db_err = |source| StateError::Db {
+            path: path.clone(),
+            source,
+        };
+        let existing: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT expires FROM persistent_classes WHERE name = ?1",
+                params![class.name],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)?;
+        if existing.is_some() && !reset {
+            return Ok(());
+        }
+        self.conn
+            .execute(
+                "INSERT INTO persistent_classes (name, expires, tags) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(name) DO UPDATE SET expires = excluded.expires, tags = excluded.tags",
+                params![class.name, class.expires, class.tags.join(",")],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    /// Forgets a persistent class (cancelled by policy).
+    pub fn forget_class(&mut self, name: &str) -> Result<(), StateError> {
+        self.conn
+            .execute(
+                "DELETE FROM persistent_classes WHERE name = ?1",
+                params![name],
+            )
+            .map(|_| ())
+            .map_err(|source| StateError::Db {
+                path: self.path.display().to_string(),
+                source,
+            })
+    }
+}
+
+impl Drop for StateStore {
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            tracing::error!("{e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locks_persist_across_opens() {
+        let tmp = tempfile::tempdir().unwrap();
+        {
+            let mut s = StateStore::open(tmp.path()).unwrap();
+            assert_eq!(s.lock_status("k", 1000, 1), LockStatus::Free);
+            s.record_done("k", 1000);
+            assert_eq!(
+                s.lock_status("k", 1010, 1),
+                LockStatus::TooSoon { minutes_left: 1 }
+            );
+        }
+        let s = StateStore::open(tmp.path()).unwrap();
+        assert_eq!(
+            s.lock_status("k", 1030, 5),
+            LockStatus::TooSoon { minutes_left: 5 }
+        );
+        assert_eq!(s.lock_status("k", 1060, 1), LockStatus::Free);
+        assert_eq!(s.lock_status("k", 1030, 0), LockStatus::Free);
+    }
+
+    #[test]
+    fn persistent_classes_expire() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = StateStore::open(tmp.path()).unwrap();
+        let c = PersistentClass {
+            name: "p".into(),
+            expires: 2000,
+            tags: vec!["a".into()],
+        };
+        s.persist_class(&c, true).unwrap();
+        assert_eq!(s.persistent_classes(1000).unwrap(), vec![c.clone()]);
+        let later = PersistentClass {
+            expires: 3000,
+            ..c.clone()
+        };
+        s.persist_class(&later, false).unwrap();
+        assert_eq!(s.persistent_classes(1000).unwrap()[0].expires, 2000);
+        s.persist_class(&later, true).unwrap();
+        assert_eq!(s.persistent_classes(1000).unwrap()[0].expires, 3000);
+        assert!(s.persistent_classes(3000).unwrap().is_empty());
+    }
+}

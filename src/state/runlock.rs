@@ -1,0 +1,97 @@
+//! One agent at a time per work directory: an exclusive `flock` on
+//! WORKDIR/state/agent.lock. The kernel drops the lock when the holder
+//! exits or is killed, so a crashed run never blocks the next one.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum RunLockError {
+    #[error(
+        "another agent (pid {pid}) is running on work directory '{workdir}'; gave up after waiting {waited}s"
+    )]
+    Busy {
+        pid: String,
+        workdir: String,
+        waited: u64,
+    },
+    #[error("cannot open the run lock '{path}': {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Held for the whole run; released on drop (or by the kernel on exit).
+#[derive(Debug)]
+pub struct RunLock {
+    _file: File,
+}
+
+impl RunLock {
+    /// Takes the lock, waiting up to `wait` for another agent to finish.
+    pub fn acquire(workdir: &Path, wait: Duration) -> Result<RunLock, RunLockError> {
+        let dir = super::StateStore::dir(workdir);
+        let path = dir.join("agent.lock");
+        let io_err = |source| RunLockError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        std::fs::create_dir_all(&dir).map_err(io_err)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_err)?;
+        let start = Instant::now();
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    if start.elapsed() >= wait {
+                        let mut holder = String::new();
+                        let _ = file.rewind();
+                        let _ = file.read_to_string(&mut holder);
+                        return Err(RunLockError::Busy {
+                            pid: holder.trim().to_string(),
+                            workdir: workdir.display().to_string(),
+                            waited: start.elapsed().as_secs(),
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(io_err(e)),
+            }
+        }
+        // Record who holds it, for the message the next agent prints.
+        let _ = file.set_len(0);
+        let _ = file.rewind();
+        let _ = write!(file, "{}", std::process::id());
+        let _ = file.flush();
+        Ok(RunLock { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_lock_in_same_process_times_out() {
+        let tmp = tempfile::tempdir().unwrap();
+        let first = RunLock::acquire(tmp.path(), Duration::ZERO).unwrap();
+        let second = RunLock::acquire(tmp.path(), Duration::from_millis(200));
+        assert!(
+            matches!(second, Err(RunLockError::Busy { .. })),
+            "{second:?}"
+        );
+        drop(first);
+        assert!(RunLock::acquire(tmp.path(), Duration::ZERO).is_ok());
+    }
+}
