@@ -9,6 +9,7 @@ pub mod config;
 pub mod discover;
 pub mod eval;
 pub mod functions;
+pub mod host;
 pub mod load;
 pub mod pipeline;
 pub mod promises;
