@@ -86,6 +86,8 @@ pub struct AgentRun<'a> {
     /// Where promise locks and persistent classes live; `None` with `-K`
     /// for locks (persistent classes still need it) or in tests.
     pub state: Option<&'a mut StateStore>,
+    /// How promises reach the system.
+    pub host: crate::host::Host,
     /// Ignore `ifelapsed` locks (`-K`).
     pub no_lock: bool,
     /// The run's clock, seconds since the epoch.
@@ -127,6 +129,7 @@ impl<'a> AgentRun<'a> {
             sink,
             dry_run,
             state: None,
+            host: crate::host::Host::real(),
             no_lock: true,
             now: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -555,6 +558,8 @@ impl<'a> AgentRun<'a> {
             .is_some_and(|p| p == "warn" || p == "nop");
         let mut act_ctx = ActContext {
             ctx: self.ctx,
+            policy: self.policy,
+            host: &self.host,
             dry_run: self.dry_run || warn_only,
             output: self.sink,
         };
@@ -689,7 +694,7 @@ fn ordered_sections(bundle: &Bundle) -> Vec<(&str, &[Promise])> {
 }
 
 /// Evaluates every attribute of a promise for the current iteration.
-fn expand_attributes(
+pub fn expand_attributes(
     ctx: &mut EvalContext,
     policy: &PolicySet,
     promise: &Promise,

@@ -76,11 +76,16 @@ fn not_found_is_none<T>(r: io::Result<T>) -> io::Result<Option<T>> {
 }
 
 fn cstr(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
 fn check(rc: libc::c_int) -> io::Result<()> {
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Whether we may change ownership (only root can give files away).
@@ -207,12 +212,23 @@ impl Host {
     /// leaves the old file or the new one, never a mix.
     pub fn write_atomic(&self, p: &Path, data: &[u8], mode: u32) -> io::Result<()> {
         let real = self.map(p);
-        let dir = real.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
-        let name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let dir = real
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let name = real
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let old = fs::metadata(&real).ok();
         let tmp = dir.join(format!(".{name}.convergent-{}", std::process::id()));
         let result = (|| {
-            let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
             f.write_all(data)?;
             if let Some(m) = &old {
                 if can_chown() {
@@ -256,8 +272,13 @@ fn copy_xattrs(from: &Path, to: &Path) {
     if size <= 0 {
         return;
     }
-    for name in names[..size as usize].split(|&b| b == 0).filter(|n| !n.is_empty()) {
-        let Ok(cname) = CString::new(name) else { continue };
+    for name in names[..size as usize]
+        .split(|&b| b == 0)
+        .filter(|n| !n.is_empty())
+    {
+        let Ok(cname) = CString::new(name) else {
+            continue;
+        };
         // SAFETY: valid path and attribute name; null buffer asks the size.
         let len = unsafe { libc::lgetxattr(f.as_ptr(), cname.as_ptr(), std::ptr::null_mut(), 0) };
         if len < 0 {
@@ -265,13 +286,26 @@ fn copy_xattrs(from: &Path, to: &Path) {
         }
         let mut value = vec![0u8; len as usize];
         // SAFETY: the buffer has `len` bytes.
-        let len = unsafe { libc::lgetxattr(f.as_ptr(), cname.as_ptr(), value.as_mut_ptr().cast(), value.len()) };
+        let len = unsafe {
+            libc::lgetxattr(
+                f.as_ptr(),
+                cname.as_ptr(),
+                value.as_mut_ptr().cast(),
+                value.len(),
+            )
+        };
         if len < 0 {
             continue;
         }
         // SAFETY: valid path, name and value buffer of `len` bytes.
         unsafe {
-            libc::lsetxattr(t.as_ptr(), cname.as_ptr(), value.as_ptr().cast(), len as usize, 0);
+            libc::lsetxattr(
+                t.as_ptr(),
+                cname.as_ptr(),
+                value.as_ptr().cast(),
+                len as usize,
+                0,
+            );
         }
     }
 }
@@ -292,7 +326,10 @@ mod tests {
         assert_eq!(h.read(p).unwrap(), b"new\n");
         assert_eq!(h.lstat(p).unwrap().unwrap().mode, 0o640);
         // Nothing is left beside it.
-        assert_eq!(h.read_dir(Path::new("/etc")).unwrap(), vec!["x.conf".to_string()]);
+        assert_eq!(
+            h.read_dir(Path::new("/etc")).unwrap(),
+            vec!["x.conf".to_string()]
+        );
     }
 
     #[test]

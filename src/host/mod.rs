@@ -61,7 +61,10 @@ mod tests {
     #[test]
     fn rooted_paths_stay_inside() {
         let h = Host::rooted("/tmp/r");
-        assert_eq!(h.map(Path::new("/etc/motd")), PathBuf::from("/tmp/r/etc/motd"));
+        assert_eq!(
+            h.map(Path::new("/etc/motd")),
+            PathBuf::from("/tmp/r/etc/motd")
+        );
         assert_eq!(h.map(Path::new("/../../etc")), PathBuf::from("/tmp/r/etc"));
         assert_eq!(Host::real().map(Path::new("/etc")), PathBuf::from("/etc"));
     }

@@ -2,6 +2,7 @@
 //! (or, under dry-run, says what it would change). The scheduler hands
 //! them a promise already expanded for one iteration.
 
+pub mod files;
 pub mod reports;
 
 use crate::eval::{EvalContext, Value};
@@ -136,6 +137,8 @@ pub fn parse_bool(s: &str) -> Option<bool> {
 /// for classes and variables, and the run's mode.
 pub struct ActContext<'a> {
     pub ctx: &'a mut EvalContext,
+    pub policy: &'a crate::load::PolicySet,
+    pub host: &'a crate::host::Host,
     /// Report what would change, change nothing.
     pub dry_run: bool,
     pub output: &'a mut dyn crate::report::Sink,
@@ -152,6 +155,7 @@ pub trait Actuator {
 pub fn actuator(promise_type: &str) -> Option<&'static dyn Actuator> {
     match promise_type {
         "reports" => Some(&reports::Reports),
+        "files" => Some(&files::Files),
         _ => None,
     }
 }

@@ -1,0 +1,450 @@
+//! `files`: existence, permissions, content and edits of files and
+//! directories, through the host layer. Each step checks first and only
+//! then changes; under dry-run (or `action_policy => "warn"`) it says
+//! what it would do instead, in cf-agent's words.
+
+pub mod edit;
+pub mod perms;
+
+use super::{ActContext, Actuator, ExpandedPromise, Outcome, ResolvedBody};
+use crate::host::fs::{FileKind, Meta, can_chown};
+use perms::{ModeSpec, gid_of, rx_for_dirs, uid_of};
+use std::path::{Path, PathBuf};
+
+pub struct Files;
+
+/// cf-agent's mode for files it creates without a `perms` body.
+const DEFAULT_FILE_MODE: u32 = 0o600;
+/// ... and for directories (parents included).
+const DEFAULT_DIR_MODE: u32 = 0o700;
+
+/// The running verdict of one files promise.
+#[derive(Debug, Default)]
+pub(crate) struct Verdict {
+    repaired: bool,
+    failed: bool,
+    warned: bool,
+}
+
+impl Verdict {
+    pub(crate) fn repaired(&mut self) {
+        self.repaired = true;
+    }
+
+    pub(crate) fn failed(&mut self) {
+        self.failed = true;
+    }
+
+    pub(crate) fn warned(&mut self) {
+        self.warned = true;
+    }
+
+    fn outcome(&self) -> Outcome {
+        if self.failed || self.warned {
+            Outcome::Failed
+        } else if self.repaired {
+            Outcome::Repaired
+        } else {
+            Outcome::Kept
+        }
+    }
+}
+
+impl Actuator for Files {
+    fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
+        let mut v = Verdict::default();
+        let path = PathBuf::from(&p.promiser);
+        let is_dir_promise = p.promiser.ends_with("/.") || p.promiser.ends_with('/');
+        let target: PathBuf = if is_dir_promise {
+            PathBuf::from(p.promiser.trim_end_matches('.').trim_end_matches('/'))
+        } else {
+            path.clone()
+        };
+        if !target.is_absolute() {
+            tracing::error!(
+                "File '{}' is not an absolute path; files promises need one",
+                p.promiser
+            );
+            return Outcome::Failed;
+        }
+        if let Some(del) = p.body("delete") {
+            delete(act, p, &target, del, &mut v);
+            return finish(p, v);
+        }
+        let meta = match act.host.lstat(&target) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!("Cannot stat '{}': {e}", p.promiser);
+                return Outcome::Failed;
+            }
+        };
+        let wants_create = p.flag("create").unwrap_or(false) || p.scalar("content").is_some();
+        let meta = match meta {
+            Some(m) => Some(m),
+            None if wants_create => create(act, p, &target, is_dir_promise, &mut v),
+            None => None,
+        };
+        let Some(meta) = meta else {
+            if !v.failed
+                && !v.warned
+                && (p.attrs.contains_key("edit_line") || p.attrs.contains_key("edit_template"))
+            {
+                tracing::error!(
+                    "File '{}' was marked for editing but could not be opened",
+                    p.promiser
+                );
+                v.failed();
+            }
+            return finish(p, v);
+        };
+        if let Some(body) = p.body("perms") {
+            apply_perms(act, p, &target, &meta, body, &mut v);
+        }
+        if meta.kind == FileKind::File {
+            if let Some(content) = p.scalar("content") {
+                set_content(act, p, &target, content, &mut v);
+            }
+            if p.attrs.contains_key("edit_line")
+                || p.attrs.contains_key("edit_template")
+                || p.attrs.contains_key("edit_template_string")
+            {
+                edit::edit_file(act, p, &target, &mut v);
+            }
+        }
+        if p.flag("touch") == Some(true) {
+            if act.dry_run {
+                tracing::warn!("Should touch '{}', but only warning promised", p.promiser);
+                v.warned();
+            } else if let Err(e) = act.host.touch(&target) {
+                tracing::error!("Could not touch '{}': {e}", p.promiser);
+                v.failed();
+            } else {
+                tracing::info!("Touched (updated time stamps) for path '{}'", p.promiser);
+                v.repaired();
+            }
+        }
+        finish(p, v)
+    }
+}
+
+fn finish(p: &ExpandedPromise, v: Verdict) -> Outcome {
+    if v.failed {
+        tracing::error!(
+            "Errors encountered when actuating files promise '{}'",
+            p.promiser
+        );
+    } else if v.warned {
+        tracing::warn!(
+            "Warnings encountered when actuating files promise '{}'",
+            p.promiser
+        );
+    }
+    v.outcome()
+}
+
+/// The mode a new file or directory gets: the perms body's, else cf-agent's default.
+fn creation_mode(p: &ExpandedPromise, is_dir: bool) -> u32 {
+    let default = if is_dir {
+        DEFAULT_DIR_MODE
+    } else {
+        DEFAULT_FILE_MODE
+    };
+    match p
+        .body("perms")
+        .and_then(|b| b.scalar("mode"))
+        .map(ModeSpec::parse)
+    {
+        Some(Ok(spec)) => {
+            let m = spec.apply(default);
+            if is_dir { rx_for_dirs(m) } else { m }
+        }
+        _ => default,
+    }
+}
+
+fn create(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    is_dir: bool,
+    v: &mut Verdict,
+) -> Option<Meta> {
+    let mode = creation_mode(p, is_dir);
+    if act.dry_run {
+        if is_dir {
+            tracing::warn!(
+                "Should create directory '{}', mode '{:04o}', but only warning promised",
+                p.promiser,
+                mode
+            );
+        } else {
+            tracing::warn!(
+                "Should create file '{}', mode '{:04o}', but only warning promised",
+                p.promiser,
+                mode
+            );
+        }
+        v.warned();
+        return None;
+    }
+    if let Some(parent) = target.parent() {
+        match act.host.mkdir_all(parent, DEFAULT_DIR_MODE) {
+            Ok(made) if !made.is_empty() && !is_dir => {
+                tracing::info!("Created directory for '{}'", p.promiser);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!("Could not create directories for '{}': {e}", p.promiser);
+                v.failed();
+                return None;
+            }
+        }
+    }
+    let result = if is_dir {
+        act.host.mkdir_all(target, mode).map(|_| ())
+    } else if p.scalar("file_type") == Some("fifo") {
+        act.host.create_fifo(target, mode)
+    } else {
+        act.host.create_empty(target, mode)
+    };
+    match result {
+        Ok(()) => {
+            if is_dir {
+                tracing::info!("Created directory '{}'", p.promiser);
+            } else {
+                tracing::info!("Created file '{}', mode {:04o}", p.promiser, mode);
+            }
+            v.repaired();
+            act.host.lstat(target).ok().flatten()
+        }
+        Err(e) => {
+            tracing::error!("Error creating '{}': {e}", p.promiser);
+            v.failed();
+            None
+        }
+    }
+}
+
+fn apply_perms(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    meta: &Meta,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    if meta.kind == FileKind::Symlink {
+        return;
+    }
+    if let Some(mode_text) = body.scalar("mode") {
+        match ModeSpec::parse(mode_text) {
+            Ok(spec) => {
+                let mut want = spec.apply(meta.mode);
+                let rxdirs = body
+                    .scalar("rxdirs")
+                    .and_then(super::parse_bool)
+                    .unwrap_or(true);
+                if meta.kind == FileKind::Dir && rxdirs {
+                    want = rx_for_dirs(want);
+                }
+                if want != meta.mode {
+                    if act.dry_run {
+                        tracing::warn!(
+                            "Should change permissions of '{}' from {:04o} to {:04o}",
+                            p.promiser,
+                            meta.mode,
+                            want
+                        );
+                        v.warned();
+                    } else if let Err(e) = act.host.chmod(target, want) {
+                        tracing::error!("Could not change permissions of '{}': {e}", p.promiser);
+                        v.failed();
+                    } else {
+                        tracing::info!(
+                            "Object '{}' had permissions {:04o}, changed it to {:04o}",
+                            p.promiser,
+                            meta.mode,
+                            want
+                        );
+                        v.repaired();
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!(
+                    "Invalid mode in perms body '{}' for '{}': {e}",
+                    body.name,
+                    p.promiser
+                );
+                v.failed();
+            }
+        }
+    }
+    let owners = body.list("owners");
+    let groups = body.list("groups");
+    let want_uid = pick_id(&owners, meta.uid, uid_of, "user", p, v);
+    let want_gid = pick_id(&groups, meta.gid, gid_of, "group", p, v);
+    if want_uid.is_none() && want_gid.is_none() {
+        return;
+    }
+    if act.dry_run {
+        tracing::warn!(
+            "Should change the owner or group of '{}', but only warning promised",
+            p.promiser
+        );
+        v.warned();
+        return;
+    }
+    if !can_chown() {
+        tracing::error!(
+            "Cannot change the owner or group of '{}': only root may",
+            p.promiser
+        );
+        v.failed();
+        return;
+    }
+    match act.host.lchown(target, want_uid, want_gid) {
+        Ok(()) => {
+            if let Some(u) = want_uid {
+                tracing::info!("Owner of '{}' was {}, set to {}", p.promiser, meta.uid, u);
+            }
+            if let Some(g) = want_gid {
+                tracing::info!("Group of '{}' was {}, set to {}", p.promiser, meta.gid, g);
+            }
+            v.repaired();
+        }
+        Err(e) => {
+            tracing::error!(
+                "Could not change the owner or group of '{}': {e}",
+                p.promiser
+            );
+            v.failed();
+        }
+    }
+}
+
+/// The id to change to, if the current one is not among the promised
+/// ones: the first promised one that exists.
+fn pick_id(
+    names: &[String],
+    current: u32,
+    lookup: fn(&str) -> Option<u32>,
+    what: &str,
+    p: &ExpandedPromise,
+    v: &mut Verdict,
+) -> Option<u32> {
+    if names.is_empty() {
+        return None;
+    }
+    let ids: Vec<u32> = names
+        .iter()
+        .filter_map(|n| {
+            let id = lookup(n);
+            if id.is_none() {
+                tracing::error!("Unknown {what} '{n}' in perms of '{}'", p.promiser);
+                v.failed();
+            }
+            id
+        })
+        .collect();
+    if ids.contains(&current) {
+        None
+    } else {
+        ids.first().copied()
+    }
+}
+
+fn set_content(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    content: &str,
+    v: &mut Verdict,
+) {
+    let current = match act.host.read(target) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("Could not read '{}': {e}", p.promiser);
+            v.failed();
+            return;
+        }
+    };
+    if current == content.as_bytes() {
+        return;
+    }
+    if act.dry_run {
+        tracing::warn!(
+            "Should update file '{}' with content '{}', but only warning promised",
+            p.promiser,
+            content
+        );
+        v.warned();
+        return;
+    }
+    let mode = act
+        .host
+        .lstat(target)
+        .ok()
+        .flatten()
+        .map_or(DEFAULT_FILE_MODE, |m| m.mode);
+    match act.host.write_atomic(target, content.as_bytes(), mode) {
+        Ok(()) => {
+            tracing::info!("Updated file '{}' with content '{}'", p.promiser, content);
+            v.repaired();
+        }
+        Err(e) => {
+            tracing::error!("Could not write '{}': {e}", p.promiser);
+            v.failed();
+        }
+    }
+}
+
+fn delete(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    let meta = match act.host.lstat(target) {
+        Ok(Some(m)) => m,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::error!("Cannot stat '{}': {e}", p.promiser);
+            v.failed();
+            return;
+        }
+    };
+    let is_dir = meta.kind == FileKind::Dir;
+    let rmdirs = body
+        .scalar("rmdirs")
+        .and_then(super::parse_bool)
+        .unwrap_or(true);
+    if is_dir && !rmdirs {
+        return;
+    }
+    if act.dry_run {
+        tracing::warn!("Should delete '{}', but only warning promised", p.promiser);
+        v.warned();
+        return;
+    }
+    let r = if is_dir {
+        act.host.remove_dir(target)
+    } else {
+        act.host.remove_file(target)
+    };
+    match r {
+        Ok(()) => {
+            if is_dir {
+                tracing::info!("Deleted directory '{}'", p.promiser);
+            } else {
+                tracing::info!("Deleted file '{}'", p.promiser);
+            }
+            v.repaired();
+        }
+        Err(e) => {
+            tracing::error!("Could not delete '{}': {e}", p.promiser);
+            v.failed();
+        }
+    }
+}
