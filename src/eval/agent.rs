@@ -632,7 +632,9 @@ impl<'a> AgentRun<'a> {
             Outcome::Repaired => ("promise_repaired", "cancel_repaired"),
             Outcome::Denied => ("repair_denied", "cancel_notkept"),
             Outcome::Timeout => ("repair_timeout", "cancel_notkept"),
-            Outcome::Failed | Outcome::Interrupted => ("repair_failed", "cancel_notkept"),
+            Outcome::Failed | Outcome::Interrupted | Outcome::Warned => {
+                ("repair_failed", "cancel_notkept")
+            }
         };
         let names = body.list(define);
         let local = body.scalar("scope") == Some("bundle");

@@ -2,6 +2,7 @@
 //! (or, under dry-run, says what it would change). The scheduler hands
 //! them a promise already expanded for one iteration.
 
+pub mod commands;
 pub mod files;
 pub mod reports;
 
@@ -17,6 +18,9 @@ pub enum Outcome {
     Denied,
     Timeout,
     Interrupted,
+    /// Something differs and was not changed (dry-run or `action_policy
+    /// => "warn"`): a repair that would have been made.
+    Warned,
 }
 
 impl Outcome {
@@ -46,6 +50,7 @@ impl Outcome {
             Outcome::Denied => "denied",
             Outcome::Timeout => "timeout",
             Outcome::Interrupted => "interrupted",
+            Outcome::Warned => "warned",
         }
     }
 }
@@ -156,6 +161,7 @@ pub fn actuator(promise_type: &str) -> Option<&'static dyn Actuator> {
     match promise_type {
         "reports" => Some(&reports::Reports),
         "files" => Some(&files::Files),
+        "commands" => Some(&commands::Commands),
         _ => None,
     }
 }

@@ -43,7 +43,8 @@ impl Counts {
     pub fn add(&mut self, o: Outcome) {
         match o {
             Outcome::Kept => self.kept += 1,
-            Outcome::Repaired => self.repaired += 1,
+            // A warning under dry-run is a repair that would be made.
+            Outcome::Repaired | Outcome::Warned => self.repaired += 1,
             _ => self.not_kept += 1,
         }
     }

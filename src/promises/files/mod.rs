@@ -43,8 +43,10 @@ impl Verdict {
     }
 
     fn outcome(&self) -> Outcome {
-        if self.failed || self.warned {
+        if self.failed {
             Outcome::Failed
+        } else if self.warned {
+            Outcome::Warned
         } else if self.repaired {
             Outcome::Repaired
         } else {
