@@ -61,14 +61,14 @@ pub fn split_command_line(s: &str) -> Vec<String> {
                     if d == q {
                         break;
                     }
-                    if d == '\\' && q == '"' {
-                        if let Some(&n) = chars.peek()
-                            && (n == '"' || n == '\\')
-                        {
-                            cur.push(n);
-                            chars.next();
-                            continue;
-                        }
+                    if d == '\\'
+                        && q == '"'
+                        && let Some(&n) = chars.peek()
+                        && (n == '"' || n == '\\')
+                    {
+                        cur.push(n);
+                        chars.next();
+                        continue;
                     }
                     cur.push(d);
                 }
