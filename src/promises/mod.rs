@@ -4,6 +4,7 @@
 
 pub mod commands;
 pub mod files;
+pub mod processes;
 pub mod reports;
 
 use crate::eval::{EvalContext, Value};
@@ -162,6 +163,7 @@ pub fn actuator(promise_type: &str) -> Option<&'static dyn Actuator> {
         "reports" => Some(&reports::Reports),
         "files" => Some(&files::Files),
         "commands" => Some(&commands::Commands),
+        "processes" => Some(&processes::Processes),
         _ => None,
     }
 }
