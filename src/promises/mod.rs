@@ -6,6 +6,7 @@ pub mod commands;
 pub mod files;
 pub mod processes;
 pub mod reports;
+pub mod users;
 
 use crate::eval::{EvalContext, Value};
 use indexmap::IndexMap;
@@ -164,6 +165,7 @@ pub fn actuator(promise_type: &str) -> Option<&'static dyn Actuator> {
         "files" => Some(&files::Files),
         "commands" => Some(&commands::Commands),
         "processes" => Some(&processes::Processes),
+        "users" => Some(&users::Users),
         _ => None,
     }
 }
