@@ -295,3 +295,5 @@ fn split_tags(tags: &str) -> Vec<String> {
         .collect()
 }
 
+#[cfg(test)]
+mod tests;
