@@ -1,15 +1,84 @@
 //! Host name, fully qualified name and domain, as cf-agent derives them:
 //! the node name, and the canonical name `gethostbyname` returns for it.
 //!
-//! We answer the name lookup from `/etc/hosts` only (the `files` source of
-//! nsswitch). cf-agent would go on to DNS when the host is not listed
-//! there; we do not, so that discovery never waits on the network. On a
-//! host whose name is only known to DNS, `sys.fqhost` is then the bare node
-//! name.
+//! The lookup goes through the C library's resolver by default, exactly as
+//! cf-agent's does (nsswitch: `/etc/hosts`, then DNS...), so it can wait on
+//! DNS as cf-agent can. [`NameLookup::HostsFile`] answers from the root's
+//! `/etc/hosts` alone, for tests on a fake tree.
 
 use super::Collector;
 use super::root::Root;
+use std::ffi::{CStr, CString, c_char, c_int};
 use std::net::Ipv4Addr;
+
+/// How the host's own name is looked up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameLookup {
+    /// The C library's `gethostbyname_r`, as cf-agent.
+    System,
+    /// The IPv4 entries of `/etc/hosts` below the discovery root.
+    HostsFile,
+}
+
+unsafe extern "C" {
+    // glibc and musl; not bound by the libc crate.
+    fn gethostbyname_r(
+        name: *const c_char,
+        ret: *mut libc::hostent,
+        buf: *mut c_char,
+        buflen: libc::size_t,
+        result: *mut *mut libc::hostent,
+        h_errnop: *mut c_int,
+    ) -> c_int;
+}
+
+/// Canonical name and aliases from the C library's resolver.
+fn system_lookup(name: &str) -> Option<(String, Vec<String>)> {
+    let cname = CString::new(name).ok()?;
+    let mut buf = vec![0 as c_char; 16 * 1024];
+    loop {
+        // SAFETY: every pointer is valid for the call; the resolver writes
+        // the entry into `ret` and its strings into `buf`, which outlive
+        // the reads below. A null `result` means not found.
+        unsafe {
+            let mut ret: libc::hostent = std::mem::zeroed();
+            let mut result: *mut libc::hostent = std::ptr::null_mut();
+            let mut herr: c_int = 0;
+            let rc = gethostbyname_r(
+                cname.as_ptr(),
+                &mut ret,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut result,
+                &mut herr,
+            );
+            if rc == libc::ERANGE && buf.len() < 1 << 20 {
+                buf.resize(buf.len() * 4, 0);
+                continue;
+            }
+            if rc != 0 || result.is_null() || (*result).h_name.is_null() {
+                return None;
+            }
+            let canonical = CStr::from_ptr((*result).h_name)
+                .to_string_lossy()
+                .into_owned();
+            let mut aliases = Vec::new();
+            let mut p = (*result).h_aliases;
+            while !p.is_null() && !(*p).is_null() {
+                aliases.push(CStr::from_ptr(*p).to_string_lossy().into_owned());
+                p = p.add(1);
+            }
+            return Some((canonical, aliases));
+        }
+    }
+}
+
+fn lookup(how: NameLookup, root: &Root, name: &str) -> Option<(String, Vec<String>)> {
+    match how {
+        NameLookup::System => system_lookup(name),
+        NameLookup::HostsFile => hosts_lookup(&root.read("/etc/hosts").unwrap_or_default(), name),
+    }
+}
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Names {
@@ -61,10 +130,14 @@ pub(crate) fn calculate_domain_name(nodename: &str, dnsname: &str) -> (String, S
 
 /// Defines the host name classes and `sys.host`, `sys.uqhost`,
 /// `sys.fqhost`, `sys.domain`.
-pub(crate) fn discover_names(c: &mut Collector, root: &Root, raw_nodename: &str) -> Names {
+pub(crate) fn discover_names(
+    c: &mut Collector,
+    root: &Root,
+    how: NameLookup,
+    raw_nodename: &str,
+) -> Names {
     let nodename = raw_nodename.to_lowercase();
-    let hosts = root.read("/etc/hosts").unwrap_or_default();
-    let dnsname = hosts_lookup(&hosts, raw_nodename)
+    let dnsname = lookup(how, root, raw_nodename)
         .map(|(n, _)| n.to_lowercase())
         .unwrap_or_default();
     let (fqname, uqname, domain) = calculate_domain_name(&nodename, &dnsname);
@@ -101,7 +174,7 @@ pub(crate) fn discover_names(c: &mut Collector, root: &Root, raw_nodename: &str)
     );
     c.sys("domain", domain.clone(), "source=agent");
 
-    let aliases = hosts_lookup(&hosts, &fqname).map(|(_, a)| a);
+    let aliases = lookup(how, root, &fqname).map(|(_, a)| a);
     Names {
         fqname,
         uqname,

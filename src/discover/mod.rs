@@ -3,11 +3,13 @@
 //!
 //! Everything is read below [`DiscoverInput::root`] (normally `/`), so tests
 //! can point discovery at a fake tree holding `etc/os-release`, `proc/...`
-//! and so on. Only two facts come from the C library, because no file holds
-//! them: the IPv4 addresses of the interfaces (`getifaddrs`, the same kernel
-//! view as cf-agent's `SIOCGIFCONF`) and the local time zone offset
-//! (`localtime_r`, which honours `TZ` and `/etc/localtime` exactly as
-//! cf-agent does). Both can be injected through the input.
+//! and so on. Three facts come from the C library, because no file holds
+//! them or cf-agent asks the library for them: the IPv4 addresses of the
+//! interfaces (`getifaddrs`, the same kernel view as cf-agent's
+//! `SIOCGIFCONF`), the local time zone offset (`localtime_r`, which honours
+//! `TZ` and `/etc/localtime` exactly as cf-agent does) and the host's
+//! canonical name (`gethostbyname_r`, nsswitch and DNS included). All three
+//! can be injected or replaced through the input.
 //!
 //! cf-agent defines a hard class only once: the first definition keeps its
 //! tags, later ones with the same name are ignored. Variables are the
@@ -30,6 +32,7 @@ mod time;
 mod user;
 mod version;
 
+pub use host::NameLookup;
 pub use network::{Ipv4Iface, parse_iface_flags};
 pub use paths::Layout;
 
@@ -73,6 +76,8 @@ pub struct DiscoverInput {
     /// Seconds east of UTC of local time at `now`. `None` asks the C library
     /// (`localtime_r`).
     pub utc_offset: Option<i64>,
+    /// How the host's own name is resolved to its fully qualified name.
+    pub name_lookup: NameLookup,
 }
 
 impl DiscoverInput {
@@ -87,6 +92,7 @@ impl DiscoverInput {
             agent_exe: std::env::current_exe().ok(),
             ipv4: None,
             utc_offset: None,
+            name_lookup: NameLookup::System,
         }
     }
 }
@@ -146,7 +152,7 @@ pub fn discover(input: &DiscoverInput) -> Discovery {
     time::time_classes(&mut c, &clock);
 
     let uname = kernel::Uname::read(&root);
-    let names = host::discover_names(&mut c, &root, &uname.nodename);
+    let names = host::discover_names(&mut c, &root, input.name_lookup, &uname.nodename);
     time::time_vars(&mut c, &clock, &root);
     kernel::class_and_arch(&mut c, &uname);
     time::date_vars(&mut c, &clock);

@@ -116,12 +116,21 @@ fn ignored(patterns: &[String], name: &str) -> bool {
     })
 }
 
-/// The MAC address of a device from `/sys/class/net/<dev>/address`.
+/// The MAC address of a device from `/sys/class/net/<dev>/address`, as
+/// SIOCGIFHWADDR reports it: the first six bytes, zeros for a device
+/// without one (tun, wireguard).
 fn mac_address(root: &Root, name: &str) -> Option<String> {
     let device = name.split(':').next().unwrap_or(name);
-    let mac = root.read(&format!("/sys/class/net/{device}/address"))?;
-    let mac = mac.trim().to_lowercase();
-    (!mac.is_empty()).then_some(mac)
+    let text = root.read(&format!("/sys/class/net/{device}/address"))?;
+    let mut bytes: Vec<String> = text
+        .trim()
+        .split(':')
+        .filter(|b| !b.is_empty())
+        .take(6)
+        .map(|b| format!("{:0>2}", b.to_lowercase()))
+        .collect();
+    bytes.resize(6, "00".to_string());
+    Some(bytes.join(":"))
 }
 
 /// Compares interface names as ifconfig sorts them: digit runs by value.

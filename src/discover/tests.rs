@@ -46,6 +46,7 @@ impl Tree {
             agent_exe: Some(PathBuf::from("/usr/local/bin/agent")),
             ipv4: Some(ipv4),
             utc_offset: Some(offset),
+            name_lookup: NameLookup::HostsFile,
         }
     }
 }
@@ -381,6 +382,19 @@ fn ignored_and_down_interfaces() {
     assert!(d.class("ipv4_192_168_1_2").is_none());
     assert_eq!(scalar(&d, "interface_flags[eth1]"), "broadcast multicast");
     assert!(d.var("sys", "ipv4").is_none());
+
+    // A tunnel has no hardware address: zeros, as SIOCGIFHWADDR says.
+    t.file("/sys/class/net/tun0/address", "\n");
+    let d = discover(&t.input(
+        SUNDAY_EVENING,
+        0,
+        vec![iface("tun0", [10, 8, 0, 1], 0x10d1)],
+    ));
+    assert_eq!(scalar(&d, "hardware_mac[tun0]"), "00:00:00:00:00:00");
+    assert_eq!(
+        scalar(&d, "interface_flags[tun0]"),
+        "up pointopoint running noarp multicast"
+    );
 }
 
 #[test]
