@@ -3,9 +3,11 @@
 //! what they return to output and exit codes.
 
 use crate::config::Config;
+use crate::discover::{DiscoverInput, Role, apply_command_line, discover};
 use crate::eval::agent::{AgentRun, RunError, RunSummary};
 use crate::eval::classes::{ClassInfo, canonify_class};
 use crate::eval::preeval::{PreEvalReport, load_and_preevaluate};
+use crate::eval::vars::Variable;
 use crate::eval::{EvalContext, EvalSettings, Origin};
 use crate::load::{LoadError, PolicySet};
 use crate::report::Sink;
@@ -49,17 +51,30 @@ impl Prepared {
     }
 }
 
-/// Classes from `-D` are defined, and those from `-N` cancelled, before
-/// anything else is evaluated.
-pub fn apply_command_line_classes(ctx: &mut EvalContext, config: &Config) {
-    for n in &config.negates {
-        ctx.classes.negate(&canonify_class(n));
-    }
-    for d in &config.defines {
+/// The host's hard classes and special variables, with the `-D` classes
+/// (which cf-agent defines before discovery, and which win over it).
+pub fn install_host(ctx: &mut EvalContext, config: &Config, role: Role) {
+    let mut found = discover(&DiscoverInput::new(&config.workdir, &config.entry, role));
+    apply_command_line(&mut found.classes, &config.defines, &config.negates);
+    for c in found.classes {
+        let origin = if c.tags.iter().any(|t| t == "source=environment") {
+            Origin::CommandLine
+        } else {
+            Origin::Agent
+        };
         ctx.classes.define(
-            &canonify_class(d),
-            ClassInfo::soft(Origin::CommandLine, vec!["source=environment".to_string()]),
+            &c.name,
+            ClassInfo {
+                tags: c.tags,
+                comment: None,
+                origin,
+                hard: true,
+            },
         );
+    }
+    for v in found.vars {
+        let var = Variable::new(v.value, v.dtype, Origin::Agent).with_tags(v.tags);
+        ctx.vars.put("default", v.scope, &v.name, var);
     }
 }
 
@@ -74,9 +89,14 @@ fn prepare_with(
     state: Option<&mut StateStore>,
 ) -> Result<Prepared, LoadError> {
     let mut ctx = EvalContext::new(settings);
-    apply_command_line_classes(&mut ctx, config);
+    let role = if state.is_some() {
+        Role::Agent
+    } else {
+        Role::Promises
+    };
+    install_host(&mut ctx, config, role);
     if let Some(st) = state {
-        load_persistent_classes(&mut ctx, st);
+        load_persistent_classes(&mut ctx, st, &config.negates);
     }
     let mut policy = PolicySet::default();
     let report = load_and_preevaluate(&mut ctx, &mut policy, &config.entry)?;
@@ -87,12 +107,16 @@ fn prepare_with(
     })
 }
 
-/// Persistent classes from earlier runs are defined after the command
-/// line's and before the policy is read.
-fn load_persistent_classes(ctx: &mut EvalContext, st: &mut StateStore) {
+/// Persistent classes from earlier runs are defined after the host's and
+/// before the policy is read; `-N` names ones not to load (all that `-N`
+/// does in cf-agent 3.21).
+fn load_persistent_classes(ctx: &mut EvalContext, st: &mut StateStore, negates: &[String]) {
     match st.persistent_classes(now_secs()) {
         Ok(classes) => {
             for c in classes {
+                if negates.iter().any(|n| canonify_class(n) == c.name) {
+                    continue;
+                }
                 ctx.classes
                     .define(&c.name, ClassInfo::soft(Origin::Persistent, c.tags));
             }

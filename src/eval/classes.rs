@@ -61,17 +61,12 @@ pub fn class_key(ns: &str, name: &str) -> String {
 #[derive(Debug, Default, Clone)]
 pub struct ClassStore {
     global: HashMap<String, ClassInfo>,
-    /// Classes cancelled with `-N`: they cannot be defined.
-    negated: Vec<String>,
 }
 
 impl ClassStore {
-    /// Defines a global class under its store key. A negated class stays
-    /// undefined. Returns true when the class was not defined before.
+    /// Defines a global class under its store key. Returns true when the
+    /// class was not defined before.
     pub fn define(&mut self, key: &str, info: ClassInfo) -> bool {
-        if self.negated.iter().any(|n| n == key) {
-            return false;
-        }
         match self.global.get_mut(key) {
             Some(old) => {
                 // Keep the first origin; merge tags a later definition adds.
@@ -98,11 +93,6 @@ impl ClassStore {
             Some(_) => self.global.remove(key),
             None => None,
         }
-    }
-
-    pub fn negate(&mut self, key: &str) {
-        self.global.remove(key);
-        self.negated.push(key.to_string());
     }
 
     pub fn get(&self, key: &str) -> Option<&ClassInfo> {
@@ -137,13 +127,5 @@ mod tests {
         assert_eq!(canonify_class("ns:a-b"), "ns:a_b");
         assert_eq!(class_key("default", "x"), "x");
         assert_eq!(class_key("ns", "x"), "ns:x");
-    }
-
-    #[test]
-    fn negated_classes_stay_undefined() {
-        let mut s = ClassStore::default();
-        s.negate("x");
-        assert!(!s.define("x", ClassInfo::soft(Origin::CommandLine, vec![])));
-        assert!(!s.is_defined("x"));
     }
 }
