@@ -4,6 +4,7 @@
 //! The pipeline runs one way: CLI → config → augments → parse → evaluate →
 //! actuate → report. See DESIGN.md for the map of modules.
 
+pub mod augments;
 pub mod cli;
 pub mod config;
 pub mod discover;
