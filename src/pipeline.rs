@@ -2,6 +2,7 @@
 //! parse and pre-evaluate → the agent run. `main` calls these and maps
 //! what they return to output and exit codes.
 
+use crate::augments::{self, AugmentsInput};
 use crate::config::Config;
 use crate::discover::{DiscoverInput, Role, apply_command_line, discover};
 use crate::eval::agent::{AgentRun, RunError, RunSummary};
@@ -98,6 +99,20 @@ fn prepare_with(
     if let Some(st) = state {
         load_persistent_classes(&mut ctx, st, &config.negates);
     }
+    // Augments come after the host and persistent classes, before policy.
+    let entry_dir = config
+        .entry
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
+    augments::apply(
+        &mut ctx,
+        &AugmentsInput::new(
+            entry_dir,
+            config.workdir.clone(),
+            config.ignore_preferred_augments,
+        ),
+    );
     let mut policy = PolicySet::default();
     let report = load_and_preevaluate(&mut ctx, &mut policy, &config.entry)?;
     Ok(Prepared {

@@ -67,24 +67,13 @@ impl ClassStore {
     /// Defines a global class under its store key. Returns true when the
     /// class was not defined before.
     pub fn define(&mut self, key: &str, info: ClassInfo) -> bool {
-        match self.global.get_mut(key) {
-            Some(old) => {
-                // Keep the first origin; merge tags a later definition adds.
-                for t in info.tags {
-                    if !old.tags.contains(&t) {
-                        old.tags.push(t);
-                    }
-                }
-                if old.comment.is_none() {
-                    old.comment = info.comment;
-                }
-                false
-            }
-            None => {
-                self.global.insert(key.to_string(), info);
-                true
-            }
+        // The first definition keeps its tags and comment, as CFEngine
+        // keeps them.
+        if self.global.contains_key(key) {
+            return false;
         }
+        self.global.insert(key.to_string(), info);
+        true
     }
 
     pub fn undefine(&mut self, key: &str) -> Option<ClassInfo> {

@@ -223,8 +223,12 @@ impl EvalContext {
                 match self.lookup(&inner.text).as_ref().and_then(scalar_text) {
                     Some(text) => out.push_str(&text),
                     None => {
+                        // Keep what did expand inside: `$(sys.$(sys.os))`
+                        // becomes `$(sys.linux)`, as cf-promises prints it.
                         unresolved = true;
-                        out.push_str(&s[r.start..r.end]);
+                        out.push_str(&s[r.start..r.inner_start]);
+                        out.push_str(&inner.text);
+                        out.push_str(&s[r.inner_end..r.end]);
                     }
                 }
             }
