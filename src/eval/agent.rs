@@ -460,6 +460,19 @@ impl<'a> AgentRun<'a> {
             }
             let outcome = if ptype == "methods" {
                 self.eval_method(&ep)
+            } else if let Some(bundle) = self.service_bundle(&ep) {
+                // A services promise handled by a bundle, as cf-agent hands
+                // it to standard_services(service, policy).
+                let policy = ep.scalar("service_policy").unwrap_or("start").to_string();
+                let mut call = ep.clone();
+                call.attrs.insert(
+                    "usebundle".into(),
+                    AttrValue::Bundle {
+                        name: bundle,
+                        args: vec![Value::str(ep.promiser.clone()), Value::str(policy)],
+                    },
+                );
+                self.eval_method(&call)
             } else {
                 self.act(&ep)
             };
@@ -518,6 +531,24 @@ impl<'a> AgentRun<'a> {
                 true
             }
         }
+    }
+
+    /// The bundle that implements a services promise: the service_method's
+    /// `service_bundle`, else a `standard_services` bundle the policy
+    /// defines; `None` means our built-in service manager.
+    fn service_bundle(&self, ep: &ExpandedPromise) -> Option<String> {
+        if ep.promise_type != "services" {
+            return None;
+        }
+        if let Some(b) = ep
+            .body("service_method")
+            .and_then(|m| m.scalar("service_bundle"))
+        {
+            return Some(b.to_string());
+        }
+        self.policy
+            .bundle(&ep.namespace, "standard_services")
+            .map(|_| "standard_services".to_string())
     }
 
     fn dependencies_met(&self, ep: &ExpandedPromise) -> bool {

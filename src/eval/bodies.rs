@@ -187,8 +187,14 @@ fn resolve_into(
             if a.attr.name.name == "inherit_from" || !guard_holds(ctx, &a.guard.expr) {
                 continue;
             }
-            let e = ctx.eval_rval(&a.attr.value)?;
-            out.attrs.insert(a.attr.name.name.clone(), e.value);
+            // A bundle named inside a body (service_bundle) is a name, not a
+            // function call.
+            let value = if BUNDLE_ATTRIBUTES.contains(&a.attr.name.name.as_str()) {
+                Value::Scalar(reference_parts(ctx, &a.attr.value)?.0)
+            } else {
+                ctx.eval_rval(&a.attr.value)?.value
+            };
+            out.attrs.insert(a.attr.name.name.clone(), value);
         }
         Ok(())
     })();

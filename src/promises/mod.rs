@@ -6,6 +6,7 @@ pub mod commands;
 pub mod files;
 pub mod processes;
 pub mod reports;
+pub mod services;
 pub mod users;
 
 use crate::eval::{EvalContext, Value};
@@ -166,6 +167,7 @@ pub fn actuator(promise_type: &str) -> Option<&'static dyn Actuator> {
         "commands" => Some(&commands::Commands),
         "processes" => Some(&processes::Processes),
         "users" => Some(&users::Users),
+        "services" => Some(&services::Services),
         _ => None,
     }
 }
