@@ -97,16 +97,8 @@ fn plan(m: Manager, name: &str, policy: &str, running: bool, enabled: bool) -> V
     };
     let mut steps = Vec::new();
     match policy {
-        "start" => {
-            if !running {
-                steps.push(svc("start"));
-            }
-        }
-        "stop" => {
-            if running {
-                steps.push(svc("stop"));
-            }
-        }
+        "start" if !running => steps.push(svc("start")),
+        "stop" if running => steps.push(svc("stop")),
         "restart" => steps.push(svc("restart")),
         "reload" => steps.push(svc(if running { "reload" } else { "start" })),
         "enable" => {
