@@ -115,7 +115,7 @@ pub struct AgentArgs {
     #[arg(long = "simulate", value_name = "MODE")]
     pub simulate: Option<String>,
 
-    /// One JSON object per event on standard output (not supported yet)
+    /// One JSON object per event on standard output (logs go to standard error)
     #[arg(long = "json")]
     pub json: bool,
 
@@ -131,7 +131,7 @@ pub struct AgentArgs {
     #[arg(long = "why", value_name = "PROMISE")]
     pub why: Option<String>,
 
-    /// Write the JSON event stream to PATH (not supported yet)
+    /// Also write the JSON events to PATH (atomically, when the run ends)
     #[arg(long = "report-file", value_name = "PATH")]
     pub report_file: Option<String>,
 

@@ -64,6 +64,10 @@ pub struct Config {
     pub show_evaluated_classes: Option<String>,
     pub detailed_exitcodes: bool,
     pub lock_wait: std::time::Duration,
+    /// Print events as JSON lines on standard output.
+    pub json: bool,
+    /// Also write the JSON events to this file (atomically, at the end).
+    pub report_file: Option<PathBuf>,
 }
 
 fn split_list(values: &[String]) -> Vec<String> {
@@ -124,11 +128,9 @@ impl Config {
             (args.timestamp, "-l/--timestamp"),
             (args.diff, "--diff"),
             (args.simulate.is_some(), "--simulate"),
-            (args.json, "--json"),
             (args.explain.is_some(), "--explain"),
             (args.graph, "--graph"),
             (args.why.is_some(), "--why"),
-            (args.report_file.is_some(), "--report-file"),
             (args.bootstrap.is_some(), "-B/--bootstrap"),
         ];
         if let Some((_, flag)) = unsupported.iter().find(|(on, _)| *on) {
@@ -195,6 +197,8 @@ impl Config {
             show_evaluated_vars: args.show_evaluated_vars,
             show_evaluated_classes: args.show_evaluated_classes,
             detailed_exitcodes: args.detailed_exitcodes,
+            json: args.json,
+            report_file: args.report_file.map(|f| normalize(&cwd.join(f))),
             lock_wait: std::time::Duration::from_secs(args.wait_for_lock),
         })
     }
@@ -267,12 +271,12 @@ mod tests {
     #[test]
     fn unsupported_flags_are_errors() {
         let args = AgentArgs {
-            json: true,
+            graph: true,
             ..AgentArgs::default()
         };
         assert_eq!(
             Config::from_args(args, false).unwrap_err(),
-            ConfigError::NotSupported("--json".into())
+            ConfigError::NotSupported("--graph".into())
         );
     }
 }

@@ -9,8 +9,10 @@ use convergent::eval::{EvalContext, EvalSettings};
 
 use convergent::load::{LoadedFile, load_file};
 use convergent::pipeline::{PipelineError, Prepared, prepare, run_agent};
-use convergent::report::HumanSink;
+use convergent::report::json::{JsonEvent, JsonSink};
+use convergent::report::log::LogTarget;
 use convergent::report::tables::{classes_table, compile_filter, vars_table};
+use convergent::report::{HumanSink, Sink, Tee};
 use convergent::syntax::json::policy_json;
 use std::process::ExitCode;
 
@@ -60,7 +62,12 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    convergent::report::log::init(config.log_level, false);
+    let log_target = if config.json {
+        LogTarget::Stderr
+    } else {
+        LogTarget::Stdout
+    };
+    convergent::report::log::init(config.log_level, false, log_target);
     run(&config)
 }
 
@@ -107,7 +114,30 @@ fn run(config: &Config) -> ExitCode {
             ExitCode::SUCCESS
         }
         Mode::Run => {
-            let mut sink = HumanSink::default();
+            let started = std::time::Instant::now();
+            let mut human = HumanSink::default();
+            let mut json = JsonSink::new(std::io::stdout());
+            let mut file = config
+                .report_file
+                .as_ref()
+                .map(|_| JsonSink::new(Vec::new()));
+            let mut sinks: Vec<&mut dyn Sink> = Vec::new();
+            if config.json {
+                sinks.push(&mut json);
+            } else {
+                sinks.push(&mut human);
+            }
+            if let Some(f) = file.as_mut() {
+                sinks.push(f);
+            }
+            let mut sink = Tee(sinks);
+            sink.event(&JsonEvent::RunStart {
+                time: convergent::pipeline::now_secs(),
+                version: convergent::VERSION_LINE.to_string(),
+                policy: config.entry.display().to_string(),
+                workdir: config.workdir.display().to_string(),
+                dry_run: config.dry_run,
+            });
             let mut on_loaded = |p: &Prepared| {
                 eprint!("{}", p.render_diagnostics());
                 for e in &p.report.load_errors {
@@ -125,7 +155,29 @@ fn run(config: &Config) -> ExitCode {
             for m in &report.summary.messages {
                 tracing::error!("{} ({}:{})", m.message, m.file, m.line);
             }
-            let c = sink.counts;
+            drop(sink);
+            let c = if config.json {
+                json.counts
+            } else {
+                human.counts
+            };
+            let end = JsonEvent::RunEnd {
+                kept: c.kept,
+                repaired: c.repaired,
+                not_kept: c.not_kept,
+                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+            };
+            if config.json {
+                json.event(&end);
+            }
+            if let (Some(path), Some(mut f)) = (&config.report_file, file) {
+                f.event(&end);
+                if let Err(e) =
+                    convergent::host::Host::real().write_atomic(path, &f.into_inner(), 0o644)
+                {
+                    tracing::error!("Could not write the report file '{}': {e}", path.display());
+                }
+            }
             if c.total() > 0 {
                 let pct = |n: usize| 100.0 * n as f64 / c.total() as f64;
                 tracing::info!(

@@ -458,6 +458,9 @@ impl<'a> AgentRun<'a> {
                 self.done.insert(key);
                 continue;
             }
+            let span = tracing::info_span!(crate::report::log::PROMISE_SPAN);
+            let entered = span.enter();
+            let started = std::time::Instant::now();
             let outcome = if ptype == "methods" {
                 self.eval_method(&ep)
             } else if let Some(bundle) = self.service_bundle(&ep) {
@@ -476,6 +479,9 @@ impl<'a> AgentRun<'a> {
             } else {
                 self.act(&ep)
             };
+            let duration = started.elapsed();
+            let changes = crate::report::log::take_captured();
+            drop(entered);
             let Some(outcome) = outcome else {
                 continue;
             };
@@ -501,6 +507,8 @@ impl<'a> AgentRun<'a> {
                 file: ep.file.clone(),
                 line: ep.line,
                 outcome,
+                changes,
+                duration,
             });
         }
     }
