@@ -12,7 +12,7 @@ mod generated;
 pub mod validate;
 pub mod values;
 
-pub use validate::validate;
+pub use validate::{Scope, validate, validate_with};
 
 /// The type of an attribute's value, a function parameter or a function's
 /// result, as cf-promises names them.

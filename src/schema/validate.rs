@@ -44,7 +44,22 @@ use std::collections::{HashMap, HashSet};
 /// across all of them) and returns each diagnostic with the index of the
 /// file it belongs to, in file and source order.
 pub fn validate(files: &[&PolicyFile]) -> Vec<(usize, Diagnostic)> {
+    validate_with(files, Scope::WholePolicy)
+}
+
+/// How much of the policy the files given to the validator are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything the policy loads: references must resolve among them.
+    WholePolicy,
+    /// Files taken on their own (their inputs not followed): what they
+    /// reference may be defined elsewhere, so that is not checked.
+    Fragment,
+}
+
+pub fn validate_with(files: &[&PolicyFile], scope: Scope) -> Vec<(usize, Diagnostic)> {
     let mut v = Validator::new(files);
+    v.runnable &= scope == Scope::WholePolicy;
     v.run();
     let mut out = v.out;
     out.sort_by_key(|(f, d)| (*f, d.span.start, d.span.end));
@@ -73,7 +88,7 @@ struct Validator<'a> {
     /// parameter count.
     callable: HashMap<(&'a str, &'a str), usize>,
     /// The policy has `body common control`, so cf-promises checks that
-    /// referenced bodies exist.
+    /// referenced bodies exist (and the files are the whole policy).
     runnable: bool,
     /// Handles seen so far, with the file that used them first.
     handles: HashMap<&'a str, usize>,
@@ -1254,6 +1269,14 @@ body classes c { promise_repaired => { "r" }; }
             ))
             .is_empty()
         );
+    }
+
+    #[test]
+    fn fragments_do_not_resolve_references() {
+        let src = "body common control { bundlesequence => { \"main\" }; }\nbundle agent main { files: \"/x\" perms => nosuch; }";
+        let f = parse("t.cf", src).file;
+        assert_eq!(validate(&[&f]).len(), 1);
+        assert!(validate_with(&[&f], Scope::Fragment).is_empty());
     }
 
     #[test]
