@@ -90,8 +90,8 @@ struct Validator<'a> {
     /// The policy has `body common control`, so cf-promises checks that
     /// referenced bodies exist (and the files are the whole policy).
     runnable: bool,
-    /// Handles seen so far, with the file that used them first.
-    handles: HashMap<&'a str, usize>,
+    /// Handles seen so far, with the class guard of their promise.
+    handles: HashSet<(&'a str, &'a str)>,
 }
 
 impl<'a> Validator<'a> {
@@ -105,7 +105,7 @@ impl<'a> Validator<'a> {
             bodies: HashMap::new(),
             callable: HashMap::new(),
             runnable: false,
-            handles: HashMap::new(),
+            handles: HashSet::new(),
         };
         for f in files {
             for b in f.bodies() {
@@ -317,12 +317,23 @@ impl<'a> Validator<'a> {
     ) {
         // cf-promises evaluates vars everywhere, and classes in common
         // bundles, while it checks; a broken call there fails the check.
-        let site = if type_name == "vars" || (type_name == "classes" && bt.name() == "common") {
-            CallSite::Evaluated
-        } else {
-            CallSite::NotEvaluated
-        };
+        // Whether it gets to a call also depends on the promise's class
+        // guard and on `if`/`unless`, which only the host can answer: a
+        // call is taken as evaluated when nothing guards it.
+        let evaluating_type =
+            type_name == "vars" || (type_name == "classes" && bt.name() == "common");
+        let unguarded = p.guard.expr.trim() == "any";
+        let conditional = p
+            .attributes
+            .iter()
+            .any(|a| matches!(a.name.name.as_str(), "if" | "ifvarclass" | "unless"));
         for a in &p.attributes {
+            let is_condition = matches!(a.name.name.as_str(), "if" | "ifvarclass" | "unless");
+            let site = if evaluating_type && unguarded && (is_condition || !conditional) {
+                CallSite::Evaluated
+            } else {
+                CallSite::NotEvaluated
+            };
             let checked_top = match def {
                 Some(def) => self.promise_attribute(def, a),
                 None => false,
@@ -337,14 +348,20 @@ impl<'a> Validator<'a> {
                 && let Rval::String(h) = &a.value
                 && !has_var_ref(&h.value)
             {
-                if self.handles.contains_key(h.value.as_str()) {
+                // Promises under different class guards may share a
+                // handle: at most one of them is in force.
+                let key = (h.value.as_str(), p.guard.expr.trim());
+                if self.handles.contains(&key) {
                     self.error(
                         h.span,
                         format!("promise handle '{}' is used more than once", h.value),
                     )
-                    .help = Some("a handle names one promise in the whole policy".to_string());
+                    .help = Some(
+                        "a handle names one promise in the whole policy (under one class guard)"
+                            .to_string(),
+                    );
                 } else {
-                    self.handles.insert(h.value.as_str(), self.file);
+                    self.handles.insert(key);
                 }
             }
         }
@@ -784,8 +801,9 @@ impl<'a> Validator<'a> {
             if checked {
                 self.value(ad, &a.value, true);
             }
-            // Only `body common control` is evaluated while checking.
-            let site = if control && b.body_type.name == "common" {
+            // Control bodies are evaluated while checking, other bodies
+            // only when a promise uses them.
+            let site = if control && ba.guard.expr.trim() == "any" {
                 CallSite::Evaluated
             } else {
                 CallSite::NotEvaluated
@@ -1173,6 +1191,14 @@ body classes c { promise_repaired => { "r" }; }
         assert!(errors(src).is_empty());
         assert_eq!(warnings(src), vec!["unknown function 'nosuch'"]);
         assert!(errors("bundle agent m { vars: \"x\" string => concat(); }").is_empty());
+        // A guard or a condition may keep cf-promises from the call.
+        let src = "bundle agent m { vars:\n linux:: \"x\" string => canonify(\"a\", \"b\"); }";
+        assert!(errors(src).is_empty());
+        let src =
+            "bundle agent m { vars: \"x\" string => canonify(\"a\", \"b\"), if => \"linux\"; }";
+        assert!(errors(src).is_empty());
+        let src = "bundle agent m { vars: \"x\" string => \"a\", if => strcmp(\"a\"); }";
+        assert_eq!(errors(src).len(), 1);
     }
 
     #[test]
@@ -1293,6 +1319,12 @@ body classes c { promise_repaired => { "r" }; }
         assert_eq!(errors(src).len(), 1);
         let src = "bundle agent m { reports: \"x\" handle => \"$(a)\"; \"y\" handle => \"$(a)\"; }";
         assert!(errors(src).is_empty());
+        let src =
+            "bundle agent m { reports:\n a:: \"x\" handle => \"h\";\n b:: \"y\" handle => \"h\"; }";
+        assert!(errors(src).is_empty());
+        let src =
+            "bundle agent m { reports:\n a:: \"x\" handle => \"h\";\n a:: \"y\" handle => \"h\"; }";
+        assert_eq!(errors(src).len(), 1);
     }
 
     #[test]

@@ -127,8 +127,10 @@ fn check_context(value: &str, range: &str, regexes: &mut RegexCache) -> Result<(
     )
 }
 
+/// An option must be one of the words of the range; cf-promises also lets
+/// an empty value through.
 fn check_option(value: &str, range: &str) -> Result<(), Misfit> {
-    if is_naked_var(value) || range.split(',').any(|w| w == value) {
+    if value.is_empty() || is_naked_var(value) || range.split(',').any(|w| w == value) {
         return Ok(());
     }
     Err(
@@ -633,6 +635,7 @@ mod tests {
         assert!(e.help.unwrap_or_default().contains("yes"));
         // Only a whole reference is deferred.
         assert!(check_option("x$(x)", r).is_err());
+        assert!(check_option("", r).is_ok());
     }
 
     #[test]
