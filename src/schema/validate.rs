@@ -1334,6 +1334,16 @@ body classes c { promise_repaired => { "r" }; }
         assert_eq!(errors("promise agent vars { path => \"/x\"; }").len(), 1);
     }
 
+    proptest::proptest! {
+        /// Whatever the parser makes of any text, validating it does not
+        /// panic.
+        #[test]
+        fn never_panics(src in "(bundle|body|promise|agent|common|edit_line|perms|control|files|vars|\"[^\"]{0,6}\"|=>|[{};:,()$@.!&|]|[a-z_]{1,6}|\\s){0,60}") {
+            let parsed = parse("p.cf", &src);
+            let _ = validate(&[&parsed.file]);
+        }
+    }
+
     #[test]
     fn variable_names() {
         assert!(valid_variable_name("x"));

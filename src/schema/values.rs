@@ -733,6 +733,21 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// No literal makes a checker panic, whatever its type.
+        #[test]
+        fn literals_never_panic(value in "\\PC{0,12}") {
+            let mut re = RegexCache::default();
+            for ty in [ValueType::String, ValueType::Int, ValueType::Real, ValueType::Option, ValueType::Context, ValueType::Irange, ValueType::Rrange] {
+                let _ = check_literal("mode", &value, ty, "0,99", &mut re);
+            }
+            let _ = check_class_literal(&value);
+            let _ = check_mode(&value);
+            let _ = parse_cf_real(&value);
+            let _ = is_naked_var(&value);
+        }
+    }
+
     #[test]
     fn naked_vars() {
         assert!(is_naked_var("$(x)"));
