@@ -15,6 +15,7 @@ pub mod load;
 pub mod pipeline;
 pub mod promises;
 pub mod report;
+pub mod schema;
 pub mod state;
 pub mod syntax;
 

@@ -81,7 +81,8 @@ fn run(config: &Config) -> ExitCode {
             let mut failed = false;
             for f in files {
                 match load_file(f) {
-                    Ok(loaded) => {
+                    Ok(mut loaded) => {
+                        loaded.validate_alone();
                         eprint!("{}", loaded.render_diagnostics());
                         failed |= loaded.has_errors();
                     }
@@ -99,7 +100,10 @@ fn run(config: &Config) -> ExitCode {
         }
         Mode::PolicyJson => {
             let loaded: LoadedFile = match load_file(&config.entry) {
-                Ok(l) => l,
+                Ok(mut l) => {
+                    l.validate_alone();
+                    l
+                }
                 Err(e) => {
                     eprintln!("   error: {e}");
                     return ExitCode::from(EXIT_POLICY_ERROR);

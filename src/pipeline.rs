@@ -10,9 +10,11 @@ use crate::eval::classes::{ClassInfo, canonify_class};
 use crate::eval::preeval::{PreEvalReport, load_and_preevaluate};
 use crate::eval::vars::Variable;
 use crate::eval::{EvalContext, EvalSettings, Origin};
-use crate::load::{LoadError, PolicySet};
+use crate::load::{LoadError, LoadedFile, PolicySet, validate_together};
 use crate::report::Sink;
+use crate::schema::Scope;
 use crate::state::{RunLock, RunLockError, StateError, StateStore};
+use crate::syntax::Diagnostic;
 use thiserror::Error;
 
 /// Why a run could not start or could not load its policy.
@@ -35,20 +37,30 @@ pub struct Prepared {
     pub ctx: EvalContext,
     pub policy: PolicySet,
     pub report: PreEvalReport,
+    /// What validating all loaded files together found, one list per file
+    /// of `policy.files`.
+    pub validation: Vec<Vec<Diagnostic>>,
 }
 
 impl Prepared {
-    /// Every parse diagnostic of every loaded file, rendered.
+    /// Every parse and validation diagnostic of every loaded file, rendered.
     pub fn render_diagnostics(&self) -> String {
         self.policy
             .files
             .iter()
-            .map(|f| f.render_diagnostics())
+            .zip(&self.validation)
+            .map(|(f, v)| {
+                let mut text = f.render_diagnostics();
+                text.extend(v.iter().map(|d| d.render(&f.source)));
+                text
+            })
             .collect()
     }
 
     pub fn has_errors(&self) -> bool {
-        self.policy.files.iter().any(|f| f.has_errors()) || !self.report.load_errors.is_empty()
+        self.policy.files.iter().any(|f| f.has_errors())
+            || self.validation.iter().flatten().any(Diagnostic::is_error)
+            || !self.report.load_errors.is_empty()
     }
 }
 
@@ -115,10 +127,19 @@ fn prepare_with(
     );
     let mut policy = PolicySet::default();
     let report = load_and_preevaluate(&mut ctx, &mut policy, &config.entry)?;
+    let files: Vec<&LoadedFile> = policy.files.iter().map(|f| f.as_ref()).collect();
+    // With inputs missing, what the files reference may be in those.
+    let scope = if report.inputs_incomplete {
+        Scope::Fragment
+    } else {
+        Scope::WholePolicy
+    };
+    let validation = validate_together(&files, scope);
     Ok(Prepared {
         ctx,
         policy,
         report,
+        validation,
     })
 }
 
