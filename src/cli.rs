@@ -107,11 +107,11 @@ pub struct AgentArgs {
     #[arg(long = "wait-for-lock", value_name = "SECONDS", default_value_t = 10)]
     pub wait_for_lock: u64,
 
-    /// Print a unified diff of every file change (not supported yet)
+    /// Print a unified diff of every file change (with --dry-run: of every change that would be made)
     #[arg(long = "diff")]
     pub diff: bool,
 
-    /// Simulation mode, cf-agent compatible: diff, manifest, manifest-full (not supported yet)
+    /// cf-agent's simulation: change nothing and print diffs (diff, manifest, manifest-full)
     #[arg(long = "simulate", value_name = "MODE")]
     pub simulate: Option<String>,
 

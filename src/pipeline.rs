@@ -198,6 +198,7 @@ pub fn run_agent(
     let summary = {
         let mut run = AgentRun::new(&mut prepared.ctx, &prepared.policy, sink, config.dry_run);
         run.no_lock = config.no_lock;
+        run.diff = config.diff;
         run.state = Some(&mut state);
         let seq = run.bundlesequence(config.bundlesequence.as_deref())?;
         run.run(&seq)?;

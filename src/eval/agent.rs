@@ -88,6 +88,8 @@ pub struct AgentRun<'a> {
     pub state: Option<&'a mut StateStore>,
     /// How promises reach the system.
     pub host: crate::host::Host,
+    /// Print diffs of file content changes.
+    pub diff: bool,
     /// Ignore `ifelapsed` locks (`-K`).
     pub no_lock: bool,
     /// The run's clock, seconds since the epoch.
@@ -130,6 +132,7 @@ impl<'a> AgentRun<'a> {
             dry_run,
             state: None,
             host: crate::host::Host::real(),
+            diff: false,
             no_lock: true,
             now: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -600,6 +603,7 @@ impl<'a> AgentRun<'a> {
             policy: self.policy,
             host: &self.host,
             dry_run: self.dry_run || warn_only,
+            diff: self.diff,
             output: self.sink,
         };
         Some(act.evaluate(&mut act_ctx, ep))

@@ -149,6 +149,8 @@ pub struct ActContext<'a> {
     pub host: &'a crate::host::Host,
     /// Report what would change, change nothing.
     pub dry_run: bool,
+    /// Print a unified diff of every file content change.
+    pub diff: bool,
     pub output: &'a mut dyn crate::report::Sink,
 }
 

@@ -184,6 +184,11 @@ fn copy_file(
     } else {
         dmeta.map_or(DEFAULT_FILE_MODE, |m| m.mode)
     };
+    if act.diff {
+        let old = act.host.read(dst).unwrap_or_default();
+        let new = act.host.read(src).unwrap_or_default();
+        super::show_diff(act, dst, &old, &new);
+    }
     if act.dry_run {
         tracing::warn!(
             "Should copy '{}' to '{}', but only warning promised",

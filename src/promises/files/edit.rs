@@ -155,6 +155,7 @@ pub(crate) fn edit_file(
     if new_text == original {
         return;
     }
+    super::show_diff(act, target, original.as_bytes(), new_text.as_bytes());
     if act.dry_run {
         v.warned();
         return;

@@ -501,6 +501,7 @@ fn set_content(
     if current == content.as_bytes() {
         return;
     }
+    show_diff(act, target, &current, content.as_bytes());
     if act.dry_run {
         tracing::warn!(
             "Should update file '{}' with content '{}', but only warning promised",
@@ -574,6 +575,37 @@ fn delete(
         Err(e) => {
             tracing::error!("Could not delete '{}': {e}", shown);
             v.failed();
+        }
+    }
+}
+
+/// Prints a unified diff of a file's content change, when `--diff` asks
+/// for it. Binary content is summarized instead.
+pub(crate) fn show_diff(act: &ActContext<'_>, path: &Path, old: &[u8], new: &[u8]) {
+    if !act.diff {
+        return;
+    }
+    use std::io::Write;
+    let shown = path.display().to_string();
+    let mut out = std::io::stdout().lock();
+    match (std::str::from_utf8(old), std::str::from_utf8(new)) {
+        (Ok(o), Ok(n)) => {
+            let diff = similar::TextDiff::from_lines(o, n);
+            let _ = write!(
+                out,
+                "{}",
+                diff.unified_diff()
+                    .context_radius(3)
+                    .header(&format!("{shown}"), &format!("{shown}"))
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "Binary file {shown} differs ({} bytes -> {} bytes)",
+                old.len(),
+                new.len()
+            );
         }
     }
 }
