@@ -594,9 +594,7 @@ pub(crate) fn show_diff(act: &ActContext<'_>, path: &Path, old: &[u8], new: &[u8
             let _ = write!(
                 out,
                 "{}",
-                diff.unified_diff()
-                    .context_radius(3)
-                    .header(&format!("{shown}"), &format!("{shown}"))
+                diff.unified_diff().context_radius(3).header(&shown, &shown)
             );
         }
         _ => {
