@@ -127,6 +127,26 @@ impl EvalContext {
         Some(self.eval_class_expr(t).unwrap_or(false))
     }
 
+    /// A promise's `meta` tags (after `source=promise`) and `comment`, as
+    /// the variables and classes it defines carry them.
+    fn promise_meta(&mut self, promise: &Promise) -> (Vec<String>, Option<String>) {
+        let mut tags = vec!["source=promise".to_string()];
+        if let Some(meta) = promise.attribute("meta")
+            && let Ok(e) = self.eval_rval(&meta.value)
+        {
+            match e.value {
+                Value::List(l) => tags.extend(l),
+                Value::Scalar(s) => tags.push(s),
+                Value::Data(_) => {}
+            }
+        }
+        let comment = promise
+            .attribute("comment")
+            .and_then(|a| self.eval_rval(&a.value).ok())
+            .and_then(|e| e.value.as_scalar().map(str::to_string));
+        (tags, comment)
+    }
+
     /// The texts whose references decide how a promise iterates.
     fn promise_texts<'a>(promise: &'a Promise, skip: &[&str]) -> Vec<&'a str> {
         let mut texts = vec![promise.promiser.value.as_str()];
@@ -233,20 +253,7 @@ impl EvalContext {
                 return (res, vec![msg(format!("variable '{}': {m}", name.text))]);
             }
         };
-        let mut tags = vec!["source=promise".to_string()];
-        if let Some(meta) = promise.attribute("meta")
-            && let Ok(e) = self.eval_rval(&meta.value)
-        {
-            match e.value {
-                Value::List(l) => tags.extend(l),
-                Value::Scalar(s) => tags.push(s),
-                Value::Data(_) => {}
-            }
-        }
-        let comment = promise
-            .attribute("comment")
-            .and_then(|a| self.eval_rval(&a.value).ok())
-            .and_then(|e| e.value.as_scalar().map(str::to_string));
+        let (tags, comment) = self.promise_meta(promise);
         let var = Variable {
             value,
             dtype,
@@ -342,20 +349,7 @@ impl EvalContext {
         if !truth {
             return (res, vec![]);
         }
-        let mut tags = vec!["source=promise".to_string()];
-        if let Some(meta) = promise.attribute("meta")
-            && let Ok(e) = self.eval_rval(&meta.value)
-        {
-            match e.value {
-                Value::List(l) => tags.extend(l),
-                Value::Scalar(s) => tags.push(s),
-                Value::Data(_) => {}
-            }
-        }
-        let comment = promise
-            .attribute("comment")
-            .and_then(|a| self.eval_rval(&a.value).ok())
-            .and_then(|e| e.value.as_scalar().map(str::to_string));
+        let (tags, comment) = self.promise_meta(promise);
         let scope = promise
             .attribute("scope")
             .and_then(|a| self.eval_rval(&a.value).ok())
