@@ -7,6 +7,7 @@ pub mod files;
 pub mod processes;
 pub mod reports;
 pub mod services;
+pub mod storage;
 pub mod users;
 
 use crate::eval::{EvalContext, Value};
@@ -170,6 +171,7 @@ pub fn actuator(promise_type: &str) -> Option<&'static dyn Actuator> {
         "processes" => Some(&processes::Processes),
         "users" => Some(&users::Users),
         "services" => Some(&services::Services),
+        "storage" => Some(&storage::Storage),
         _ => None,
     }
 }
