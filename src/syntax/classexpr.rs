@@ -169,6 +169,148 @@ impl ExprParser<'_> {
     }
 }
 
+/// How CFEngine's parser reads an unquoted class guard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuardSyntax {
+    /// The whole guard is one expression (trailing blanks aside).
+    Complete,
+    /// A valid expression ends at this byte offset and CFEngine ignores the
+    /// rest of the guard: `a . b` is read as `a`.
+    IgnoredFrom(usize),
+}
+
+/// Checks an unquoted class guard (the text before `::`) the way
+/// cf-promises does when it parses a policy.
+///
+/// CFEngine reads a guard with a grammar that allows no blanks at all and
+/// stops at the first byte that cannot continue the expression; what
+/// follows is ignored, but an expression that is incomplete at that point
+/// (`a.`, `!!a`, `(a`, `a||`) is a syntax error. Two names separated only
+/// by blanks (`a b`) are rejected outright.
+pub fn check_guard(text: &str) -> Result<GuardSyntax, ClassExprError> {
+    let s = text.as_bytes();
+    if let Some(offset) = blank_between_names(s) {
+        return Err(ClassExprError {
+            offset,
+            message: "class names must be joined by an operator ('.', '&', '|'), not by blanks"
+                .into(),
+        });
+    }
+    let mut g = GuardReader { s, pos: 0 };
+    g.or()?;
+    let rest = &s[g.pos..];
+    if rest.iter().all(|&b| b == b' ' || b == b'\t') {
+        Ok(GuardSyntax::Complete)
+    } else {
+        Ok(GuardSyntax::IgnoredFrom(g.pos))
+    }
+}
+
+/// Offset of the blank run in `name blank+ name`, if there is one.
+fn blank_between_names(s: &[u8]) -> Option<usize> {
+    let name = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut i = 0;
+    while i < s.len() {
+        if name(s[i]) {
+            let mut j = i + 1;
+            while j < s.len() && matches!(s[j], b' ' | b'\t') {
+                j += 1;
+            }
+            if j > i + 1 && j < s.len() && name(s[j]) {
+                return Some(i + 1);
+            }
+            i = j.max(i + 1);
+        } else {
+            i += 1;
+        }
+    }
+    None
+}
+
+/// The blank-free guard grammar; positions only, no tree.
+struct GuardReader<'a> {
+    s: &'a [u8],
+    pos: usize,
+}
+
+impl GuardReader<'_> {
+    fn at(&self) -> Option<u8> {
+        self.s.get(self.pos).copied()
+    }
+
+    fn fail(&self, what: &str) -> ClassExprError {
+        let found = match self.at() {
+            None => "the end of the guard".to_string(),
+            Some(b' ' | b'\t') => "a blank".to_string(),
+            Some(b) if b.is_ascii() => format!("'{}'", b as char),
+            Some(_) => "a non-ASCII character".to_string(),
+        };
+        ClassExprError {
+            offset: self.pos,
+            message: format!("expected {what} in the class guard, found {found}"),
+        }
+    }
+
+    fn or(&mut self) -> Result<(), ClassExprError> {
+        loop {
+            self.and()?;
+            if self.at() != Some(b'|') {
+                return Ok(());
+            }
+            self.pos += 1;
+            if self.at() == Some(b'|') {
+                self.pos += 1;
+            }
+        }
+    }
+
+    fn and(&mut self) -> Result<(), ClassExprError> {
+        loop {
+            self.not()?;
+            if !matches!(self.at(), Some(b'.' | b'&')) {
+                return Ok(());
+            }
+            self.pos += 1;
+        }
+    }
+
+    fn not(&mut self) -> Result<(), ClassExprError> {
+        if self.at() == Some(b'!') {
+            self.pos += 1;
+            if self.at() == Some(b'!') {
+                return Err(ClassExprError {
+                    offset: self.pos,
+                    message: "'!!' is not allowed; write '!(!x)'".into(),
+                });
+            }
+        }
+        self.primary()
+    }
+
+    fn primary(&mut self) -> Result<(), ClassExprError> {
+        if self.at() == Some(b'(') {
+            self.pos += 1;
+            self.or()?;
+            if self.at() != Some(b')') {
+                return Err(self.fail("')'"));
+            }
+            self.pos += 1;
+            return Ok(());
+        }
+        let start = self.pos;
+        while self
+            .at()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'[' | b']'))
+        {
+            self.pos += 1;
+        }
+        if self.pos == start {
+            return Err(self.fail("a class name, '!' or '('"));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +341,35 @@ mod tests {
         assert!(ClassExpr::parse("a)").is_err());
         assert!(ClassExpr::parse("").is_err());
         assert!(ClassExpr::parse("a..b").is_err());
+    }
+
+    /// Verdicts cf-promises 3.21 gives for unquoted guards.
+    #[test]
+    fn guard_syntax_follows_cf_promises() {
+        use GuardSyntax::*;
+        for ok in [
+            "linux",
+            "a.b|c",
+            "a||b",
+            "a&b",
+            "!(!a)",
+            "(a|b).(c)",
+            "default:a",
+            "a:",
+            "123",
+        ] {
+            assert_eq!(check_guard(ok), Ok(Complete), "{ok}");
+        }
+        assert_eq!(check_guard("linux "), Ok(Complete));
+        assert_eq!(check_guard("a . b"), Ok(IgnoredFrom(1)));
+        assert_eq!(check_guard("a)"), Ok(IgnoredFrom(1)));
+        assert_eq!(check_guard("a!b"), Ok(IgnoredFrom(1)));
+        assert_eq!(check_guard("größe"), Ok(IgnoredFrom(2)));
+        for bad in [
+            "a..b", "!!a", "a.", ".", "|a", "(a", "()", "a&&b", "a|||b", "a. b", "(a .b)", "! a",
+            "ö", "a b", "a|", "!",
+        ] {
+            assert!(check_guard(bad).is_err(), "{bad}");
+        }
     }
 }
