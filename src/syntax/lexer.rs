@@ -559,31 +559,35 @@ fn cmp_version(v: &[u32]) -> std::cmp::Ordering {
     std::cmp::Ordering::Equal
 }
 
-/// The value of a string token: quotes removed, `\<quote>` and `\\`
-/// resolved (other backslashes are kept, as CFEngine keeps them).
+/// The value of a string token, resolved as cf-promises resolves it for
+/// every quote style, backticks included: `\\`, `\"` and `\'` stand for
+/// the character after the backslash, a backslash before a line end joins
+/// the lines, and every other backslash is kept (`"\n"` is a backslash and
+/// an `n`).
 pub fn unquote(raw: &str) -> String {
-    let bytes = raw.as_bytes();
-    if bytes.len() < 2 {
+    if raw.len() < 2 {
         return String::new();
     }
-    let q = bytes[0];
     let inner = &raw[1..raw.len() - 1];
-    if q == b'`' || !inner.contains('\\') {
+    if !inner.contains('\\') {
         return inner.to_string();
     }
     let mut out = String::with_capacity(inner.len());
     let mut chars = inner.chars().peekable();
     while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.peek() {
-                Some(&n) if n == q as char || n == '\\' => {
-                    out.push(n);
-                    chars.next();
-                }
-                _ => out.push(c),
-            }
-        } else {
+        if c != '\\' {
             out.push(c);
+            continue;
+        }
+        match chars.peek() {
+            Some(&n @ ('\\' | '"' | '\'')) => {
+                out.push(n);
+                chars.next();
+            }
+            Some('\n') => {
+                chars.next();
+            }
+            _ => out.push(c),
         }
     }
     out
@@ -641,6 +645,13 @@ mod tests {
         assert_eq!(unquote(r#""x\"y\\z\n""#), r#"x"y\z\n"#);
         assert_eq!(unquote(r"'x\'y'"), "x'y");
         assert_eq!(unquote(r"`a\b`"), r"a\b");
+        // What cf-agent 3.21 reports for these: the same rules in every
+        // quote style, and a backslash-newline joins lines.
+        assert_eq!(unquote(r#""x\'y""#), "x'y");
+        assert_eq!(unquote(r#"'x\"y'"#), "x\"y");
+        assert_eq!(unquote(r"`x\\y\'z`"), r"x\y'z");
+        assert_eq!(unquote("\"line\\\nnext\""), "linenext");
+        assert_eq!(unquote(r#""\$(x)""#), r"\$(x)");
         assert_eq!(kinds("\"abc"), vec![(Tok::Unterminated, "\"abc")]);
     }
 

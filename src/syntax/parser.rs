@@ -547,7 +547,8 @@ impl<'a> Parser<'a> {
         }
         if t.kind == Tok::QuotedGuard {
             ClassGuard {
-                expr: unquote(body),
+                // cf-promises takes a quoted guard's text as written.
+                expr: body[1..body.len() - 1].to_string(),
                 span: t.span,
                 quoted: true,
             }
