@@ -11,6 +11,9 @@
 //! duplicates). This test does not read it yet: move its files into
 //! invalid/ when the validator lands.
 
+mod common;
+
+use common::{cf_files, have, header};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -20,22 +23,9 @@ fn corpus_files(dir: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/corpus")
         .join(dir);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .map(|e| e.expect("directory entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "cf"))
-        .collect();
-    files.sort();
+    let files = cf_files(&dir);
+    assert!(!files.is_empty(), "no policies in {}", dir.display());
     files
-}
-
-/// The value of a `# key: value` header line.
-fn header(text: &str, key: &str) -> Option<String> {
-    let prefix = format!("# {key}:");
-    text.lines()
-        .take_while(|l| l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map(|v| v.trim().to_string())
 }
 
 struct Verdict {
@@ -73,13 +63,6 @@ fn ours(path: &Path) -> Verdict {
     }
 }
 
-fn cf_promises_installed() -> bool {
-    Command::new("cf-promises")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 /// cf-promises' verdict, run as `cf-promises -f ./FILE` from the file's
 /// directory (a bare name would be looked up in its work directory).
 fn theirs(path: &Path) -> bool {
@@ -105,7 +88,7 @@ fn corpus_verdicts_and_error_lines() {
         invalid.len()
     );
     assert!(valid.len() >= 30, "only {} valid policies", valid.len());
-    let oracle = cf_promises_installed();
+    let oracle = have("cf-promises");
     if !oracle {
         println!("skipped: cf-promises not installed (verdicts are not compared)");
     }

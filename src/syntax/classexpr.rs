@@ -247,7 +247,7 @@ impl GuardReader<'_> {
         };
         ClassExprError {
             offset: self.pos,
-            message: format!("expected {what} in the class guard, found {found}"),
+            message: format!("expected {what}, found {found}"),
         }
     }
 

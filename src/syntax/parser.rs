@@ -133,6 +133,21 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// Describes the current token; when the error is reported on an
+    /// earlier line than the token, says where the token is.
+    fn describe_from(&self, span: Span) -> String {
+        let found = self.describe(self.peek());
+        let Some(t) = self.peek() else {
+            return found;
+        };
+        let line = line_col_of(self.src, t.span.start).0;
+        if line_col_of(self.src, span.start).0 < line {
+            format!("{found} on line {line}")
+        } else {
+            found
+        }
+    }
+
     fn error(&mut self, span: Span, msg: impl Into<String>) {
         self.diags.push(Diagnostic::error(span, msg));
     }
@@ -150,8 +165,10 @@ impl<'a> Parser<'a> {
     /// When the found token is on a later line, the mistake is at the end
     /// of the previous line, so that is where the error points.
     fn expected_after(&mut self, what: &str) {
-        let span = self.after_previous().unwrap_or_else(|| self.here());
-        self.expected_at(what, span);
+        match self.after_previous() {
+            Some(span) => self.expected_at(what, span),
+            None => self.expected(what),
+        }
     }
 
     /// A zero-width span just after the previous token, when the current
@@ -175,7 +192,7 @@ impl<'a> Parser<'a> {
         if self.peek().is_none() && self.ends_unterminated {
             return;
         }
-        let found = self.describe(self.peek());
+        let found = self.describe_from(span);
         if self.runaway_string(&format!("{what}, found {found}")) {
             return;
         }
@@ -382,8 +399,8 @@ impl<'a> Parser<'a> {
             }
             return last;
         }
-        let found = self.describe(self.peek());
         let span = self.after_previous().unwrap_or_else(|| self.here());
+        let found = self.describe_from(span);
         let (line, _) = line_col_of(self.src, open.span.start);
         self.diags.push(
             Diagnostic::error(
