@@ -9,7 +9,7 @@
 use super::diagnostic::Diagnostic;
 use super::source::Span;
 use nom::IResult;
-use nom::bytes::complete::{take_till, take_while1};
+use nom::bytes::complete::take_while1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tok {
@@ -73,12 +73,23 @@ fn is_class_run_byte(b: u8) -> bool {
     is_class_byte(b) || b == b' ' || b == b'\t'
 }
 
-fn word(i: &str) -> IResult<&str, &str> {
-    take_while1(|c: char| c.is_ascii_alphanumeric() || c == '_' || !c.is_ascii())(i)
+/// An identifier: ASCII letters, digits, `_` and any non-ASCII character
+/// (every byte of a multi-byte UTF-8 character is >= 0x80, so working on
+/// bytes never splits one).
+fn word(i: &[u8]) -> IResult<&[u8], &[u8]> {
+    take_while1(is_word_byte)(i)
 }
 
-fn letters(i: &str) -> IResult<&str, &str> {
-    take_while1(|c: char| c.is_ascii_alphabetic() || c == '_')(i)
+fn is_letters(w: &[u8]) -> bool {
+    w.iter().all(|&b| b.is_ascii_alphabetic() || b == b'_')
+}
+
+/// Start of the last `::` in `bytes`.
+fn last_double_colon(bytes: &[u8]) -> Option<usize> {
+    (1..bytes.len())
+        .rev()
+        .find(|&i| bytes[i] == b':' && bytes[i - 1] == b':')
+        .map(|i| i - 1)
 }
 
 /// Length of a quoted string starting at `i` (which starts with the quote),
@@ -166,6 +177,8 @@ pub fn lex(src: &str) -> Lexed {
     let mut macros = MacroState::default();
     // Only blanks so far on this line.
     let mut at_line_start = true;
+    // The end of a run of class characters already known to hold no `::`.
+    let mut guardless_until = 0usize;
     while pos < bytes.len() {
         let b = bytes[pos];
         if at_line_start && b == b'@' && bytes.get(pos + 1).is_some_and(u8::is_ascii_alphabetic) {
@@ -215,10 +228,7 @@ pub fn lex(src: &str) -> Lexed {
             // unexpected character.
             b'\r' if bytes.get(pos + 1) == Some(&b'\n') => pos += 1,
             b'#' => {
-                let rest = &src[pos..];
-                let (_, comment) = take_till::<_, _, nom::error::Error<&str>>(|c| c == '\n')(rest)
-                    .unwrap_or(("", rest));
-                pos += comment.len();
+                pos = src[pos..].find('\n').map_or(src.len(), |i| pos + i);
             }
             b'"' | b'\'' | b'`' => match quoted_len(&src[pos..]) {
                 Some(len) => {
@@ -272,7 +282,7 @@ pub fn lex(src: &str) -> Lexed {
                 pos += 1;
             }
             _ if is_class_byte(b) => {
-                pos = lex_wordlike(src, pos, &mut out);
+                pos = lex_wordlike(src, pos, &mut out, &mut guardless_until);
             }
             _ => {
                 let len = src[pos..].chars().next().map_or(1, char::len_utf8);
@@ -300,22 +310,33 @@ impl Lexed {
 }
 
 /// A class guard, promise type, word or parenthesis, by longest match.
-fn lex_wordlike(src: &str, pos: usize, out: &mut Lexed) -> usize {
+///
+/// `guardless_until` remembers where the last run without `::` ended: a
+/// token that starts inside that run has the rest of it as its run, so
+/// it cannot be a guard either, and the run is not scanned again (which
+/// would be quadratic in the length of a line of words).
+fn lex_wordlike(src: &str, pos: usize, out: &mut Lexed, guardless_until: &mut usize) -> usize {
     let bytes = src.as_bytes();
     // A class guard is the longest run of class characters (spaces and
     // tabs included) that ends in `::`.
-    let mut run_end = pos;
-    while run_end < bytes.len() && is_class_run_byte(bytes[run_end]) {
-        run_end += 1;
+    if pos >= *guardless_until {
+        let mut run_end = pos;
+        while run_end < bytes.len() && is_class_run_byte(bytes[run_end]) {
+            run_end += 1;
+        }
+        match last_double_colon(&bytes[pos..run_end]) {
+            Some(idx) => {
+                let end = pos + idx + 2;
+                // `::` alone, or a run that starts with the operator of a
+                // word-less run, is still a guard; the parser checks its
+                // syntax.
+                out.push(Tok::ClassGuard, pos, end);
+                return end;
+            }
+            None => *guardless_until = run_end,
+        }
     }
-    if let Some(idx) = src[pos..run_end].rfind("::") {
-        let end = pos + idx + 2;
-        // `::` alone, or a run that starts with the operator of a
-        // word-less run, is still a guard; the parser checks its syntax.
-        out.push(Tok::ClassGuard, pos, end);
-        return end;
-    }
-    let rest = &src[pos..];
+    let rest = &bytes[pos..];
     match bytes[pos] {
         b'(' => {
             out.push(Tok::LParen, pos, pos + 1);
@@ -329,11 +350,11 @@ fn lex_wordlike(src: &str, pos: usize, out: &mut Lexed) -> usize {
     }
     if let Ok((after, w)) = word(rest) {
         let mut end = pos + w.len();
-        if let Some(tail) = after.strip_prefix(':') {
+        if let Some(tail) = after.strip_prefix(b":") {
             match word(tail) {
                 // `ns:name` is longer than `ns:` as a promise type.
                 Ok((_, w2)) => end += 1 + w2.len(),
-                Err(_) if letters(w).map(|(r, _)| r.is_empty()).unwrap_or(false) => {
+                Err(_) if is_letters(w) => {
                     out.push(Tok::PromiseType, pos, end + 1);
                     return end + 1;
                 }
@@ -344,7 +365,7 @@ fn lex_wordlike(src: &str, pos: usize, out: &mut Lexed) -> usize {
         return end;
     }
     // An operator character outside a guard.
-    let len = rest.chars().next().map_or(1, char::len_utf8);
+    let len = src[pos..].chars().next().map_or(1, char::len_utf8);
     out.push(Tok::Unknown, pos, pos + len);
     pos + len
 }
