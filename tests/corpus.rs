@@ -6,10 +6,10 @@
 //! gives (when cf-promises is installed), and for a broken file our first
 //! error must be on the recorded line.
 //!
-//! tests/corpus/needs-validation/ holds mistakes that only schema
-//! validation finds (unknown attributes, option ranges, arity,
-//! duplicates). This test does not read it yet: move its files into
-//! invalid/ when the validator lands.
+//! The broken files cover lexer, parser and validation mistakes alike.
+//! tests/corpus/needs-validation/ holds mistakes cf-promises rejects that
+//! our validator does not find yet (each file says why); this test does
+//! not read it: move a file to invalid/ when the validator finds it.
 
 mod common;
 

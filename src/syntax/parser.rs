@@ -4,7 +4,6 @@
 //! keyword, so one missing `;` is reported once.
 
 use super::ast::*;
-use super::classexpr::{GuardSyntax, check_guard};
 use super::diagnostic::Diagnostic;
 use super::lexer::{Tok, Token, lex, unquote};
 use super::source::Span;
@@ -553,15 +552,10 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Reads a class guard token. An unquoted guard is checked here the way
-    /// cf-promises checks it; a quoted one may hold variables and is only
-    /// checked when it is evaluated.
-    fn guard(&mut self, t: Token) -> ClassGuard {
+    /// Reads a class guard token; the validator checks its expression.
+    fn guard(&self, t: Token) -> ClassGuard {
         let text = self.text(t);
         let body = &text[..text.len() - 2];
-        if t.kind == Tok::ClassGuard {
-            self.check_guard(body, t.span.start as usize);
-        }
         if t.kind == Tok::QuotedGuard {
             ClassGuard {
                 // cf-promises takes a quoted guard's text as written.
@@ -574,53 +568,6 @@ impl<'a> Parser<'a> {
                 expr: body.to_string(),
                 span: t.span,
                 quoted: false,
-            }
-        }
-    }
-
-    fn check_guard(&mut self, body: &str, start: usize) {
-        match check_guard(body) {
-            Ok(GuardSyntax::Complete) => {}
-            // cf-promises stops checking at the first blank, but cf-agent
-            // evaluates the guard without its blanks, so only what stops
-            // the blank-free expression is really ignored.
-            Ok(GuardSyntax::IgnoredFrom(_)) => {
-                let compact: String = body.chars().filter(|c| !matches!(c, ' ' | '\t')).collect();
-                let Ok(GuardSyntax::IgnoredFrom(k)) = check_guard(&compact) else {
-                    return;
-                };
-                // Map the offset in the blank-free text back to the guard.
-                let mut seen = 0;
-                let mut at = body.len();
-                for (i, c) in body.char_indices() {
-                    if matches!(c, ' ' | '\t') {
-                        continue;
-                    }
-                    if seen == k {
-                        at = i;
-                        break;
-                    }
-                    seen += c.len_utf8();
-                }
-                let kept = body.trim_end_matches([' ', '\t']);
-                self.diags.push(
-                    Diagnostic::warning(
-                        Span::new(start + at, start + kept.len()),
-                        format!(
-                            "CFEngine reads this class guard only up to here and ignores '{}'",
-                            &kept[at..]
-                        ),
-                    )
-                    .with_help(format!("the guard means '{}'", &compact[..k])),
-                );
-            }
-            Err(e) => {
-                let at = start + e.offset;
-                let end = at + body[e.offset..].chars().next().map_or(0, char::len_utf8);
-                self.diags.push(Diagnostic::error(
-                    Span::new(at, end),
-                    format!("invalid class guard '{}::': {}", body, e.message),
-                ));
             }
         }
     }
@@ -673,8 +620,10 @@ impl<'a> Parser<'a> {
                         && self.peek_at(1).map(|n| n.kind) == Some(Tok::FatArrow) =>
                 {
                     let Some(attr) = self.attribute() else {
+                        // A promise that lost an attribute would mislead
+                        // the validator; it is left out of the tree.
                         self.recover_in_bundle();
-                        break;
+                        return None;
                     };
                     end = attr.span;
                     attributes.push(attr);
@@ -722,7 +671,7 @@ impl<'a> Parser<'a> {
                         self.expected_after(&what);
                     }
                     self.recover_in_bundle();
-                    break;
+                    return None;
                 }
                 _ => {
                     if attributes.is_empty() {
@@ -847,9 +796,9 @@ impl<'a> Parser<'a> {
                     t.span,
                     "a list cannot be a function argument; pass a variable such as @(mylist)",
                 );
-                self.pos += 1;
-                self.skip_past(Tok::RBrace);
-                None
+                // Keep it as the argument, so that the call still has as
+                // many arguments as were written.
+                self.list(RvalContext::Attribute)
             }
             _ => {
                 self.expected_after("a value (a quoted string, a list, a function call or a name)");
@@ -867,6 +816,9 @@ impl<'a> Parser<'a> {
             );
         }
         let mut items = Vec::new();
+        // One error per list: after a missing or doubled ',' the items go
+        // on being read as if it were right.
+        let mut reported = false;
         loop {
             match self.peek() {
                 Some(t) if t.kind == Tok::RBrace => {
@@ -876,6 +828,15 @@ impl<'a> Parser<'a> {
                         span: open.span.to(t.span),
                     });
                 }
+                Some(t) if t.kind == Tok::Comma => {
+                    if !reported {
+                        self.expected_after(
+                            "a value (a quoted string, a list, a function call or a name)",
+                        );
+                        reported = true;
+                    }
+                    self.pos += 1;
+                }
                 Some(_) => {
                     let Some(item) = self.rval(RvalContext::ListItem) else {
                         return Some(self.partial_list(open, items));
@@ -884,8 +845,16 @@ impl<'a> Parser<'a> {
                     match self.peek_kind() {
                         Some(Tok::Comma) => self.pos += 1,
                         Some(Tok::RBrace) => {}
+                        Some(k) if starts_value(k) => {
+                            if !reported {
+                                self.expected_after("',' or '}' in the list");
+                                reported = true;
+                            }
+                        }
                         _ => {
-                            self.expected_after("',' or '}' in the list");
+                            if !reported {
+                                self.expected_after("',' or '}' in the list");
+                            }
                             return Some(self.partial_list(open, items));
                         }
                     }
@@ -902,6 +871,9 @@ impl<'a> Parser<'a> {
         let name = self.ident(name_tok);
         self.pos += 1; // (
         let mut args = Vec::new();
+        // One error per call: after a missing or doubled ',' the arguments
+        // go on being read, so that the call keeps the arguments written.
+        let mut reported = false;
         loop {
             match self.peek() {
                 Some(t) if t.kind == Tok::RParen => {
@@ -911,6 +883,15 @@ impl<'a> Parser<'a> {
                         name,
                         args,
                     }));
+                }
+                Some(t) if t.kind == Tok::Comma => {
+                    if !reported {
+                        self.expected_after(
+                            "a value (a quoted string, a list, a function call or a name)",
+                        );
+                        reported = true;
+                    }
+                    self.pos += 1;
                 }
                 Some(_) => {
                     let Some(arg) = self.rval(RvalContext::Argument) else {
@@ -931,11 +912,22 @@ impl<'a> Parser<'a> {
                             }
                         }
                         Some(Tok::RParen) => {}
+                        Some(k) if starts_value(k) => {
+                            if !reported {
+                                self.expected_after(&format!(
+                                    "',' or ')' in the call to '{}'",
+                                    name.name
+                                ));
+                                reported = true;
+                            }
+                        }
                         _ => {
-                            self.expected_after(&format!(
-                                "',' or ')' in the call to '{}'",
-                                name.name
-                            ));
+                            if !reported {
+                                self.expected_after(&format!(
+                                    "',' or ')' in the call to '{}'",
+                                    name.name
+                                ));
+                            }
                             return Some(self.partial_call(name, args));
                         }
                     }
@@ -1003,20 +995,6 @@ impl<'a> Parser<'a> {
                 Tok::ClassGuard | Tok::QuotedGuard => {
                     self.pos += 1;
                     guard = self.guard(t);
-                    if t.kind == Tok::QuotedGuard {
-                        // cf-promises decides a body's attributes when it
-                        // parses, before any variable exists.
-                        self.diags.push(
-                            Diagnostic::error(
-                                t.span,
-                                "a class guard in a body cannot be quoted",
-                            )
-                            .with_help(format!(
-                                "write it unquoted: {}::; a body's guards cannot hold variables",
-                                guard.expr
-                            )),
-                        );
-                    }
                 }
                 Tok::Word if self.peek_at(1).map(|n| n.kind) == Some(Tok::FatArrow) => {
                     let Some(attr) = self.attribute() else {
@@ -1092,6 +1070,11 @@ enum RvalContext {
     Promisee,
     ListItem,
     Argument,
+}
+
+/// Whether a token can start a value (for reading on after a missing ',').
+fn starts_value(kind: Tok) -> bool {
+    matches!(kind, Tok::Str | Tok::Word | Tok::NakedVar | Tok::LBrace)
 }
 
 fn line_col_of(src: &str, offset: u32) -> (usize, usize) {
@@ -1198,36 +1181,6 @@ mod tests {
     }
 
     #[test]
-    fn invalid_class_guards_are_errors() {
-        for g in [
-            "linux..x", "!!linux", "linux.", "(linux", "()", "a&&b", "a b", "a. b", "über",
-        ] {
-            one_error_on_line(
-                &format!("bundle agent x\n{{\n vars:\n  {g}::\n   \"a\" string => \"b\";\n}}\n"),
-                4,
-            );
-        }
-        // Blanks before operators are legal; cf-agent evaluates without them.
-        let p = parse(
-            "t.cf",
-            "bundle agent x\n{\n reports:\n  a . b::\n   \"r\";\n}\n",
-        );
-        assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
-        // A stray ')' is legal too, but cf-agent ignores it and what follows.
-        let p = parse(
-            "t.cf",
-            "bundle agent x\n{\n reports:\n  a.b)c::\n   \"r\";\n}\n",
-        );
-        assert!(!p.has_errors(), "{:?}", p.diagnostics);
-        assert_eq!(p.diagnostics.len(), 1);
-        assert!(
-            p.diagnostics[0].message.ends_with("ignores ')c'"),
-            "{:?}",
-            p.diagnostics
-        );
-    }
-
-    #[test]
     fn a_mistake_inside_a_list_is_one_error() {
         for list in [
             "{ \"a\" \"b\" }",
@@ -1250,6 +1203,45 @@ mod tests {
             "bundle agent x\n{\n vars:\n  \"l\" string => f(\"a\";\n  \"m\" string => \"n\";\n}\n",
             4,
         );
+    }
+
+    /// The validator counts a call's arguments, so a mistake between them
+    /// must not lose any.
+    #[test]
+    fn calls_keep_their_arguments_after_a_mistake() {
+        for call in [
+            "f(\"a\" \"b\")",
+            "f(\"a\",, \"b\")",
+            "f(\"a\", { \"b\" })",
+            "f(, \"a\", \"b\")",
+        ] {
+            let src = format!("bundle agent x {{ vars: \"v\" string => {call}; }}");
+            let p = parse("t.cf", &src);
+            assert_eq!(p.diagnostics.len(), 1, "{call}: {:?}", p.diagnostics);
+            let b = p.file.bundles().next().expect("bundle");
+            let Rval::Call(c) = &b.sections[0].promises[0].attributes[0].value else {
+                panic!("{call}: not a call");
+            };
+            assert_eq!(c.args.len(), 2, "{call}");
+        }
+    }
+
+    /// A promise damaged by a mistake is left out of the tree, so that the
+    /// validator does not report what the mistake took away from it.
+    #[test]
+    fn damaged_promises_are_left_out() {
+        for bad in ["string => ;", "string \"b\";", "string = \"b\";"] {
+            let src = format!("bundle agent x {{ vars: \"a\" {bad} \"c\" string => \"d\"; }}");
+            let p = parse("t.cf", &src);
+            assert_eq!(p.diagnostics.len(), 1, "{bad}: {:?}", p.diagnostics);
+            let b = p.file.bundles().next().expect("bundle");
+            let promisers: Vec<_> = b.sections[0]
+                .promises
+                .iter()
+                .map(|p| p.promiser.value.as_str())
+                .collect();
+            assert_eq!(promisers, vec!["c"], "{bad}");
+        }
     }
 
     #[test]
@@ -1303,14 +1295,6 @@ mod tests {
         one_error_on_line(
             "bundle agent x\n{\n vars:\n   \"a\" string => \"b\";\n\nbundle agent y\n{\n}\n",
             4,
-        );
-    }
-
-    #[test]
-    fn quoted_guard_in_body_is_an_error() {
-        one_error_on_line(
-            "body perms p\n{\n  \"linux\"::\n   mode => \"0644\";\n}\n",
-            3,
         );
     }
 
