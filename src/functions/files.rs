@@ -88,28 +88,25 @@ fn filesize(_: &mut EvalContext, a: &[Value]) -> FnResult {
     }
 }
 
-/// `ls -l`-style permission text: type letter, then rwx triplets with the
-/// set-id and sticky bits.
+/// `ls -l`-style permission text as cf-agent gives it: `d` or `-`, then
+/// the nine rwx bits (set-id and sticky bits are not shown).
 pub fn perm_string(m: &Metadata) -> String {
     let mode = m.permissions().mode();
     let mut s = String::with_capacity(10);
     s.push(if m.is_dir() { 'd' } else { '-' });
-    let bit = |mask: u32, c: char| if mode & mask != 0 { c } else { '-' };
-    let special = |x: u32, sp: u32, on: char, off: char| match (mode & x != 0, mode & sp != 0) {
-        (true, true) => on,
-        (false, true) => off,
-        (true, false) => 'x',
-        (false, false) => '-',
-    };
-    s.push(bit(0o400, 'r'));
-    s.push(bit(0o200, 'w'));
-    s.push(special(0o100, 0o4000, 's', 'S'));
-    s.push(bit(0o040, 'r'));
-    s.push(bit(0o020, 'w'));
-    s.push(special(0o010, 0o2000, 's', 'S'));
-    s.push(bit(0o004, 'r'));
-    s.push(bit(0o002, 'w'));
-    s.push(special(0o001, 0o1000, 't', 'T'));
+    for (mask, c) in [
+        (0o400, 'r'),
+        (0o200, 'w'),
+        (0o100, 'x'),
+        (0o040, 'r'),
+        (0o020, 'w'),
+        (0o010, 'x'),
+        (0o004, 'r'),
+        (0o002, 'w'),
+        (0o001, 'x'),
+    ] {
+        s.push(if mode & mask != 0 { c } else { '-' });
+    }
     s
 }
 
@@ -203,7 +200,7 @@ fn filestat(_: &mut EvalContext, a: &[Value]) -> FnResult {
         "mode" => m.mode().to_string(),
         "modeoct" => format!("{:o}", m.mode()),
         "permstr" => perm_string(&m),
-        "permoct" => format!("{:o}", m.mode() & 0o7777),
+        "permoct" => format!("{:o}", m.mode() & 0o777),
         "type" => file_type_name(&m).to_string(),
         "devno" => m.dev().to_string(),
         "dev_minor" => libc::minor(m.dev()).to_string(),
@@ -308,9 +305,10 @@ fn search_upwards(name: &'static str, a: &[Value]) -> FnResult {
     let levels = p.opt_int(2, i64::MAX)?;
     let mut out = Vec::new();
     let mut dir = std::path::PathBuf::from(start);
+    // The start directory, then up to `levels` parents.
     let mut level = 0i64;
     loop {
-        if level >= levels {
+        if level > levels {
             break;
         }
         let pat = format!(
@@ -474,32 +472,38 @@ fn file_hash(_: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(Value::str(hex))
 }
 
-/// Compares a timestamp of two files; false when either is missing.
+/// Compares a timestamp of two files: whether the first is earlier
+/// (`before`) or later than the second; false when either is missing.
 fn compare_times(
     name: &'static str,
     a: &[Value],
     time: fn(&Metadata) -> i64,
+    before: bool,
 ) -> Result<bool, FnError> {
     let p = Params::new(name, a);
     let (Some(m1), Some(m2)) = (stat(p.str(0)?), stat(p.str(1)?)) else {
         return Ok(false);
     };
-    Ok(time(&m1) > time(&m2))
+    Ok(if before {
+        time(&m1) < time(&m2)
+    } else {
+        time(&m1) > time(&m2)
+    })
 }
 
-/// `changedbefore(a, b)`: a's status changed after b's (ctime).
+/// `changedbefore(a, b)`: a's status changed before b's (ctime).
 fn changedbefore(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    compare_times("changedbefore", a, |m| m.ctime()).map(class_result)
+    compare_times("changedbefore", a, |m| m.ctime(), true).map(class_result)
 }
 
-/// `accessedbefore(a, b)`: a was accessed after b (atime).
+/// `accessedbefore(a, b)`: a was accessed before b (atime).
 fn accessedbefore(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    compare_times("accessedbefore", a, |m| m.atime()).map(class_result)
+    compare_times("accessedbefore", a, |m| m.atime(), true).map(class_result)
 }
 
 /// `isnewerthan(a, b)`: a was modified after b (mtime).
 fn isnewerthan(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    compare_times("isnewerthan", a, |m| m.mtime()).map(class_result)
+    compare_times("isnewerthan", a, |m| m.mtime(), false).map(class_result)
 }
 
 /// `diskfree(path)`: kilobytes available to unprivileged users on the file
@@ -575,6 +579,6 @@ mod tests {
         std::fs::write(&f, "x").unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o4751)).unwrap();
         let m = std::fs::metadata(&f).unwrap();
-        assert_eq!(perm_string(&m), "-rwsr-x--x");
+        assert_eq!(perm_string(&m), "-rwxr-x--x");
     }
 }

@@ -9,8 +9,8 @@ use serde_json::{Map, Value as Json, json};
 use std::ffi::{CStr, CString};
 
 pub static FUNCTIONS: &[FnSpec] = &[
-    effect("execresult", 1, Some(3), true, execresult),
-    effect("execresult_as_data", 1, Some(3), true, execresult_as_data),
+    effect("execresult", 2, Some(3), true, execresult),
+    effect("execresult_as_data", 2, Some(3), true, execresult_as_data),
     effect("returnszero", 2, Some(2), true, returnszero),
     spec("getenv", 2, Some(2), getenv),
     spec("getuid", 1, Some(1), getuid),
