@@ -260,13 +260,7 @@ fn observe(out: &str, fx: &Path, text: &str, side: &str, problems: &mut Vec<Stri
     rows.join("\n") + "\n"
 }
 
-fn run_tool(
-    tool: &Path,
-    workdir: &Path,
-    policy: &Path,
-    vars: &str,
-    classes: &str,
-) -> Captured {
+fn run_tool(tool: &Path, workdir: &Path, policy: &Path, vars: &str, classes: &str) -> Captured {
     run(Command::new(tool)
         .env("TZ", "UTC")
         .current_dir(policy.parent().expect("policy dir"))
@@ -315,7 +309,9 @@ fn system_functions_match_cf_promises() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/functions_b");
     let with_reference = have("cf-promises");
     if !with_reference {
-        eprintln!("skipped: cf-promises not installed; comparing with the recorded outputs instead");
+        eprintln!(
+            "skipped: cf-promises not installed; comparing with the recorded outputs instead"
+        );
     }
     let cases = cf_files(&dir);
     assert!(

@@ -1,10 +1,11 @@
 //! The system: commands and their output, the environment, users and
 //! groups, processes, kernel parameters, and the installed-packages cache.
 
-use super::exec::{self, Capture, Shell};
+use super::exec::{self, Shell};
 use super::params::{Params, effect, int_value, spec};
 use super::{FnError, FnResult, FnSpec, class_result};
 use crate::eval::{EvalContext, Value};
+use crate::host::exec::OutputSelect;
 use serde_json::{Map, Value as Json, json};
 use std::ffi::{CStr, CString};
 
@@ -42,11 +43,11 @@ fn shell_arg(p: &Params, i: usize) -> Result<Shell, FnError> {
     }
 }
 
-fn capture_arg(p: &Params, i: usize) -> Result<Capture, FnError> {
+fn capture_arg(p: &Params, i: usize) -> Result<OutputSelect, FnError> {
     match p.opt_str(i)?.unwrap_or("stdout") {
-        "stdout" => Ok(Capture::Stdout),
-        "stderr" => Ok(Capture::Stderr),
-        "both" => Ok(Capture::Both),
+        "stdout" => Ok(OutputSelect::Stdout),
+        "stderr" => Ok(OutputSelect::Stderr),
+        "both" => Ok(OutputSelect::Both),
         other => Err(p.fail(format!(
             "argument {} must be one of both, stdout, stderr, got '{other}'",
             i + 1
@@ -84,7 +85,7 @@ fn returnszero(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Params::new("returnszero", a);
     let line = p.str(0)?;
     let shell = shell_arg(&p, 1)?;
-    match exec::run(line, shell, Capture::Stdout, exec::DEFAULT_TIMEOUT) {
+    match exec::run(line, shell, OutputSelect::Stdout, exec::DEFAULT_TIMEOUT) {
         Ok(f) => Ok(class_result(f.code == Some(0))),
         Err(e) => {
             tracing::error!("returnszero {e}");
@@ -338,51 +339,17 @@ fn groupexists(_: &mut EvalContext, a: &[Value]) -> FnResult {
 
 // ---- processes ----------------------------------------------------------------
 
-/// One running process: its id and its command line (arguments joined by
-/// spaces, or the name in brackets for kernel threads).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Process {
-    pub pid: u32,
-    pub line: String,
-}
-
-/// The process table, from /proc.
-pub fn processes() -> Vec<Process> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let dir = e.path();
-        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
-        let line = if cmdline.is_empty() {
-            match std::fs::read_to_string(dir.join("comm")) {
-                Ok(c) => format!("[{}]", c.trim_end()),
-                Err(_) => continue,
-            }
-        } else {
-            let parts: Vec<String> = cmdline
-                .split(|b| *b == 0)
-                .filter(|s| !s.is_empty())
-                .map(|s| String::from_utf8_lossy(s).into_owned())
-                .collect();
-            parts.join(" ")
-        };
-        out.push(Process { pid, line });
-    }
-    out.sort_by_key(|p| p.pid);
-    out
-}
-
-fn matching_processes(ctx: &mut EvalContext, p: &Params) -> Result<Vec<Process>, FnError> {
+/// The processes whose command line the pattern matches anywhere. Like
+/// cf-agent's, the table includes the agent itself.
+fn matching_processes(
+    ctx: &mut EvalContext,
+    p: &Params,
+) -> Result<Vec<crate::host::procs::ProcessInfo>, FnError> {
     let re = p.regex(ctx, 0)?;
-    // Like cf-agent, the agent's own process is part of the table.
-    Ok(processes()
+    Ok(crate::host::Host::real()
+        .processes()
         .into_iter()
-        .filter(|pr| re.is_match(&pr.line))
+        .filter(|pr| re.is_match(&pr.command))
         .collect())
 }
 
@@ -394,7 +361,7 @@ fn findprocesses(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(Value::data(Json::Array(
         found
             .into_iter()
-            .map(|pr| json!({"line": pr.line, "pid": pr.pid}))
+            .map(|pr| json!({"line": pr.command, "pid": pr.pid}))
             .collect(),
     )))
 }
@@ -622,7 +589,16 @@ mod tests {
 
     #[test]
     fn processes_include_this_one() {
-        let me = std::process::id();
-        assert!(processes().iter().any(|p| p.pid == me));
+        let mut c = EvalContext::default();
+        let me = std::process::id() as i64;
+        let found = findprocesses(&mut c, &s(&[".*"])).unwrap();
+        let pids: Vec<i64> = found
+            .as_data()
+            .and_then(|d| d.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| p["pid"].as_i64())
+            .collect();
+        assert!(pids.contains(&me), "{pids:?}");
     }
 }
