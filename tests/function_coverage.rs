@@ -32,7 +32,7 @@ fn cfengine_functions() -> Vec<(String, String)> {
 }
 
 /// Where the differential test policies live.
-const TEST_DIRS: &[&str] = &["tests/functions", "tests/functions_b"];
+const TEST_DIRS: &[&str] = &["tests/functions", "tests/functions_b", "tests/agent"];
 
 /// Every differential test policy, by relative path, with its text.
 fn test_policies() -> Vec<(String, String)> {
@@ -245,6 +245,19 @@ fn function_list_matches_cf_promises() {
         .collect();
     theirs.sort();
     assert_eq!(cfengine_functions(), theirs);
+    // Functions cf-agent computes once per run are cached here too, and
+    // no others.
+    let unsupported = convergent::functions::not_supported();
+    let wrong: Vec<String> = convergent::functions::implemented()
+        .into_iter()
+        .filter(|n| !unsupported.contains(n))
+        .filter_map(|n| {
+            let ours = convergent::functions::lookup(n)?.cached;
+            let cached = j["functions"][n]["cached"].as_bool().unwrap_or(false);
+            (ours != cached).then(|| format!("{n}: cached is {ours}, cf-promises says {cached}"))
+        })
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[test]
