@@ -12,7 +12,7 @@ use crate::eval::{EvalContext, Value};
 use crate::host::exec::OutputSelect;
 
 pub static FUNCTIONS: &[FnSpec] = &[
-    effect("usemodule", 1, Some(2), false, usemodule),
+    effect("usemodule", 2, Some(2), false, usemodule),
     spec("read_module_protocol", 1, Some(1), read_module_protocol),
 ];
 

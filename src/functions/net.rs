@@ -20,7 +20,7 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("network_connections", 0, Some(0), network_connections),
     spec("hostsseen", 3, Some(3), hostsseen),
     effect("readtcp", 4, Some(4), true, readtcp),
-    effect("url_get", 1, Some(2), false, url_get),
+    effect("url_get", 2, Some(2), false, url_get),
     spec("hubknowledge", 1, Some(1), hubknowledge),
     spec("remoteclassesmatching", 4, Some(4), remoteclassesmatching),
     spec("remotescalar", 3, Some(3), remotescalar),
