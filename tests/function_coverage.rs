@@ -112,11 +112,11 @@ const NOTES: &[(&str, &str)] = &[
     ),
     (
         "packagesmatching",
-        "reads the installed-packages cache of the work directory (empty until the package promises write it)",
+        "reads the work directory's installed-packages cache (host::packages; empty until package promises write it)",
     ),
     (
         "packageupdatesmatching",
-        "reads the package-updates cache of the work directory (empty until the package promises write it)",
+        "reads the work directory's package-updates cache (host::packages; empty until package promises write it)",
     ),
 ];
 

@@ -21,6 +21,8 @@
 //!   its items are sorted on both sides (may repeat)
 //! - `module: FILE`: tests/functions_b/modules/FILE is installed as a
 //!   module in both work directories (may repeat)
+//! - `package: installed|updates NAME,VERSION,ARCH,METHOD`: a line of the
+//!   package inventory caches of both work directories (may repeat)
 
 mod common;
 
@@ -111,6 +113,25 @@ fn case_policy(text: &str, fx: &Path) -> String {
         "bundle common fixture {{ vars: \"dir\" string => \"{}\"; }}\n{text}",
         fx.display()
     )
+}
+
+/// Writes the package inventory caches the header asks for (CRLF lines,
+/// as cf-agent reads them).
+fn install_packages(workdir: &Path, packages: &[String]) {
+    for (which, file) in [
+        ("installed", "software_packages.csv"),
+        ("updates", "software_patches_avail.csv"),
+    ] {
+        let lines: String = packages
+            .iter()
+            .filter_map(|p| p.strip_prefix(which))
+            .map(|l| format!("{}\r\n", l.trim()))
+            .collect();
+        if !lines.is_empty() {
+            std::fs::create_dir_all(workdir.join("state")).expect("state dir");
+            std::fs::write(workdir.join("state").join(file), lines).expect("write inventory");
+        }
+    }
 }
 
 fn install_modules(workdir: &Path, modules: &[String], src: &Path) {
@@ -277,6 +298,7 @@ fn run_case(case: &Path, with_reference: bool) -> Vec<String> {
     let vars = header(&text, "vars").unwrap_or_else(|| "^default:test\\.".to_string());
     let classes = header(&text, "classes").unwrap_or_else(|| "^t_".to_string());
     let modules = headers(&text, "module");
+    let packages = headers(&text, "package");
     let tmp = tempfile::tempdir().expect("tempdir");
     let fx = tmp.path().join("fx");
     build_fixture(&fx);
@@ -287,11 +309,13 @@ fn run_case(case: &Path, with_reference: bool) -> Vec<String> {
     let mut problems = Vec::new();
     let ours_wd = tmp.path().join("ours");
     install_modules(&ours_wd, &modules, &module_src);
+    install_packages(&ours_wd, &packages);
     let ours = run_tool(&agent_bin(), &ours_wd, &policy, &vars, &classes);
     let ours = observe(&ours.stdout, &fx, &text, "ours", &mut problems);
     let reference = with_reference.then(|| {
         let wd = cf_workdir(tmp.path());
         install_modules(&wd, &modules, &module_src);
+        install_packages(&wd, &packages);
         let cf = which("cf-promises").unwrap_or_else(|| PathBuf::from("cf-promises"));
         let r = run_tool(&cf, &wd, &policy, &vars, &classes);
         observe(&r.stdout, &fx, &text, "reference", &mut problems)

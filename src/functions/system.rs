@@ -6,6 +6,7 @@ use super::params::{Params, effect, int_value, spec};
 use super::{FnError, FnResult, FnSpec, class_result};
 use crate::eval::{EvalContext, Value};
 use crate::host::exec::OutputSelect;
+use crate::host::packages::{Inventory, read_inventory};
 use serde_json::{Map, Value as Json, json};
 use std::ffi::{CStr, CString};
 
@@ -421,51 +422,6 @@ fn data_sysctlvalues(_: &mut EvalContext, _: &[Value]) -> FnResult {
 
 // ---- packages --------------------------------------------------------------
 
-/// One package of the installed (or available updates) inventory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PackageRecord {
-    pub name: String,
-    pub version: String,
-    pub arch: String,
-    pub method: String,
-}
-
-/// Where the package inventory comes from. The package promise type
-/// writes the caches; these functions only read them. Until it does, the
-/// documented legacy CSV caches of cf-agent are read:
-/// `state/software_packages.csv` (installed) and
-/// `state/software_patches_avail.csv` (updates), one `name,version,arch,method`
-/// line per package.
-pub fn package_inventory(workdir: Option<&std::path::Path>, updates: bool) -> Vec<PackageRecord> {
-    let Some(wd) = workdir else {
-        return Vec::new();
-    };
-    let file = if updates {
-        "software_patches_avail.csv"
-    } else {
-        "software_packages.csv"
-    };
-    let Ok(text) = std::fs::read_to_string(wd.join("state").join(file)) else {
-        return Vec::new();
-    };
-    parse_package_csv(&text)
-}
-
-/// Parses `name,version,arch,method` lines; short lines are skipped.
-pub fn parse_package_csv(text: &str) -> Vec<PackageRecord> {
-    text.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.trim_end_matches('\r').split(',').collect();
-            (f.len() >= 4).then(|| PackageRecord {
-                name: f[0].to_string(),
-                version: f[1].to_string(),
-                arch: f[2].to_string(),
-                method: f[3].to_string(),
-            })
-        })
-        .collect()
-}
-
 fn package_query(
     ctx: &mut EvalContext,
     name: &'static str,
@@ -482,7 +438,15 @@ fn package_query(
     let workdir = ctx
         .lookup("sys.workdir")
         .and_then(|v| v.as_scalar().map(std::path::PathBuf::from));
-    let out: Vec<Json> = package_inventory(workdir.as_deref(), updates)
+    let which = if updates {
+        Inventory::Updates
+    } else {
+        Inventory::Installed
+    };
+    let packages = workdir
+        .map(|w| read_inventory(&w, which))
+        .unwrap_or_default();
+    let out: Vec<Json> = packages
         .into_iter()
         .filter(|r| {
             res[0].is_full_match(&r.name)
@@ -580,11 +544,43 @@ mod tests {
     }
 
     #[test]
-    fn package_cache_lines() {
-        let r = parse_package_csv("bash,5.2,amd64,apt\nshort,1\n");
-        assert_eq!(r.len(), 1);
-        assert_eq!(r[0].name, "bash");
-        assert!(package_inventory(None, false).is_empty());
+    fn packages_come_from_the_work_directory_cache() {
+        use crate::eval::vars::Variable;
+        use crate::eval::{DataType, Origin};
+        use crate::host::packages::{PackageRecord, write_inventory};
+        let dir = tempfile::tempdir().unwrap();
+        let rec = |n: &str, v: &str| PackageRecord {
+            name: n.into(),
+            version: v.into(),
+            arch: "amd64".into(),
+            method: "apt_get".into(),
+        };
+        write_inventory(
+            dir.path(),
+            Inventory::Installed,
+            &[rec("bash", "5.2"), rec("zsh", "5.9")],
+        )
+        .unwrap();
+        let mut c = EvalContext::default();
+        c.vars.put(
+            "default",
+            "sys",
+            "workdir",
+            Variable::new(
+                Value::str(dir.path().display().to_string()),
+                DataType::String,
+                Origin::Agent,
+            ),
+        );
+        let r = packagesmatching(&mut c, &s(&["ba.*", ".*", ".*", ".*"])).unwrap();
+        assert_eq!(
+            r,
+            Value::data(
+                json!([{"arch": "amd64", "method": "apt_get", "name": "bash", "version": "5.2"}])
+            )
+        );
+        let u = packageupdatesmatching(&mut c, &s(&[".*", ".*", ".*", ".*"])).unwrap();
+        assert_eq!(u, Value::data(json!([])));
     }
 
     #[test]
