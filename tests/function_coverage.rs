@@ -68,7 +68,7 @@ fn calls(text: &str, name: &str) -> bool {
 const NOTES: &[(&str, &str)] = &[
     (
         "callstack_callers",
-        "bundle frames only (cf-agent also lists promise frames and embeds the bundle's syntax tree)",
+        "bundle and promise frames, outermost first, numbered as cf-agent; no promise-type or iteration frames, no embedded syntax tree",
     ),
     (
         "classesmatching",

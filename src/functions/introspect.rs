@@ -258,24 +258,40 @@ fn callstack_promisers(ctx: &mut EvalContext, _: &[Value]) -> FnResult {
     Ok(Value::List(out))
 }
 
-/// `callstack_callers()`: one entry per bundle on the stack, innermost
-/// first. cf-agent also lists promise-type and promise frames and embeds
-/// the whole bundle's syntax tree; we give the bundle's identity only.
+/// `callstack_callers()`: the frames of the stack, outermost first, each
+/// with its `depth` (from 0) and `frame` (counting down to 1), as cf-agent
+/// numbers them: a `bundle` frame per bundle (its name, namespace and
+/// type), followed by a `promise` frame with the promiser when that
+/// bundle is evaluating a promise. cf-agent also has promise-type and
+/// iteration frames and embeds each bundle's whole syntax tree; we do not.
 fn callstack_callers(ctx: &mut EvalContext, _: &[Value]) -> FnResult {
-    let n = ctx.frames.len();
-    let mut out = Vec::new();
-    for (depth, f) in ctx.frames.iter().rev().enumerate() {
+    let mut entries: Vec<Map<String, Json>> = Vec::new();
+    for f in &ctx.frames {
         let mut bundle = Map::new();
         bundle.insert("bundleType".into(), Json::String(f.bundle_type.clone()));
         bundle.insert("name".into(), Json::String(f.bundle.clone()));
         bundle.insert("namespace".into(), Json::String(f.ns.clone()));
         let mut e = Map::new();
         e.insert("bundle".into(), Json::Object(bundle));
-        e.insert("depth".into(), Json::from(depth));
-        e.insert("frame".into(), Json::from(n - depth));
         e.insert("type".into(), Json::String("bundle".into()));
-        out.push(Json::Object(e));
+        entries.push(e);
+        if let Some(promiser) = f.this.get("promiser").and_then(scalar_text) {
+            let mut p = Map::new();
+            p.insert("promiser".into(), Json::String(promiser));
+            p.insert("type".into(), Json::String("promise".into()));
+            entries.push(p);
+        }
     }
+    let total = entries.len();
+    let out = entries
+        .into_iter()
+        .enumerate()
+        .map(|(depth, mut e)| {
+            e.insert("depth".into(), Json::from(depth));
+            e.insert("frame".into(), Json::from(total - depth));
+            Json::Object(e)
+        })
+        .collect();
     Ok(Value::data(Json::Array(out)))
 }
 
@@ -353,6 +369,25 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<Value> {
         v.iter().map(|x| Value::str(*x)).collect()
+    }
+
+    #[test]
+    fn call_stack_outermost_first() {
+        let mut c = EvalContext::default();
+        c.push_frame(Frame::new("default", "main", "agent"));
+        c.set_this("promiser", Value::str("call sub"));
+        c.push_frame(Frame::new("default", "sub", "agent"));
+        assert_eq!(
+            callstack_promisers(&mut c, &[]),
+            Ok(Value::List(vec!["call sub".into()]))
+        );
+        let d = callstack_callers(&mut c, &[]).unwrap();
+        let a = d.as_data().unwrap();
+        assert_eq!(a[0]["bundle"]["name"], "main");
+        assert_eq!(a[0]["frame"], 3);
+        assert_eq!(a[1]["promiser"], "call sub");
+        assert_eq!(a[2]["bundle"]["name"], "sub");
+        assert_eq!(a[2]["depth"], 2);
     }
 
     #[test]
