@@ -370,10 +370,18 @@ fn lsdir(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let path = p.str(0)?;
     let pattern = p.str(1)?;
     let base = p.boolean(2)?;
+    // An invalid pattern matches nothing (cf-agent logs it and lists
+    // nothing).
     let re = if pattern.is_empty() {
         None
     } else {
-        Some(p.regex(ctx, 1)?)
+        match ctx.regexes.get(pattern) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::error!("lsdir: {e}");
+                return Ok(Value::List(Vec::new()));
+            }
+        }
     };
     // A directory that cannot be read gives an empty list (and an error
     // in the log), not a failed call.

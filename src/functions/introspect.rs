@@ -298,31 +298,49 @@ fn callstack_callers(ctx: &mut EvalContext, _: &[Value]) -> FnResult {
 // ---- versions ----------------------------------------------------------------
 
 /// The version whose behaviour we follow, as numbers.
-const VERSION: [u64; 3] = [3, 21, 0];
+const VERSION: [i64; 3] = [3, 21, 0];
 
-/// Up to three leading numeric components of a version; parsing stops at
-/// the first component that does not start with a digit. Fails when not
-/// even the first one does.
-fn parse_version(p: &Params, s: &str) -> Result<Vec<u64>, FnError> {
-    let mut out = Vec::new();
-    for part in s.split('.').take(3) {
-        let digits: String = part.chars().take_while(|c| c.is_ascii_digit()).collect();
-        match digits.parse::<u64>() {
-            Ok(n) => out.push(n),
-            Err(_) => break,
-        }
+/// A C `%d`: optional leading white space, an optional sign, digits.
+fn scan_int(s: &str) -> Option<(i64, &str)> {
+    let t = s.trim_start();
+    let (sign, body) = match t.as_bytes().first() {
+        Some(b'-') => (-1, &t[1..]),
+        Some(b'+') => (1, &t[1..]),
+        _ => (1, t),
+    };
+    let digits = body.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
     }
-    if out.is_empty() {
+    let n: i64 = body[..digits].parse().unwrap_or(i64::MAX);
+    Some((sign * n, &body[digits..]))
+}
+
+/// Up to three components of a version, read as cf-agent reads them
+/// (`sscanf("%d.%d.%d")`): reading stops at the first component that is
+/// not a number (`3.x` is `3`); a version without even the first fails.
+fn parse_version(p: &Params, s: &str) -> Result<Vec<i64>, FnError> {
+    let Some((first, mut rest)) = scan_int(s) else {
         return Err(p.fail(format!(
             "format of version comparison string '{s}' is incorrect"
         )));
+    };
+    let mut out = vec![first];
+    while out.len() < 3 {
+        match rest.strip_prefix('.').and_then(scan_int) {
+            Some((n, r)) => {
+                out.push(n);
+                rest = r;
+            }
+            None => break,
+        }
     }
     Ok(out)
 }
 
 /// Our version compared with a (possibly partial) version: only the
 /// components given count.
-fn compare_version(given: &[u64]) -> std::cmp::Ordering {
+fn compare_version(given: &[i64]) -> std::cmp::Ordering {
     VERSION[..given.len().min(3)].cmp(given)
 }
 
@@ -405,6 +423,10 @@ mod tests {
         assert_eq!(t(&mut c, cf_version_between, &["3.20", "3.22"]), yes);
         assert_eq!(t(&mut c, cf_version_between, &["3.22", "3.20"]), no);
         assert!(t(&mut c, cf_version_minimum, &["x"]).is_err());
+        assert_eq!(t(&mut c, cf_version_minimum, &["-1"]), yes);
+        assert_eq!(t(&mut c, cf_version_at, &[" 3.21"]), yes);
+        assert_eq!(t(&mut c, cf_version_at, &["3..21"]), yes);
+        assert!(t(&mut c, cf_version_at, &["v3"]).is_err());
         assert!(t(&mut c, cf_version_minimum, &[""]).is_err());
     }
 
