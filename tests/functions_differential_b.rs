@@ -23,6 +23,8 @@
 //!   module in both work directories (may repeat)
 //! - `package: installed|updates NAME,VERSION,ARCH,METHOD`: a line of the
 //!   package inventory caches of both work directories (may repeat)
+//! - `tcp-server: yes`: a loopback TCP server answers `echo:` and what it
+//!   was sent; its port is `$(fixture.port)`
 
 mod common;
 
@@ -107,12 +109,33 @@ fn build_fixture(fx: &Path) {
     set_times(&fx.join("a.txt"), 1_577_836_800, 1_577_836_800);
 }
 
-/// The policy as run: a `fixture` bundle naming the fixture, then the case.
-fn case_policy(text: &str, fx: &Path) -> String {
+/// The policy as run: a `fixture` bundle naming the fixture (and the TCP
+/// server's port), then the case.
+fn case_policy(text: &str, fx: &Path, port: u16) -> String {
     format!(
-        "bundle common fixture {{ vars: \"dir\" string => \"{}\"; }}\n{text}",
+        "bundle common fixture {{ vars: \"dir\" string => \"{}\"; \"port\" string => \"{port}\"; }}\n{text}",
         fx.display()
     )
+}
+
+/// A loopback server for `readtcp`: for each connection, reads what comes
+/// within a moment and answers `echo:` and that. It lives as long as the
+/// test process.
+fn start_tcp_server() -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("local addr").port();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let _ = s.set_read_timeout(Some(Duration::from_millis(300)));
+            let mut buf = [0u8; 1024];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let mut answer = b"echo:".to_vec();
+            answer.extend_from_slice(&buf[..n]);
+            let _ = s.write_all(&answer);
+        }
+    });
+    port
 }
 
 /// Writes the package inventory caches the header asks for (CRLF lines,
@@ -303,7 +326,12 @@ fn run_case(case: &Path, with_reference: bool) -> Vec<String> {
     let fx = tmp.path().join("fx");
     build_fixture(&fx);
     let policy = tmp.path().join(case.file_name().expect("case name"));
-    std::fs::write(&policy, case_policy(&text, &fx)).expect("write policy");
+    let port = if header(&text, "tcp-server").is_some() {
+        start_tcp_server()
+    } else {
+        0
+    };
+    std::fs::write(&policy, case_policy(&text, &fx, port)).expect("write policy");
     let module_src = case.parent().expect("case dir").join("modules");
 
     let mut problems = Vec::new();

@@ -391,16 +391,28 @@ fn hostsseen(_: &mut EvalContext, a: &[Value]) -> FnResult {
     Err(p.fail("no record of hosts seen is kept (there is no lastseen database)"))
 }
 
+/// The most `readtcp` reads (cf-agent's buffer less its terminator).
+const READTCP_MAX: i64 = 4095;
+
 /// `readtcp(host, port, send, maxbytes)`: connects, sends the text (if
-/// any) and returns at most `maxbytes` bytes of the answer.
-fn readtcp(_: &mut EvalContext, a: &[Value]) -> FnResult {
+/// any) and returns at most `maxbytes` bytes of the answer (a count out of
+/// range reads the most there is room for). Like cf-agent, it does not run
+/// in cf-promises' role (the hard class `common`): checking a policy
+/// never talks to the network.
+fn readtcp(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Params::new("readtcp", a);
     let host = p.str(0)?;
     let port = p.str(1)?;
     let send = p.str(2)?;
-    let max = p.int(3)?;
-    if max <= 0 {
-        return Err(p.fail("the number of bytes to read must be positive"));
+    let mut max = p.int(3)?;
+    if ctx.classes.get("common").is_some_and(|c| c.hard) {
+        return Err(p.fail("not run while only checking a policy (as cf-promises)"));
+    }
+    if !(0..=READTCP_MAX).contains(&max) {
+        max = READTCP_MAX;
+    }
+    if max == 0 {
+        return Ok(Value::str(""));
     }
     let port: u16 = port
         .parse()
@@ -418,7 +430,7 @@ fn readtcp(_: &mut EvalContext, a: &[Value]) -> FnResult {
         s.write_all(send.as_bytes())
             .map_err(|e| p.fail(format!("cannot send to {host}:{port}: {e}")))?;
     }
-    let mut buf = vec![0u8; max.min(1 << 20) as usize];
+    let mut buf = vec![0u8; max as usize];
     let mut got = 0;
     while got < buf.len() {
         match s.read(&mut buf[got..]) {
@@ -660,6 +672,12 @@ mod tests {
             .map(|s| Value::str(*s))
             .collect();
         assert_eq!(readtcp(&mut c, &args), Ok(Value::str("echo:pi")));
+        // In cf-promises' role the call fails without connecting.
+        let mut common = EvalContext::default();
+        let mut info = crate::eval::classes::ClassInfo::soft(crate::eval::Origin::Agent, vec![]);
+        info.hard = true;
+        common.classes.define("common", info);
+        assert!(readtcp(&mut common, &args).is_err());
         let url = format!("http://127.0.0.1:{port}/x");
         let r = url_get(&mut c, &[Value::str(url)]).unwrap();
         let d = r.as_data().unwrap();
