@@ -63,6 +63,19 @@ pub struct EvalContext {
     pub fn_cache: HashMap<String, Value>,
     /// Compiled regular expressions by pattern.
     pub regexes: super::regex::RegexCache,
+    /// The bundles of the loaded policy, in the order their files were
+    /// read, for the functions that look at the policy itself
+    /// (`bundlesmatching`). Pre-evaluation notes each file as it arrives.
+    pub policy_bundles: Vec<BundleRef>,
+    noted_files: std::collections::HashSet<String>,
+}
+
+/// A bundle of the loaded policy, as introspection sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleRef {
+    pub ns: String,
+    pub name: String,
+    pub bundle_type: String,
 }
 
 impl EvalContext {
@@ -70,6 +83,20 @@ impl EvalContext {
         EvalContext {
             settings,
             ..EvalContext::default()
+        }
+    }
+
+    /// Records the bundles of a loaded policy file, once per file.
+    pub fn note_policy_file(&mut self, path: &str, tree: &crate::syntax::ast::PolicyFile) {
+        if !self.noted_files.insert(path.to_string()) {
+            return;
+        }
+        for b in tree.bundles() {
+            self.policy_bundles.push(BundleRef {
+                ns: b.namespace.clone(),
+                name: b.name.name.clone(),
+                bundle_type: b.bundle_type.name.clone(),
+            });
         }
     }
 

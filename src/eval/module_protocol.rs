@@ -58,9 +58,13 @@ pub fn apply(ctx: &mut EvalContext, scope: &str, output: &str) -> ModuleResult {
             continue;
         };
         let rest = &line[1..];
-        let var_tags = || {
-            let mut t = vec!["source=module".to_string()];
-            t.extend(tags.iter().cloned());
+        // cf-agent tags what a module defines only after a `^meta=` line:
+        // the meta tags, then `source=module`; before one, nothing.
+        let module_tags = || {
+            let mut t = tags.clone();
+            if !t.is_empty() {
+                t.push("source=module".to_string());
+            }
             t
         };
         match first {
@@ -85,9 +89,8 @@ pub fn apply(ctx: &mut EvalContext, scope: &str, output: &str) -> ModuleResult {
                 if name.is_empty() {
                     continue;
                 }
-                let mut t = vec!["source=module".to_string()];
-                t.extend(tags.iter().cloned());
-                ctx.classes.define(&name, ClassInfo::soft(Origin::Agent, t));
+                ctx.classes
+                    .define(&name, ClassInfo::soft(Origin::Agent, module_tags()));
                 if let Some(m) = persistence {
                     result.persistent.push((name, m));
                 }
@@ -115,7 +118,7 @@ pub fn apply(ctx: &mut EvalContext, scope: &str, output: &str) -> ModuleResult {
                     );
                     continue;
                 };
-                let var = Variable::new(value, dtype, Origin::Agent).with_tags(var_tags());
+                let var = Variable::new(value, dtype, Origin::Agent).with_tags(module_tags());
                 ctx.vars.put("default", &scope, name, var);
             }
             _ => result.other_lines.push(line.to_string()),
@@ -151,7 +154,8 @@ mod tests {
         );
         assert!(ctx.classes.is_defined("cls"));
         let w = ctx.vars.get("default", "other", "w").unwrap();
-        assert_eq!(w.tags, vec!["source=module", "t1", "t2"]);
+        assert_eq!(w.tags, vec!["t1", "t2", "source=module"]);
+        assert!(ctx.vars.get("default", "mod", "v").unwrap().tags.is_empty());
         assert_eq!(r.other_lines, vec!["noise"]);
     }
 }

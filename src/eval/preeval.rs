@@ -100,6 +100,7 @@ pub fn load_and_preevaluate(
 /// One file's pre-evaluation: control bodies, then per bundle the vars and
 /// classes of common bundles and the vars of all.
 fn preevaluate_file(ctx: &mut EvalContext, file: &LoadedFile, report: &mut PreEvalReport) {
+    ctx.note_policy_file(&file.source.path, &file.tree);
     for body in file.tree.bodies() {
         if body.kind == BodyKind::Body && body.name.name == "control" {
             match body.body_type.name.as_str() {

@@ -24,6 +24,18 @@ pub struct CommandSpec {
     pub env: Vec<(String, String)>,
     /// Data for the command's standard input (closed when empty).
     pub stdin: Vec<u8>,
+    /// Which outputs are collected (the others go to /dev/null).
+    pub output: OutputSelect,
+}
+
+/// Which of a command's outputs `run` collects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OutputSelect {
+    /// Standard output and standard error, interleaved as written.
+    #[default]
+    Both,
+    Stdout,
+    Stderr,
 }
 
 /// What a command did.
@@ -43,50 +55,39 @@ impl CommandResult {
     }
 }
 
-/// Splits a command line into words as cf-agent does without a shell:
-/// whitespace separates words, and single or double quotes group them
-/// (the quotes themselves are removed; a backslash escapes the next
-/// character inside double quotes).
+/// Splits a command line into words as cf-agent does without a shell
+/// (its `ArgSplitCommand`): whitespace separates words, and a word that
+/// starts with a double quote, a single quote or a backtick runs to the
+/// next same quote, which is dropped. There are no escapes, and quotes
+/// inside a word are kept (`a"b c"` is `a"b` and `c"`; `"a b"'c'` is two
+/// words).
 pub fn split_command_line(s: &str) -> Vec<String> {
     let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
     let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' | '"' => {
-                in_word = true;
-                let q = c;
-                while let Some(d) = chars.next() {
-                    if d == q {
-                        break;
-                    }
-                    if d == '\\'
-                        && q == '"'
-                        && let Some(&n) = chars.peek()
-                        && (n == '"' || n == '\\')
-                    {
-                        cur.push(n);
-                        chars.next();
-                        continue;
-                    }
-                    cur.push(d);
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let Some(&c) = chars.peek() else { break };
+        let mut word = String::new();
+        if c == '"' || c == '\'' || c == '`' {
+            chars.next();
+            for d in chars.by_ref() {
+                if d == c {
+                    break;
                 }
+                word.push(d);
             }
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut cur));
-                    in_word = false;
+        } else {
+            while let Some(&d) = chars.peek() {
+                if d.is_whitespace() {
+                    break;
                 }
-            }
-            c => {
-                in_word = true;
-                cur.push(c);
+                word.push(d);
+                chars.next();
             }
         }
-    }
-    if in_word {
-        words.push(cur);
+        words.push(word);
     }
     words
 }
@@ -112,7 +113,11 @@ impl super::Host {
             c
         };
         let (reader, writer) = std::io::pipe()?;
-        cmd.stdout(writer.try_clone()?).stderr(writer);
+        match spec.output {
+            OutputSelect::Both => cmd.stdout(writer.try_clone()?).stderr(writer),
+            OutputSelect::Stdout => cmd.stdout(writer).stderr(Stdio::null()),
+            OutputSelect::Stderr => cmd.stdout(Stdio::null()).stderr(writer),
+        };
         cmd.stdin(if spec.stdin.is_empty() {
             Stdio::null()
         } else {
@@ -214,6 +219,32 @@ mod tests {
             vec!["echo", ";", "rm", "-rf", "/"]
         );
         assert_eq!(split_command_line("  "), Vec::<String>::new());
+        assert_eq!(
+            split_command_line("/bin/echo  a   'b c'  \"d\""),
+            vec!["/bin/echo", "a", "b c", "d"]
+        );
+        assert_eq!(split_command_line("x \"a b\"'c'"), vec!["x", "a b", "c"]);
+        assert_eq!(split_command_line("x a\\ b"), vec!["x", "a\\", "b"]);
+        assert_eq!(split_command_line("x a\"b c\""), vec!["x", "a\"b", "c\""]);
+        assert_eq!(split_command_line("x 'open"), vec!["x", "open"]);
+    }
+
+    #[test]
+    fn one_output_or_both() {
+        let run = |output| {
+            Host::real()
+                .run(&CommandSpec {
+                    argv: vec!["echo out; echo err >&2".into()],
+                    shell: true,
+                    output,
+                    ..CommandSpec::default()
+                })
+                .unwrap()
+                .output_text()
+        };
+        assert_eq!(run(OutputSelect::Both), "out\nerr\n");
+        assert_eq!(run(OutputSelect::Stdout), "out\n");
+        assert_eq!(run(OutputSelect::Stderr), "err\n");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 pub mod exec;
 pub mod fs;
+pub mod packages;
 pub mod procs;
 
 use std::path::{Component, Path, PathBuf};
