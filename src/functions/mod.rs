@@ -6,7 +6,15 @@
 //! When an argument cannot be resolved yet, the call is deferred to a later
 //! pass instead of failing.
 
+pub mod args;
 mod core;
+mod data;
+pub mod json;
+mod lists;
+mod math;
+pub mod mustache;
+mod regexes;
+mod strings;
 
 use crate::eval::{EvalContext, Value};
 use std::collections::HashMap;
@@ -47,7 +55,14 @@ pub struct FnSpec {
 fn registry() -> &'static HashMap<&'static str, &'static FnSpec> {
     static REGISTRY: OnceLock<HashMap<&'static str, &'static FnSpec>> = OnceLock::new();
     REGISTRY.get_or_init(|| {
-        let families: &[&'static [FnSpec]] = &[core::FUNCTIONS];
+        let families: &[&'static [FnSpec]] = &[
+            core::FUNCTIONS,
+            strings::FUNCTIONS,
+            lists::FUNCTIONS,
+            regexes::FUNCTIONS,
+            math::FUNCTIONS,
+            data::FUNCTIONS,
+        ];
         families
             .iter()
             .flat_map(|f| f.iter())
@@ -97,7 +112,7 @@ pub fn collect_arg(ctx: &EvalContext, v: &Value) -> Result<Value, FnError> {
         Value::Scalar(s) => {
             let t = s.trim_start();
             if t.starts_with('[') || t.starts_with('{') {
-                return serde_json::from_str(t)
+                return json::parse(t)
                     .map(Value::data)
                     .map_err(|e| FnError::Failed(format!("invalid inline JSON '{s}': {e}")));
             }

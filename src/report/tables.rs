@@ -12,7 +12,8 @@ use std::fmt::Write as _;
 pub fn render_value(v: &Value) -> String {
     match v {
         Value::Scalar(s) => {
-            if s.chars().any(|c| c.is_control()) {
+            // cf-promises prints only printable ASCII (C's isprint).
+            if s.bytes().any(|b| !(0x20..0x7f).contains(&b)) {
                 "<non-printable>".to_string()
             } else {
                 s.replace('"', "\\\"")
@@ -26,7 +27,7 @@ pub fn render_value(v: &Value) -> String {
                 .collect();
             format!(" {{{}}}", items.join(","))
         }
-        Value::Data(d) => serde_json::to_string(d.as_ref()).unwrap_or_default(),
+        Value::Data(d) => crate::functions::json::write_compact(d),
     }
 }
 
