@@ -32,7 +32,10 @@ const VOLATILE: &[(&str, &str, &str)] = &[
 fn observe(file: &str, out: &str) -> String {
     let mut lines = Vec::new();
     // Only the table: the reference also prints its errors on stdout.
-    for l in out.lines().filter(|l| l.starts_with("Variable name") || l.contains(':')) {
+    for l in out
+        .lines()
+        .filter(|l| l.starts_with("Variable name") || l.contains(':'))
+    {
         if l.trim_start().starts_with("error:") || l.trim_start().starts_with("warning:") {
             continue;
         }
@@ -75,7 +78,11 @@ fn run_case(policy: &Path, with_reference: bool) -> Vec<String> {
         observe(&name, &r.stdout)
     });
     let expected = policy.with_extension("expected");
-    check_expected(&expected, &observe(&name, &ours.stdout), reference.as_deref())
+    check_expected(
+        &expected,
+        &observe(&name, &ours.stdout),
+        reference.as_deref(),
+    )
 }
 
 #[test]
@@ -83,7 +90,9 @@ fn functions_match_cf_promises() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/functions");
     let with_reference = have("cf-promises");
     if !with_reference {
-        eprintln!("skipped: cf-promises not installed; comparing with the recorded outputs instead");
+        eprintln!(
+            "skipped: cf-promises not installed; comparing with the recorded outputs instead"
+        );
     }
     let cases = cf_files(&dir);
     assert!(

@@ -321,7 +321,9 @@ pub fn scalar_text(v: &Value) -> Option<String> {
 pub fn json_to_value(j: &Json) -> Value {
     match j {
         Json::String(s) => Value::Scalar(s.clone()),
-        Json::Number(_) => Value::Scalar(crate::functions::json::expansion_text(j).unwrap_or_default()),
+        Json::Number(_) => {
+            Value::Scalar(crate::functions::json::expansion_text(j).unwrap_or_default())
+        }
         Json::Bool(b) => Value::Scalar(b.to_string()),
         Json::Null => Value::Scalar("null".to_string()),
         other => Value::Data(Arc::new(other.clone())),

@@ -442,10 +442,11 @@ pub fn convert(dtype: DataType, v: Value) -> Result<Value, String> {
         (DataType::Rlist, Value::List(l)) => l
             .iter()
             .map(|s| {
+                // cf-agent keeps the text of each real in a list.
                 if s.contains("$(") {
                     Ok(s.clone())
                 } else {
-                    parse_real(s).map(|r| format!("{r:.6}"))
+                    parse_real(s).map(|_| s.clone())
                 }
             })
             .collect::<Result<_, _>>()

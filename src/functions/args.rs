@@ -28,6 +28,10 @@ impl<'a> Args<'a> {
         self.args.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.args.is_empty()
+    }
+
     pub fn fail(&self, msg: impl std::fmt::Display) -> FnError {
         FnError::Failed(format!("function '{}': {msg}", self.name))
     }

@@ -43,7 +43,12 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("readreallist", 5, Some(5), readreallist),
     spec("readstringlist", 5, Some(5), readstringlist),
     spec("data_readstringarray", 5, Some(5), data_readstringarray),
-    spec("data_readstringarrayidx", 5, Some(5), data_readstringarrayidx),
+    spec(
+        "data_readstringarrayidx",
+        5,
+        Some(5),
+        data_readstringarrayidx,
+    ),
     spec("mergedata", 0, None, mergedata),
     spec("data_expand", 1, Some(1), data_expand),
     spec("storejson", 1, Some(1), storejson),
@@ -80,10 +85,14 @@ fn readfile(_: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(Value::str(read_text(&args, 0, Some(1))?))
 }
 
+/// JSON read by `parsejson`, `readjson` and `readdata`: an array or an
+/// object.
 fn parse_json_arg(args: &Args, text: &str) -> FnResult {
-    json::parse(text)
-        .map(Value::data)
-        .map_err(|e| args.fail(format!("invalid JSON: {e}")))
+    let j = json::parse(text).map_err(|e| args.fail(format!("invalid JSON: {e}")))?;
+    if !j.is_array() && !j.is_object() {
+        return Err(args.fail("the JSON is not an array or an object"));
+    }
+    Ok(Value::data(j))
 }
 
 fn parsejson(_: &mut EvalContext, a: &[Value]) -> FnResult {
@@ -155,25 +164,29 @@ impl YamlBuilder {
 fn plain_scalar(s: &str) -> Json {
     match s {
         "" | "~" | "null" | "Null" | "NULL" => return Json::Null,
-        "true" | "True" | "TRUE" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => {
+        "true" | "True" | "TRUE" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "y" | "Y" => {
             return Json::Bool(true);
         }
-        "false" | "False" | "FALSE" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => {
+        "false" | "False" | "FALSE" | "no" | "No" | "NO" | "off" | "Off" | "OFF" | "n" | "N" => {
             return Json::Bool(false);
         }
         _ => {}
     }
     let digits = s.strip_prefix(['-', '+']).unwrap_or(s);
-    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-        if let Ok(i) = s.parse::<i64>() {
-            return Json::from(i);
-        }
+    if !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && let Ok(i) = s.parse::<i64>()
+    {
+        return Json::from(i);
     }
     let looks_real = digits.bytes().any(|b| b == b'.')
         && digits
             .bytes()
             .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'))
-        && digits.bytes().next().is_some_and(|b| b.is_ascii_digit() || b == b'.');
+        && digits
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_digit() || b == b'.');
     if looks_real && let Ok(f) = s.parse::<f64>() {
         return Json::Number(json::real_number(f));
     }
@@ -193,8 +206,12 @@ impl yaml_rust2::parser::MarkedEventReceiver for YamlBuilder {
                 };
                 self.push_value(v, anchor);
             }
-            Event::SequenceStart(anchor, _) => self.stack.push((Json::Array(Vec::new()), None, anchor)),
-            Event::MappingStart(anchor, _) => self.stack.push((Json::Object(Map::new()), None, anchor)),
+            Event::SequenceStart(anchor, _) => {
+                self.stack.push((Json::Array(Vec::new()), None, anchor))
+            }
+            Event::MappingStart(anchor, _) => {
+                self.stack.push((Json::Object(Map::new()), None, anchor))
+            }
             Event::SequenceEnd | Event::MappingEnd => {
                 if let Some((v, _, anchor)) = self.stack.pop() {
                     self.push_value(v, anchor);
@@ -226,17 +243,16 @@ fn readyaml(_: &mut EvalContext, a: &[Value]) -> FnResult {
 
 // ---- CSV and env files ----------------------------------------------------------
 
-/// RFC 4180 records: `,` separated, `"` quoted with `""` for a quote,
-/// newlines allowed inside quotes; `\r\n` ends a record like `\n`.
+/// RFC 4180 records: `,` separated, `"` quoted with `""` for a quote.
+/// As in cf-agent a record ends only at CRLF (a bare newline belongs to
+/// the field); text after the last CRLF is a last record.
 pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     let mut row = Vec::new();
     let mut field = String::new();
     let mut quoted = false;
     let mut chars = text.chars().peekable();
-    let mut any = false;
     while let Some(c) = chars.next() {
-        any = true;
         if quoted {
             if c == '"' {
                 if chars.peek() == Some(&'"') {
@@ -253,16 +269,15 @@ pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
         match c {
             '"' => quoted = true,
             ',' => row.push(std::mem::take(&mut field)),
-            '\r' if chars.peek() == Some(&'\n') => {}
-            '\n' => {
+            '\r' if chars.peek() == Some(&'\n') => {
+                chars.next();
                 row.push(std::mem::take(&mut field));
                 rows.push(std::mem::take(&mut row));
-                any = false;
             }
             c => field.push(c),
         }
     }
-    if any {
+    if !field.is_empty() || !row.is_empty() {
         row.push(field);
         rows.push(row);
     }
@@ -283,8 +298,9 @@ fn readcsv(_: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(Value::data(csv_json(parse_csv(&text))))
 }
 
-/// `KEY=value` lines; comments and blank lines skipped, quotes around a
-/// value removed, lines without a valid name ignored.
+/// `KEY=value` lines: comments and blank lines skipped, lines without `=`
+/// ignored, the key taken as written (cf-agent keeps `export B` and
+/// `1BAD`), quotes around a value removed.
 pub fn parse_env(text: &str) -> Json {
     let mut m = Map::new();
     for line in text.lines() {
@@ -292,24 +308,24 @@ pub fn parse_env(text: &str) -> Json {
         if l.is_empty() || l.starts_with('#') {
             continue;
         }
-        let l = l.strip_prefix("export ").unwrap_or(l);
         let Some((k, v)) = l.split_once('=') else {
             continue;
         };
         let k = k.trim();
-        if k.is_empty()
-            || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            || k.starts_with(|c: char| c.is_ascii_digit())
-        {
+        if k.is_empty() {
             continue;
         }
         let v = v.trim();
         let v = if v.len() >= 2
-            && ((v.starts_with('"') && v.ends_with('"')) || (v.starts_with('\'') && v.ends_with('\'')))
+            && ((v.starts_with('"') && v.ends_with('"'))
+                || (v.starts_with('\'') && v.ends_with('\'')))
         {
             let inner = &v[1..v.len() - 1];
             if v.starts_with('"') {
-                inner.replace("\\n", "\n").replace("\\\"", "\"").replace("\\\\", "\\")
+                inner
+                    .replace("\\n", "\n")
+                    .replace("\\\"", "\"")
+                    .replace("\\\\", "\\")
             } else {
                 inner.to_string()
             }
@@ -431,7 +447,11 @@ fn check_field(args: &Args, kind: Field, s: &str) -> Result<(), FnError> {
     } else {
         Err(args.fail(format!(
             "'{s}' is not {}",
-            if kind == Field::Int { "an integer" } else { "a real number" }
+            if kind == Field::Int {
+                "an integer"
+            } else {
+                "a real number"
+            }
         )))
     }
 }
@@ -469,21 +489,34 @@ fn define_array(
                 &format!("{array}[{key}][{i}]"),
                 Value::Scalar(f),
                 dtype,
-                args.name,
+                // cf-agent tags every one of them with its common helper.
+                "buildlinearray",
             );
         }
     }
     Ok(Value::str(n.to_string()))
 }
 
-fn parse_array(name: &'static str, ctx: &mut EvalContext, a: &[Value], kind: Field, idx: bool) -> FnResult {
+fn parse_array(
+    name: &'static str,
+    ctx: &mut EvalContext,
+    a: &[Value],
+    kind: Field,
+    idx: bool,
+) -> FnResult {
     let args = Args::new(name, a);
     let text = args.str(1, "string")?.to_string();
     let rows = table(ctx, &args, &text, 2)?;
     define_array(ctx, &args, rows, kind, idx)
 }
 
-fn read_array(name: &'static str, ctx: &mut EvalContext, a: &[Value], kind: Field, idx: bool) -> FnResult {
+fn read_array(
+    name: &'static str,
+    ctx: &mut EvalContext,
+    a: &[Value],
+    kind: Field,
+    idx: bool,
+) -> FnResult {
     let args = Args::new(name, a);
     let text = read_text(&args, 1, None)?;
     let rows = table(ctx, &args, &text, 2)?;
@@ -565,7 +598,10 @@ fn data_readstringarray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
             continue;
         }
         let key = row.remove(0);
-        m.insert(key, Json::Array(row.into_iter().map(Json::String).collect()));
+        m.insert(
+            key,
+            Json::Array(row.into_iter().map(Json::String).collect()),
+        );
     }
     Ok(Value::data(Json::Object(m)))
 }
@@ -663,7 +699,11 @@ fn storejson(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 fn validjson(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("validjson", a);
     let text = args.str(0, "json")?;
-    let strict = if a.len() > 1 { args.boolean(1, "strict")? } else { false };
+    let strict = if a.len() > 1 {
+        args.boolean(1, "strict")?
+    } else {
+        false
+    };
     Ok(class_result(match json::parse(text) {
         Ok(j) => !strict || j.is_array() || j.is_object(),
         Err(_) => false,
@@ -682,7 +722,11 @@ fn validdata(_: &mut EvalContext, a: &[Value]) -> FnResult {
 fn type_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("type", a);
     let name = args.str(0, "variable")?;
-    let detail = if a.len() > 1 { args.boolean(1, "detail")? } else { false };
+    let detail = if a.len() > 1 {
+        args.boolean(1, "detail")?
+    } else {
+        false
+    };
     let declared = ctx.lookup_variable(name).map(|v| v.dtype);
     let value = ctx.lookup(name);
     let text = match (declared, value) {
@@ -696,7 +740,11 @@ fn type_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         (None, Some(Value::Scalar(_))) => {
             // A primitive inside a container: find its JSON type.
             let kind = data_node_kind(ctx, name).unwrap_or("string");
-            if detail { format!("data {kind}") } else { "data".to_string() }
+            if detail {
+                format!("data {kind}")
+            } else {
+                "data".to_string()
+            }
         }
         (Some(t), Some(_)) => {
             if detail {
@@ -755,9 +803,22 @@ fn json_kind(j: &Json) -> &'static str {
 fn classfiltercsv(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("classfiltercsv", a);
     let text = read_text(&args, 0, None)?;
-    let heading = if a.len() > 1 { args.boolean(1, "has_heading")? } else { false };
-    let class_col = if a.len() > 2 { args.int(2, "class_column")? } else { 0 }.max(0) as usize;
-    let sort_col = if a.len() > 3 { Some(args.int(3, "sort_column")?.max(0) as usize) } else { None };
+    let heading = if a.len() > 1 {
+        args.boolean(1, "has_heading")?
+    } else {
+        false
+    };
+    let class_col = if a.len() > 2 {
+        args.int(2, "class_column")?
+    } else {
+        0
+    }
+    .max(0) as usize;
+    let sort_col = if a.len() > 3 {
+        Some(args.int(3, "sort_column")?.max(0) as usize)
+    } else {
+        None
+    };
     let mut rows = parse_csv(&text);
     let names: Vec<String> = if heading && !rows.is_empty() {
         rows.remove(0)
@@ -836,7 +897,10 @@ fn getfields(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
             continue;
         }
         if count == 0 {
-            for (i, f) in split_regex(&split, line, usize::MAX).into_iter().enumerate() {
+            for (i, f) in split_regex(&split, line, usize::MAX)
+                .into_iter()
+                .enumerate()
+            {
                 define_var(
                     ctx,
                     &format!("{array}[{}]", i + 1),
@@ -880,15 +944,21 @@ mod tests {
 
     #[test]
     fn csv_records() {
-        let rows = parse_csv("a,b\r\n\"x,\"\"y\"\"\",\n\"multi\nline\",z\n");
+        let rows = parse_csv("a,b\r\n\"x,\"\"y\"\"\",\r\n\"multi\r\nline\",z\r\nlast");
         assert_eq!(
             rows,
             vec![
                 vec!["a".to_string(), "b".into()],
                 vec!["x,\"y\"".into(), "".into()],
-                vec!["multi\nline".into(), "z".into()],
+                vec!["multi\r\nline".into(), "z".into()],
+                vec!["last".into()],
             ]
         );
+        assert_eq!(
+            parse_csv("a,b\nc,d\n"),
+            vec![vec!["a".to_string(), "b\nc".into(), "d\n".into()]]
+        );
+        assert!(parse_csv("").is_empty());
         assert!(parse_csv("").is_empty());
     }
 
@@ -897,14 +967,15 @@ mod tests {
         let j = parse_env("# c\nA=1\nexport B=\"two words\"\n1X=bad\nC='q'\nnoeq\n");
         assert_eq!(
             json::write_compact(&j),
-            r#"{"A":"1","B":"two words","C":"q"}"#
+            r#"{"1X":"bad","A":"1","C":"q","export B":"two words"}"#
         );
     }
 
     #[test]
     fn yaml_types() {
-        let j = parse_yaml("a: 1\nb: [x, 2.5, true, ~, yes, \"3\", 0x10]\nc: {d: e}\n\"k\": null\n")
-            .unwrap();
+        let j =
+            parse_yaml("a: 1\nb: [x, 2.5, true, ~, yes, \"3\", 0x10]\nc: {d: e}\n\"k\": null\n")
+                .unwrap();
         assert_eq!(
             json::write_compact(&j),
             r#"{"a":1,"b":["x",2.5000,true,null,true,"3","0x10"],"c":{"d":"e"},"k":null}"#

@@ -231,8 +231,8 @@ mod tests {
 
     #[test]
     fn numbers_like_cfengine() {
-        let mut j = parse(r#"{"e":1.5,"f":1.23456789,"h":12345678901234,"n":-3,"z":0.004999}"#)
-            .unwrap();
+        let mut j =
+            parse(r#"{"e":1.5,"f":1.23456789,"h":12345678901234,"n":-3,"z":0.004999}"#).unwrap();
         assert_eq!(primitive_text(&j["e"]).as_deref(), Some("1.5"));
         assert!(needs_normalizing(&j));
         normalize(&mut j);

@@ -70,7 +70,12 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("irange", 2, Some(2), irange),
     spec("rrange", 2, Some(2), rrange),
     spec("variablesmatching", 1, None, variablesmatching),
-    spec("variablesmatching_as_data", 1, None, variablesmatching_as_data),
+    spec(
+        "variablesmatching_as_data",
+        1,
+        None,
+        variablesmatching_as_data,
+    ),
     spec("getvariablemetatags", 1, Some(2), getvariablemetatags),
 ];
 
@@ -427,7 +432,10 @@ fn shuffle(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn unique_strings(items: Vec<String>) -> Vec<String> {
     let mut seen = HashSet::with_capacity(items.len());
-    items.into_iter().filter(|s| seen.insert(s.clone())).collect()
+    items
+        .into_iter()
+        .filter(|s| seen.insert(s.clone()))
+        .collect()
 }
 
 fn unique(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
@@ -456,7 +464,11 @@ fn intersection(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     set_op("intersection", ctx, a, true)
 }
 
-fn count_matching(name: &'static str, ctx: &mut EvalContext, a: &[Value]) -> Result<(usize, usize), FnError> {
+fn count_matching(
+    name: &'static str,
+    ctx: &mut EvalContext,
+    a: &[Value],
+) -> Result<(usize, usize), FnError> {
     let args = Args::new(name, a);
     let re = args.regex(ctx, 0, "regex")?;
     let v = args.collect(ctx, 1, "list")?;
@@ -534,7 +546,11 @@ fn key_values(v: &Value) -> Vec<(String, Value)> {
         Value::Data(d) => {
             let pairs: Vec<(String, &Json)> = match d.as_ref() {
                 Json::Object(m) => m.iter().map(|(k, v)| (k.clone(), v)).collect(),
-                Json::Array(arr) => arr.iter().enumerate().map(|(i, v)| (i.to_string(), v)).collect(),
+                Json::Array(arr) => arr
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (i.to_string(), v))
+                    .collect(),
                 _ => Vec::new(),
             };
             let mut out = Vec::new();
@@ -573,7 +589,11 @@ fn maparray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         if val.as_data().is_some() {
             continue;
         }
-        out.push(expand_with(ctx, pattern, vec![("this.k", Value::Scalar(k)), ("this.v", val)]));
+        out.push(expand_with(
+            ctx,
+            pattern,
+            vec![("this.k", Value::Scalar(k)), ("this.v", val)],
+        ));
     }
     Ok(Value::List(out))
 }
@@ -591,7 +611,11 @@ fn mapdata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         if val.as_data().is_some() {
             continue;
         }
-        let s = expand_with(ctx, pattern, vec![("this.k", Value::Scalar(k)), ("this.v", val)]);
+        let s = expand_with(
+            ctx,
+            pattern,
+            vec![("this.k", Value::Scalar(k)), ("this.v", val)],
+        );
         out.push(match mode {
             "json" => json::parse(&s).map_err(|e| args.fail(format!("'{s}' is not JSON: {e}")))?,
             "canonify" => Json::String(canonify(&s)),
@@ -626,7 +650,9 @@ fn product(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 fn mean(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let n = numbers("mean", ctx, a)?;
     if n.is_empty() {
-        return Err(FnError::Failed("function 'mean': the list has no numbers".into()));
+        return Err(FnError::Failed(
+            "function 'mean': the list has no numbers".into(),
+        ));
     }
     Ok(real(n.iter().sum::<f64>() / n.len() as f64))
 }
@@ -634,7 +660,9 @@ fn mean(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 fn variance(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let n = numbers("variance", ctx, a)?;
     if n.is_empty() {
-        return Err(FnError::Failed("function 'variance': the list has no numbers".into()));
+        return Err(FnError::Failed(
+            "function 'variance': the list has no numbers".into(),
+        ));
     }
     if n.len() == 1 {
         return Ok(real(0.0));
@@ -654,7 +682,12 @@ fn expandrange(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let range = t.find('[').and_then(|open| {
         let close = open + t[open..].find(']')?;
         let (lo, hi) = t[open + 1..close].split_once('-')?;
-        Some((open, close, lo.trim().parse::<i64>().ok()?, hi.trim().parse::<i64>().ok()?))
+        Some((
+            open,
+            close,
+            lo.trim().parse::<i64>().ok()?,
+            hi.trim().parse::<i64>().ok()?,
+        ))
     });
     let Some((open, close, lo, hi)) = range else {
         return Ok(Value::List(vec![t.to_string()]));
@@ -764,9 +797,15 @@ mod tests {
             [1_804_289_383, 846_930_886, 1_681_692_777]
         );
         let mut r = GlibcRand::new(42);
-        assert_eq!([r.next(), r.next(), r.next()], [71_876_166, 708_592_740, 1_483_128_881]);
+        assert_eq!(
+            [r.next(), r.next(), r.next()],
+            [71_876_166, 708_592_740, 1_483_128_881]
+        );
         let mut r = GlibcRand::new(3_977_453_403);
-        assert_eq!([r.next(), r.next(), r.next()], [1_266_641_131, 653_295_532, 534_569_542]);
+        assert_eq!(
+            [r.next(), r.next(), r.next()],
+            [1_266_641_131, 653_295_532, 534_569_542]
+        );
         // Many draws keep working after the buffer is trimmed.
         let mut r = GlibcRand::new(7);
         for _ in 0..10_000 {
@@ -777,11 +816,21 @@ mod tests {
     #[test]
     fn shuffle_like_cfengine() {
         let mut ctx = EvalContext::default();
-        let l = Value::List(["b", "a", "b", "", "c"].iter().map(|s| s.to_string()).collect());
+        let l = Value::List(
+            ["b", "a", "b", "", "c"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        );
         let r = shuffle(&mut ctx, &[l, Value::str("seed")]).unwrap();
         assert_eq!(
             r,
-            Value::List(["c", "b", "b", "a", ""].iter().map(|s| s.to_string()).collect())
+            Value::List(
+                ["c", "b", "b", "a", ""]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            )
         );
     }
 

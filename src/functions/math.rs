@@ -49,9 +49,10 @@ fn eval(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// A number as a comparison reads it: the whole text, as a real.
 fn number(s: &str) -> Option<f64> {
     let t = s.trim();
-    t.parse::<f64>().ok().filter(|f| f.is_finite()).or_else(|| {
-        parse_int(t).ok().map(|i| i as f64)
-    })
+    t.parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite())
+        .or_else(|| parse_int(t).ok().map(|i| i as f64))
 }
 
 fn compare_values(a: &str, b: &str) -> std::cmp::Ordering {
@@ -65,14 +66,18 @@ fn isgreaterthan(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("isgreaterthan", a);
     let x = args.str(0, "larger")?;
     let y = args.str(1, "smaller")?;
-    Ok(class_result(compare_values(x, y) == std::cmp::Ordering::Greater))
+    Ok(class_result(
+        compare_values(x, y) == std::cmp::Ordering::Greater,
+    ))
 }
 
 fn islessthan(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("islessthan", a);
     let x = args.str(0, "smaller")?;
     let y = args.str(1, "larger")?;
-    Ok(class_result(compare_values(x, y) == std::cmp::Ordering::Less))
+    Ok(class_result(
+        compare_values(x, y) == std::cmp::Ordering::Less,
+    ))
 }
 
 /// `int("123.7")` is 123; unit suffixes are read (`1k`); text that is no
@@ -156,7 +161,10 @@ impl<'a> MathParser<'a> {
     fn comparison(&mut self) -> Result<f64, String> {
         let l = self.additive()?;
         for (op, f) in [
-            ("==", (|a: f64, b: f64| (a - b).abs() < 1e-8) as fn(f64, f64) -> bool),
+            (
+                "==",
+                (|a: f64, b: f64| (a - b).abs() < 1e-8) as fn(f64, f64) -> bool,
+            ),
             ("!=", |a, b| (a - b).abs() >= 1e-8),
             ("<=", |a, b| a <= b),
             (">=", |a, b| a >= b),

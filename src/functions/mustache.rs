@@ -6,8 +6,8 @@
 //! delimiters, standalone tag lines, and CFEngine's additions: `{{@}}` (the
 //! key while a section iterates over an object), `{{$name}}` (compact
 //! JSON) and `{{%name}}` (indented JSON). A section over an object renders
-//! once per entry, a section over a string or number is an error, as in
-//! cf-agent. Partials are not supported.
+//! once, or once per entry when its body uses `{{@}}`; a section over a
+//! string or number is an error, as in cf-agent. Partials are not supported.
 
 use super::json;
 use serde_json::Value as Json;
@@ -15,8 +15,15 @@ use serde_json::Value as Json;
 #[derive(Debug)]
 enum Node {
     Text(String),
-    Var { name: String, kind: VarKind },
-    Section { name: String, inverted: bool, children: Vec<Node> },
+    Var {
+        name: String,
+        kind: VarKind,
+    },
+    Section {
+        name: String,
+        inverted: bool,
+        children: Vec<Node>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,7 +38,10 @@ enum VarKind {
 pub fn render(template: &str, data: &Json) -> Result<String, String> {
     let nodes = parse(template)?;
     let mut out = String::with_capacity(template.len());
-    let mut stack: Vec<Frame> = vec![Frame { value: data, key: None }];
+    let mut stack: Vec<Frame> = vec![Frame {
+        value: data,
+        key: None,
+    }];
     render_nodes(&nodes, &mut stack, &mut out)?;
     Ok(out)
 }
@@ -67,7 +77,11 @@ fn parse(t: &str) -> Result<Vec<Node>, String> {
         text.push_str(&t[pos..start]);
         let mut inner_start = start + open.len();
         let triple = open == "{{" && t[inner_start..].starts_with('{');
-        let end_delim = if triple { format!("}}{close}") } else { close.clone() };
+        let end_delim = if triple {
+            format!("}}{close}")
+        } else {
+            close.clone()
+        };
         if triple {
             inner_start += 1;
         }
@@ -124,7 +138,11 @@ fn parse(t: &str) -> Result<Vec<Node>, String> {
             Some('%') => toks.push(Tok::Var(rest.to_string(), VarKind::JsonPretty)),
             _ => toks.push(Tok::Var(
                 rest.to_string(),
-                if triple { VarKind::Raw } else { VarKind::Escaped },
+                if triple {
+                    VarKind::Raw
+                } else {
+                    VarKind::Escaped
+                },
             )),
         }
         pos = after;
@@ -145,7 +163,11 @@ fn build(iter: &mut impl Iterator<Item = Tok>, section: Option<&str>) -> Result<
             Tok::Var(name, kind) => out.push(Node::Var { name, kind }),
             Tok::Open(name, inverted) => {
                 let children = build(iter, Some(&name))?;
-                out.push(Node::Section { name, inverted, children });
+                out.push(Node::Section {
+                    name,
+                    inverted,
+                    children,
+                });
             }
             Tok::Close(name) => {
                 return match section {
@@ -184,6 +206,14 @@ fn lookup<'a>(stack: &[Frame<'a>], name: &str) -> Option<&'a Json> {
     Some(cur)
 }
 
+fn uses_key(nodes: &[Node]) -> bool {
+    nodes.iter().any(|n| match n {
+        Node::Var { name, .. } => name == "@",
+        Node::Section { children, .. } => uses_key(children),
+        Node::Text(_) => false,
+    })
+}
+
 fn escape_html(s: &str, out: &mut String) {
     for c in s.chars() {
         match c {
@@ -196,7 +226,11 @@ fn escape_html(s: &str, out: &mut String) {
     }
 }
 
-fn render_nodes<'a>(nodes: &[Node], stack: &mut Vec<Frame<'a>>, out: &mut String) -> Result<(), String> {
+fn render_nodes<'a>(
+    nodes: &[Node],
+    stack: &mut Vec<Frame<'a>>,
+    out: &mut String,
+) -> Result<(), String> {
     for n in nodes {
         match n {
             Node::Text(s) => out.push_str(s),
@@ -217,9 +251,13 @@ fn render_nodes<'a>(nodes: &[Node], stack: &mut Vec<Frame<'a>>, out: &mut String
                         let text = match v {
                             Json::Null => String::new(),
                             Json::Array(_) | Json::Object(_) => {
-                                return Err(format!("'{name}' is a container; use {{{{${name}}}}}"));
+                                return Err(format!(
+                                    "'{name}' is a container; use {{{{${name}}}}}"
+                                ));
                             }
-                            prim => json::primitive_text(prim).map(|t| t.into_owned()).unwrap_or_default(),
+                            prim => json::primitive_text(prim)
+                                .map(|t| t.into_owned())
+                                .unwrap_or_default(),
                         };
                         if *kind == VarKind::Escaped {
                             escape_html(&text, out);
@@ -229,7 +267,11 @@ fn render_nodes<'a>(nodes: &[Node], stack: &mut Vec<Frame<'a>>, out: &mut String
                     }
                 }
             }
-            Node::Section { name, inverted, children } => {
+            Node::Section {
+                name,
+                inverted,
+                children,
+            } => {
                 let v = lookup(stack, name);
                 let truthy = match v {
                     None | Some(Json::Null) | Some(Json::Bool(false)) => false,
@@ -237,9 +279,7 @@ fn render_nodes<'a>(nodes: &[Node], stack: &mut Vec<Frame<'a>>, out: &mut String
                     Some(Json::Object(_)) | Some(Json::Bool(true)) => true,
                     Some(_) if *inverted => true,
                     Some(_) => {
-                        return Err(format!(
-                            "section '{name}' needs a boolean or a container"
-                        ));
+                        return Err(format!("section '{name}' needs a boolean or a container"));
                     }
                 };
                 if *inverted {
@@ -254,19 +294,37 @@ fn render_nodes<'a>(nodes: &[Node], stack: &mut Vec<Frame<'a>>, out: &mut String
                 match v {
                     Some(Json::Array(a)) => {
                         for (i, item) in a.iter().enumerate() {
-                            stack.push(Frame { value: item, key: Some(i.to_string()) });
+                            stack.push(Frame {
+                                value: item,
+                                key: Some(i.to_string()),
+                            });
                             let r = render_nodes(children, stack, out);
                             stack.pop();
                             r?;
                         }
                     }
-                    Some(Json::Object(m)) => {
-                        for (k, item) in m {
-                            stack.push(Frame { value: item, key: Some(k.clone()) });
-                            let r = render_nodes(children, stack, out);
-                            stack.pop();
-                            r?;
-                        }
+                    // An object section renders once with the object as
+                    // context, or once per entry when it asks for `{{@}}`.
+                    Some(obj @ Json::Object(m)) => {
+                        stack.push(Frame {
+                            value: obj,
+                            key: None,
+                        });
+                        let r = if uses_key(children) {
+                            m.iter().try_for_each(|(k, item)| {
+                                stack.push(Frame {
+                                    value: item,
+                                    key: Some(k.clone()),
+                                });
+                                let r = render_nodes(children, stack, out);
+                                stack.pop();
+                                r
+                            })
+                        } else {
+                            render_nodes(children, stack, out)
+                        };
+                        stack.pop();
+                        r?;
                     }
                     _ => render_nodes(children, stack, out)?,
                 }
@@ -287,14 +345,31 @@ mod tests {
     #[test]
     fn variables_and_sections() {
         let d = r#"{"name":"a<b>&c","n":1.5,"t":true,"f":false,"o":{"x":"1","y":"2"},"l":["p","q"],"e":[]}"#;
-        assert_eq!(r("{{name}}|{{{name}}}|{{&name}}|{{n}}|{{t}}", d).unwrap(), "a&lt;b&gt;&amp;c|a<b>&c|a<b>&c|1.5000|true");
+        assert_eq!(
+            r("{{name}}|{{{name}}}|{{&name}}|{{n}}|{{t}}", d).unwrap(),
+            "a&lt;b&gt;&amp;c|a<b>&c|a<b>&c|1.5|true"
+        );
         assert_eq!(
             r("{{#o}}[{{@}}={{.}}]{{/o}}{{#l}}<{{.}}>{{/l}}{{^e}}empty{{/e}}{{#t}}T{{/t}}{{#f}}F{{/f}}{{^f}}notF{{/f}}", d).unwrap(),
             "[x=1][y=2]<p><q>emptyTnotF"
         );
-        assert_eq!(r("{{$o}}|{{$l}}", d).unwrap(), r#"{"x":"1","y":"2"}|["p","q"]"#);
-        assert_eq!(r("{{o.x}}{{=<% %>=}}<%name%>", d).unwrap(), "1a&lt;b&gt;&amp;c");
-        assert_eq!(r("a\n  {{#l}}\n  - {{.}}\n  {{/l}}\nb", d).unwrap(), "a\n  - p\n  - q\nb");
+        assert_eq!(
+            r("{{$o}}|{{$l}}", d).unwrap(),
+            r#"{"x":"1","y":"2"}|["p","q"]"#
+        );
+        assert_eq!(
+            r("{{o.x}}{{#o}}{{x}}{{/o}}{{=<% %>=}}<%name%>", d).unwrap(),
+            "11a&lt;b&gt;&amp;c"
+        );
+        assert_eq!(
+            r("{{#o}}({{x}}|{{.}}|{{@}}){{/o}}", d).unwrap(),
+            "(1|1|x)(1|2|y)"
+        );
+        assert!(r("{{#o}}({{.}}){{/o}}", d).is_err());
+        assert_eq!(
+            r("a\n  {{#l}}\n  - {{.}}\n  {{/l}}\nb", d).unwrap(),
+            "a\n  - p\n  - q\nb"
+        );
         assert!(r("{{#name}}x{{/name}}", d).is_err());
         assert!(r("{{#l}}x", d).is_err());
         assert!(r("{{/l}}", d).is_err());

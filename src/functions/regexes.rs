@@ -34,7 +34,13 @@ pub static FUNCTIONS: &[FnSpec] = &[
 
 /// Defines `name` (possibly `bundle.name`) in the current bundle, or in
 /// the bundle it names, as functions with side effects on variables do.
-pub fn define_var(ctx: &mut EvalContext, name: &str, value: Value, dtype: DataType, function: &str) {
+pub fn define_var(
+    ctx: &mut EvalContext,
+    name: &str,
+    value: Value,
+    dtype: DataType,
+    function: &str,
+) {
     let (ns, scope, var) = match name.split_once('.') {
         Some((scope, var)) if !scope.contains('[') => {
             let (ns, scope) = match scope.split_once(':') {
@@ -172,12 +178,14 @@ fn regex_replace(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let pattern = args.str(1, "regex")?;
     let repl = args.str(2, "replacement")?;
     let options = args.str(3, "options")?;
-    let (full, global) =
-        replace_pattern(pattern, options).map_err(|e| args.fail(format!("parameter 'options': {e}")))?;
-    let re = ctx
-        .regexes
-        .get(&full)
-        .map_err(|e| args.fail(format!("parameter 'regex': invalid regular expression '{pattern}': {}", e.message)))?;
+    let (full, global) = replace_pattern(pattern, options)
+        .map_err(|e| args.fail(format!("parameter 'options': {e}")))?;
+    let re = ctx.regexes.get(&full).map_err(|e| {
+        args.fail(format!(
+            "parameter 'regex': invalid regular expression '{pattern}': {}",
+            e.message
+        ))
+    })?;
     let matches = re.captures_all(text);
     let mut out = String::with_capacity(text.len());
     let mut pos = 0;
@@ -254,14 +262,25 @@ mod tests {
         let mut ctx = EvalContext::default();
         regex_replace(
             &mut ctx,
-            &[Value::str(text), Value::str(re), Value::str(repl), Value::str(opts)],
+            &[
+                Value::str(text),
+                Value::str(re),
+                Value::str(repl),
+                Value::str(opts),
+            ],
         )
     }
 
     #[test]
     fn replace_backreferences_and_options() {
-        assert_eq!(replace("abcabc", "b(c)", "X$1\\1", "g"), Ok(Value::str("aXccaXcc")));
-        assert_eq!(replace("abcabc", "b(c)", "X${1}", ""), Ok(Value::str("aXcabc")));
+        assert_eq!(
+            replace("abcabc", "b(c)", "X$1\\1", "g"),
+            Ok(Value::str("aXccaXcc"))
+        );
+        assert_eq!(
+            replace("abcabc", "b(c)", "X${1}", ""),
+            Ok(Value::str("aXcabc"))
+        );
         assert_eq!(replace("ABC", "b", "x", "gi"), Ok(Value::str("AxC")));
         assert_eq!(replace("abc", "x*", "-", "g"), Ok(Value::str("-a-b-c-")));
         assert!(replace("abc", "(", "", "g").is_err());

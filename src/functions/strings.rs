@@ -185,7 +185,9 @@ fn string_fn(_: &mut EvalContext, a: &[Value]) -> FnResult {
         Some(Value::List(l)) => Ok(Value::str(json::write_compact(&serde_json::Value::Array(
             l.iter().cloned().map(serde_json::Value::String).collect(),
         )))),
-        None => Err(FnError::Failed("function 'string': missing argument".into())),
+        None => Err(FnError::Failed(
+            "function 'string': missing argument".into(),
+        )),
     }
 }
 
@@ -346,7 +348,7 @@ fn format_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
             conv.precision = Some(num(&mut chars).unwrap_or(0));
         }
         while let Some(&(_, l)) = chars.peek() {
-            if matches!(l, 'l' | 'h' | 'q' | 'j' | 'z' | 't' | 'L') {
+            if matches!(l, 'l' | 'h' | 'j' | 'z' | 't' | 'L') {
                 chars.next();
             } else {
                 break;
@@ -539,7 +541,20 @@ mod tests {
     fn printf_conversions() {
         let r = call(
             format_fn,
-            &["%5s|%-4d|%.2f|%x|%%|%05d|%+d|%e|%q|%.3s|%#x|%d", "ab", "12", "3.14159", "255", "42", "7", "1", "1", "abcdef", "255", "12abc"],
+            &[
+                "%5s|%-4d|%.2f|%x|%%|%05d|%+d|%e|%q|%.3s|%#x|%d",
+                "ab",
+                "12",
+                "3.14159",
+                "255",
+                "42",
+                "7",
+                "1",
+                "1",
+                "abcdef",
+                "255",
+                "12abc",
+            ],
         );
         assert_eq!(
             r,
@@ -555,7 +570,10 @@ mod tests {
     fn heads_tails_and_bytes() {
         assert_eq!(call(string_head, &["abcdef", "-2"]), Ok(Value::str("abcd")));
         assert_eq!(call(string_tail, &["abcdef", "-2"]), Ok(Value::str("cdef")));
-        assert_eq!(call(string_tail, &["abcdef", "100"]), Ok(Value::str("abcdef")));
+        assert_eq!(
+            call(string_tail, &["abcdef", "100"]),
+            Ok(Value::str("abcdef"))
+        );
         assert_eq!(call(string_length, &["héllo"]), Ok(Value::str("6")));
         // Never split a character.
         assert_eq!(call(string_head, &["héllo", "2"]), Ok(Value::str("h")));
@@ -564,8 +582,14 @@ mod tests {
 
     #[test]
     fn hash_to_int_matches_cfengine() {
-        assert_eq!(call(hash_to_int, &["0", "100", "abc"]), Ok(Value::str("74")));
-        assert_eq!(call(hash_to_int, &["-5", "5", "hello"]), Ok(Value::str("-3")));
+        assert_eq!(
+            call(hash_to_int, &["0", "100", "abc"]),
+            Ok(Value::str("74"))
+        );
+        assert_eq!(
+            call(hash_to_int, &["-5", "5", "hello"]),
+            Ok(Value::str("-3"))
+        );
         assert_eq!(call(hash_to_int, &["0", "1000", ""]), Ok(Value::str("227")));
         assert!(call(hash_to_int, &["5", "5", ""]).is_err());
     }
@@ -575,7 +599,10 @@ mod tests {
         let mut ctx = EvalContext::default();
         let re = ctx.regexes.get(",").unwrap();
         assert_eq!(split_regex(&re, "a,b,,c", 2), vec!["a", "b,,c"]);
-        assert_eq!(split_regex(&re, "a,b,,c", usize::MAX), vec!["a", "b", "", "c"]);
+        assert_eq!(
+            split_regex(&re, "a,b,,c", usize::MAX),
+            vec!["a", "b", "", "c"]
+        );
         assert_eq!(split_regex(&re, "", usize::MAX), vec![""]);
     }
 }
