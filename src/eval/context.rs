@@ -343,12 +343,7 @@ impl EvalContext {
 pub fn scalar_text(v: &Value) -> Option<String> {
     match v {
         Value::Scalar(s) => Some(s.clone()),
-        Value::Data(d) => match d.as_ref() {
-            Json::String(s) => Some(s.clone()),
-            Json::Number(n) => Some(n.to_string()),
-            Json::Bool(b) => Some(b.to_string()),
-            _ => None,
-        },
+        Value::Data(d) => crate::functions::json::expansion_text(d),
         Value::List(_) => None,
     }
 }
@@ -357,7 +352,9 @@ pub fn scalar_text(v: &Value) -> Option<String> {
 pub fn json_to_value(j: &Json) -> Value {
     match j {
         Json::String(s) => Value::Scalar(s.clone()),
-        Json::Number(n) => Value::Scalar(n.to_string()),
+        Json::Number(_) => {
+            Value::Scalar(crate::functions::json::expansion_text(j).unwrap_or_default())
+        }
         Json::Bool(b) => Value::Scalar(b.to_string()),
         Json::Null => Value::Scalar("null".to_string()),
         other => Value::Data(Arc::new(other.clone())),

@@ -436,21 +436,31 @@ pub fn convert(dtype: DataType, v: Value) -> Result<Value, String> {
         (DataType::Rlist, Value::List(l)) => l
             .iter()
             .map(|s| {
+                // cf-agent keeps the text of each real in a list.
                 if s.contains("$(") {
                     Ok(s.clone())
                 } else {
-                    parse_real(s).map(|r| format!("{r:.6}"))
+                    parse_real(s).map(|_| s.clone())
                 }
             })
             .collect::<Result<_, _>>()
             .map(Value::List),
         (t, Value::Scalar(s)) if t.is_list() => Ok(Value::List(vec![s])),
-        (DataType::Data, Value::Data(d)) => Ok(Value::Data(d)),
+        (DataType::Data, Value::Data(mut d)) => {
+            // Stored containers hold numbers as cf-agent stores them.
+            if crate::functions::json::needs_normalizing(&d) {
+                crate::functions::json::normalize(std::sync::Arc::make_mut(&mut d));
+            }
+            Ok(Value::Data(d))
+        }
         (DataType::Data, Value::List(l)) => Ok(Value::data(serde_json::Value::Array(
             l.into_iter().map(serde_json::Value::String).collect(),
         ))),
-        (DataType::Data, Value::Scalar(s)) => serde_json::from_str(&s)
-            .map(Value::data)
+        (DataType::Data, Value::Scalar(s)) => crate::functions::json::parse(&s)
+            .map(|mut j| {
+                crate::functions::json::normalize(&mut j);
+                Value::data(j)
+            })
             .map_err(|e| format!("'{s}' is not valid JSON: {e}")),
         (t, v) => Err(format!(
             "a {} value cannot be stored as {}",

@@ -35,15 +35,14 @@ fn strcmp(_: &mut EvalContext, a: &[Value]) -> FnResult {
     ))
 }
 
-fn regcmp(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn regcmp(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let pattern = scalar_arg("regcmp", a, 0)?;
     let text = scalar_arg("regcmp", a, 1)?;
-    let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
-        FnError::Failed(format!(
-            "regcmp: invalid regular expression '{pattern}': {e}"
-        ))
-    })?;
-    Ok(class_result(re.is_match(text)))
+    let re = ctx
+        .regexes
+        .get(pattern)
+        .map_err(|e| FnError::Failed(format!("regcmp: {e}")))?;
+    Ok(class_result(re.is_full_match(text)))
 }
 
 fn isvariable(ctx: &mut EvalContext, a: &[Value]) -> FnResult {

@@ -6,13 +6,21 @@
 //! When an argument cannot be resolved yet, the call is deferred to a later
 //! pass instead of failing.
 
+pub mod args;
 mod core;
+mod data;
 mod exec;
 mod files;
 mod introspect;
+pub mod json;
+mod lists;
+mod math;
 mod modules;
+pub mod mustache;
 mod net;
 mod params;
+mod regexes;
+mod strings;
 mod system;
 mod time;
 
@@ -62,6 +70,11 @@ fn families() -> &'static [&'static [FnSpec]] {
         net::FUNCTIONS,
         system::FUNCTIONS,
         time::FUNCTIONS,
+        strings::FUNCTIONS,
+        lists::FUNCTIONS,
+        regexes::FUNCTIONS,
+        math::FUNCTIONS,
+        data::FUNCTIONS,
     ];
     FAMILIES
 }
@@ -124,7 +137,7 @@ pub fn collect_arg(ctx: &EvalContext, v: &Value) -> Result<Value, FnError> {
         Value::Scalar(s) => {
             let t = s.trim_start();
             if t.starts_with('[') || t.starts_with('{') {
-                return serde_json::from_str(t)
+                return json::parse(t)
                     .map(Value::data)
                     .map_err(|e| FnError::Failed(format!("invalid inline JSON '{s}': {e}")));
             }

@@ -22,7 +22,7 @@ pub fn render_value(v: &Value) -> String {
                 .collect();
             format!(" {{{}}}", items.join(","))
         }
-        Value::Data(d) => serde_json::to_string(d.as_ref()).unwrap_or_default(),
+        Value::Data(d) => crate::functions::json::write_compact(d),
     };
     if text.bytes().any(|b| !(0x20..0x7f).contains(&b)) {
         "<non-printable>".to_string()
