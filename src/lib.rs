@@ -7,6 +7,7 @@
 pub mod augments;
 pub mod cli;
 pub mod config;
+pub mod digraph;
 pub mod discover;
 pub mod eval;
 pub mod functions;
@@ -14,6 +15,7 @@ pub mod host;
 pub mod load;
 pub mod pipeline;
 pub mod promises;
+pub mod properties;
 pub mod report;
 pub mod schema;
 pub mod state;

@@ -9,6 +9,7 @@ use convergent::eval::{EvalContext, EvalSettings};
 
 use convergent::load::{LoadedFile, load_file};
 use convergent::pipeline::{PipelineError, Prepared, prepare, run_agent};
+use convergent::report::explain::explain;
 use convergent::report::json::{JsonEvent, JsonSink};
 use convergent::report::log::LogTarget;
 use convergent::report::tables::{classes_table, compile_filter, vars_table};
@@ -210,7 +211,11 @@ fn run(config: &Config) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Mode::Check | Mode::Show { .. } => {
+        Mode::Why(_) | Mode::Graph => {
+            eprintln!("   error: options --graph and --why are not supported yet");
+            ExitCode::from(EXIT_USAGE)
+        }
+        Mode::Check | Mode::Show { .. } | Mode::Explain(_) => {
             let settings = EvalSettings {
                 no_side_effects: false,
                 dry_run: config.dry_run,
@@ -233,6 +238,18 @@ fn run(config: &Config) -> ExitCode {
                 match show_tables(&prepared.ctx, classes.as_ref(), vars.as_ref()) {
                     Ok(out) => print!("{out}"),
                     Err(code) => return code,
+                }
+            }
+            if let Mode::Explain(name) = &config.mode {
+                match explain(&prepared.ctx, &prepared.properties, name) {
+                    Some(text) => print!("{text}"),
+                    None => {
+                        eprintln!(
+                            "   error: '{name}' names no property, variable (write scope.name) or \
+                             class of this policy on this host"
+                        );
+                        return ExitCode::from(EXIT_POLICY_ERROR);
+                    }
                 }
             }
             ExitCode::SUCCESS

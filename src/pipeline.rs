@@ -40,6 +40,8 @@ pub struct Prepared {
     /// What validating all loaded files together found, one list per file
     /// of `policy.files`.
     pub validation: Vec<Vec<Diagnostic>>,
+    /// The hierarchical properties and how each was merged (`--explain`).
+    pub properties: crate::properties::Properties,
 }
 
 impl Prepared {
@@ -54,6 +56,12 @@ impl Prepared {
                 text.extend(v.iter().map(|d| d.render(&f.source)));
                 text
             })
+            .chain(
+                self.properties
+                    .errors
+                    .iter()
+                    .map(|e| format!("   error: {e}\n")),
+            )
             .collect()
     }
 
@@ -61,6 +69,7 @@ impl Prepared {
         self.policy.files.iter().any(|f| f.has_errors())
             || self.validation.iter().flatten().any(Diagnostic::is_error)
             || !self.report.load_errors.is_empty()
+            || !self.properties.errors.is_empty()
     }
 }
 
@@ -117,7 +126,7 @@ fn prepare_with(
         .parent()
         .map(std::path::Path::to_path_buf)
         .unwrap_or_default();
-    augments::apply(
+    let augmented = augments::apply(
         &mut ctx,
         &AugmentsInput::new(
             entry_dir,
@@ -140,6 +149,7 @@ fn prepare_with(
         policy,
         report,
         validation,
+        properties: augmented.properties,
     })
 }
 
