@@ -211,8 +211,9 @@ fn run(config: &Config) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Mode::Why(_) | Mode::Graph => {
-            eprintln!("   error: options --graph and --why are not supported yet");
+        Mode::Why(query) => why(config, query),
+        Mode::Graph => {
+            eprintln!("   error: option --graph is not supported yet");
             ExitCode::from(EXIT_USAGE)
         }
         Mode::Check | Mode::Show { .. } | Mode::Explain(_) => {
@@ -254,6 +255,38 @@ fn run(config: &Config) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+    }
+}
+
+/// `--why`: answers from the record the last run left in the state
+/// directory; the policy is not read again.
+fn why(config: &Config, query: &str) -> ExitCode {
+    use convergent::eval::why::{WHY_FILE, WhyLog, render};
+    let path = convergent::state::StateStore::dir(&config.workdir).join(WHY_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!(
+                "   error: no run is recorded in '{}' ({e}); run the policy first (a dry run, -n, \
+                 will do)",
+                path.display()
+            );
+            return ExitCode::from(EXIT_POLICY_ERROR);
+        }
+    };
+    let log: WhyLog = match serde_json::from_str(&text) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("   error: cannot read '{}': {e}", path.display());
+            return ExitCode::from(EXIT_POLICY_ERROR);
+        }
+    };
+    let found = log.find(query);
+    print!("{}", render(&log, query, &found));
+    if found.is_empty() {
+        ExitCode::from(EXIT_POLICY_ERROR)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 
