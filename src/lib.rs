@@ -11,6 +11,7 @@ pub mod digraph;
 pub mod discover;
 pub mod eval;
 pub mod functions;
+pub mod graph;
 pub mod host;
 pub mod load;
 pub mod pipeline;

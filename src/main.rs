@@ -213,8 +213,28 @@ fn run(config: &Config) -> ExitCode {
         }
         Mode::Why(query) => why(config, query),
         Mode::Graph => {
-            eprintln!("   error: option --graph is not supported yet");
-            ExitCode::from(EXIT_USAGE)
+            let settings = EvalSettings {
+                no_side_effects: false,
+                dry_run: true,
+            };
+            let mut prepared = match prepare(config, settings) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("   error: {e}");
+                    return ExitCode::from(EXIT_POLICY_ERROR);
+                }
+            };
+            eprint!("{}", prepared.render_diagnostics());
+            // The graph is printed even for a policy with a cycle: it is
+            // the way to see the cycle.
+            let graph =
+                convergent::graph::PromiseGraph::build(&mut prepared.ctx, &prepared.policy, true);
+            print!("{}", graph.to_dot());
+            if prepared.has_errors() {
+                ExitCode::from(EXIT_POLICY_ERROR)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         Mode::Check | Mode::Show { .. } | Mode::Explain(_) => {
             let settings = EvalSettings {

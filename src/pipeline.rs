@@ -42,6 +42,9 @@ pub struct Prepared {
     pub validation: Vec<Vec<Diagnostic>>,
     /// The hierarchical properties and how each was merged (`--explain`).
     pub properties: crate::properties::Properties,
+    /// `depends_on` cycles: their promises could never run, so the policy
+    /// is refused before anything runs.
+    pub cycles: Vec<crate::graph::DependsCycle>,
 }
 
 impl Prepared {
@@ -62,6 +65,7 @@ impl Prepared {
                     .iter()
                     .map(|e| format!("   error: {e}\n")),
             )
+            .chain(self.cycles.iter().map(|c| format!("   error: {c}\n")))
             .collect()
     }
 
@@ -70,6 +74,7 @@ impl Prepared {
             || self.validation.iter().flatten().any(Diagnostic::is_error)
             || !self.report.load_errors.is_empty()
             || !self.properties.errors.is_empty()
+            || !self.cycles.is_empty()
     }
 }
 
@@ -144,12 +149,14 @@ fn prepare_with(
         Scope::WholePolicy
     };
     let validation = validate_together(&files, scope);
+    let cycles = crate::graph::PromiseGraph::build(&mut ctx, &policy, false).depends_cycles();
     Ok(Prepared {
         ctx,
         policy,
         report,
         validation,
         properties: augmented.properties,
+        cycles,
     })
 }
 

@@ -601,16 +601,29 @@ impl<'a> AgentRun<'a> {
             promise_type: ptype,
             promise,
         };
+        // The handle as written, for iterations that were not expanded.
+        let written_handle = match promise.attribute("handle").map(|a| &a.value) {
+            Some(Rval::String(h)) => Some(self.ctx.expand(&h.value).text),
+            _ => None,
+        };
         for (shown, reason) in skipped {
-            self.why
-                .record(&site, None, &shown, Status::Skipped { reason });
+            self.why.record(
+                &site,
+                written_handle.as_deref(),
+                &shown,
+                Status::Skipped { reason },
+            );
         }
         for (shown, f) in failures {
             if last {
                 tracing::error!("{f} (in a {ptype} promise at {}:{line})", file.source.path);
             }
-            self.why
-                .record(&site, None, &shown, Status::Skipped { reason: f });
+            self.why.record(
+                &site,
+                written_handle.as_deref(),
+                &shown,
+                Status::Skipped { reason: f },
+            );
         }
         for ep in work {
             // cf-agent's once-per-run lock names the bundle, the type, the

@@ -279,27 +279,45 @@ pub fn unresolved_variables(ctx: &EvalContext, promise: &Promise) -> Vec<String>
     }
     let mut out = Vec::new();
     for t in texts {
-        unresolved_in(ctx, t, &mut out);
+        unresolved_in(ctx, t, &mut out, 0);
     }
     out
 }
 
-fn unresolved_in(ctx: &EvalContext, text: &str, out: &mut Vec<String>) {
+/// How deep a variable's value is followed into the references it holds.
+const MAX_REF_DEPTH: usize = 8;
+
+fn unresolved_in(ctx: &EvalContext, text: &str, out: &mut Vec<String>, depth: usize) {
+    if depth > MAX_REF_DEPTH {
+        return;
+    }
     let mut pos = 0;
     while let Some(r) = next_ref(text, pos) {
         let inner_text = &text[r.inner_start..r.inner_end];
         let inner = ctx.expand(inner_text);
         if inner.unresolved {
-            unresolved_in(ctx, inner_text, out);
+            unresolved_in(ctx, inner_text, out, depth + 1);
         } else {
-            let found = ctx.lookup(&inner.text);
-            let ok = match (&found, r.list_sigil) {
-                (Some(_), true) => true,
-                (Some(v), false) => scalar_text(v).is_some() || !matches!(v, Value::Data(_)),
-                (None, _) => false,
-            };
-            if !ok && !out.contains(&inner.text) {
-                out.push(inner.text);
+            match ctx.lookup(&inner.text) {
+                // A value that itself holds references that do not resolve
+                // (`"$(undefined)"` stored as written): name those.
+                Some(v) if !r.list_sigil && scalar_text(&v).is_some() => {
+                    let t = scalar_text(&v).unwrap_or_default();
+                    if ctx.expand(&t).unresolved {
+                        unresolved_in(ctx, &t, out, depth + 1);
+                    }
+                }
+                Some(Value::Data(_)) if !r.list_sigil => {
+                    if !out.contains(&inner.text) {
+                        out.push(inner.text);
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    if !out.contains(&inner.text) {
+                        out.push(inner.text);
+                    }
+                }
             }
         }
         pos = r.end;
