@@ -363,7 +363,8 @@ pub fn render(log: &WhyLog, query: &str, found: &[&PromiseRecord]) -> String {
     if found.is_empty() {
         out.push_str(&format!(
             "no promise matching '{query}' was reached in the last {run} of {} (its bundle did not \
-             run, or the handle or FILE:LINE is not a promise's)\n",
+             run, or the handle or FILE:LINE is not a promise's; vars, classes and meta promises \
+             are not recorded)\n",
             log.policy
         ));
     }

@@ -389,6 +389,29 @@ mod tests {
     }
 
     #[test]
+    fn symlinks_and_replaced_directories_come_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("state");
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink("target-a", &link).unwrap();
+        let dir = tmp.path().join("dir");
+        fs::create_dir(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o751)).unwrap();
+        let j = std::sync::Arc::new(Journal::begin(&state, &header()).unwrap());
+        let host = Host::real().with_journal(Some(j.clone()));
+        host.remove_file(&link).unwrap();
+        host.symlink(Path::new("target-b"), &link).unwrap();
+        host.remove_dir(&dir).unwrap();
+        host.write_atomic(&dir, b"now a file", 0o600).unwrap();
+        let undo = j.rollback();
+        assert!(undo.failed.is_empty(), "{undo:?}");
+        assert_eq!(fs::read_link(&link).unwrap(), Path::new("target-a"));
+        let m = fs::symlink_metadata(&dir).unwrap();
+        assert!(m.is_dir());
+        assert_eq!(m.permissions().mode() & 0o7777, 0o751);
+    }
+
+    #[test]
     fn a_torn_last_line_is_ignored_and_recovery_undoes_the_rest() {
         let tmp = tempfile::tempdir().unwrap();
         let state = tmp.path().join("state");
