@@ -45,11 +45,7 @@ impl Tree {
         if policy {
             cmd.arg("-f").arg(self.p("p.cf"));
         }
-        let mut out = run(cmd.args(args));
-        let root = self.root().display().to_string();
-        out.stdout = out.stdout.replace(&root, "[TMP]");
-        out.stderr = out.stderr.replace(&root, "[TMP]");
-        out
+        scrubbed(run(cmd.args(args)), self.root())
     }
 }
 

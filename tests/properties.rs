@@ -33,17 +33,13 @@ impl Tree {
     }
 
     fn agent(&self, args: &[&str]) -> Captured {
-        let mut out = run(Command::new(agent_bin())
+        let out = run(Command::new(agent_bin())
             .arg("-w")
             .arg(self.path().join("wd"))
             .arg("-f")
             .arg(self.path().join("p.cf"))
             .args(args));
-        // Snapshots must not depend on where the temporary tree is.
-        let root = self.path().display().to_string();
-        out.stdout = out.stdout.replace(&root, "[TMP]");
-        out.stderr = out.stderr.replace(&root, "[TMP]");
-        out
+        scrubbed(out, self.path())
     }
 
     fn file(&self, name: &str) -> PathBuf {

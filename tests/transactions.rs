@@ -44,16 +44,13 @@ impl Tree {
     }
 
     fn agent(&self, args: &[&str]) -> Captured {
-        let mut out = run(Command::new(agent_bin())
+        let out = run(Command::new(agent_bin())
             .arg("-w")
             .arg(self.p("wd"))
             .arg("-f")
             .arg(self.p("p.cf"))
             .args(args));
-        let root = self.root().display().to_string();
-        out.stdout = out.stdout.replace(&root, "[TMP]");
-        out.stderr = out.stderr.replace(&root, "[TMP]");
-        out
+        scrubbed(out, self.root())
     }
 
     fn read(&self, rel: &str) -> String {
