@@ -119,15 +119,15 @@ pub struct AgentArgs {
     #[arg(long = "json")]
     pub json: bool,
 
-    /// Explain how a variable, class or property got its value (not supported yet)
+    /// Explain how a variable, class or property got its value (after pre-evaluation) and stop
     #[arg(long = "explain", value_name = "NAME")]
     pub explain: Option<String>,
 
-    /// Write the promise dependency graph as DOT (not supported yet)
+    /// Print the promise dependency graph as DOT and stop
     #[arg(long = "graph")]
     pub graph: bool,
 
-    /// Say why a promise ran, was skipped or failed (not supported yet)
+    /// Say why a promise (a handle or FILE:LINE) ran, was skipped or failed in the last run
     #[arg(long = "why", value_name = "PROMISE")]
     pub why: Option<String>,
 

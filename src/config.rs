@@ -46,6 +46,13 @@ pub enum Mode {
         vars: Option<String>,
         classes: Option<String>,
     },
+    /// How a property, variable or class got its value, after
+    /// pre-evaluation.
+    Explain(String),
+    /// The promise dependency graph as DOT, after pre-evaluation.
+    Graph,
+    /// Why a promise ran, was skipped or failed in the last run.
+    Why(String),
 }
 
 #[derive(Debug, Clone)]
@@ -129,9 +136,6 @@ impl Config {
     pub fn from_args(args: AgentArgs, is_root: bool) -> Result<Config, ConfigError> {
         let unsupported = [
             (args.timestamp, "-l/--timestamp"),
-            (args.explain.is_some(), "--explain"),
-            (args.graph, "--graph"),
-            (args.why.is_some(), "--why"),
             (args.bootstrap.is_some(), "-B/--bootstrap"),
         ];
         if let Some((_, flag)) = unsupported.iter().find(|(on, _)| *on) {
@@ -161,6 +165,12 @@ impl Config {
         }
         let mode = if args.version {
             Mode::Version
+        } else if let Some(name) = &args.explain {
+            Mode::Explain(name.clone())
+        } else if args.graph {
+            Mode::Graph
+        } else if let Some(p) = &args.why {
+            Mode::Why(p.clone())
         } else if let Some(files) = args.syntax_only {
             Mode::SyntaxOnly(files.into_iter().map(PathBuf::from).collect())
         } else if let Some(fmt) = &args.policy_output_format {
@@ -283,12 +293,12 @@ mod tests {
     #[test]
     fn unsupported_flags_are_errors() {
         let args = AgentArgs {
-            graph: true,
+            bootstrap: Some("h".into()),
             ..AgentArgs::default()
         };
         assert_eq!(
             Config::from_args(args, false).unwrap_err(),
-            ConfigError::NotSupported("--graph".into())
+            ConfigError::NotSupported("-B/--bootstrap".into())
         );
     }
 }

@@ -9,6 +9,7 @@ use convergent::eval::{EvalContext, EvalSettings};
 
 use convergent::load::{LoadedFile, load_file};
 use convergent::pipeline::{PipelineError, Prepared, prepare, run_agent};
+use convergent::report::explain::explain;
 use convergent::report::json::{JsonEvent, JsonSink};
 use convergent::report::log::LogTarget;
 use convergent::report::tables::{classes_table, compile_filter, vars_table};
@@ -210,7 +211,32 @@ fn run(config: &Config) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Mode::Check | Mode::Show { .. } => {
+        Mode::Why(query) => why(config, query),
+        Mode::Graph => {
+            let settings = EvalSettings {
+                no_side_effects: false,
+                dry_run: true,
+            };
+            let mut prepared = match prepare(config, settings) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("   error: {e}");
+                    return ExitCode::from(EXIT_POLICY_ERROR);
+                }
+            };
+            eprint!("{}", prepared.render_diagnostics());
+            // The graph is printed even for a policy with a cycle: it is
+            // the way to see the cycle.
+            let graph =
+                convergent::graph::PromiseGraph::build(&mut prepared.ctx, &prepared.policy, true);
+            print!("{}", graph.to_dot());
+            if prepared.has_errors() {
+                ExitCode::from(EXIT_POLICY_ERROR)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Mode::Check | Mode::Show { .. } | Mode::Explain(_) => {
             let settings = EvalSettings {
                 no_side_effects: false,
                 dry_run: config.dry_run,
@@ -235,8 +261,52 @@ fn run(config: &Config) -> ExitCode {
                     Err(code) => return code,
                 }
             }
+            if let Mode::Explain(name) = &config.mode {
+                match explain(&prepared.ctx, &prepared.properties, name) {
+                    Some(text) => print!("{text}"),
+                    None => {
+                        eprintln!(
+                            "   error: '{name}' names no property, variable (write scope.name) or \
+                             class of this policy on this host"
+                        );
+                        return ExitCode::from(EXIT_POLICY_ERROR);
+                    }
+                }
+            }
             ExitCode::SUCCESS
         }
+    }
+}
+
+/// `--why`: answers from the record the last run left in the state
+/// directory; the policy is not read again.
+fn why(config: &Config, query: &str) -> ExitCode {
+    use convergent::eval::why::{WHY_FILE, WhyLog, render};
+    let path = convergent::state::StateStore::dir(&config.workdir).join(WHY_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!(
+                "   error: no run is recorded in '{}' ({e}); run the policy first (a dry run, -n, \
+                 will do)",
+                path.display()
+            );
+            return ExitCode::from(EXIT_POLICY_ERROR);
+        }
+    };
+    let log: WhyLog = match serde_json::from_str(&text) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("   error: cannot read '{}': {e}", path.display());
+            return ExitCode::from(EXIT_POLICY_ERROR);
+        }
+    };
+    let found = log.find(query);
+    print!("{}", render(&log, query, &found));
+    if found.is_empty() {
+        ExitCode::from(EXIT_POLICY_ERROR)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

@@ -40,6 +40,11 @@ pub struct Prepared {
     /// What validating all loaded files together found, one list per file
     /// of `policy.files`.
     pub validation: Vec<Vec<Diagnostic>>,
+    /// The hierarchical properties and how each was merged (`--explain`).
+    pub properties: crate::properties::Properties,
+    /// `depends_on` cycles: their promises could never run, so the policy
+    /// is refused before anything runs.
+    pub cycles: Vec<crate::graph::DependsCycle>,
 }
 
 impl Prepared {
@@ -54,6 +59,13 @@ impl Prepared {
                 text.extend(v.iter().map(|d| d.render(&f.source)));
                 text
             })
+            .chain(
+                self.properties
+                    .errors
+                    .iter()
+                    .map(|e| format!("   error: {e}\n")),
+            )
+            .chain(self.cycles.iter().map(|c| format!("   error: {c}\n")))
             .collect()
     }
 
@@ -61,6 +73,8 @@ impl Prepared {
         self.policy.files.iter().any(|f| f.has_errors())
             || self.validation.iter().flatten().any(Diagnostic::is_error)
             || !self.report.load_errors.is_empty()
+            || !self.properties.errors.is_empty()
+            || !self.cycles.is_empty()
     }
 }
 
@@ -117,7 +131,7 @@ fn prepare_with(
         .parent()
         .map(std::path::Path::to_path_buf)
         .unwrap_or_default();
-    augments::apply(
+    let augmented = augments::apply(
         &mut ctx,
         &AugmentsInput::new(
             entry_dir,
@@ -135,11 +149,14 @@ fn prepare_with(
         Scope::WholePolicy
     };
     let validation = validate_together(&files, scope);
+    let cycles = crate::graph::PromiseGraph::build(&mut ctx, &policy, false).depends_cycles();
     Ok(Prepared {
         ctx,
         policy,
         report,
         validation,
+        properties: augmented.properties,
+        cycles,
     })
 }
 
@@ -185,6 +202,8 @@ pub fn run_agent(
     on_loaded: &mut dyn FnMut(&Prepared),
 ) -> Result<RunReport, PipelineError> {
     let _run_lock = RunLock::acquire(&config.workdir, config.lock_wait)?;
+    let state_dir = StateStore::dir(&config.workdir);
+    recover_transactions(&state_dir, sink);
     let mut state = StateStore::open(&config.workdir)?;
     let settings = EvalSettings {
         no_side_effects: false,
@@ -200,10 +219,61 @@ pub fn run_agent(
         run.no_lock = config.no_lock;
         run.diff = config.diff;
         run.state = Some(&mut state);
+        run.state_dir = Some(state_dir.clone());
         let seq = run.bundlesequence(config.bundlesequence.as_deref())?;
         run.run(&seq)?;
+        save_why(&state_dir, config, &mut run.why);
         std::mem::take(&mut run.summary)
     };
     state.flush()?;
     Ok(RunReport { prepared, summary })
+}
+
+/// Undoes the transactions of runs that were killed (their journals are
+/// still in the state directory), before anything else, and says so.
+fn recover_transactions(state_dir: &std::path::Path, sink: &mut dyn Sink) {
+    for undo in crate::state::journal::recover(state_dir) {
+        let (bundle, namespace, pid, started) = match &undo.header {
+            Some(h) => (h.bundle.clone(), h.namespace.clone(), h.pid, h.started),
+            None => ("?".to_string(), "default".to_string(), 0, 0),
+        };
+        let reason = format!(
+            "the run that started it (pid {pid}, at {started}) was killed before the \
+             transaction ended"
+        );
+        tracing::warn!(
+            "Recovered an unfinished transaction '{namespace}:{bundle}': {reason}; undoing its \
+             changes to {} path(s)",
+            undo.restored.len() + undo.failed.len()
+        );
+        for r in &undo.restored {
+            tracing::warn!("Rolled back ({namespace}:{bundle}): {r}");
+        }
+        for f in &undo.failed {
+            tracing::error!("Could not roll back ({namespace}:{bundle}): {f}");
+        }
+        sink.event(&crate::report::json::JsonEvent::Rollback {
+            bundle,
+            namespace,
+            reason,
+            restored: undo.restored,
+            failed: undo.failed,
+            recovered: true,
+        });
+    }
+}
+
+/// Saves what `--why` needs about this run in the state directory.
+fn save_why(state_dir: &std::path::Path, config: &Config, why: &mut crate::eval::why::WhyLog) {
+    why.time = now_secs();
+    why.policy = config.entry.display().to_string();
+    why.dry_run = config.dry_run;
+    let path = state_dir.join(crate::eval::why::WHY_FILE);
+    let text = serde_json::to_vec(why).unwrap_or_default();
+    if let Err(e) = crate::host::Host::real().write_atomic(&path, &text, 0o600) {
+        tracing::error!(
+            "Cannot save the run's record for --why in '{}': {e}",
+            path.display()
+        );
+    }
 }

@@ -35,6 +35,16 @@ enum Event {
         changes: Vec<String>,
         duration_ms: f64,
     },
+    /// Added with transactional bundles (issue 9, part 2): a transaction
+    /// that failed, or one a killed run left and this run undid first.
+    Rollback {
+        bundle: String,
+        namespace: String,
+        reason: String,
+        restored: Vec<String>,
+        failed: Vec<String>,
+        recovered: bool,
+    },
     RunEnd {
         kept: usize,
         repaired: usize,
@@ -155,4 +165,48 @@ fn dry_run_json_with_detailed_exit_codes() {
         out.stderr.contains("Should create file"),
         "logs go to stderr: {out:?}"
     );
+}
+
+#[test]
+fn a_failed_transaction_is_a_rollback_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("conf");
+    std::fs::write(&target, "old\n").unwrap();
+    let policy = tmp.path().join("p.cf");
+    std::fs::write(
+        &policy,
+        format!(
+            "bundle agent main\n{{\n  meta:\n      \"tags\" slist => {{ \"transaction\" }};\n  files:\n      \"{}\" content => \"new\";\n  commands:\n      \"/bin/false\";\n}}\n",
+            target.display()
+        ),
+    )
+    .unwrap();
+    let out = run(Command::new(agent_bin())
+        .args(["-K", "--json", "-w"])
+        .arg(tmp.path().join("wd"))
+        .arg("-f")
+        .arg(&policy));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "old\n");
+    let evs = events(&out.stdout);
+    let rollback = evs
+        .iter()
+        .find_map(|e| match e {
+            Event::Rollback {
+                bundle,
+                reason,
+                restored,
+                failed,
+                recovered,
+                ..
+            } => Some((bundle, reason, restored, failed, *recovered)),
+            _ => None,
+        })
+        .expect("a rollback event");
+    assert_eq!(rollback.0, "main");
+    assert!(rollback.1.contains("'/bin/false'"), "{rollback:?}");
+    assert_eq!(rollback.2.len(), 1, "{rollback:?}");
+    assert!(rollback.3.is_empty() && !rollback.4, "{rollback:?}");
+    // The rollback comes before the end of the run.
+    assert!(matches!(evs.last(), Some(Event::RunEnd { .. })), "{evs:?}");
 }

@@ -83,6 +83,11 @@ pub struct AugmentsReport {
     pub errors: Vec<AugmentsError>,
     /// Keys that are ignored where they appear (CFEngine warns too).
     pub warnings: Vec<AugmentsError>,
+    /// The `properties` keys of the def-layer files, gathered in order.
+    pub property_sources: crate::properties::PropertySources,
+    /// The hierarchical properties of this host (see [`crate::properties`]),
+    /// resolved once every layer is installed.
+    pub properties: crate::properties::Properties,
 }
 
 /// A problem with one augments file. `Display` is one line naming the file
@@ -207,6 +212,11 @@ pub fn apply(ctx: &mut EvalContext, input: &AugmentsInput) -> AugmentsReport {
         tracing::debug!("no augments file at '{}'", def.display());
     }
 
+    // Properties are merged last: group conditions see every class the
+    // augments define, and the host layer is already installed.
+    let sources = std::mem::take(&mut report.property_sources);
+    report.properties = crate::properties::Properties::resolve(ctx, sources);
+
     if let Some(var) = ctx.vars.get("default", "def", "augments_inputs")
         && matches!(var.origin, Origin::Augments { .. })
         && let Value::List(items) = &var.value
@@ -291,11 +301,21 @@ fn load_def_file(
         let inputs = expand(ctx, inputs);
         install_inputs(ctx, &file, &inputs, report);
     }
+    if let Some(properties) = root.get("properties") {
+        let properties = expand(ctx, properties);
+        let display = file.display();
+        let source = crate::properties::SourceFile {
+            path: &display,
+            text: &text,
+            layer,
+        };
+        report.property_sources.collect(&source, &properties);
+    }
     if let Json::Object(members) = &root.value {
         for m in members {
             if !matches!(
                 m.key.as_str(),
-                "vars" | "variables" | "classes" | "inputs" | "augments"
+                "vars" | "variables" | "classes" | "inputs" | "augments" | "properties"
             ) {
                 tracing::debug!(
                     "unknown augments key '{}' in '{}' skipped",

@@ -11,8 +11,10 @@ pub mod promises;
 pub mod refs;
 pub mod regex;
 pub mod rval;
+pub mod transaction;
 pub mod value;
 pub mod vars;
+pub mod why;
 
 pub use context::{EvalContext, EvalSettings, Frame};
 pub use value::{AugmentsLayer, DataType, Origin, Value};

@@ -36,6 +36,20 @@ pub enum JsonEvent {
         changes: Vec<String>,
         duration_ms: f64,
     },
+    /// A transaction was undone: its bundle failed (`recovered: false`),
+    /// or the run that started it was killed and this run undid it before
+    /// anything else (`recovered: true`).
+    Rollback {
+        bundle: String,
+        namespace: String,
+        /// Why: the promise that was not kept, or the killed run.
+        reason: String,
+        /// Each path put back, newest change first.
+        restored: Vec<String>,
+        /// Paths that could not be put back, with why.
+        failed: Vec<String>,
+        recovered: bool,
+    },
     RunEnd {
         kept: usize,
         repaired: usize,

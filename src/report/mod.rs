@@ -1,6 +1,7 @@
 //! Output: report lines, log lines, promise events, and the `--show-*`
 //! tables.
 
+pub mod explain;
 pub mod json;
 pub mod log;
 pub mod tables;
