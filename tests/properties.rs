@@ -92,7 +92,7 @@ fn groups_merge_from_general_to_specific_and_the_host_wins() {
     ]);
     assert!(
         vars.stdout.contains(
-            r#"{"servers":["10.1.0.1"],"search":"dc1.example.com","options":{"timeout":5,"attempts":9}}"#
+            r#"{"options":{"attempts":9,"timeout":5},"search":"dc1.example.com","servers":["10.1.0.1"]}"#
         ),
         "{vars:?}"
     );
@@ -130,7 +130,7 @@ fn arrays_and_scalars_are_replaced_not_merged() {
     );
     let out = t.agent(&["--show-vars=properties.p"]);
     assert!(
-        out.stdout.contains(r#"{"list":[3],"s":"a","o":"flat"}"#),
+        out.stdout.contains(r#"{"list":[3],"o":"flat","s":"a"}"#),
         "{out:?}"
     );
 }
