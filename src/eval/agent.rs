@@ -61,6 +61,18 @@ pub enum RunError {
         expected: usize,
         got: usize,
     },
+    /// cf-agent aborts the whole run when a method names a bundle that does
+    /// not exist ("Aborting due to missing bundle").
+    #[error("aborting due to missing bundle '{0}'")]
+    MethodMissingBundle(String),
+    /// ... and when a method's arguments do not match the bundle's
+    /// parameters ("formal and actual parameter mismatch is fatal").
+    #[error("bundle '{name}' takes {expected} arguments, but a method gives {got}; aborting")]
+    MethodArity {
+        name: String,
+        expected: usize,
+        got: usize,
+    },
 }
 
 /// One entry of the bundlesequence: a bundle name and its arguments.
@@ -104,6 +116,8 @@ pub struct AgentRun<'a> {
     return_values: Vec<HashMap<String, String>>,
     /// The return values of the bundle that finished last.
     last_return_values: Option<HashMap<String, String>>,
+    /// An error that ends the run at once, as cf-agent's fatal errors do.
+    fatal: Option<RunError>,
     pub summary: RunSummary,
 }
 
@@ -141,6 +155,7 @@ impl<'a> AgentRun<'a> {
             bundle_outcomes: Vec::new(),
             return_values: Vec::new(),
             last_return_values: None,
+            fatal: None,
             summary: RunSummary::default(),
         }
     }
@@ -241,6 +256,9 @@ impl<'a> AgentRun<'a> {
                 let (file, bundle) = (file.clone(), bundle.clone());
                 self.run_bundle(&file, &bundle, &call.args, None);
             }
+            if let Some(e) = self.fatal.take() {
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -284,6 +302,9 @@ impl<'a> AgentRun<'a> {
             };
             for (i, section) in order.iter().enumerate() {
                 for promise in section.1 {
+                    if self.fatal.is_some() {
+                        break;
+                    }
                     self.eval_promise(file, bundle, section.0, promise, common, &mut state);
                 }
                 // Once the classes are settled, cf-agent resolves the
@@ -299,6 +320,9 @@ impl<'a> AgentRun<'a> {
                         }
                     }
                 }
+            }
+            if self.fatal.is_some() {
+                break;
             }
             if !state.changed {
                 if !state.deferred || state.last {
@@ -430,6 +454,9 @@ impl<'a> AgentRun<'a> {
             }
         }
         for ep in work {
+            if self.fatal.is_some() {
+                return;
+            }
             // cf-agent's once-per-run lock names the bundle, the type, the
             // promiser and the attributes, not where the promise is written:
             // two identical promises act once, and a bundle called again
@@ -579,7 +606,8 @@ impl<'a> AgentRun<'a> {
                 ep.file,
                 ep.line
             );
-            return Some(Outcome::Failed);
+            self.fatal = Some(RunError::MethodMissingBundle(name));
+            return None;
         };
         if bundle.params.len() != args.len() {
             tracing::error!(
@@ -589,7 +617,12 @@ impl<'a> AgentRun<'a> {
                 ep.line,
                 args.len()
             );
-            return Some(Outcome::Failed);
+            self.fatal = Some(RunError::MethodArity {
+                name,
+                expected: bundle.params.len(),
+                got: args.len(),
+            });
+            return None;
         }
         if self.bundle_outcomes.len() >= MAX_CALL_DEPTH {
             tracing::error!(
