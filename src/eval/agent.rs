@@ -337,6 +337,13 @@ impl<'a> AgentRun<'a> {
             pass += 1;
         }
         self.ctx.pop_frame();
+        // cf-agent drops a bundle's parameters when the bundle returns:
+        // `$(bundle.param)` does not resolve after the call.
+        for p in &bundle.params {
+            self.ctx
+                .vars
+                .remove(&bundle.namespace, &bundle.name.name, &p.name);
+        }
         self.last_return_values = self.return_values.pop();
         self.bundle_outcomes.pop().flatten()
     }
