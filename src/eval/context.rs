@@ -55,7 +55,9 @@ pub struct EvalContext {
     pub vars: VarStore,
     pub classes: ClassStore,
     pub frames: Vec<Frame>,
-    /// Iteration bindings: canonical reference → current element.
+    /// Iteration bindings: the reference as written (inner references
+    /// expanded) → current element. `$(l)` and `$(main.l)` are different
+    /// bindings, as they are different iteration wheels in cf-agent.
     overlay: Vec<(String, Value)>,
     expr_cache: HashMap<String, Result<Arc<ClassExpr>, ClassExprError>>,
     pub settings: EvalSettings,
@@ -125,8 +127,13 @@ impl EvalContext {
 
     // ---- variables -----------------------------------------------------
 
+    /// Whether an iteration binding exists for a reference text.
+    pub fn is_bound(&self, text: &str) -> bool {
+        self.overlay.iter().any(|(k, _)| k == text)
+    }
+
     /// The canonical `ns:scope.name` key of a reference in the current
-    /// context, used for iteration bindings.
+    /// context.
     pub fn canonical_ref(&self, text: &str) -> String {
         let r = VarRef::parse(text);
         let (ns, scope) = self.resolve_scope(&r);
@@ -146,11 +153,8 @@ impl EvalContext {
     /// Looks up a reference (already free of nested references) in the
     /// current context.
     pub fn lookup(&self, text: &str) -> Option<Value> {
-        if !self.overlay.is_empty() {
-            let key = self.canonical_ref(text);
-            if let Some((_, v)) = self.overlay.iter().rev().find(|(k, _)| *k == key) {
-                return Some(v.clone());
-            }
+        if let Some((_, v)) = self.overlay.iter().rev().find(|(k, _)| k == text) {
+            return Some(v.clone());
         }
         let r = VarRef::parse(text);
         if r.scope.is_none()
@@ -384,9 +388,12 @@ mod tests {
     #[test]
     fn iteration_bindings_shadow() {
         let mut c = ctx();
-        let key = c.canonical_ref("l");
-        c.bind(key, Value::str("1"));
-        assert_eq!(c.expand("$(l) $(main.l)").text, "1 1");
+        c.bind("l".into(), Value::str("1"));
+        // A qualified reference is a binding of its own, as in cf-agent.
+        assert!(c.expand("$(l) $(main.l)").unresolved);
+        c.bind("main.l".into(), Value::str("2"));
+        assert_eq!(c.expand("$(l) $(main.l)").text, "1 2");
+        c.unbind();
         c.unbind();
         assert!(c.expand("$(l)").unresolved);
     }
