@@ -586,10 +586,7 @@ impl<'a> AgentRun<'a> {
             }
             return None;
         };
-        let warn_only = ep
-            .body("action")
-            .and_then(|a| a.scalar("action_policy"))
-            .is_some_and(|p| p == "warn" || p == "nop");
+        let warn_only = ep.warn_only();
         let mut act_ctx = ActContext {
             ctx: self.ctx,
             policy: self.policy,
@@ -616,6 +613,16 @@ impl<'a> AgentRun<'a> {
             self.fatal = Some(RunError::MethodMissingBundle(name));
             return None;
         };
+        // Only warning: the bundle is not run, and the promise is not kept
+        // (cf-agent's WARN outcome, which sets repair_failed classes).
+        if ep.warn_only() {
+            tracing::warn!(
+                "Bundle '{name}' should be invoked, but only a warning was promised! ({}:{})",
+                ep.file,
+                ep.line
+            );
+            return Some(Outcome::Failed);
+        }
         if bundle.params.len() != args.len() {
             tracing::error!(
                 "Bundle '{name}' takes {} arguments, but the method at {}:{} gives {}",
