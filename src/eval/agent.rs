@@ -7,7 +7,6 @@ use super::bodies::{BODY_ATTRIBUTES, BUNDLE_ATTRIBUTES, BodyError, reference_par
 use super::classes::{ClassInfo, canonify_class};
 use super::context::{EvalContext, Frame};
 use super::promises::EvalMessage;
-use super::rval::iteration_texts;
 use super::value::{DataType, Origin, Value};
 use super::vars::Variable;
 use crate::load::{LoadedFile, PolicySet};
@@ -212,7 +211,7 @@ impl<'a> AgentRun<'a> {
         for item in items {
             match item {
                 Rval::Call(_) => {
-                    if let Ok((name, args)) = reference_parts(self.ctx, item) {
+                    if let Ok((name, args)) = reference_parts(self.ctx, item, true) {
                         out.push(BundleCall { name, args });
                     }
                 }
@@ -305,6 +304,7 @@ impl<'a> AgentRun<'a> {
                     if self.fatal.is_some() {
                         break;
                     }
+                    self.ctx.last_pass = state.last;
                     self.eval_promise(file, bundle, section.0, promise, common, &mut state);
                 }
                 // Once the classes are settled, cf-agent resolves the
@@ -313,6 +313,7 @@ impl<'a> AgentRun<'a> {
                 let last_classes =
                     section.0 == "classes" && order.get(i + 1).is_none_or(|n| n.0 != "classes");
                 if last_classes {
+                    self.ctx.last_pass = state.last;
                     for (_, promises) in order.iter().filter(|s| s.0 == "vars") {
                         for promise in *promises {
                             let (r, _) = self.ctx.eval_vars_promise(file, promise);
@@ -404,12 +405,7 @@ impl<'a> AgentRun<'a> {
         state: &mut PassState,
     ) {
         self.ctx.enter_promise(file, promise);
-        let mut texts = vec![promise.promiser.value.as_str()];
-        for a in &promise.attributes {
-            if a.name.name != "depends_on" {
-                iteration_texts(&a.value, &mut texts);
-            }
-        }
+        let texts = EvalContext::promise_texts(promise, &["depends_on"]);
         let mut work: Vec<ExpandedPromise> = Vec::new();
         let mut deferred = false;
         let last = state.last;
@@ -427,8 +423,8 @@ impl<'a> AgentRun<'a> {
             }
             let promiser = ctx.expand(&promise.promiser.value);
             // An unresolved promiser waits; reports print it as written in
-            // the last pass.
-            if promiser.unresolved && !(last && ptype == "reports") {
+            // the last pass, and methods run at once, as cf-agent does.
+            if promiser.unresolved && ptype != "methods" && !(last && ptype == "reports") {
                 deferred = true;
                 return;
             }
@@ -754,8 +750,15 @@ pub fn expand_attributes(
         {
             AttrValue::Body(resolve_body(ctx, policy, name, &a.value)?)
         } else if BUNDLE_ATTRIBUTES.contains(&name) {
-            let (bname, args) = reference_parts(ctx, &a.value)?;
+            let (bname, args) = reference_parts(ctx, &a.value, true)?;
             AttrValue::Bundle { name: bname, args }
+        } else if matches!(name, "if" | "ifvarclass" | "unless") {
+            // Already decided by `promise_condition`; an `unless` that runs
+            // in the last pass with unresolved arguments is not an error.
+            match ctx.eval_rval(&a.value) {
+                Ok(e) => AttrValue::Value(e.value),
+                Err(_) => continue,
+            }
         } else {
             let e = ctx.eval_rval(&a.value)?;
             AttrValue::Value(e.value)

@@ -87,37 +87,35 @@ impl From<FnError> for BodyError {
 }
 
 /// The name and arguments an rval refers to: `name` or `name(args)`.
-pub fn reference_parts(ctx: &mut EvalContext, r: &Rval) -> Result<(String, Vec<Value>), BodyError> {
+///
+/// Arguments with unresolved variables are passed as written, as cf-agent
+/// does (a method is called with the text `$(x)`, a classes body defines
+/// classes named after it). An unresolved name is kept as written when
+/// `literal_name` is set (a method then names a bundle that does not
+/// exist); otherwise the reference waits for a later pass.
+pub fn reference_parts(
+    ctx: &mut EvalContext,
+    r: &Rval,
+    literal_name: bool,
+) -> Result<(String, Vec<Value>), BodyError> {
+    let name_of = |e: super::context::Expanded| {
+        if e.unresolved && !literal_name {
+            Err(BodyError::Defer)
+        } else {
+            Ok(e.text)
+        }
+    };
     match r {
         Rval::Symbol(i) => Ok((i.name.clone(), Vec::new())),
-        Rval::String(s) => {
-            let e = ctx.expand(&s.value);
-            if e.unresolved {
-                return Err(BodyError::Defer);
-            }
-            Ok((e.text, Vec::new()))
-        }
-        Rval::NakedVar { text, .. } => {
-            let e = ctx.expand(text);
-            if e.unresolved {
-                return Err(BodyError::Defer);
-            }
-            Ok((e.text, Vec::new()))
-        }
+        Rval::String(s) => Ok((name_of(ctx.expand(&s.value))?, Vec::new())),
+        Rval::NakedVar { text, .. } => Ok((name_of(ctx.expand(text))?, Vec::new())),
         Rval::Call(c) => {
-            let name = ctx.expand(&c.name.name);
-            if name.unresolved {
-                return Err(BodyError::Defer);
-            }
+            let name = name_of(ctx.expand(&c.name.name))?;
             let mut args = Vec::with_capacity(c.args.len());
             for a in &c.args {
-                let e = ctx.eval_rval(a)?;
-                if e.unresolved {
-                    return Err(BodyError::Defer);
-                }
-                args.push(e.value);
+                args.push(ctx.eval_rval(a)?.value);
             }
-            Ok((name.text, args))
+            Ok((name, args))
         }
         Rval::List { .. } => Err(BodyError::Function(
             "a list cannot name a body or bundle".into(),
@@ -132,7 +130,7 @@ pub fn resolve_body(
     body_type: &str,
     r: &Rval,
 ) -> Result<ResolvedBody, BodyError> {
-    let (name, args) = reference_parts(ctx, r)?;
+    let (name, args) = reference_parts(ctx, r, false)?;
     let mut out = ResolvedBody {
         name: name.clone(),
         attrs: Default::default(),
@@ -180,7 +178,7 @@ fn resolve_into(
             if !guard_holds(ctx, &a.guard.expr) {
                 continue;
             }
-            let (parent, pargs) = reference_parts(ctx, &a.attr.value)?;
+            let (parent, pargs) = reference_parts(ctx, &a.attr.value, false)?;
             resolve_into(ctx, policy, body_type, &parent, pargs, out, depth + 1)?;
         }
         for a in &body.attributes {

@@ -65,6 +65,10 @@ pub struct EvalContext {
     pub fn_cache: HashMap<String, Value>,
     /// Compiled regular expressions by pattern.
     pub regexes: super::regex::RegexCache,
+    /// Whether the agent is in its last pass over the current bundle: an
+    /// `unless` that cannot be decided waits until then, and then lets the
+    /// promise run.
+    pub last_pass: bool,
 }
 
 impl EvalContext {
