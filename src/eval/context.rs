@@ -204,6 +204,10 @@ impl EvalContext {
     /// Expands every `$(...)`/`${...}` in `s`. References that cannot be
     /// resolved to a scalar stay as written and mark the result unresolved.
     pub fn expand(&self, s: &str) -> Expanded {
+        self.expand_at(s, 0)
+    }
+
+    fn expand_at(&self, s: &str, depth: usize) -> Expanded {
         if !s.contains("$(") && !s.contains("${") && !s.contains("@(") && !s.contains("@{") {
             return Expanded {
                 text: s.to_string(),
@@ -223,12 +227,24 @@ impl EvalContext {
                 pos = r.end;
                 continue;
             }
-            let inner = self.expand(&s[r.inner_start..r.inner_end]);
+            let inner = self.expand_at(&s[r.inner_start..r.inner_end], depth);
             if inner.unresolved {
                 unresolved = true;
                 out.push_str(&s[r.start..r.end]);
             } else {
                 match self.lookup(&inner.text).as_ref().and_then(scalar_text) {
+                    // A value that holds references is expanded in turn, as
+                    // cf-agent does (`"d" string => "$(c)+d"` stored before
+                    // `c` resolved still reads as its final text).
+                    Some(text) if depth < MAX_EXPANSION_DEPTH && has_reference(&text) => {
+                        let again = self.expand_at(&text, depth + 1);
+                        unresolved |= again.unresolved;
+                        out.push_str(&again.text);
+                    }
+                    Some(text) if depth >= MAX_EXPANSION_DEPTH && has_reference(&text) => {
+                        unresolved = true;
+                        out.push_str(&text);
+                    }
                     Some(text) => out.push_str(&text),
                     None => {
                         unresolved = true;
@@ -248,24 +264,32 @@ impl EvalContext {
     // ---- classes -------------------------------------------------------
 
     /// Whether one class name is defined, seen from the current bundle.
+    ///
+    /// Inside a named namespace an unqualified name means a class of that
+    /// namespace (or a local one, or a hard class): as in cf-agent, soft
+    /// classes of the default namespace, `-D` ones included, need their
+    /// `default:` prefix there.
     pub fn class_is_set(&self, name: &str) -> bool {
-        let name = name.strip_prefix("default:").unwrap_or(name);
-        if name == "any" {
+        let qualified_default = name.strip_prefix("default:");
+        let bare = qualified_default.unwrap_or(name);
+        if bare == "any" {
             return true;
         }
         if let Some(f) = self.frame()
-            && f.local_classes.contains_key(name)
+            && (qualified_default.is_none() || f.ns == "default")
+            && f.local_classes.contains_key(bare)
         {
             return true;
         }
-        if name.contains(':') {
-            return self.classes.is_defined(name);
+        if bare.contains(':') {
+            return self.classes.is_defined(bare);
         }
         let ns = self.current_ns();
-        if ns != "default" && self.classes.is_defined(&class_key(ns, name)) {
-            return true;
+        if ns == "default" || qualified_default.is_some() {
+            return self.classes.is_defined(bare);
         }
-        self.classes.is_defined(name)
+        self.classes.is_defined(&class_key(ns, bare))
+            || self.classes.get(bare).is_some_and(|c| c.hard)
     }
 
     /// Parses (once) and evaluates a class expression that is already free
@@ -313,6 +337,14 @@ impl EvalContext {
             line,
         }
     }
+}
+
+/// How many times a value found by expansion is itself expanded before a
+/// self-referring value (`"a" string => "$(a)"`) counts as unresolved.
+const MAX_EXPANSION_DEPTH: usize = 16;
+
+fn has_reference(s: &str) -> bool {
+    s.contains("$(") || s.contains("${")
 }
 
 /// The text a value has inside a string, if it is a scalar (or a data
@@ -390,6 +422,27 @@ mod tests {
     }
 
     #[test]
+    fn values_holding_references_are_expanded_again() {
+        let mut c = ctx();
+        let put = |c: &mut EvalContext, name: &str, v: &str| {
+            c.vars.put(
+                "default",
+                "main",
+                name,
+                Variable::new(Value::str(v), DataType::String, Origin::Agent),
+            );
+        };
+        put(&mut c, "lit", "$(a)+x");
+        put(&mut c, "open", "$(nope)");
+        put(&mut c, "selfref", "$(selfref)");
+        assert_eq!(c.expand("$(lit)").text, "A+x");
+        let e = c.expand("$(open)");
+        assert!(e.unresolved);
+        assert_eq!(e.text, "$(nope)");
+        assert!(c.expand("$(selfref)").unresolved);
+    }
+
+    #[test]
     fn iteration_bindings_shadow() {
         let mut c = ctx();
         c.bind("l".into(), Value::str("1"));
@@ -408,9 +461,17 @@ mod tests {
         c.define_class("g", false, ClassInfo::soft(Origin::Agent, vec![]));
         c.define_class("l", true, ClassInfo::soft(Origin::Agent, vec![]));
         assert!(c.eval_class_expr("g.l.any").unwrap());
+        let hard = ClassInfo {
+            hard: true,
+            ..ClassInfo::soft(Origin::Agent, vec![])
+        };
+        c.define_class("h", false, hard);
         c.push_frame(Frame::new("ns", "b", "agent"));
         c.define_class("n", false, ClassInfo::soft(Origin::Agent, vec![]));
-        assert!(c.eval_class_expr("n.g.ns:n").unwrap());
+        // Soft classes of the default namespace need their prefix here;
+        // hard classes do not.
+        assert!(c.eval_class_expr("n.default:g.ns:n.h").unwrap());
+        assert!(!c.eval_class_expr("g").unwrap());
         assert!(!c.eval_class_expr("l").unwrap());
         c.pop_frame();
         assert!(c.eval_class_expr("ns:n").unwrap());
