@@ -113,6 +113,8 @@ pub fn reference_parts(
             let name = name_of(ctx.expand(&c.name.name))?;
             let mut args = Vec::with_capacity(c.args.len());
             for a in &c.args {
+                // Unresolved arguments, `$(match.N)` of edit promises among
+                // them, pass on as written and bind later if they can.
                 args.push(ctx.eval_rval(a)?.value);
             }
             Ok((name, args))
@@ -185,8 +187,14 @@ fn resolve_into(
             if a.attr.name.name == "inherit_from" || !guard_holds(ctx, &a.guard.expr) {
                 continue;
             }
-            let e = ctx.eval_rval(&a.attr.value)?;
-            out.attrs.insert(a.attr.name.name.clone(), e.value);
+            // A bundle named inside a body (service_bundle) is a name, not a
+            // function call.
+            let value = if BUNDLE_ATTRIBUTES.contains(&a.attr.name.name.as_str()) {
+                Value::Scalar(reference_parts(ctx, &a.attr.value, false)?.0)
+            } else {
+                ctx.eval_rval(&a.attr.value)?.value
+            };
+            out.attrs.insert(a.attr.name.name.clone(), value);
         }
         Ok(())
     })();

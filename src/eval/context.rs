@@ -69,6 +69,24 @@ pub struct EvalContext {
     /// `unless` that cannot be decided waits until then, and then lets the
     /// promise run.
     pub last_pass: bool,
+    /// The bundles of the loaded policy, in the order their files were
+    /// read, for the functions that look at the policy itself
+    /// (`bundlesmatching`). Pre-evaluation notes each file as it arrives.
+    pub policy_bundles: Vec<BundleRef>,
+    /// `body agent control`, resolved when an agent run starts.
+    pub agent_control: super::control::AgentControl,
+    /// Classes defined since the scheduler last looked, kept only when
+    /// agent control names abort classes.
+    pub newly_defined: Vec<String>,
+    noted_files: std::collections::HashSet<String>,
+}
+
+/// A bundle of the loaded policy, as introspection sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleRef {
+    pub ns: String,
+    pub name: String,
+    pub bundle_type: String,
 }
 
 impl EvalContext {
@@ -76,6 +94,20 @@ impl EvalContext {
         EvalContext {
             settings,
             ..EvalContext::default()
+        }
+    }
+
+    /// Records the bundles of a loaded policy file, once per file.
+    pub fn note_policy_file(&mut self, path: &str, tree: &crate::syntax::ast::PolicyFile) {
+        if !self.noted_files.insert(path.to_string()) {
+            return;
+        }
+        for b in tree.bundles() {
+            self.policy_bundles.push(BundleRef {
+                ns: b.namespace.clone(),
+                name: b.name.name.clone(),
+                bundle_type: b.bundle_type.name.clone(),
+            });
         }
     }
 
@@ -204,10 +236,16 @@ impl EvalContext {
     /// Expands every `$(...)`/`${...}` in `s`. References that cannot be
     /// resolved to a scalar stay as written and mark the result unresolved.
     pub fn expand(&self, s: &str) -> Expanded {
-        self.expand_at(s, 0)
+        self.expand_at(s, 0, MAX_EXPANSION_DEPTH)
     }
 
-    fn expand_at(&self, s: &str, depth: usize) -> Expanded {
+    /// Expands references once, leaving references inside the values found
+    /// as they are: augments files expand this way, as cf-agent reads them.
+    pub fn expand_once(&self, s: &str) -> Expanded {
+        self.expand_at(s, 0, 0)
+    }
+
+    fn expand_at(&self, s: &str, depth: usize, max: usize) -> Expanded {
         if !s.contains("$(") && !s.contains("${") && !s.contains("@(") && !s.contains("@{") {
             return Expanded {
                 text: s.to_string(),
@@ -227,7 +265,7 @@ impl EvalContext {
                 pos = r.end;
                 continue;
             }
-            let inner = self.expand_at(&s[r.inner_start..r.inner_end], depth);
+            let inner = self.expand_at(&s[r.inner_start..r.inner_end], depth, max);
             if inner.unresolved {
                 unresolved = true;
                 out.push_str(&s[r.start..r.end]);
@@ -236,19 +274,24 @@ impl EvalContext {
                     // A value that holds references is expanded in turn, as
                     // cf-agent does (`"d" string => "$(c)+d"` stored before
                     // `c` resolved still reads as its final text).
-                    Some(text) if depth < MAX_EXPANSION_DEPTH && has_reference(&text) => {
-                        let again = self.expand_at(&text, depth + 1);
+                    Some(text) if max == 0 => out.push_str(&text),
+                    Some(text) if depth < max && has_reference(&text) => {
+                        let again = self.expand_at(&text, depth + 1, max);
                         unresolved |= again.unresolved;
                         out.push_str(&again.text);
                     }
-                    Some(text) if depth >= MAX_EXPANSION_DEPTH && has_reference(&text) => {
+                    Some(text) if depth >= max && has_reference(&text) => {
                         unresolved = true;
                         out.push_str(&text);
                     }
                     Some(text) => out.push_str(&text),
                     None => {
+                        // Keep what did expand inside: `$(sys.$(sys.os))`
+                        // becomes `$(sys.linux)`, as cf-promises prints it.
                         unresolved = true;
-                        out.push_str(&s[r.start..r.end]);
+                        out.push_str(&s[r.start..r.inner_start]);
+                        out.push_str(&inner.text);
+                        out.push_str(&s[r.inner_end..r.end]);
                     }
                 }
             }
@@ -310,15 +353,20 @@ impl EvalContext {
     /// Defines a class: local to the current agent bundle, or global in the
     /// current namespace.
     pub fn define_class(&mut self, name: &str, local: bool, info: ClassInfo) -> bool {
-        if local && let Some(f) = self.frames.last_mut() {
-            return f.local_classes.insert(name.to_string(), info).is_none();
-        }
-        let key = if name.contains(':') {
-            name.strip_prefix("default:").unwrap_or(name).to_string()
+        let new = if local && let Some(f) = self.frames.last_mut() {
+            f.local_classes.insert(name.to_string(), info).is_none()
         } else {
-            class_key(self.current_ns(), name)
+            let key = if name.contains(':') {
+                name.strip_prefix("default:").unwrap_or(name).to_string()
+            } else {
+                class_key(self.current_ns(), name)
+            };
+            self.classes.define(&key, info)
         };
-        self.classes.define(&key, info)
+        if new && self.agent_control.watches_classes() {
+            self.newly_defined.push(name.to_string());
+        }
+        new
     }
 
     pub fn undefine_class(&mut self, name: &str) {
@@ -352,12 +400,7 @@ fn has_reference(s: &str) -> bool {
 pub fn scalar_text(v: &Value) -> Option<String> {
     match v {
         Value::Scalar(s) => Some(s.clone()),
-        Value::Data(d) => match d.as_ref() {
-            Json::String(s) => Some(s.clone()),
-            Json::Number(n) => Some(n.to_string()),
-            Json::Bool(b) => Some(b.to_string()),
-            _ => None,
-        },
+        Value::Data(d) => crate::functions::json::expansion_text(d),
         Value::List(_) => None,
     }
 }
@@ -366,7 +409,9 @@ pub fn scalar_text(v: &Value) -> Option<String> {
 pub fn json_to_value(j: &Json) -> Value {
     match j {
         Json::String(s) => Value::Scalar(s.clone()),
-        Json::Number(n) => Value::Scalar(n.to_string()),
+        Json::Number(_) => {
+            Value::Scalar(crate::functions::json::expansion_text(j).unwrap_or_default())
+        }
         Json::Bool(b) => Value::Scalar(b.to_string()),
         Json::Null => Value::Scalar("null".to_string()),
         other => Value::Data(Arc::new(other.clone())),

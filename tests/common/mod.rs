@@ -119,3 +119,12 @@ pub fn check_expected(expected_file: &Path, ours: &str, reference: Option<&str>)
     }
     problems
 }
+
+/// The output with every occurrence of a temporary directory replaced by
+/// `[TMP]`, so that snapshots and expected lines do not depend on it.
+pub fn scrubbed(mut out: Captured, root: &Path) -> Captured {
+    let root = root.display().to_string();
+    out.stdout = out.stdout.replace(&root, "[TMP]");
+    out.stderr = out.stderr.replace(&root, "[TMP]");
+    out
+}
