@@ -296,6 +296,8 @@ impl<'a> AgentRun<'a> {
                 });
             }
         }
+        // Classes of common bundles that pre-evaluation asked to persist.
+        self.store_persistent_classes();
         let policy = self.policy;
         self.ctx.agent_control = super::control::AgentControl::resolve(self.ctx, policy);
         let prios: Vec<Option<i64>> = seq
@@ -576,6 +578,7 @@ impl<'a> AgentRun<'a> {
             }
             "classes" => {
                 let (r, msgs) = self.ctx.eval_classes_promise(file, promise, common);
+                self.store_persistent_classes();
                 state.changed |= r.changed;
                 state.deferred |= r.deferred;
                 if state.last {
@@ -814,7 +817,10 @@ impl<'a> AgentRun<'a> {
                 ));
             }
             self.done.insert(key);
-            if let Some(st) = self.state.as_deref_mut() {
+            // Under -K cf-agent neither honours nor leaves promise locks.
+            if !self.no_lock
+                && let Some(st) = self.state.as_deref_mut()
+            {
                 st.record_done(&lock_key, self.now);
             }
             state.changed |= outcome == Outcome::Repaired;
@@ -1066,6 +1072,26 @@ impl<'a> AgentRun<'a> {
     }
 }
 
+impl AgentRun<'_> {
+    /// Stores the classes that classes promises asked to persist (their
+    /// timers restart, as cf-agent's default `reset` policy does).
+    fn store_persistent_classes(&mut self) {
+        for (name, minutes) in std::mem::take(&mut self.ctx.persist_requests) {
+            let Some(st) = self.state.as_deref_mut() else {
+                continue;
+            };
+            let class = PersistentClass {
+                name,
+                expires: self.now + minutes * 60,
+                tags: Vec::new(),
+            };
+            if let Err(e) = st.persist_class(&class, true) {
+                tracing::error!("{e}");
+            }
+        }
+    }
+}
+
 /// The sections of a bundle in normal order; within a type, sections and
 /// promises in the order written. Custom types follow in written order.
 fn ordered_sections(bundle: &Bundle) -> Vec<(&str, &[Promise])> {
@@ -1123,7 +1149,7 @@ pub fn expand_attributes(
 /// A stable text for the attributes of an iteration, so that two
 /// iterations with the same promiser but different attributes are told
 /// apart.
-fn attrs_key(attrs: &IndexMap<String, AttrValue>) -> String {
+pub(crate) fn attrs_key(attrs: &IndexMap<String, AttrValue>) -> String {
     let mut k = String::new();
     for (n, v) in attrs {
         k.push_str(n);

@@ -78,6 +78,9 @@ pub struct EvalContext {
     /// Classes defined since the scheduler last looked, kept only when
     /// agent control names abort classes.
     pub newly_defined: Vec<String>,
+    /// Classes that classes promises asked to keep (`persistence`), with
+    /// their minutes; the agent run stores them.
+    pub persist_requests: Vec<(String, i64)>,
     noted_files: std::collections::HashSet<String>,
 }
 
@@ -331,8 +334,13 @@ impl EvalContext {
         if ns == "default" || qualified_default.is_some() {
             return self.classes.is_defined(bare);
         }
+        // `-D` classes are kept as hard ones (nothing cancels them), but
+        // a namespace sees them as the soft classes cf-agent makes them.
         self.classes.is_defined(&class_key(ns, bare))
-            || self.classes.get(bare).is_some_and(|c| c.hard)
+            || self
+                .classes
+                .get(bare)
+                .is_some_and(|c| c.hard && c.origin != Origin::CommandLine)
     }
 
     /// Parses (once) and evaluates a class expression that is already free

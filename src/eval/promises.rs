@@ -365,6 +365,11 @@ impl EvalContext {
             Some("namespace") => false,
             _ => !common,
         };
+        let persistence = promise
+            .attribute("persistence")
+            .and_then(|a| self.eval_rval(&a.value).ok())
+            .and_then(|e| e.value.as_scalar().and_then(|v| parse_int(v).ok()))
+            .filter(|&m| m > 0);
         let info = ClassInfo {
             tags,
             comment,
@@ -372,6 +377,9 @@ impl EvalContext {
             hard: false,
         };
         res.changed = self.define_class(&name, local, info);
+        if let Some(minutes) = persistence {
+            self.persist_requests.push((name, minutes));
+        }
         (res, vec![])
     }
 
