@@ -142,6 +142,11 @@ pub struct ActContext<'a> {
     /// Report what would change, change nothing.
     pub dry_run: bool,
     pub output: &'a mut dyn crate::report::Sink,
+    /// Persistent classes (for classes bodies of promises inside edit
+    /// bundles); `None` in tests.
+    pub state: Option<&'a mut crate::state::StateStore>,
+    /// The run's clock, seconds since the epoch.
+    pub now: i64,
 }
 
 /// A promise type that acts on the system (or the output).
