@@ -177,7 +177,12 @@ pub fn tree_listing(root: &Path, mtimes: bool) -> String {
             } else {
                 "other"
             };
-            let mut line = format!("{kind} {:04o} {}:{} {rel}", m.mode() & 0o7777, m.uid(), m.gid());
+            let mut line = format!(
+                "{kind} {:04o} {}:{} {rel}",
+                m.mode() & 0o7777,
+                m.uid(),
+                m.gid()
+            );
             if mtimes {
                 line.push_str(&format!(" mtime={}.{:09}", m.mtime(), m.mtime_nsec()));
             }

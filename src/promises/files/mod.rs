@@ -4,7 +4,9 @@
 //! what it would do instead, in cf-agent's words.
 
 pub mod edit;
+pub mod mustache;
 pub mod perms;
+pub mod template;
 
 use super::{ActContext, Actuator, ExpandedPromise, Outcome, ResolvedBody};
 use crate::host::fs::{FileKind, Meta, can_chown};
