@@ -12,6 +12,8 @@ use clap::{ArgAction, Parser};
     name = "agent",
     version = crate::VERSION_LINE,
     disable_version_flag = true,
+    // getopt lets a flag repeat (the last value wins); so do we.
+    args_override_self = true,
     about = "convergent: brings a host to the state its CFEngine 3 policy promises"
 )]
 pub struct AgentArgs {
@@ -107,31 +109,31 @@ pub struct AgentArgs {
     #[arg(long = "wait-for-lock", value_name = "SECONDS", default_value_t = 10)]
     pub wait_for_lock: u64,
 
-    /// Print a unified diff of every file change (not supported yet)
+    /// Print a unified diff of every file change (with --dry-run: of every change that would be made)
     #[arg(long = "diff")]
     pub diff: bool,
 
-    /// Simulation mode, cf-agent compatible: diff, manifest, manifest-full (not supported yet)
+    /// cf-agent's simulation: change nothing and print diffs (diff, manifest, manifest-full)
     #[arg(long = "simulate", value_name = "MODE")]
     pub simulate: Option<String>,
 
-    /// One JSON object per event on standard output (not supported yet)
+    /// One JSON object per event on standard output (logs go to standard error)
     #[arg(long = "json")]
     pub json: bool,
 
-    /// Explain how a variable, class or property got its value (not supported yet)
+    /// Explain how a variable, class or property got its value (after pre-evaluation) and stop
     #[arg(long = "explain", value_name = "NAME")]
     pub explain: Option<String>,
 
-    /// Write the promise dependency graph as DOT (not supported yet)
+    /// Print the promise dependency graph as DOT and stop
     #[arg(long = "graph")]
     pub graph: bool,
 
-    /// Say why a promise ran, was skipped or failed (not supported yet)
+    /// Say why a promise (a handle or FILE:LINE) ran, was skipped or failed in the last run
     #[arg(long = "why", value_name = "PROMISE")]
     pub why: Option<String>,
 
-    /// Write the JSON event stream to PATH (not supported yet)
+    /// Also write the JSON events to PATH (atomically, when the run ends)
     #[arg(long = "report-file", value_name = "PATH")]
     pub report_file: Option<String>,
 
@@ -146,6 +148,7 @@ pub struct AgentArgs {
     name = "cf-promises",
     version = crate::VERSION_LINE,
     disable_version_flag = true,
+    args_override_self = true,
     about = "convergent as cf-promises: parse, validate and inspect a CFEngine 3 policy"
 )]
 pub struct PromisesArgs {

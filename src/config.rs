@@ -46,6 +46,13 @@ pub enum Mode {
         vars: Option<String>,
         classes: Option<String>,
     },
+    /// How a property, variable or class got its value, after
+    /// pre-evaluation.
+    Explain(String),
+    /// The promise dependency graph as DOT, after pre-evaluation.
+    Graph,
+    /// Why a promise ran, was skipped or failed in the last run.
+    Why(String),
 }
 
 #[derive(Debug, Clone)]
@@ -64,6 +71,13 @@ pub struct Config {
     pub show_evaluated_classes: Option<String>,
     pub detailed_exitcodes: bool,
     pub lock_wait: std::time::Duration,
+    /// Print a unified diff of every file change (made, or under dry-run
+    /// that would be made).
+    pub diff: bool,
+    /// Print events as JSON lines on standard output.
+    pub json: bool,
+    /// Also write the JSON events to this file (atomically, at the end).
+    pub report_file: Option<PathBuf>,
 }
 
 fn split_list(values: &[String]) -> Vec<String> {
@@ -122,13 +136,6 @@ impl Config {
     pub fn from_args(args: AgentArgs, is_root: bool) -> Result<Config, ConfigError> {
         let unsupported = [
             (args.timestamp, "-l/--timestamp"),
-            (args.diff, "--diff"),
-            (args.simulate.is_some(), "--simulate"),
-            (args.json, "--json"),
-            (args.explain.is_some(), "--explain"),
-            (args.graph, "--graph"),
-            (args.why.is_some(), "--why"),
-            (args.report_file.is_some(), "--report-file"),
             (args.bootstrap.is_some(), "-B/--bootstrap"),
         ];
         if let Some((_, flag)) = unsupported.iter().find(|(on, _)| *on) {
@@ -147,8 +154,23 @@ impl Config {
         };
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let entry = resolve_entry(args.file.as_deref(), &workdir, &cwd);
+        if let Some(sim) = &args.simulate
+            && !matches!(sim.as_str(), "diff" | "manifest" | "manifest-full")
+        {
+            return Err(ConfigError::Invalid {
+                flag: "--simulate".into(),
+                value: sim.clone(),
+                reason: "expected diff, manifest or manifest-full".into(),
+            });
+        }
         let mode = if args.version {
             Mode::Version
+        } else if let Some(name) = &args.explain {
+            Mode::Explain(name.clone())
+        } else if args.graph {
+            Mode::Graph
+        } else if let Some(p) = &args.why {
+            Mode::Why(p.clone())
         } else if let Some(files) = args.syntax_only {
             Mode::SyntaxOnly(files.into_iter().map(PathBuf::from).collect())
         } else if let Some(fmt) = &args.policy_output_format {
@@ -189,12 +211,16 @@ impl Config {
             defines: split_list(&args.define),
             negates: split_list(&args.negate),
             no_lock: args.no_lock,
-            dry_run: args.dry_run,
+            // cf-agent's --simulate never changes the system.
+            dry_run: args.dry_run || args.simulate.is_some(),
             log_level,
             ignore_preferred_augments: args.ignore_preferred_augments,
             show_evaluated_vars: args.show_evaluated_vars,
             show_evaluated_classes: args.show_evaluated_classes,
             detailed_exitcodes: args.detailed_exitcodes,
+            json: args.json,
+            diff: args.diff || args.simulate.is_some(),
+            report_file: args.report_file.map(|f| normalize(&cwd.join(f))),
             lock_wait: std::time::Duration::from_secs(args.wait_for_lock),
         })
     }
@@ -267,12 +293,12 @@ mod tests {
     #[test]
     fn unsupported_flags_are_errors() {
         let args = AgentArgs {
-            json: true,
+            bootstrap: Some("h".into()),
             ..AgentArgs::default()
         };
         assert_eq!(
             Config::from_args(args, false).unwrap_err(),
-            ConfigError::NotSupported("--json".into())
+            ConfigError::NotSupported("-B/--bootstrap".into())
         );
     }
 }

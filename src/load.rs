@@ -38,6 +38,14 @@ impl LoadedFile {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }
 
+    /// Validates this file on its own against the schema and keeps what
+    /// that finds with the parser's diagnostics. What it references may be
+    /// defined in files it does not load, so references are not resolved.
+    pub fn validate_alone(&mut self) {
+        let found = crate::schema::validate_with(&[&self.tree], crate::schema::Scope::Fragment);
+        self.diagnostics.extend(found.into_iter().map(|(_, d)| d));
+    }
+
     /// Every diagnostic rendered, in source order.
     pub fn render_diagnostics(&self) -> String {
         self.diagnostics
@@ -59,6 +67,21 @@ pub fn load_file(path: &Path) -> Result<LoadedFile, LoadError> {
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     };
     Ok(LoadedFile::from_text(&path.display().to_string(), text))
+}
+
+/// Validates files together against the schema (duplicates and
+/// references are looked for across all of them); the diagnostics of
+/// each file, in the order of `files`.
+pub fn validate_together(
+    files: &[&LoadedFile],
+    scope: crate::schema::Scope,
+) -> Vec<Vec<Diagnostic>> {
+    let trees: Vec<&PolicyFile> = files.iter().map(|f| &f.tree).collect();
+    let mut per_file = vec![Vec::new(); files.len()];
+    for (i, d) in crate::schema::validate_with(&trees, scope) {
+        per_file[i].push(d);
+    }
+    per_file
 }
 
 /// All loaded files of one policy, with lookup tables for bundles and

@@ -9,8 +9,11 @@ use convergent::eval::{EvalContext, EvalSettings};
 
 use convergent::load::{LoadedFile, load_file};
 use convergent::pipeline::{PipelineError, Prepared, prepare, run_agent};
-use convergent::report::HumanSink;
+use convergent::report::explain::explain;
+use convergent::report::json::{JsonEvent, JsonSink};
+use convergent::report::log::LogTarget;
 use convergent::report::tables::{classes_table, compile_filter, vars_table};
+use convergent::report::{HumanSink, Sink, Tee};
 use convergent::syntax::json::policy_json;
 use std::process::ExitCode;
 
@@ -22,6 +25,8 @@ const EXIT_POLICY_ERROR: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_REPAIRED: u8 = 2;
 const EXIT_NOT_KEPT: u8 = 4;
+/// agent control's `abortclasses` stopped the run (cf-agent's code).
+const EXIT_ABORTED: u8 = 6;
 
 fn main() -> ExitCode {
     // Die quietly when the reader of our output goes away (`agent | head`),
@@ -60,7 +65,12 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    convergent::report::log::init(config.log_level, false);
+    let log_target = if config.json {
+        LogTarget::Stderr
+    } else {
+        LogTarget::Stdout
+    };
+    convergent::report::log::init(config.log_level, false, log_target);
     run(&config)
 }
 
@@ -74,7 +84,8 @@ fn run(config: &Config) -> ExitCode {
             let mut failed = false;
             for f in files {
                 match load_file(f) {
-                    Ok(loaded) => {
+                    Ok(mut loaded) => {
+                        loaded.validate_alone();
                         eprint!("{}", loaded.render_diagnostics());
                         failed |= loaded.has_errors();
                     }
@@ -92,7 +103,10 @@ fn run(config: &Config) -> ExitCode {
         }
         Mode::PolicyJson => {
             let loaded: LoadedFile = match load_file(&config.entry) {
-                Ok(l) => l,
+                Ok(mut l) => {
+                    l.validate_alone();
+                    l
+                }
                 Err(e) => {
                     eprintln!("   error: {e}");
                     return ExitCode::from(EXIT_POLICY_ERROR);
@@ -107,7 +121,30 @@ fn run(config: &Config) -> ExitCode {
             ExitCode::SUCCESS
         }
         Mode::Run => {
-            let mut sink = HumanSink::default();
+            let started = std::time::Instant::now();
+            let mut human = HumanSink::default();
+            let mut json = JsonSink::new(std::io::stdout());
+            let mut file = config
+                .report_file
+                .as_ref()
+                .map(|_| JsonSink::new(Vec::new()));
+            let mut sinks: Vec<&mut dyn Sink> = Vec::new();
+            if config.json {
+                sinks.push(&mut json);
+            } else {
+                sinks.push(&mut human);
+            }
+            if let Some(f) = file.as_mut() {
+                sinks.push(f);
+            }
+            let mut sink = Tee(sinks);
+            sink.event(&JsonEvent::RunStart {
+                time: convergent::pipeline::now_secs(),
+                version: convergent::VERSION_LINE.to_string(),
+                policy: config.entry.display().to_string(),
+                workdir: config.workdir.display().to_string(),
+                dry_run: config.dry_run,
+            });
             let mut on_loaded = |p: &Prepared| {
                 eprint!("{}", p.render_diagnostics());
                 for e in &p.report.load_errors {
@@ -125,10 +162,34 @@ fn run(config: &Config) -> ExitCode {
             for m in &report.summary.messages {
                 tracing::error!("{} ({}:{})", m.message, m.file, m.line);
             }
-            let c = sink.counts;
+            drop(sink);
+            let c = if config.json {
+                json.counts
+            } else {
+                human.counts
+            };
+            let end = JsonEvent::RunEnd {
+                kept: c.kept,
+                repaired: c.repaired,
+                not_kept: c.not_kept,
+                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+            };
+            if config.json {
+                json.event(&end);
+            }
+            if let (Some(path), Some(mut f)) = (&config.report_file, file) {
+                f.event(&end);
+                if let Err(e) =
+                    convergent::host::Host::real().write_atomic(path, &f.into_inner(), 0o644)
+                {
+                    tracing::error!("Could not write the report file '{}': {e}", path.display());
+                }
+            }
+            // Verbose only: under -I cf-agent prints changes and nothing else,
+            // and cron mails or scripts may count those lines.
             if c.total() > 0 {
                 let pct = |n: usize| 100.0 * n as f64 / c.total() as f64;
-                tracing::info!(
+                tracing::debug!(
                     "Summary: {} promises: {} kept ({:.2}%), {} repaired ({:.2}%), {} not kept ({:.2}%)",
                     c.total(),
                     c.kept,
@@ -147,6 +208,9 @@ fn run(config: &Config) -> ExitCode {
                 Ok(out) => print!("{out}"),
                 Err(code) => return code,
             }
+            if report.summary.aborted.is_some() {
+                return ExitCode::from(EXIT_ABORTED);
+            }
             if config.detailed_exitcodes {
                 let repaired = if c.repaired > 0 { EXIT_REPAIRED } else { 0 };
                 let not_kept = if c.not_kept > 0 { EXIT_NOT_KEPT } else { 0 };
@@ -154,7 +218,32 @@ fn run(config: &Config) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Mode::Check | Mode::Show { .. } => {
+        Mode::Why(query) => why(config, query),
+        Mode::Graph => {
+            let settings = EvalSettings {
+                no_side_effects: false,
+                dry_run: true,
+            };
+            let mut prepared = match prepare(config, settings) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("   error: {e}");
+                    return ExitCode::from(EXIT_POLICY_ERROR);
+                }
+            };
+            eprint!("{}", prepared.render_diagnostics());
+            // The graph is printed even for a policy with a cycle: it is
+            // the way to see the cycle.
+            let graph =
+                convergent::graph::PromiseGraph::build(&mut prepared.ctx, &prepared.policy, true);
+            print!("{}", graph.to_dot());
+            if prepared.has_errors() {
+                ExitCode::from(EXIT_POLICY_ERROR)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Mode::Check | Mode::Show { .. } | Mode::Explain(_) => {
             let settings = EvalSettings {
                 no_side_effects: false,
                 dry_run: config.dry_run,
@@ -179,8 +268,52 @@ fn run(config: &Config) -> ExitCode {
                     Err(code) => return code,
                 }
             }
+            if let Mode::Explain(name) = &config.mode {
+                match explain(&prepared.ctx, &prepared.properties, name) {
+                    Some(text) => print!("{text}"),
+                    None => {
+                        eprintln!(
+                            "   error: '{name}' names no property, variable (write scope.name) or \
+                             class of this policy on this host"
+                        );
+                        return ExitCode::from(EXIT_POLICY_ERROR);
+                    }
+                }
+            }
             ExitCode::SUCCESS
         }
+    }
+}
+
+/// `--why`: answers from the record the last run left in the state
+/// directory; the policy is not read again.
+fn why(config: &Config, query: &str) -> ExitCode {
+    use convergent::eval::why::{WHY_FILE, WhyLog, render};
+    let path = convergent::state::StateStore::dir(&config.workdir).join(WHY_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!(
+                "   error: no run is recorded in '{}' ({e}); run the policy first (a dry run, -n, \
+                 will do)",
+                path.display()
+            );
+            return ExitCode::from(EXIT_POLICY_ERROR);
+        }
+    };
+    let log: WhyLog = match serde_json::from_str(&text) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("   error: cannot read '{}': {e}", path.display());
+            return ExitCode::from(EXIT_POLICY_ERROR);
+        }
+    };
+    let found = log.find(query);
+    print!("{}", render(&log, query, &found));
+    if found.is_empty() {
+        ExitCode::from(EXIT_POLICY_ERROR)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

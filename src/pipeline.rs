@@ -2,14 +2,19 @@
 //! parse and pre-evaluate → the agent run. `main` calls these and maps
 //! what they return to output and exit codes.
 
+use crate::augments::{self, AugmentsInput};
 use crate::config::Config;
+use crate::discover::{DiscoverInput, Role, apply_command_line, discover};
 use crate::eval::agent::{AgentRun, RunError, RunSummary};
 use crate::eval::classes::{ClassInfo, canonify_class};
 use crate::eval::preeval::{PreEvalReport, load_and_preevaluate};
+use crate::eval::vars::Variable;
 use crate::eval::{EvalContext, EvalSettings, Origin};
-use crate::load::{LoadError, PolicySet};
+use crate::load::{LoadError, LoadedFile, PolicySet, validate_together};
 use crate::report::Sink;
+use crate::schema::Scope;
 use crate::state::{RunLock, RunLockError, StateError, StateStore};
+use crate::syntax::Diagnostic;
 use thiserror::Error;
 
 /// Why a run could not start or could not load its policy.
@@ -32,34 +37,71 @@ pub struct Prepared {
     pub ctx: EvalContext,
     pub policy: PolicySet,
     pub report: PreEvalReport,
+    /// What validating all loaded files together found, one list per file
+    /// of `policy.files`.
+    pub validation: Vec<Vec<Diagnostic>>,
+    /// The hierarchical properties and how each was merged (`--explain`).
+    pub properties: crate::properties::Properties,
+    /// `depends_on` cycles: their promises could never run, so the policy
+    /// is refused before anything runs.
+    pub cycles: Vec<crate::graph::DependsCycle>,
 }
 
 impl Prepared {
-    /// Every parse diagnostic of every loaded file, rendered.
+    /// Every parse and validation diagnostic of every loaded file, rendered.
     pub fn render_diagnostics(&self) -> String {
         self.policy
             .files
             .iter()
-            .map(|f| f.render_diagnostics())
+            .zip(&self.validation)
+            .map(|(f, v)| {
+                let mut text = f.render_diagnostics();
+                text.extend(v.iter().map(|d| d.render(&f.source)));
+                text
+            })
+            .chain(
+                self.properties
+                    .errors
+                    .iter()
+                    .map(|e| format!("   error: {e}\n")),
+            )
+            .chain(self.cycles.iter().map(|c| format!("   error: {c}\n")))
             .collect()
     }
 
     pub fn has_errors(&self) -> bool {
-        self.policy.files.iter().any(|f| f.has_errors()) || !self.report.load_errors.is_empty()
+        self.policy.files.iter().any(|f| f.has_errors())
+            || self.validation.iter().flatten().any(Diagnostic::is_error)
+            || !self.report.load_errors.is_empty()
+            || !self.properties.errors.is_empty()
+            || !self.cycles.is_empty()
     }
 }
 
-/// Classes from `-D` are defined, and those from `-N` cancelled, before
-/// anything else is evaluated.
-pub fn apply_command_line_classes(ctx: &mut EvalContext, config: &Config) {
-    for n in &config.negates {
-        ctx.classes.negate(&canonify_class(n));
-    }
-    for d in &config.defines {
+/// The host's hard classes and special variables, with the `-D` classes
+/// (which cf-agent defines before discovery, and which win over it).
+pub fn install_host(ctx: &mut EvalContext, config: &Config, role: Role) {
+    let mut found = discover(&DiscoverInput::new(&config.workdir, &config.entry, role));
+    apply_command_line(&mut found.classes, &config.defines, &config.negates);
+    for c in found.classes {
+        let origin = if c.tags.iter().any(|t| t == "source=environment") {
+            Origin::CommandLine
+        } else {
+            Origin::Agent
+        };
         ctx.classes.define(
-            &canonify_class(d),
-            ClassInfo::soft(Origin::CommandLine, vec!["source=environment".to_string()]),
+            &c.name,
+            ClassInfo {
+                tags: c.tags,
+                comment: None,
+                origin,
+                hard: true,
+            },
         );
+    }
+    for v in found.vars {
+        let var = Variable::new(v.value, v.dtype, Origin::Agent).with_tags(v.tags);
+        ctx.vars.put("default", v.scope, &v.name, var);
     }
 }
 
@@ -74,25 +116,60 @@ fn prepare_with(
     state: Option<&mut StateStore>,
 ) -> Result<Prepared, LoadError> {
     let mut ctx = EvalContext::new(settings);
-    apply_command_line_classes(&mut ctx, config);
+    let role = if state.is_some() {
+        Role::Agent
+    } else {
+        Role::Promises
+    };
+    install_host(&mut ctx, config, role);
     if let Some(st) = state {
-        load_persistent_classes(&mut ctx, st);
+        load_persistent_classes(&mut ctx, st, &config.negates);
     }
+    // Augments come after the host and persistent classes, before policy.
+    let entry_dir = config
+        .entry
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
+    let augmented = augments::apply(
+        &mut ctx,
+        &AugmentsInput::new(
+            entry_dir,
+            config.workdir.clone(),
+            config.ignore_preferred_augments,
+        ),
+    );
     let mut policy = PolicySet::default();
     let report = load_and_preevaluate(&mut ctx, &mut policy, &config.entry)?;
+    let files: Vec<&LoadedFile> = policy.files.iter().map(|f| f.as_ref()).collect();
+    // With inputs missing, what the files reference may be in those.
+    let scope = if report.inputs_incomplete {
+        Scope::Fragment
+    } else {
+        Scope::WholePolicy
+    };
+    let validation = validate_together(&files, scope);
+    let cycles = crate::graph::PromiseGraph::build(&mut ctx, &policy, false).depends_cycles();
     Ok(Prepared {
         ctx,
         policy,
         report,
+        validation,
+        properties: augmented.properties,
+        cycles,
     })
 }
 
-/// Persistent classes from earlier runs are defined after the command
-/// line's and before the policy is read.
-fn load_persistent_classes(ctx: &mut EvalContext, st: &mut StateStore) {
+/// Persistent classes from earlier runs are defined after the host's and
+/// before the policy is read; `-N` names ones not to load (all that `-N`
+/// does in cf-agent 3.21).
+fn load_persistent_classes(ctx: &mut EvalContext, st: &mut StateStore, negates: &[String]) {
     match st.persistent_classes(now_secs()) {
         Ok(classes) => {
             for c in classes {
+                if negates.iter().any(|n| canonify_class(n) == c.name) {
+                    continue;
+                }
                 ctx.classes
                     .define(&c.name, ClassInfo::soft(Origin::Persistent, c.tags));
             }
@@ -125,6 +202,8 @@ pub fn run_agent(
     on_loaded: &mut dyn FnMut(&Prepared),
 ) -> Result<RunReport, PipelineError> {
     let _run_lock = RunLock::acquire(&config.workdir, config.lock_wait)?;
+    let state_dir = StateStore::dir(&config.workdir);
+    recover_transactions(&state_dir, sink);
     let mut state = StateStore::open(&config.workdir)?;
     let settings = EvalSettings {
         no_side_effects: false,
@@ -138,11 +217,63 @@ pub fn run_agent(
     let summary = {
         let mut run = AgentRun::new(&mut prepared.ctx, &prepared.policy, sink, config.dry_run);
         run.no_lock = config.no_lock;
+        run.diff = config.diff;
         run.state = Some(&mut state);
+        run.state_dir = Some(state_dir.clone());
         let seq = run.bundlesequence(config.bundlesequence.as_deref())?;
         run.run(&seq)?;
+        save_why(&state_dir, config, &mut run.why);
         std::mem::take(&mut run.summary)
     };
     state.flush()?;
     Ok(RunReport { prepared, summary })
+}
+
+/// Undoes the transactions of runs that were killed (their journals are
+/// still in the state directory), before anything else, and says so.
+fn recover_transactions(state_dir: &std::path::Path, sink: &mut dyn Sink) {
+    for undo in crate::state::journal::recover(state_dir) {
+        let (bundle, namespace, pid, started) = match &undo.header {
+            Some(h) => (h.bundle.clone(), h.namespace.clone(), h.pid, h.started),
+            None => ("?".to_string(), "default".to_string(), 0, 0),
+        };
+        let reason = format!(
+            "the run that started it (pid {pid}, at {started}) was killed before the \
+             transaction ended"
+        );
+        tracing::warn!(
+            "Recovered an unfinished transaction '{namespace}:{bundle}': {reason}; undoing its \
+             changes to {} path(s)",
+            undo.restored.len() + undo.failed.len()
+        );
+        for r in &undo.restored {
+            tracing::warn!("Rolled back ({namespace}:{bundle}): {r}");
+        }
+        for f in &undo.failed {
+            tracing::error!("Could not roll back ({namespace}:{bundle}): {f}");
+        }
+        sink.event(&crate::report::json::JsonEvent::Rollback {
+            bundle,
+            namespace,
+            reason,
+            restored: undo.restored,
+            failed: undo.failed,
+            recovered: true,
+        });
+    }
+}
+
+/// Saves what `--why` needs about this run in the state directory.
+fn save_why(state_dir: &std::path::Path, config: &Config, why: &mut crate::eval::why::WhyLog) {
+    why.time = now_secs();
+    why.policy = config.entry.display().to_string();
+    why.dry_run = config.dry_run;
+    let path = state_dir.join(crate::eval::why::WHY_FILE);
+    let text = serde_json::to_vec(why).unwrap_or_default();
+    if let Err(e) = crate::host::Host::real().write_atomic(&path, &text, 0o600) {
+        tracing::error!(
+            "Cannot save the run's record for --why in '{}': {e}",
+            path.display()
+        );
+    }
 }

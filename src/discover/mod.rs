@@ -1,2 +1,305 @@
-//! Host discovery: the hard classes and `sys.*` variables cf-agent 3.21
-//! defines before reading any policy. (Being filled in.)
+//! Host discovery: the hard classes and `sys.*` (and `const.*`, `def.*`,
+//! `mon.*`) variables cf-agent 3.21 defines before reading any policy.
+//!
+//! Everything is read below [`DiscoverInput::root`] (normally `/`), so tests
+//! can point discovery at a fake tree holding `etc/os-release`, `proc/...`
+//! and so on. Three facts come from the C library, because no file holds
+//! them or cf-agent asks the library for them: the IPv4 addresses of the
+//! interfaces (`getifaddrs`, the same kernel view as cf-agent's
+//! `SIOCGIFCONF`), the local time zone offset (`localtime_r`, which honours
+//! `TZ` and `/etc/localtime` exactly as cf-agent does) and the host's
+//! canonical name (`gethostbyname_r`, nsswitch and DNS included). All three
+//! can be injected or replaced through the input.
+//!
+//! cf-agent defines a hard class only once: the first definition keeps its
+//! tags, later ones with the same name are ignored. Variables are the
+//! opposite: a later definition replaces an earlier one (this is how
+//! `sys.flavor` ends up naming the most specific release file). The
+//! [`Collector`] follows both rules, and the discovery steps run in
+//! cf-agent's order so the surviving tags are the same.
+
+mod cpu;
+mod host;
+mod kernel;
+mod keys;
+mod md5;
+mod monitor;
+mod network;
+mod os;
+mod paths;
+mod root;
+mod time;
+mod user;
+mod version;
+
+pub use host::NameLookup;
+pub use network::{Ipv4Iface, parse_iface_flags};
+pub use paths::Layout;
+
+use crate::eval::classes::canonify;
+use crate::eval::value::{DataType, Value};
+use root::Root;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// Which CFEngine component we stand in for. cf-agent and cf-promises
+/// discover the same host but each defines its own component class
+/// (`agent` or `common`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A run of the policy: the `agent` class.
+    Agent,
+    /// Checking or showing the policy, as cf-promises: the `common` class.
+    Promises,
+}
+
+/// What discovery needs to know that the host cannot tell it.
+#[derive(Debug, Clone)]
+pub struct DiscoverInput {
+    /// The work directory and the directories derived from it.
+    pub layout: Layout,
+    /// The policy entry file (made absolute if it is not).
+    pub entry: PathBuf,
+    /// The moment of the run: time classes, `sys.date`, `sys.systime`...
+    pub now: SystemTime,
+    /// `/` normally; tests point it at a fake tree.
+    pub root: PathBuf,
+    pub role: Role,
+    /// Our own executable. It stands in for `cf-agent` (`sys.cf_agent`,
+    /// `sys.cf_twin`) when the bin directory holds no `cf-agent`, so that
+    /// policy which runs `$(sys.cf_agent)` runs us.
+    pub agent_exe: Option<PathBuf>,
+    /// The interfaces with IPv4 addresses, in kernel order. `None` asks the
+    /// kernel (`getifaddrs`).
+    pub ipv4: Option<Vec<Ipv4Iface>>,
+    /// Seconds east of UTC of local time at `now`. `None` asks the C library
+    /// (`localtime_r`).
+    pub utc_offset: Option<i64>,
+    /// How the host's own name is resolved to its fully qualified name.
+    pub name_lookup: NameLookup,
+}
+
+impl DiscoverInput {
+    /// The input for a real run on this host, now.
+    pub fn new(workdir: &Path, entry: &Path, role: Role) -> DiscoverInput {
+        DiscoverInput {
+            layout: Layout::for_workdir(workdir),
+            entry: entry.to_path_buf(),
+            now: SystemTime::now(),
+            root: PathBuf::from("/"),
+            role,
+            agent_exe: std::env::current_exe().ok(),
+            ipv4: None,
+            utc_offset: None,
+            name_lookup: NameLookup::System,
+        }
+    }
+}
+
+/// A hard class with its meta tags, as `cf-promises --show-classes` lists
+/// them (`hardclass` last).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HardClass {
+    pub name: String,
+    pub tags: Vec<String>,
+}
+
+/// A discovered variable. `name` may carry an array key exactly as
+/// cf-promises prints it (`ipv4[eth0]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiscoveredVar {
+    /// `sys`, `const`, `def` or `mon` (all in the `default` namespace).
+    pub scope: &'static str,
+    pub name: String,
+    pub value: Value,
+    pub dtype: DataType,
+    pub tags: Vec<String>,
+}
+
+/// Everything discovery found, in definition order.
+#[derive(Debug, Clone, Default)]
+pub struct Discovery {
+    pub classes: Vec<HardClass>,
+    pub vars: Vec<DiscoveredVar>,
+}
+
+impl Discovery {
+    pub fn class(&self, name: &str) -> Option<&HardClass> {
+        self.classes.iter().find(|c| c.name == name)
+    }
+
+    pub fn var(&self, scope: &str, name: &str) -> Option<&DiscoveredVar> {
+        self.vars
+            .iter()
+            .find(|v| v.scope == scope && v.name == name)
+    }
+}
+
+/// Discovers this host's hard classes and special variables, in cf-agent's
+/// order. Never fails: what cannot be read is simply not defined.
+pub fn discover(input: &DiscoverInput) -> Discovery {
+    let root = Root::new(&input.root);
+    let mut c = Collector::default();
+    let clock = time::Clock::new(input.now, input.utc_offset);
+
+    // The component class comes first (GenericAgentInitialize), then the
+    // time classes, then DetectEnvironment.
+    match input.role {
+        Role::Agent => c.class("agent", "cfe_internal,source=agent"),
+        Role::Promises => c.class("common", "cfe_internal,source=agent"),
+    }
+    time::time_classes(&mut c, &clock);
+
+    let uname = kernel::Uname::read(&root);
+    let names = host::discover_names(&mut c, &root, input.name_lookup, &uname.nodename);
+    time::time_vars(&mut c, &clock, &root);
+    kernel::class_and_arch(&mut c, &uname);
+    time::date_vars(&mut c, &clock);
+    kernel::uname_vars(&mut c, &uname);
+    paths::dir_vars(&mut c, &input.layout);
+    version::version_vars(&mut c, &input.layout);
+    keys::key_digest(&mut c, &root, &input.layout);
+    paths::component_vars(&mut c, &root, &input.layout, input.agent_exe.as_deref());
+    version::edition_class(&mut c);
+    kernel::arch_classes(&mut c, &uname);
+    host::alias_classes(&mut c, &names);
+
+    let ipv4 = match &input.ipv4 {
+        Some(list) => list.clone(),
+        None => network::kernel_ipv4(),
+    };
+    network::interfaces(&mut c, &root, &input.layout, &ipv4);
+    network::networking(&mut c, &root);
+    monitor::environment(&mut c, &root, &input.layout, input.now, input.utc_offset);
+    version::builtin_classes(&mut c);
+    os::os_classes(&mut c, &root);
+    cpu::cpus(&mut c, &root);
+    let user = user::current_user(&root);
+    os::crontab(&mut c, user.as_ref());
+    os::doc_root(&mut c);
+    user::user_data(&mut c, user.as_ref());
+    version::def_vars(&mut c);
+    os::os_name_human(&mut c);
+    os::os_version_major(&mut c);
+    version::const_vars(&mut c);
+    paths::policy_entry_vars(&mut c, &input.entry);
+
+    c.finish()
+}
+
+/// Applies `-D` and `-N` as cf-agent 3.21 does.
+///
+/// `-D` classes are defined before discovery, so they win over a hard class
+/// of the same name: the class stays defined but carries only
+/// `source=environment`. Names are canonified, keeping a `namespace:`
+/// prefix; a value may hold several names separated by commas.
+///
+/// `-N` does not touch this list: cf-agent 3.21 neither cancels a hard
+/// class nor a `-D` class with it (checked against cf-agent 3.21; since
+/// ENT-5886 it only stops persistent classes from being loaded, which is
+/// the state module's business). The names are accepted so callers pass
+/// both flags through one door.
+pub fn apply_command_line(classes: &mut Vec<HardClass>, defines: &[String], negates: &[String]) {
+    let _ = negates;
+    for d in defines.iter().flat_map(|d| d.split(',')) {
+        if d.is_empty() {
+            continue;
+        }
+        let name = crate::eval::classes::canonify_class(d);
+        classes.retain(|c| c.name != name);
+        classes.push(HardClass {
+            name,
+            tags: vec!["source=environment".to_string()],
+        });
+    }
+}
+
+/// Accumulates classes (first definition wins) and variables (last
+/// definition wins) in definition order.
+#[derive(Debug, Default)]
+pub(crate) struct Collector {
+    classes: Vec<HardClass>,
+    class_index: HashMap<String, usize>,
+    vars: Vec<DiscoveredVar>,
+    var_index: HashMap<(&'static str, String), usize>,
+}
+
+impl Collector {
+    /// Defines a hard class: canonified, `hardclass` appended to the tags;
+    /// ignored when empty or already defined.
+    pub(crate) fn class(&mut self, name: &str, tags: &str) {
+        let name = canonify(name);
+        if name.is_empty() || self.class_index.contains_key(&name) {
+            return;
+        }
+        let mut tags: Vec<String> = split_tags(tags);
+        tags.push("hardclass".to_string());
+        self.class_index.insert(name.clone(), self.classes.len());
+        self.classes.push(HardClass { name, tags });
+    }
+
+    pub(crate) fn has_class(&self, name: &str) -> bool {
+        self.class_index.contains_key(name)
+    }
+
+    /// Defines (or redefines) a variable.
+    pub(crate) fn var(
+        &mut self,
+        scope: &'static str,
+        name: &str,
+        value: Value,
+        dtype: DataType,
+        tags: &str,
+    ) {
+        let var = DiscoveredVar {
+            scope,
+            name: name.to_string(),
+            value,
+            dtype,
+            tags: split_tags(tags),
+        };
+        match self.var_index.get(&(scope, name.to_string())) {
+            Some(&i) => self.vars[i] = var,
+            None => {
+                self.var_index
+                    .insert((scope, name.to_string()), self.vars.len());
+                self.vars.push(var);
+            }
+        }
+    }
+
+    /// A `sys.` string variable.
+    pub(crate) fn sys(&mut self, name: &str, value: impl Into<String>, tags: &str) {
+        self.var(
+            "sys",
+            name,
+            Value::Scalar(value.into()),
+            DataType::String,
+            tags,
+        );
+    }
+
+    pub(crate) fn sys_str(&self, name: &str) -> Option<&str> {
+        self.var_index
+            .get(&("sys", name.to_string()))
+            .and_then(|&i| self.vars[i].value.as_scalar())
+    }
+
+    fn finish(self) -> Discovery {
+        Discovery {
+            classes: self.classes,
+            vars: self.vars,
+        }
+    }
+}
+
+fn split_tags(tags: &str) -> Vec<String> {
+    tags.split(',')
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -8,11 +8,16 @@ use super::classes::{ClassInfo, canonify_class};
 use super::context::{EvalContext, Frame};
 use super::promises::EvalMessage;
 use super::rval::iteration_texts;
+use super::transaction::{order_by_priority, order_methods, priority_of_bundle, transaction_of};
 use super::value::{DataType, Origin, Value};
 use super::vars::Variable;
+use super::why::{self, Status, WhyLog};
+use crate::host::{ChangeJournal, Host};
 use crate::load::{LoadedFile, PolicySet};
 use crate::promises::{ActContext, AttrValue, ExpandedPromise, Outcome, ResolvedBody, actuator};
+use crate::report::json::JsonEvent;
 use crate::report::{Counts, PromiseEvent, Sink};
+use crate::state::journal::{Header, Journal};
 use crate::state::{LockStatus, PersistentClass, StateStore};
 use crate::syntax::ast::{Bundle, Promise, Rval};
 use indexmap::IndexMap;
@@ -75,6 +80,8 @@ pub struct BundleCall {
 pub struct RunSummary {
     pub counts: Counts,
     pub messages: Vec<EvalMessage>,
+    /// The `abortclasses` class that stopped the run early.
+    pub aborted: Option<String>,
 }
 
 /// The state of one agent run over a loaded, pre-evaluated policy.
@@ -88,6 +95,8 @@ pub struct AgentRun<'a> {
     pub state: Option<&'a mut StateStore>,
     /// How promises reach the system.
     pub host: crate::host::Host,
+    /// Print diffs of file content changes.
+    pub diff: bool,
     /// Ignore `ifelapsed` locks (`-K`).
     pub no_lock: bool,
     /// The run's clock, seconds since the epoch.
@@ -105,6 +114,37 @@ pub struct AgentRun<'a> {
     /// The return values of the bundle that finished last.
     last_return_values: Option<HashMap<String, String>>,
     pub summary: RunSummary,
+    /// Where transactional bundles keep their undo journals (the state
+    /// directory); `None` runs transactions without one, which refuses them.
+    pub state_dir: Option<std::path::PathBuf>,
+    /// The transaction being run, if any (an inner one joins it).
+    tx: Option<ActiveTx>,
+    /// What became of each promise, for `--why`.
+    pub why: WhyLog,
+    /// The class of `abortclasses` that stopped the run.
+    abort_run: Option<String>,
+    /// A class of `abortbundleclasses` was defined: the bundle stops.
+    abort_bundle: bool,
+}
+
+/// A transactional bundle being run.
+struct ActiveTx {
+    namespace: String,
+    bundle: String,
+    journal: Arc<Journal>,
+    /// The host as it was before the journal was attached.
+    base_host: Host,
+    /// The first promise that ended not kept, in words.
+    failure: Option<String>,
+}
+
+/// Whether a bundle starts a transaction.
+enum TxStart {
+    /// Not a transaction, or already inside one.
+    No,
+    Started,
+    /// A transaction whose journal could not be started: not run.
+    Refused,
 }
 
 /// Whether anything in a pass changed the state another pass would see.
@@ -130,6 +170,7 @@ impl<'a> AgentRun<'a> {
             dry_run,
             state: None,
             host: crate::host::Host::real(),
+            diff: false,
             no_lock: true,
             now: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -142,6 +183,11 @@ impl<'a> AgentRun<'a> {
             return_values: Vec::new(),
             last_return_values: None,
             summary: RunSummary::default(),
+            state_dir: None,
+            tx: None,
+            why: WhyLog::default(),
+            abort_run: None,
+            abort_bundle: false,
         }
     }
 
@@ -236,13 +282,64 @@ impl<'a> AgentRun<'a> {
                 });
             }
         }
-        for call in seq {
+        let policy = self.policy;
+        self.ctx.agent_control = super::control::AgentControl::resolve(self.ctx, policy);
+        let prios: Vec<Option<i64>> = seq
+            .iter()
+            .map(|c| priority_of_bundle(self.ctx, policy, "default", &c.name))
+            .collect();
+        let ordered = order_by_priority(seq.iter().enumerate().collect(), |(i, _)| prios[*i]);
+        for (_, call) in ordered {
             if let Some((file, bundle)) = self.policy.bundle("default", &call.name) {
                 let (file, bundle) = (file.clone(), bundle.clone());
                 self.run_bundle(&file, &bundle, &call.args, None);
             }
+            if self.abort_run.is_some() {
+                self.summary.aborted = self.abort_run.clone();
+                break;
+            }
         }
         Ok(())
+    }
+
+    /// Checks the classes defined since the last look against agent
+    /// control's `abortclasses` and `abortbundleclasses`; true when the
+    /// current bundle must stop.
+    fn check_aborts(&mut self) -> bool {
+        if self.abort_run.is_some() {
+            return true;
+        }
+        if self.ctx.newly_defined.is_empty() {
+            return self.abort_bundle;
+        }
+        let fresh = std::mem::take(&mut self.ctx.newly_defined);
+        let control = self.ctx.agent_control.clone();
+        let matches = |ctx: &mut EvalContext, patterns: &[String], class: &str| {
+            let bare = class.rsplit(':').next().unwrap_or(class);
+            patterns
+                .iter()
+                .any(|p| ctx.regexes.get(p).is_ok_and(|re| re.is_full_match(bare)))
+        };
+        for class in fresh {
+            if matches(self.ctx, &control.abortclasses, &class) {
+                tracing::info!(
+                    target: crate::report::log::NOTICE_TARGET,
+                    "cf-agent aborted on defined class '{class}'"
+                );
+                self.abort_run = Some(class);
+                return true;
+            }
+            if !self.abort_bundle && matches(self.ctx, &control.abortbundleclasses, &class) {
+                let bundle = self
+                    .ctx
+                    .frame()
+                    .map(|f| f.bundle.clone())
+                    .unwrap_or_default();
+                tracing::error!("Bundle '{bundle}' aborted on defined class '{class}'");
+                self.abort_bundle = true;
+            }
+        }
+        self.abort_bundle || self.abort_run.is_some()
     }
 
     /// Runs one bundle with its arguments. `inherit` carries the caller's
@@ -271,20 +368,33 @@ impl<'a> AgentRun<'a> {
                 .vars
                 .put(&bundle.namespace, &bundle.name.name, &p.name, var);
         }
+        let tx = self.begin_transaction(bundle);
+        if matches!(tx, TxStart::Refused) {
+            return Some(Outcome::Failed);
+        }
         self.ctx.push_frame(frame);
         self.bundle_outcomes.push(None);
         self.return_values.push(HashMap::new());
         let common = bundle.bundle_type.name == "common";
         let order = ordered_sections(bundle);
+        let policy = self.policy;
         let mut pass = 1;
-        while pass <= MAX_PASSES {
+        'passes: while pass <= MAX_PASSES {
             let mut state = PassState {
                 last: pass == MAX_PASSES,
                 ..PassState::default()
             };
             for (i, section) in order.iter().enumerate() {
-                for promise in section.1 {
+                let promises: Vec<&Promise> = if section.0 == "methods" {
+                    order_methods(self.ctx, policy, &bundle.namespace, section.1)
+                } else {
+                    section.1.iter().collect()
+                };
+                for promise in promises {
                     self.eval_promise(file, bundle, section.0, promise, common, &mut state);
+                    if self.check_aborts() {
+                        break 'passes;
+                    }
                 }
                 // Once the classes are settled, cf-agent resolves the
                 // bundle's variables again, so a variable guarded by a class
@@ -312,9 +422,100 @@ impl<'a> AgentRun<'a> {
             }
             pass += 1;
         }
+        // A bundle abort ends this bundle only; its caller goes on.
+        self.abort_bundle = false;
         self.ctx.pop_frame();
+        if matches!(tx, TxStart::Started) {
+            self.end_transaction();
+        }
         self.last_return_values = self.return_values.pop();
         self.bundle_outcomes.pop().flatten()
+    }
+
+    /// Starts a transaction when the bundle is one and none is running:
+    /// opens its journal and attaches it to the host.
+    fn begin_transaction(&mut self, bundle: &Bundle) -> TxStart {
+        if self.tx.is_some() || transaction_of(self.ctx, bundle).is_none() {
+            return TxStart::No;
+        }
+        let name = format!("{}:{}", bundle.namespace, bundle.name.name);
+        if self.dry_run {
+            tracing::info!(
+                "Bundle '{name}' is a transaction; a dry run changes nothing, so nothing is journaled"
+            );
+            return TxStart::No;
+        }
+        let Some(dir) = self.state_dir.clone() else {
+            tracing::error!(
+                "Bundle '{name}' is a transaction, but this run has no state directory for its \
+                 undo journal; it is not run"
+            );
+            return TxStart::Refused;
+        };
+        let header = Header {
+            bundle: bundle.name.name.clone(),
+            namespace: bundle.namespace.clone(),
+            pid: std::process::id(),
+            started: self.now,
+        };
+        match Journal::begin(&dir, &header) {
+            Ok(j) => {
+                let j = Arc::new(j);
+                let base_host = self.host.clone();
+                let journal: Arc<dyn ChangeJournal> = j.clone();
+                self.host = self.host.with_journal(Some(journal));
+                self.tx = Some(ActiveTx {
+                    namespace: bundle.namespace.clone(),
+                    bundle: bundle.name.name.clone(),
+                    journal: j,
+                    base_host,
+                    failure: None,
+                });
+                TxStart::Started
+            }
+            Err(e) => {
+                tracing::error!(
+                    "Cannot start the undo journal of the transaction '{name}' in '{}': {e}; \
+                     the bundle is not run",
+                    dir.display()
+                );
+                TxStart::Refused
+            }
+        }
+    }
+
+    /// Ends the running transaction: forgets its journal when every
+    /// promise was kept or repaired, else undoes its changes and says
+    /// which and why.
+    fn end_transaction(&mut self) {
+        let Some(tx) = self.tx.take() else { return };
+        self.host = tx.base_host;
+        let name = format!("{}:{}", tx.namespace, tx.bundle);
+        let Some(reason) = tx.failure else {
+            if let Err(e) = tx.journal.commit() {
+                tracing::error!("Cannot remove the undo journal of '{name}': {e}");
+            }
+            return;
+        };
+        tracing::error!(
+            "Transaction '{name}' failed: {reason}; undoing its changes to {} path(s)",
+            tx.journal.len()
+        );
+        let undo = tx.journal.rollback();
+        for r in &undo.restored {
+            tracing::info!(target: crate::report::log::NOTICE_TARGET, "Rolled back ({name}): {r}");
+        }
+        for f in &undo.failed {
+            tracing::error!("Could not roll back ({name}): {f}");
+        }
+        self.sink.event(&JsonEvent::Rollback {
+            bundle: tx.bundle,
+            namespace: tx.namespace,
+            reason,
+            restored: undo.restored,
+            failed: undo.failed,
+            recovered: false,
+        });
     }
 
     fn record_bundle_outcome(&mut self, o: Outcome) {
@@ -384,13 +585,25 @@ impl<'a> AgentRun<'a> {
         let last = state.last;
         let policy = self.policy;
         let line = file.source.line_of(promise.promiser.span.start);
-        let mut failures: Vec<String> = Vec::new();
+        let mut failures: Vec<(String, String)> = Vec::new();
+        // Iterations that did not get as far as acting, and why (`--why`).
+        let mut skipped: Vec<(String, String)> = Vec::new();
         self.ctx.for_each_iteration(&texts, &mut |ctx| {
             match ctx.promise_condition(promise) {
                 Some(true) => {}
-                Some(false) => return,
+                Some(false) => {
+                    let shown = ctx.expand(&promise.promiser.value).text;
+                    skipped.push((shown, why::condition_reason(ctx, promise)));
+                    return;
+                }
                 None => {
                     deferred = true;
+                    let shown = ctx.expand(&promise.promiser.value).text;
+                    let names = why::unresolved_variables(ctx, promise).join(", ");
+                    skipped.push((
+                        shown,
+                        format!("its condition refers to variables that did not resolve: {names}"),
+                    ));
                     return;
                 }
             }
@@ -399,6 +612,11 @@ impl<'a> AgentRun<'a> {
             // the last pass.
             if promiser.unresolved && !(last && ptype == "reports") {
                 deferred = true;
+                let names = why::unresolved_variables(ctx, promise).join(", ");
+                skipped.push((
+                    promiser.text,
+                    format!("its promiser refers to variables that did not resolve: {names}"),
+                ));
                 return;
             }
             ctx.set_this("promiser", Value::str(promiser.text.clone()));
@@ -419,15 +637,51 @@ impl<'a> AgentRun<'a> {
                         handle,
                     });
                 }
-                Err(BodyError::Defer) => deferred = true,
-                Err(e) => failures.push(e.to_string()),
+                Err(BodyError::Defer) => {
+                    deferred = true;
+                    let names = why::unresolved_variables(ctx, promise).join(", ");
+                    skipped.push((
+                        promiser.text,
+                        format!(
+                            "its attributes refer to variables or bodies that did not resolve: {names}"
+                        ),
+                    ));
+                }
+                Err(e) => failures.push((promiser.text, e.to_string())),
             }
         });
         state.deferred |= deferred;
-        for f in failures {
+        let site = why::Site {
+            file: &file.source.path,
+            line,
+            namespace: &bundle.namespace,
+            bundle: &bundle.name.name,
+            promise_type: ptype,
+            promise,
+        };
+        // The handle as written, for iterations that were not expanded.
+        let written_handle = match promise.attribute("handle").map(|a| &a.value) {
+            Some(Rval::String(h)) => Some(self.ctx.expand(&h.value).text),
+            _ => None,
+        };
+        for (shown, reason) in skipped {
+            self.why.record(
+                &site,
+                written_handle.as_deref(),
+                &shown,
+                Status::Skipped { reason },
+            );
+        }
+        for (shown, f) in failures {
             if last {
                 tracing::error!("{f} (in a {ptype} promise at {}:{line})", file.source.path);
             }
+            self.why.record(
+                &site,
+                written_handle.as_deref(),
+                &shown,
+                Status::Skipped { reason: f },
+            );
         }
         for ep in work {
             // cf-agent's once-per-run lock names the bundle, the type, the
@@ -444,8 +698,22 @@ impl<'a> AgentRun<'a> {
             if self.done.contains(&key) {
                 continue;
             }
-            if !self.dependencies_met(&ep) {
+            let handle = ep.handle.as_deref();
+            if let Some(tx) = &self.tx
+                && let Some(failure) = &tx.failure
+            {
+                let reason = format!(
+                    "the transaction '{}:{}' was abandoned after {failure}",
+                    tx.namespace, tx.bundle
+                );
+                self.why
+                    .record(&site, handle, &ep.promiser, Status::Skipped { reason });
+                continue;
+            }
+            if let Some(reason) = self.unmet_dependencies(&ep) {
                 state.deferred = true;
+                self.why
+                    .record(&site, handle, &ep.promiser, Status::Skipped { reason });
                 continue;
             }
             let lock_key = format!(
@@ -454,18 +722,67 @@ impl<'a> AgentRun<'a> {
                 ep.bundle,
                 fnv1a(&key)
             );
-            if self.lock_held(&ep, &lock_key) {
+            if let Some(reason) = self.lock_held(&ep, &lock_key) {
                 self.done.insert(key);
+                self.why
+                    .record(&site, handle, &ep.promiser, Status::Skipped { reason });
                 continue;
             }
+            let span = tracing::info_span!(crate::report::log::PROMISE_SPAN);
+            let entered = span.enter();
+            let started = std::time::Instant::now();
             let outcome = if ptype == "methods" {
                 self.eval_method(&ep)
+            } else if let Some(bundle) = self.service_bundle(&ep) {
+                // A services promise handled by a bundle, as cf-agent hands
+                // it to standard_services(service, policy).
+                let policy = ep.scalar("service_policy").unwrap_or("start").to_string();
+                let mut call = ep.clone();
+                call.attrs.insert(
+                    "usebundle".into(),
+                    AttrValue::Bundle {
+                        name: bundle,
+                        args: vec![Value::str(ep.promiser.clone()), Value::str(policy)],
+                    },
+                );
+                self.eval_method(&call)
             } else {
                 self.act(&ep)
             };
+            let duration = started.elapsed();
+            let changes = crate::report::log::take_captured();
+            drop(entered);
             let Some(outcome) = outcome else {
+                let reason = format!("promise type '{ptype}' is not supported yet");
+                self.why
+                    .record(&site, handle, &ep.promiser, Status::Skipped { reason });
                 continue;
             };
+            self.why.record(
+                &site,
+                handle,
+                &ep.promiser,
+                Status::Ran {
+                    outcome: outcome.as_str().to_string(),
+                    changes: changes.clone(),
+                },
+            );
+            if let Some(tx) = self.tx.as_mut()
+                && tx.failure.is_none()
+                && matches!(
+                    outcome,
+                    Outcome::Failed | Outcome::Denied | Outcome::Timeout | Outcome::Interrupted
+                )
+            {
+                tx.failure = Some(format!(
+                    "the {} promise '{}' ({}:{}) was not kept ({})",
+                    ep.promise_type,
+                    ep.promiser,
+                    ep.file,
+                    ep.line,
+                    outcome.as_str()
+                ));
+            }
             self.done.insert(key);
             if let Some(st) = self.state.as_deref_mut() {
                 st.record_done(&lock_key, self.now);
@@ -488,26 +805,28 @@ impl<'a> AgentRun<'a> {
                 file: ep.file.clone(),
                 line: ep.line,
                 outcome,
+                changes,
+                duration,
             });
         }
     }
 
     /// Whether the promise acted less than `ifelapsed` minutes ago (in an
-    /// earlier run); says so under `-I`.
-    fn lock_held(&self, ep: &ExpandedPromise, lock_key: &str) -> bool {
+    /// earlier run), and so waits, in words; says so under `-I`.
+    fn lock_held(&self, ep: &ExpandedPromise, lock_key: &str) -> Option<String> {
         if self.no_lock {
-            return false;
+            return None;
         }
-        let Some(st) = self.state.as_deref() else {
-            return false;
-        };
+        let st = self.state.as_deref()?;
         let ifelapsed = ep
             .body("action")
             .and_then(|a| a.scalar("ifelapsed"))
             .and_then(|v| super::promises::parse_int(v).ok())
-            .map_or(DEFAULT_IFELAPSED_MINUTES, |v| v.max(0) as u64);
+            .map(|v| v.max(0) as u64)
+            .or(self.ctx.agent_control.ifelapsed)
+            .unwrap_or(DEFAULT_IFELAPSED_MINUTES);
         match st.lock_status(lock_key, self.now, ifelapsed) {
-            LockStatus::Free => false,
+            LockStatus::Free => None,
             LockStatus::TooSoon { minutes_left } => {
                 tracing::info!(
                     "Skipping {} promise '{}' in bundle '{}': it ran less than {ifelapsed} minute(s) ago (ifelapsed), {minutes_left} minute(s) left",
@@ -515,19 +834,49 @@ impl<'a> AgentRun<'a> {
                     ep.promiser,
                     ep.bundle
                 );
-                true
+                Some(format!(
+                    "it ran less than {ifelapsed} minute(s) ago (ifelapsed); its lock has \
+                     {minutes_left} minute(s) left (-K ignores locks)"
+                ))
             }
         }
     }
 
-    fn dependencies_met(&self, ep: &ExpandedPromise) -> bool {
+    /// The bundle that implements a services promise: the service_method's
+    /// `service_bundle`, else a `standard_services` bundle the policy
+    /// defines; `None` means our built-in service manager.
+    fn service_bundle(&self, ep: &ExpandedPromise) -> Option<String> {
+        if ep.promise_type != "services" {
+            return None;
+        }
+        if let Some(b) = ep
+            .body("service_method")
+            .and_then(|m| m.scalar("service_bundle"))
+        {
+            return Some(b.to_string());
+        }
+        self.policy
+            .bundle(&ep.namespace, "standard_services")
+            .map(|_| "standard_services".to_string())
+    }
+
+    /// The `depends_on` handles that are not (yet) kept or repaired, in
+    /// words; `None` when every one is.
+    fn unmet_dependencies(&self, ep: &ExpandedPromise) -> Option<String> {
         let deps = match ep.attrs.get("depends_on") {
             Some(AttrValue::Value(Value::List(l))) => l.clone(),
             Some(AttrValue::Value(Value::Scalar(s))) => vec![s.clone()],
-            _ => return true,
+            _ => return None,
         };
-        deps.iter()
-            .all(|d| matches!(self.handles.get(d), Some(Outcome::Kept | Outcome::Repaired)))
+        let unmet: Vec<String> = deps
+            .iter()
+            .filter_map(|d| match self.handles.get(d) {
+                Some(Outcome::Kept | Outcome::Repaired) => None,
+                Some(o) => Some(format!("'{d}' ended {}", o.as_str())),
+                None => Some(format!("'{d}' has not run")),
+            })
+            .collect();
+        (!unmet.is_empty()).then(|| format!("depends_on is not met: {}", unmet.join(", ")))
     }
 
     /// Runs an actuator. `None` when the promise type has none yet.
@@ -561,6 +910,7 @@ impl<'a> AgentRun<'a> {
             policy: self.policy,
             host: &self.host,
             dry_run: self.dry_run || warn_only,
+            diff: self.diff,
             output: self.sink,
             state: self.state.as_deref_mut(),
             now: self.now,
@@ -648,7 +998,9 @@ pub fn define_outcome_classes(
         Outcome::Repaired => ("promise_repaired", "cancel_repaired"),
         Outcome::Denied => ("repair_denied", "cancel_notkept"),
         Outcome::Timeout => ("repair_timeout", "cancel_notkept"),
-        Outcome::Failed | Outcome::Interrupted => ("repair_failed", "cancel_notkept"),
+        Outcome::Failed | Outcome::Interrupted | Outcome::Warned => {
+            ("repair_failed", "cancel_notkept")
+        }
     };
     let names = body.list(define);
     let local = body.scalar("scope") == Some("bundle");

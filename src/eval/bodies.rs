@@ -112,7 +112,9 @@ pub fn reference_parts(ctx: &mut EvalContext, r: &Rval) -> Result<(String, Vec<V
             let mut args = Vec::with_capacity(c.args.len());
             for a in &c.args {
                 let e = ctx.eval_rval(a)?;
-                if e.unresolved {
+                // `$(match.N)` is bound per match inside edit promises, so
+                // an argument that still names it is passed on as text.
+                if e.unresolved && !names_match_var(&e.value) {
                     return Err(BodyError::Defer);
                 }
                 args.push(e.value);
@@ -123,6 +125,10 @@ pub fn reference_parts(ctx: &mut EvalContext, r: &Rval) -> Result<(String, Vec<V
             "a list cannot name a body or bundle".into(),
         )),
     }
+}
+
+fn names_match_var(v: &Value) -> bool {
+    matches!(v, Value::Scalar(s) if s.contains("$(match.") || s.contains("${match."))
 }
 
 /// Resolves a body of `body_type` named by `r`, in the current context.
@@ -187,8 +193,14 @@ fn resolve_into(
             if a.attr.name.name == "inherit_from" || !guard_holds(ctx, &a.guard.expr) {
                 continue;
             }
-            let e = ctx.eval_rval(&a.attr.value)?;
-            out.attrs.insert(a.attr.name.name.clone(), e.value);
+            // A bundle named inside a body (service_bundle) is a name, not a
+            // function call.
+            let value = if BUNDLE_ATTRIBUTES.contains(&a.attr.name.name.as_str()) {
+                Value::Scalar(reference_parts(ctx, &a.attr.value)?.0)
+            } else {
+                ctx.eval_rval(&a.attr.value)?.value
+            };
+            out.attrs.insert(a.attr.name.name.clone(), value);
         }
         Ok(())
     })();

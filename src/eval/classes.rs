@@ -61,35 +61,19 @@ pub fn class_key(ns: &str, name: &str) -> String {
 #[derive(Debug, Default, Clone)]
 pub struct ClassStore {
     global: HashMap<String, ClassInfo>,
-    /// Classes cancelled with `-N`: they cannot be defined.
-    negated: Vec<String>,
 }
 
 impl ClassStore {
-    /// Defines a global class under its store key. A negated class stays
-    /// undefined. Returns true when the class was not defined before.
+    /// Defines a global class under its store key. Returns true when the
+    /// class was not defined before.
     pub fn define(&mut self, key: &str, info: ClassInfo) -> bool {
-        if self.negated.iter().any(|n| n == key) {
+        // The first definition keeps its tags and comment, as CFEngine
+        // keeps them.
+        if self.global.contains_key(key) {
             return false;
         }
-        match self.global.get_mut(key) {
-            Some(old) => {
-                // Keep the first origin; merge tags a later definition adds.
-                for t in info.tags {
-                    if !old.tags.contains(&t) {
-                        old.tags.push(t);
-                    }
-                }
-                if old.comment.is_none() {
-                    old.comment = info.comment;
-                }
-                false
-            }
-            None => {
-                self.global.insert(key.to_string(), info);
-                true
-            }
-        }
+        self.global.insert(key.to_string(), info);
+        true
     }
 
     pub fn undefine(&mut self, key: &str) -> Option<ClassInfo> {
@@ -98,11 +82,6 @@ impl ClassStore {
             Some(_) => self.global.remove(key),
             None => None,
         }
-    }
-
-    pub fn negate(&mut self, key: &str) {
-        self.global.remove(key);
-        self.negated.push(key.to_string());
     }
 
     pub fn get(&self, key: &str) -> Option<&ClassInfo> {
@@ -137,13 +116,5 @@ mod tests {
         assert_eq!(canonify_class("ns:a-b"), "ns:a_b");
         assert_eq!(class_key("default", "x"), "x");
         assert_eq!(class_key("ns", "x"), "ns:x");
-    }
-
-    #[test]
-    fn negated_classes_stay_undefined() {
-        let mut s = ClassStore::default();
-        s.negate("x");
-        assert!(!s.define("x", ClassInfo::soft(Origin::CommandLine, vec![])));
-        assert!(!s.is_defined("x"));
     }
 }

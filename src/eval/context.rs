@@ -63,6 +63,24 @@ pub struct EvalContext {
     pub fn_cache: HashMap<String, Value>,
     /// Compiled regular expressions by pattern.
     pub regexes: super::regex::RegexCache,
+    /// The bundles of the loaded policy, in the order their files were
+    /// read, for the functions that look at the policy itself
+    /// (`bundlesmatching`). Pre-evaluation notes each file as it arrives.
+    pub policy_bundles: Vec<BundleRef>,
+    /// `body agent control`, resolved when an agent run starts.
+    pub agent_control: super::control::AgentControl,
+    /// Classes defined since the scheduler last looked, kept only when
+    /// agent control names abort classes.
+    pub newly_defined: Vec<String>,
+    noted_files: std::collections::HashSet<String>,
+}
+
+/// A bundle of the loaded policy, as introspection sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleRef {
+    pub ns: String,
+    pub name: String,
+    pub bundle_type: String,
 }
 
 impl EvalContext {
@@ -70,6 +88,20 @@ impl EvalContext {
         EvalContext {
             settings,
             ..EvalContext::default()
+        }
+    }
+
+    /// Records the bundles of a loaded policy file, once per file.
+    pub fn note_policy_file(&mut self, path: &str, tree: &crate::syntax::ast::PolicyFile) {
+        if !self.noted_files.insert(path.to_string()) {
+            return;
+        }
+        for b in tree.bundles() {
+            self.policy_bundles.push(BundleRef {
+                ns: b.namespace.clone(),
+                name: b.name.name.clone(),
+                bundle_type: b.bundle_type.name.clone(),
+            });
         }
     }
 
@@ -223,8 +255,12 @@ impl EvalContext {
                 match self.lookup(&inner.text).as_ref().and_then(scalar_text) {
                     Some(text) => out.push_str(&text),
                     None => {
+                        // Keep what did expand inside: `$(sys.$(sys.os))`
+                        // becomes `$(sys.linux)`, as cf-promises prints it.
                         unresolved = true;
-                        out.push_str(&s[r.start..r.end]);
+                        out.push_str(&s[r.start..r.inner_start]);
+                        out.push_str(&inner.text);
+                        out.push_str(&s[r.inner_end..r.end]);
                     }
                 }
             }
@@ -278,15 +314,20 @@ impl EvalContext {
     /// Defines a class: local to the current agent bundle, or global in the
     /// current namespace.
     pub fn define_class(&mut self, name: &str, local: bool, info: ClassInfo) -> bool {
-        if local && let Some(f) = self.frames.last_mut() {
-            return f.local_classes.insert(name.to_string(), info).is_none();
-        }
-        let key = if name.contains(':') {
-            name.strip_prefix("default:").unwrap_or(name).to_string()
+        let new = if local && let Some(f) = self.frames.last_mut() {
+            f.local_classes.insert(name.to_string(), info).is_none()
         } else {
-            class_key(self.current_ns(), name)
+            let key = if name.contains(':') {
+                name.strip_prefix("default:").unwrap_or(name).to_string()
+            } else {
+                class_key(self.current_ns(), name)
+            };
+            self.classes.define(&key, info)
         };
-        self.classes.define(&key, info)
+        if new && self.agent_control.watches_classes() {
+            self.newly_defined.push(name.to_string());
+        }
+        new
     }
 
     pub fn undefine_class(&mut self, name: &str) {
@@ -312,12 +353,7 @@ impl EvalContext {
 pub fn scalar_text(v: &Value) -> Option<String> {
     match v {
         Value::Scalar(s) => Some(s.clone()),
-        Value::Data(d) => match d.as_ref() {
-            Json::String(s) => Some(s.clone()),
-            Json::Number(n) => Some(n.to_string()),
-            Json::Bool(b) => Some(b.to_string()),
-            _ => None,
-        },
+        Value::Data(d) => crate::functions::json::expansion_text(d),
         Value::List(_) => None,
     }
 }
@@ -326,7 +362,9 @@ pub fn scalar_text(v: &Value) -> Option<String> {
 pub fn json_to_value(j: &Json) -> Value {
     match j {
         Json::String(s) => Value::Scalar(s.clone()),
-        Json::Number(n) => Value::Scalar(n.to_string()),
+        Json::Number(_) => {
+            Value::Scalar(crate::functions::json::expansion_text(j).unwrap_or_default())
+        }
         Json::Bool(b) => Value::Scalar(b.to_string()),
         Json::Null => Value::Scalar("null".to_string()),
         other => Value::Data(Arc::new(other.clone())),

@@ -5,13 +5,17 @@ pub mod agent;
 pub mod bodies;
 pub mod classes;
 pub mod context;
+pub mod control;
+pub mod module_protocol;
 pub mod preeval;
 pub mod promises;
 pub mod refs;
 pub mod regex;
 pub mod rval;
+pub mod transaction;
 pub mod value;
 pub mod vars;
+pub mod why;
 
 pub use context::{EvalContext, EvalSettings, Frame};
 pub use value::{AugmentsLayer, DataType, Origin, Value};

@@ -22,6 +22,9 @@ pub struct PreEvalReport {
     /// Files that could not be read, with the file that named them.
     pub load_errors: Vec<LoadError>,
     pub messages: Vec<EvalMessage>,
+    /// Some `inputs` entry never resolved, so files of the policy may be
+    /// missing from what was loaded.
+    pub inputs_incomplete: bool,
 }
 
 /// Loads `entry` and everything its inputs name into `policy`, and
@@ -41,7 +44,7 @@ pub fn load_and_preevaluate(
         while done < policy.files.len() {
             let file = policy.files[done].clone();
             preevaluate_file(ctx, &file, &mut report);
-            for path in file_inputs(ctx, &file, &entry_dir) {
+            for path in file_inputs(ctx, &file, &entry_dir, &mut false) {
                 let key = path.display().to_string();
                 if policy.contains_path(&key) || failed_paths.contains(&path) {
                     continue;
@@ -64,9 +67,11 @@ pub fn load_and_preevaluate(
             let file = policy.files[i].clone();
             preevaluate_file(ctx, &file, &mut report);
         }
+        // Whether inputs are complete is decided by this last look.
+        let mut unresolved = false;
         for i in 0..policy.files.len() {
             let file = policy.files[i].clone();
-            for path in file_inputs(ctx, &file, &entry_dir) {
+            for path in file_inputs(ctx, &file, &entry_dir, &mut unresolved) {
                 let key = path.display().to_string();
                 if policy.contains_path(&key) || failed_paths.contains(&path) {
                     continue;
@@ -82,6 +87,7 @@ pub fn load_and_preevaluate(
                 }
             }
         }
+        report.inputs_incomplete = unresolved;
         if policy.files.len() == before {
             break;
         }
@@ -94,6 +100,7 @@ pub fn load_and_preevaluate(
 /// One file's pre-evaluation: control bodies, then per bundle the vars and
 /// classes of common bundles and the vars of all.
 fn preevaluate_file(ctx: &mut EvalContext, file: &LoadedFile, report: &mut PreEvalReport) {
+    ctx.note_policy_file(&file.source.path, &file.tree);
     for body in file.tree.bodies() {
         if body.kind == BodyKind::Body && body.name.name == "control" {
             match body.body_type.name.as_str() {
@@ -169,7 +176,14 @@ fn eval_control_body(ctx: &mut EvalContext, file: &LoadedFile, body: &Body, scop
 /// The input files a file names in its control bodies, resolved against
 /// the entry file's directory. Entries that do not resolve yet are left
 /// for a later round.
-fn file_inputs(ctx: &mut EvalContext, file: &LoadedFile, entry_dir: &Path) -> Vec<PathBuf> {
+/// The files a file's control bodies list as inputs; `unresolved` is set
+/// when an entry could not be resolved (yet).
+fn file_inputs(
+    ctx: &mut EvalContext,
+    file: &LoadedFile,
+    entry_dir: &Path,
+    unresolved: &mut bool,
+) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for body in file.tree.bodies() {
         if body.kind != BodyKind::Body || body.name.name != "control" {
@@ -184,6 +198,7 @@ fn file_inputs(ctx: &mut EvalContext, file: &LoadedFile, entry_dir: &Path) -> Ve
                 continue;
             }
             let Ok(e) = ctx.eval_rval(&a.attr.value) else {
+                *unresolved = true;
                 continue;
             };
             let items = match e.value {
@@ -192,11 +207,11 @@ fn file_inputs(ctx: &mut EvalContext, file: &LoadedFile, entry_dir: &Path) -> Ve
                 Value::Data(_) => continue,
             };
             for item in items {
-                if item.contains("$(")
-                    || item.contains("${")
-                    || item.contains("@(")
-                    || item.is_empty()
-                {
+                if item.contains("$(") || item.contains("${") || item.contains("@(") {
+                    *unresolved = true;
+                    continue;
+                }
+                if item.is_empty() {
                     continue;
                 }
                 let p = Path::new(&item);

@@ -127,6 +127,26 @@ impl EvalContext {
         Some(self.eval_class_expr(t).unwrap_or(false))
     }
 
+    /// A promise's `meta` tags (after `source=promise`) and `comment`, as
+    /// the variables and classes it defines carry them.
+    fn promise_meta(&mut self, promise: &Promise) -> (Vec<String>, Option<String>) {
+        let mut tags = vec!["source=promise".to_string()];
+        if let Some(meta) = promise.attribute("meta")
+            && let Ok(e) = self.eval_rval(&meta.value)
+        {
+            match e.value {
+                Value::List(l) => tags.extend(l),
+                Value::Scalar(s) => tags.push(s),
+                Value::Data(_) => {}
+            }
+        }
+        let comment = promise
+            .attribute("comment")
+            .and_then(|a| self.eval_rval(&a.value).ok())
+            .and_then(|e| e.value.as_scalar().map(str::to_string));
+        (tags, comment)
+    }
+
     /// The texts whose references decide how a promise iterates.
     fn promise_texts<'a>(promise: &'a Promise, skip: &[&str]) -> Vec<&'a str> {
         let mut texts = vec![promise.promiser.value.as_str()];
@@ -233,20 +253,7 @@ impl EvalContext {
                 return (res, vec![msg(format!("variable '{}': {m}", name.text))]);
             }
         };
-        let mut tags = vec!["source=promise".to_string()];
-        if let Some(meta) = promise.attribute("meta")
-            && let Ok(e) = self.eval_rval(&meta.value)
-        {
-            match e.value {
-                Value::List(l) => tags.extend(l),
-                Value::Scalar(s) => tags.push(s),
-                Value::Data(_) => {}
-            }
-        }
-        let comment = promise
-            .attribute("comment")
-            .and_then(|a| self.eval_rval(&a.value).ok())
-            .and_then(|e| e.value.as_scalar().map(str::to_string));
+        let (tags, comment) = self.promise_meta(promise);
         let var = Variable {
             value,
             dtype,
@@ -342,20 +349,7 @@ impl EvalContext {
         if !truth {
             return (res, vec![]);
         }
-        let mut tags = vec!["source=promise".to_string()];
-        if let Some(meta) = promise.attribute("meta")
-            && let Ok(e) = self.eval_rval(&meta.value)
-        {
-            match e.value {
-                Value::List(l) => tags.extend(l),
-                Value::Scalar(s) => tags.push(s),
-                Value::Data(_) => {}
-            }
-        }
-        let comment = promise
-            .attribute("comment")
-            .and_then(|a| self.eval_rval(&a.value).ok())
-            .and_then(|e| e.value.as_scalar().map(str::to_string));
+        let (tags, comment) = self.promise_meta(promise);
         let scope = promise
             .attribute("scope")
             .and_then(|a| self.eval_rval(&a.value).ok())
@@ -442,21 +436,31 @@ pub fn convert(dtype: DataType, v: Value) -> Result<Value, String> {
         (DataType::Rlist, Value::List(l)) => l
             .iter()
             .map(|s| {
+                // cf-agent keeps the text of each real in a list.
                 if s.contains("$(") {
                     Ok(s.clone())
                 } else {
-                    parse_real(s).map(|r| format!("{r:.6}"))
+                    parse_real(s).map(|_| s.clone())
                 }
             })
             .collect::<Result<_, _>>()
             .map(Value::List),
         (t, Value::Scalar(s)) if t.is_list() => Ok(Value::List(vec![s])),
-        (DataType::Data, Value::Data(d)) => Ok(Value::Data(d)),
+        (DataType::Data, Value::Data(mut d)) => {
+            // Stored containers hold numbers as cf-agent stores them.
+            if crate::functions::json::needs_normalizing(&d) {
+                crate::functions::json::normalize(std::sync::Arc::make_mut(&mut d));
+            }
+            Ok(Value::Data(d))
+        }
         (DataType::Data, Value::List(l)) => Ok(Value::data(serde_json::Value::Array(
             l.into_iter().map(serde_json::Value::String).collect(),
         ))),
-        (DataType::Data, Value::Scalar(s)) => serde_json::from_str(&s)
-            .map(Value::data)
+        (DataType::Data, Value::Scalar(s)) => crate::functions::json::parse(&s)
+            .map(|mut j| {
+                crate::functions::json::normalize(&mut j);
+                Value::data(j)
+            })
             .map_err(|e| format!("'{s}' is not valid JSON: {e}")),
         (t, v) => Err(format!(
             "a {} value cannot be stored as {}",

@@ -214,12 +214,7 @@ pub fn json_scalars(j: &Json) -> Vec<String> {
         }
     };
     items
-        .filter_map(|v| match v {
-            Json::String(s) => Some(s.clone()),
-            Json::Number(n) => Some(n.to_string()),
-            Json::Bool(b) => Some(b.to_string()),
-            _ => None,
-        })
+        .filter_map(crate::functions::json::expansion_text)
         .collect()
 }
 

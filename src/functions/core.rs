@@ -21,14 +21,12 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("strcmp", 2, Some(2), strcmp),
     spec("regcmp", 2, Some(2), regcmp),
     spec("isvariable", 1, Some(1), isvariable),
-    spec("classmatch", 1, Some(2), classmatch),
     spec("canonify", 1, Some(1), canonify_fn),
     spec("concat", 0, None, concat),
     spec("and", 0, None, and),
     spec("or", 0, None, or),
     spec("not", 1, Some(1), not),
     spec("ifelse", 1, None, ifelse),
-    spec("fileexists", 1, Some(1), fileexists),
 ];
 
 fn strcmp(_: &mut EvalContext, a: &[Value]) -> FnResult {
@@ -37,34 +35,19 @@ fn strcmp(_: &mut EvalContext, a: &[Value]) -> FnResult {
     ))
 }
 
-fn regcmp(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn regcmp(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let pattern = scalar_arg("regcmp", a, 0)?;
     let text = scalar_arg("regcmp", a, 1)?;
-    let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
-        FnError::Failed(format!(
-            "regcmp: invalid regular expression '{pattern}': {e}"
-        ))
-    })?;
-    Ok(class_result(re.is_match(text)))
+    let re = ctx
+        .regexes
+        .get(pattern)
+        .map_err(|e| FnError::Failed(format!("regcmp: {e}")))?;
+    Ok(class_result(re.is_full_match(text)))
 }
 
 fn isvariable(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let name = scalar_arg("isvariable", a, 0)?;
     Ok(class_result(ctx.lookup(name).is_some()))
-}
-
-fn classmatch(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let pattern = scalar_arg("classmatch", a, 0)?;
-    let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
-        FnError::Failed(format!(
-            "classmatch: invalid regular expression '{pattern}': {e}"
-        ))
-    })?;
-    let global = ctx.classes.iter().any(|(k, _)| re.is_match(k));
-    let local = ctx
-        .frame()
-        .is_some_and(|f| f.local_classes.keys().any(|k| re.is_match(k)));
-    Ok(class_result(global || local))
 }
 
 fn canonify_fn(_: &mut EvalContext, a: &[Value]) -> FnResult {
@@ -123,9 +106,4 @@ fn ifelse(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         i += 2;
     }
     Ok(a[a.len() - 1].clone())
-}
-
-fn fileexists(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let path = scalar_arg("fileexists", a, 0)?;
-    Ok(class_result(std::path::Path::new(path).exists()))
 }

@@ -6,7 +6,23 @@
 //! When an argument cannot be resolved yet, the call is deferred to a later
 //! pass instead of failing.
 
+pub mod args;
 mod core;
+mod data;
+mod exec;
+mod files;
+pub mod introspect;
+pub mod json;
+mod lists;
+mod math;
+mod modules;
+pub mod mustache;
+mod net;
+mod params;
+mod regexes;
+mod strings;
+mod system;
+mod time;
 
 use crate::eval::{EvalContext, Value};
 use std::collections::HashMap;
@@ -44,11 +60,29 @@ pub struct FnSpec {
     pub imp: FnImpl,
 }
 
+/// Every family's table of functions.
+fn families() -> &'static [&'static [FnSpec]] {
+    static FAMILIES: &[&[FnSpec]] = &[
+        core::FUNCTIONS,
+        files::FUNCTIONS,
+        introspect::FUNCTIONS,
+        modules::FUNCTIONS,
+        net::FUNCTIONS,
+        system::FUNCTIONS,
+        time::FUNCTIONS,
+        strings::FUNCTIONS,
+        lists::FUNCTIONS,
+        regexes::FUNCTIONS,
+        math::FUNCTIONS,
+        data::FUNCTIONS,
+    ];
+    FAMILIES
+}
+
 fn registry() -> &'static HashMap<&'static str, &'static FnSpec> {
     static REGISTRY: OnceLock<HashMap<&'static str, &'static FnSpec>> = OnceLock::new();
     REGISTRY.get_or_init(|| {
-        let families: &[&'static [FnSpec]] = &[core::FUNCTIONS];
-        families
+        families()
             .iter()
             .flat_map(|f| f.iter())
             .map(|s| (s.name, s))
@@ -58,6 +92,12 @@ fn registry() -> &'static HashMap<&'static str, &'static FnSpec> {
 
 pub fn lookup(name: &str) -> Option<&'static FnSpec> {
     registry().get(name).copied()
+}
+
+/// The functions that exist only to say they are not supported (they
+/// need a CFEngine hub, LDAP or Windows).
+pub fn not_supported() -> &'static [&'static str] {
+    net::NOT_SUPPORTED
 }
 
 /// Every implemented function name, sorted.
@@ -97,12 +137,31 @@ pub fn collect_arg(ctx: &EvalContext, v: &Value) -> Result<Value, FnError> {
         Value::Scalar(s) => {
             let t = s.trim_start();
             if t.starts_with('[') || t.starts_with('{') {
-                return serde_json::from_str(t)
+                return json::parse(t)
                     .map(Value::data)
                     .map_err(|e| FnError::Failed(format!("invalid inline JSON '{s}': {e}")));
             }
             ctx.lookup(s).ok_or(FnError::Defer)
         }
         other => Ok(other.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two families defining the same name would silently shadow one
+    /// another in the registry.
+    #[test]
+    fn every_function_is_defined_once() {
+        let mut seen = std::collections::HashSet::new();
+        for f in families().iter().flat_map(|f| f.iter()) {
+            assert!(
+                seen.insert(f.name),
+                "function '{}' is defined twice",
+                f.name
+            );
+        }
     }
 }

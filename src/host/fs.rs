@@ -1,6 +1,7 @@
 //! File-system operations: metadata, reads, and writes that are atomic
 //! (write beside, fsync, rename) and keep mode, owner and extended
-//! attributes.
+//! attributes. Every method that changes a path first tells the host's
+//! change journal, if it has one (see [`super::ChangeJournal`]).
 
 use super::Host;
 use std::ffi::CString;
@@ -125,6 +126,7 @@ impl Host {
 
     /// Creates an empty file that must not exist yet, with exactly `mode`.
     pub fn create_empty(&self, p: &Path, mode: u32) -> io::Result<()> {
+        self.before_change(p)?;
         let real = self.map(p);
         let f = OpenOptions::new()
             .write(true)
@@ -138,6 +140,7 @@ impl Host {
 
     /// Creates a FIFO with `mode`.
     pub fn create_fifo(&self, p: &Path, mode: u32) -> io::Result<()> {
+        self.before_change(p)?;
         let c = cstr(&self.map(p))?;
         // SAFETY: c is a valid NUL-terminated path.
         check(unsafe { libc::mkfifo(c.as_ptr(), mode as libc::mode_t) })?;
@@ -158,6 +161,7 @@ impl Host {
         }
         missing.reverse();
         for d in &missing {
+            self.before_change(d)?;
             match fs::create_dir(self.map(d)) {
                 Ok(()) => fs::set_permissions(self.map(d), fs::Permissions::from_mode(mode))?,
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -168,33 +172,41 @@ impl Host {
     }
 
     pub fn chmod(&self, p: &Path, mode: u32) -> io::Result<()> {
+        self.before_change(p)?;
         fs::set_permissions(self.map(p), fs::Permissions::from_mode(mode))
     }
 
     /// Changes owner and group without following a final symlink.
     pub fn lchown(&self, p: &Path, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+        self.before_change(p)?;
         std::os::unix::fs::lchown(self.map(p), uid, gid)
     }
 
     pub fn remove_file(&self, p: &Path) -> io::Result<()> {
+        self.before_change(p)?;
         fs::remove_file(self.map(p))
     }
 
     pub fn remove_dir(&self, p: &Path) -> io::Result<()> {
+        self.before_change(p)?;
         fs::remove_dir(self.map(p))
     }
 
     pub fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.before_change(from)?;
+        self.before_change(to)?;
         fs::rename(self.map(from), self.map(to))
     }
 
     /// Creates a symlink at `link` whose target is `target` as written
     /// (not mapped: a link's text is what the policy says).
     pub fn symlink(&self, target: &Path, link: &Path) -> io::Result<()> {
+        self.before_change(link)?;
         std::os::unix::fs::symlink(target, self.map(link))
     }
 
     pub fn hard_link(&self, existing: &Path, link: &Path) -> io::Result<()> {
+        self.before_change(link)?;
         fs::hard_link(self.map(existing), self.map(link))
     }
 
@@ -211,6 +223,7 @@ impl Host {
     /// over the target; then the directory is synced. A crash at any moment
     /// leaves the old file or the new one, never a mix.
     pub fn write_atomic(&self, p: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+        self.before_change(p)?;
         let real = self.map(p);
         let dir = real
             .parent()

@@ -2,8 +2,13 @@
 //! (or, under dry-run, says what it would change). The scheduler hands
 //! them a promise already expanded for one iteration.
 
+pub mod commands;
 pub mod files;
+pub mod processes;
 pub mod reports;
+pub mod services;
+pub mod storage;
+pub mod users;
 
 use crate::eval::{EvalContext, Value};
 use indexmap::IndexMap;
@@ -17,6 +22,9 @@ pub enum Outcome {
     Denied,
     Timeout,
     Interrupted,
+    /// Something differs and was not changed (dry-run or `action_policy
+    /// => "warn"`): a repair that would have been made.
+    Warned,
 }
 
 impl Outcome {
@@ -46,6 +54,7 @@ impl Outcome {
             Outcome::Denied => "denied",
             Outcome::Timeout => "timeout",
             Outcome::Interrupted => "interrupted",
+            Outcome::Warned => "warned",
         }
     }
 }
@@ -141,6 +150,8 @@ pub struct ActContext<'a> {
     pub host: &'a crate::host::Host,
     /// Report what would change, change nothing.
     pub dry_run: bool,
+    /// Print a unified diff of every file content change.
+    pub diff: bool,
     pub output: &'a mut dyn crate::report::Sink,
     /// Persistent classes (for classes bodies of promises inside edit
     /// bundles); `None` in tests.
@@ -161,6 +172,11 @@ pub fn actuator(promise_type: &str) -> Option<&'static dyn Actuator> {
     match promise_type {
         "reports" => Some(&reports::Reports),
         "files" => Some(&files::Files),
+        "commands" => Some(&commands::Commands),
+        "processes" => Some(&processes::Processes),
+        "users" => Some(&users::Users),
+        "services" => Some(&services::Services),
+        "storage" => Some(&storage::Storage),
         _ => None,
     }
 }

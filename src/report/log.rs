@@ -84,18 +84,100 @@ fn enabled(max: LogLevel, level: &Level, target: &str) -> bool {
     ours <= max
 }
 
-/// Installs the global subscriber; logs go to standard output, as
-/// cf-agent's do. Calling it twice is harmless.
-pub fn init(max: LogLevel, timestamps: bool) {
+/// Where log lines go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogTarget {
+    /// Standard output, as cf-agent writes them.
+    Stdout,
+    /// Standard error, when standard output carries JSON events.
+    Stderr,
+}
+
+/// Installs the global subscriber. Calling it twice is harmless.
+pub fn init(max: LogLevel, timestamps: bool, target: LogTarget) {
     use tracing_subscriber::layer::SubscriberExt;
-    let filter =
-        tracing_subscriber::filter::filter_fn(move |m| enabled(max, m.level(), m.target()));
-    let layer = tracing_subscriber::fmt::layer()
-        .event_format(CfFormat { timestamps })
-        .with_writer(std::io::stdout)
-        .with_filter(filter);
-    let subscriber = tracing_subscriber::registry().with(layer);
+    let filter = tracing_subscriber::filter::filter_fn(move |m| {
+        m.is_span() || enabled(max, m.level(), m.target())
+    });
+    let format = CfFormat { timestamps };
+    let fmt = match target {
+        LogTarget::Stdout => tracing_subscriber::fmt::layer()
+            .event_format(format)
+            .with_writer(std::io::stdout as fn() -> std::io::Stdout)
+            .with_filter(filter)
+            .boxed(),
+        LogTarget::Stderr => tracing_subscriber::fmt::layer()
+            .event_format(format)
+            .with_writer(std::io::stderr as fn() -> std::io::Stderr)
+            .with_filter(filter)
+            .boxed(),
+    };
+    let subscriber = tracing_subscriber::registry().with(fmt).with(CaptureLayer);
     let _ = tracing::subscriber::set_global_default(subscriber);
+}
+
+/// What a promise logged, kept for its event (the `changes` of `--json`).
+#[derive(Debug, Default)]
+struct Captured(Vec<String>);
+
+/// The name of the span around one promise's actuation; log lines inside
+/// it at info level and above are captured for the promise's event.
+pub const PROMISE_SPAN: &str = "promise";
+
+/// Keeps the messages logged inside a promise span in the span itself.
+struct CaptureLayer;
+
+impl<S> tracing_subscriber::Layer<S> for CaptureLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if attrs.metadata().name() == PROMISE_SPAN
+            && let Some(span) = ctx.span(id)
+        {
+            span.extensions_mut().insert(Captured::default());
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        if *event.metadata().level() > Level::INFO {
+            return;
+        }
+        let Some(span) = ctx.event_span(event) else {
+            return;
+        };
+        let Some(span) = span.scope().find(|s| s.name() == PROMISE_SPAN) else {
+            return;
+        };
+        let mut msg = String::new();
+        event.record(&mut MessageVisitor(&mut msg));
+        if let Some(c) = span.extensions_mut().get_mut::<Captured>() {
+            c.0.push(format!(
+                "{}: {msg}",
+                prefix(event.metadata().level(), event.metadata().target()).trim()
+            ));
+        }
+    }
+}
+
+/// Takes what was captured in the current promise span (empty when no
+/// subscriber captures, as in library tests).
+pub fn take_captured() -> Vec<String> {
+    let mut out = Vec::new();
+    tracing::Span::current().with_subscriber(|(id, dispatch)| {
+        if let Some(reg) = dispatch.downcast_ref::<tracing_subscriber::Registry>()
+            && let Some(span) = tracing_subscriber::registry::LookupSpan::span(reg, id)
+            && let Some(c) = span.extensions_mut().get_mut::<Captured>()
+        {
+            out = std::mem::take(&mut c.0);
+        }
+    });
+    out
 }
 
 use tracing_subscriber::Layer as _;

@@ -1,6 +1,8 @@
 //! Output: report lines, log lines, promise events, and the `--show-*`
 //! tables.
 
+pub mod explain;
+pub mod json;
 pub mod log;
 pub mod tables;
 
@@ -17,6 +19,9 @@ pub struct PromiseEvent {
     pub file: String,
     pub line: usize,
     pub outcome: Outcome,
+    /// What the promise logged while acting (its changes, or why not).
+    pub changes: Vec<String>,
+    pub duration: std::time::Duration,
 }
 
 /// Where a run's output goes. Report lines (`R: ...`) are the policy's own
@@ -24,6 +29,25 @@ pub struct PromiseEvent {
 pub trait Sink {
     fn report_line(&mut self, text: &str);
     fn promise_event(&mut self, event: &PromiseEvent);
+    /// Run-level events (start, end); only the JSON printer shows them.
+    fn event(&mut self, _e: &json::JsonEvent) {}
+}
+
+/// Several sinks fed the same events (standard output and a report file).
+pub struct Tee<'a>(pub Vec<&'a mut dyn Sink>);
+
+impl Sink for Tee<'_> {
+    fn report_line(&mut self, text: &str) {
+        self.0.iter_mut().for_each(|s| s.report_line(text));
+    }
+
+    fn promise_event(&mut self, event: &PromiseEvent) {
+        self.0.iter_mut().for_each(|s| s.promise_event(event));
+    }
+
+    fn event(&mut self, e: &json::JsonEvent) {
+        self.0.iter_mut().for_each(|s| s.event(e));
+    }
 }
 
 /// Standard output, as cf-agent prints it.
@@ -43,7 +67,8 @@ impl Counts {
     pub fn add(&mut self, o: Outcome) {
         match o {
             Outcome::Kept => self.kept += 1,
-            Outcome::Repaired => self.repaired += 1,
+            // A warning under dry-run is a repair that would be made.
+            Outcome::Repaired | Outcome::Warned => self.repaired += 1,
             _ => self.not_kept += 1,
         }
     }

@@ -6,18 +6,14 @@ use crate::eval::Value;
 use regex::Regex;
 use std::fmt::Write as _;
 
-/// A value as the table shows it: scalars with `"` escaped (or
-/// `<non-printable>` when they hold control characters), lists as
-/// ` {"a","b"}`, data as compact JSON.
+/// A value as the table shows it: scalars with `"` escaped, lists as
+/// ` {"a","b"}`, data as compact JSON; `<non-printable>` instead when the
+/// text holds a byte that is not printable ASCII (cf-promises asks
+/// isprint() of every byte in the C locale, so control characters and
+/// every non-ASCII byte count).
 pub fn render_value(v: &Value) -> String {
-    match v {
-        Value::Scalar(s) => {
-            if s.chars().any(|c| c.is_control()) {
-                "<non-printable>".to_string()
-            } else {
-                s.replace('"', "\\\"")
-            }
-        }
+    let text = match v {
+        Value::Scalar(s) => s.replace('"', "\\\""),
         Value::List(l) if l.is_empty() => String::new(),
         Value::List(l) => {
             let items: Vec<String> = l
@@ -26,7 +22,12 @@ pub fn render_value(v: &Value) -> String {
                 .collect();
             format!(" {{{}}}", items.join(","))
         }
-        Value::Data(d) => serde_json::to_string(d.as_ref()).unwrap_or_default(),
+        Value::Data(d) => crate::functions::json::write_compact(d),
+    };
+    if text.bytes().any(|b| !(0x20..0x7f).contains(&b)) {
+        "<non-printable>".to_string()
+    } else {
+        text
     }
 }
 

@@ -5,6 +5,7 @@
 //! at any instant leaves either the old or the new state, and several
 //! processes may open it safely.
 
+pub mod journal;
 mod runlock;
 
 pub use runlock::{RunLock, RunLockError};

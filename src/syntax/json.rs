@@ -4,7 +4,9 @@
 //!
 //! Differences from cf-promises, on purpose: naked symbols and naked
 //! variables keep their own `type` (`symbol`, `variable`) instead of
-//! becoming strings, and strings record their `quote`.
+//! becoming strings, and strings record their `quote`. A string's `value`
+//! is its value, escapes resolved; cf-promises prints it with `\`, `"` and
+//! `'` escaped again.
 
 use super::ast::*;
 use super::source::{SourceFile, Span};

@@ -9,7 +9,7 @@
 use super::diagnostic::Diagnostic;
 use super::source::Span;
 use nom::IResult;
-use nom::bytes::complete::{take_till, take_while1};
+use nom::bytes::complete::take_while1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tok {
@@ -73,12 +73,23 @@ fn is_class_run_byte(b: u8) -> bool {
     is_class_byte(b) || b == b' ' || b == b'\t'
 }
 
-fn word(i: &str) -> IResult<&str, &str> {
-    take_while1(|c: char| c.is_ascii_alphanumeric() || c == '_' || !c.is_ascii())(i)
+/// An identifier: ASCII letters, digits, `_` and any non-ASCII character
+/// (every byte of a multi-byte UTF-8 character is >= 0x80, so working on
+/// bytes never splits one).
+fn word(i: &[u8]) -> IResult<&[u8], &[u8]> {
+    take_while1(is_word_byte)(i)
 }
 
-fn letters(i: &str) -> IResult<&str, &str> {
-    take_while1(|c: char| c.is_ascii_alphabetic() || c == '_')(i)
+fn is_letters(w: &[u8]) -> bool {
+    w.iter().all(|&b| b.is_ascii_alphabetic() || b == b'_')
+}
+
+/// Start of the last `::` in `bytes`.
+fn last_double_colon(bytes: &[u8]) -> Option<usize> {
+    (1..bytes.len())
+        .rev()
+        .find(|&i| bytes[i] == b':' && bytes[i - 1] == b':')
+        .map(|i| i - 1)
 }
 
 /// Length of a quoted string starting at `i` (which starts with the quote),
@@ -143,9 +154,17 @@ pub struct Lexed {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// One open `@if`: where it was written and whether the text after the
+/// last macro line is read.
+struct MacroFrame {
+    span: Span,
+    enabled: bool,
+    else_seen: bool,
+}
+
+#[derive(Default)]
 struct MacroState {
-    /// Inside an `@if` whose condition decided what to keep.
-    open: Option<(Span, bool, bool)>, // (span of @if, condition, in_else)
+    open: Vec<MacroFrame>,
 }
 
 pub fn lex(src: &str) -> Lexed {
@@ -155,16 +174,47 @@ pub fn lex(src: &str) -> Lexed {
     };
     let bytes = src.as_bytes();
     let mut pos = 0usize;
-    let mut macros = MacroState { open: None };
+    let mut macros = MacroState::default();
+    // Only blanks so far on this line.
     let mut at_line_start = true;
+    // The end of a run of class characters already known to hold no `::`.
+    let mut guardless_until = 0usize;
     while pos < bytes.len() {
         let b = bytes[pos];
         if at_line_start && b == b'@' && bytes.get(pos + 1).is_some_and(u8::is_ascii_alphabetic) {
-            let (rest_len, skip) = handle_macro(src, pos, &mut macros, &mut out.diagnostics);
-            pos += rest_len;
+            let known = ["@if", "@else", "@endif"]
+                .iter()
+                .any(|m| src[pos..].starts_with(m));
+            if known && pos > 0 && bytes[pos - 1] != b'\n' {
+                // Read it as the macro it was meant to be, so that its
+                // partner '@endif' still matches, but say where it belongs.
+                let len = src[pos..]
+                    .find(|c: char| c.is_whitespace())
+                    .unwrap_or(src.len() - pos);
+                out.diagnostics.push(
+                    Diagnostic::error(
+                        Span::new(pos, pos + len),
+                        format!(
+                            "the macro '{}' must start at the beginning of its line",
+                            &src[pos..pos + len]
+                        ),
+                    )
+                    .with_help("remove the blanks before it"),
+                );
+            }
+            let (len, skip) = handle_macro(src, pos, &mut macros, &mut out.diagnostics);
+            pos += len;
             if skip {
                 pos = skip_disabled(src, pos);
+            } else {
+                // The rest of the macro's line is read as policy text, as
+                // cf-promises reads it (a comment there is common).
+                at_line_start = src[..pos].ends_with('\n');
             }
+            continue;
+        }
+        if b == b' ' || b == b'\t' {
+            pos += 1;
             continue;
         }
         at_line_start = false;
@@ -173,12 +223,12 @@ pub fn lex(src: &str) -> Lexed {
                 at_line_start = true;
                 pos += 1;
             }
-            b' ' | b'\t' | b'\r' | 0x0b | 0x0c => pos += 1,
+            // cf-promises takes blanks, tabs and CR-LF line ends as
+            // white space; a lone CR, a form feed or a vertical tab is an
+            // unexpected character.
+            b'\r' if bytes.get(pos + 1) == Some(&b'\n') => pos += 1,
             b'#' => {
-                let rest = &src[pos..];
-                let (_, comment) = take_till::<_, _, nom::error::Error<&str>>(|c| c == '\n')(rest)
-                    .unwrap_or(("", rest));
-                pos += comment.len();
+                pos = src[pos..].find('\n').map_or(src.len(), |i| pos + i);
             }
             b'"' | b'\'' | b'`' => match quoted_len(&src[pos..]) {
                 Some(len) => {
@@ -232,7 +282,7 @@ pub fn lex(src: &str) -> Lexed {
                 pos += 1;
             }
             _ if is_class_byte(b) => {
-                pos = lex_wordlike(src, pos, &mut out);
+                pos = lex_wordlike(src, pos, &mut out, &mut guardless_until);
             }
             _ => {
                 let len = src[pos..].chars().next().map_or(1, char::len_utf8);
@@ -241,9 +291,11 @@ pub fn lex(src: &str) -> Lexed {
             }
         }
     }
-    if let Some((span, _, _)) = macros.open {
-        out.diagnostics
-            .push(Diagnostic::error(span, "'@if' is never closed by '@endif'"));
+    for frame in macros.open {
+        out.diagnostics.push(Diagnostic::error(
+            frame.span,
+            "'@if' is never closed by '@endif'",
+        ));
     }
     out
 }
@@ -258,22 +310,33 @@ impl Lexed {
 }
 
 /// A class guard, promise type, word or parenthesis, by longest match.
-fn lex_wordlike(src: &str, pos: usize, out: &mut Lexed) -> usize {
+///
+/// `guardless_until` remembers where the last run without `::` ended: a
+/// token that starts inside that run has the rest of it as its run, so
+/// it cannot be a guard either, and the run is not scanned again (which
+/// would be quadratic in the length of a line of words).
+fn lex_wordlike(src: &str, pos: usize, out: &mut Lexed, guardless_until: &mut usize) -> usize {
     let bytes = src.as_bytes();
     // A class guard is the longest run of class characters (spaces and
     // tabs included) that ends in `::`.
-    let mut run_end = pos;
-    while run_end < bytes.len() && is_class_run_byte(bytes[run_end]) {
-        run_end += 1;
+    if pos >= *guardless_until {
+        let mut run_end = pos;
+        while run_end < bytes.len() && is_class_run_byte(bytes[run_end]) {
+            run_end += 1;
+        }
+        match last_double_colon(&bytes[pos..run_end]) {
+            Some(idx) => {
+                let end = pos + idx + 2;
+                // `::` alone, or a run that starts with the operator of a
+                // word-less run, is still a guard; the parser checks its
+                // syntax.
+                out.push(Tok::ClassGuard, pos, end);
+                return end;
+            }
+            None => *guardless_until = run_end,
+        }
     }
-    if let Some(idx) = src[pos..run_end].rfind("::") {
-        let end = pos + idx + 2;
-        // `::` alone, or a run that starts with the operator of a
-        // word-less run, is still a guard; the parser checks its syntax.
-        out.push(Tok::ClassGuard, pos, end);
-        return end;
-    }
-    let rest = &src[pos..];
+    let rest = &bytes[pos..];
     match bytes[pos] {
         b'(' => {
             out.push(Tok::LParen, pos, pos + 1);
@@ -287,11 +350,11 @@ fn lex_wordlike(src: &str, pos: usize, out: &mut Lexed) -> usize {
     }
     if let Ok((after, w)) = word(rest) {
         let mut end = pos + w.len();
-        if let Some(tail) = after.strip_prefix(':') {
+        if let Some(tail) = after.strip_prefix(b":") {
             match word(tail) {
                 // `ns:name` is longer than `ns:` as a promise type.
                 Ok((_, w2)) => end += 1 + w2.len(),
-                Err(_) if letters(w).map(|(r, _)| r.is_empty()).unwrap_or(false) => {
+                Err(_) if is_letters(w) => {
                     out.push(Tok::PromiseType, pos, end + 1);
                     return end + 1;
                 }
@@ -302,13 +365,17 @@ fn lex_wordlike(src: &str, pos: usize, out: &mut Lexed) -> usize {
         return end;
     }
     // An operator character outside a guard.
-    let len = rest.chars().next().map_or(1, char::len_utf8);
+    let len = src[pos..].chars().next().map_or(1, char::len_utf8);
     out.push(Tok::Unknown, pos, pos + len);
     pos + len
 }
 
-/// Reads one macro line at `pos`. Returns the bytes consumed and whether the
-/// text that follows is disabled.
+/// Reads one macro at the start of a line. Returns the bytes consumed and
+/// whether the text after them is disabled.
+///
+/// A well-formed macro is consumed up to its closing `)` (or the end of
+/// `@else`/`@endif`); whatever follows on its line is read normally when the
+/// region is enabled. A malformed macro line is consumed whole.
 fn handle_macro(
     src: &str,
     pos: usize,
@@ -318,68 +385,175 @@ fn handle_macro(
     let rest = &src[pos..];
     let line_len = rest.find('\n').map(|i| i + 1).unwrap_or(rest.len());
     let line = rest[..line_len].trim_end();
-    let span = Span::new(pos, pos + line.len());
-    let (directive, arg) = match line.find(|c: char| c.is_whitespace()) {
-        Some(i) => (&line[..i], line[i..].trim()),
-        None => (line, ""),
-    };
-    match directive {
-        "@if" => {
-            if let Some((open, _, _)) = state.open {
-                diags.push(
-                    Diagnostic::error(span, "'@if' cannot be nested inside another '@if'")
-                        .with_help(format!(
-                            "the open '@if' starts at byte {}; close it with '@endif' first",
-                            open.start
-                        )),
-                );
-            }
-            let cond = match eval_macro_condition(arg) {
-                Ok(c) => c,
-                Err(msg) => {
-                    diags.push(Diagnostic::error(span, msg));
-                    false
+    let line_span = Span::new(pos, pos + line.len());
+    let directive_len = line[1..]
+        .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .map_or(line.len(), |i| i + 1);
+    let directive = &line[..directive_len];
+    if let Some(rest_len) = rest.strip_prefix("@else").map(|r| rest.len() - r.len()) {
+        let span = Span::new(pos, pos + rest_len);
+        return match state.open.last_mut() {
+            Some(frame) => {
+                if frame.else_seen {
+                    // cf-promises flips between reading and skipping at
+                    // every '@else'; follow it, but say so.
+                    diags.push(
+                        Diagnostic::warning(span, "a second '@else' in the same '@if'")
+                            .with_help("each '@else' switches between reading and skipping"),
+                    );
                 }
-            };
-            state.open = Some((span, cond, false));
-            (line_len, !cond)
-        }
-        "@else" => match state.open {
-            Some((s, cond, false)) => {
-                state.open = Some((s, cond, true));
-                (line_len, cond)
-            }
-            Some((s, cond, true)) => {
-                diags.push(Diagnostic::error(
-                    span,
-                    "a second '@else' in the same '@if'",
-                ));
-                state.open = Some((s, cond, true));
-                (line_len, cond)
+                frame.else_seen = true;
+                frame.enabled = !frame.enabled;
+                (rest_len, !frame.enabled)
             }
             None => {
                 diags.push(Diagnostic::error(span, "'@else' without '@if'"));
                 (line_len, false)
             }
-        },
-        "@endif" => {
-            if state.open.take().is_none() {
-                diags.push(Diagnostic::error(span, "'@endif' without '@if'"));
-            }
-            (line_len, false)
+        };
+    }
+    if rest.starts_with("@endif") {
+        let len = "@endif".len();
+        if state.open.pop().is_none() {
+            diags.push(Diagnostic::error(
+                Span::new(pos, pos + len),
+                "'@endif' without '@if'",
+            ));
+            return (line_len, false);
         }
-        _ => {
-            diags.push(
-                Diagnostic::error(span, format!("unknown macro '{directive}'"))
-                    .with_help("the macros are '@if', '@else' and '@endif'"),
-            );
+        let enabled = state.open.last().is_none_or(|f| f.enabled);
+        return (len, !enabled);
+    }
+    if !directive.starts_with("@if") {
+        diags.push(
+            Diagnostic::error(line_span, format!("unknown macro '{directive}'"))
+                .with_help("the macros are '@if', '@else' and '@endif'"),
+        );
+        return (line_len, false);
+    }
+    if let Some(outer) = state.open.last() {
+        let (line_no, _) = line_col(src, outer.span.start as usize);
+        diags.push(
+            Diagnostic::error(line_span, "'@if' cannot be nested inside another '@if'").with_help(
+                format!("the '@if' on line {line_no} is still open; close it with '@endif' first"),
+            ),
+        );
+    }
+    match read_if_condition(line) {
+        Ok((len, cond)) => {
+            state.open.push(MacroFrame {
+                span: Span::new(pos, pos + len),
+                enabled: cond,
+                else_seen: false,
+            });
+            (len, !cond)
+        }
+        Err(msg) => {
+            diags.push(Diagnostic::error(line_span, msg).with_help(
+                "write '@if minimum_version(3.18)', '@if between_versions(3.18, 3.21)' \
+                 or '@if feature(yaml)', with one space after '@if' and none inside '( )'",
+            ));
+            // Read what it guards, so that its '@endif' still matches.
+            state.open.push(MacroFrame {
+                span: line_span,
+                enabled: true,
+                else_seen: false,
+            });
             (line_len, false)
         }
     }
 }
 
-/// Skips disabled text up to (not including) the next `@else`/`@endif` line.
-fn skip_disabled(src: &str, mut pos: usize) -> usize {
+/// 1-based line and column of a byte offset (for help texts only).
+fn line_col(src: &str, offset: usize) -> (usize, usize) {
+    let before = &src[..offset.min(src.len())];
+    let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, col)
+}
+
+/// Parses `@if name(args)` as strictly as cf-promises does: one space
+/// after `@if`, a known condition, versions of one to three numbers, no
+/// blanks inside the parentheses except around the comma of
+/// `between_versions`. Returns the macro's length and its value.
+fn read_if_condition(line: &str) -> Result<(usize, bool), String> {
+    use std::cmp::Ordering::*;
+    let malformed = || format!("malformed macro '{line}'");
+    let after = line.strip_prefix("@if ").ok_or_else(malformed)?;
+    let open = after.find('(').ok_or_else(malformed)?;
+    let close = after.find(')').ok_or_else(malformed)?;
+    if close < open {
+        return Err(malformed());
+    }
+    let name = &after[..open];
+    if !name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+        return Err(malformed());
+    }
+    let inner = &after[open + 1..close];
+    let len = "@if ".len() + close + 1;
+    let version = |s: &str| {
+        strict_version(s).ok_or_else(|| format!("'{s}' is not a version in '{}'", &line[..len]))
+    };
+    let cond = match name {
+        "minimum_version" => cmp_version(&version(inner)?) != Less,
+        "maximum_version" => cmp_version(&version(inner)?) != Greater,
+        "before_version" => cmp_version(&version(inner)?) == Less,
+        "at_version" => cmp_version(&version(inner)?) == Equal,
+        "after_version" => cmp_version(&version(inner)?) == Greater,
+        "between_versions" => {
+            let (a, b) = inner
+                .split_once(',')
+                .ok_or_else(|| format!("'{}' needs two versions", &line[..len]))?;
+            let a = version(a.trim_end_matches(' '))?;
+            let b = version(b.trim_start_matches(' '))?;
+            cmp_version(&a) != Less && cmp_version(&b) != Greater
+        }
+        "feature" => {
+            if inner.is_empty()
+                || !inner
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            {
+                return Err(format!(
+                    "'{inner}' is not a feature name in '{}'",
+                    &line[..len]
+                ));
+            }
+            FEATURES.contains(&inner)
+        }
+        _ => {
+            return Err(format!(
+                "unknown '@if' condition '{name}'; expected minimum_version, maximum_version, \
+                 before_version, at_version, after_version, between_versions or feature"
+            ));
+        }
+    };
+    Ok((len, cond))
+}
+
+/// `3`, `3.21` or `3.21.0`: one to three numbers of one to ten digits.
+fn strict_version(s: &str) -> Option<Vec<u32>> {
+    let parts: Vec<&str> = s.split('.').collect();
+    if parts.len() > 3
+        || parts
+            .iter()
+            .any(|p| p.is_empty() || p.len() > 10 || !p.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return None;
+    }
+    parts
+        .iter()
+        .map(|p| p.parse::<u64>().ok().map(|v| v.min(u32::MAX as u64) as u32))
+        .collect()
+}
+
+/// Skips disabled text: the rest of the current line, then whole lines up
+/// to (not including) the next line that starts with `@else` or `@endif`.
+fn skip_disabled(src: &str, pos: usize) -> usize {
+    let mut pos = match src[pos..].find('\n') {
+        Some(i) => pos + i + 1,
+        None => return src.len(),
+    };
     while pos < src.len() {
         let rest = &src[pos..];
         if rest.starts_with("@else") || rest.starts_with("@endif") {
@@ -391,14 +565,6 @@ fn skip_disabled(src: &str, mut pos: usize) -> usize {
         }
     }
     pos
-}
-
-fn parse_version(s: &str) -> Option<Vec<u32>> {
-    let s = s.trim();
-    if s.is_empty() {
-        return None;
-    }
-    s.split('.').map(|p| p.trim().parse::<u32>().ok()).collect()
 }
 
 /// Compares the compat version with a possibly partial version: `3.21`
@@ -414,66 +580,35 @@ fn cmp_version(v: &[u32]) -> std::cmp::Ordering {
     std::cmp::Ordering::Equal
 }
 
-fn eval_macro_condition(arg: &str) -> Result<bool, String> {
-    use std::cmp::Ordering::*;
-    let open = arg
-        .find('(')
-        .ok_or_else(|| format!("malformed '@if {arg}': expected 'name(arguments)'"))?;
-    if !arg.ends_with(')') {
-        return Err(format!("malformed '@if {arg}': expected ')' at the end"));
-    }
-    let name = arg[..open].trim();
-    let inner = &arg[open + 1..arg.len() - 1];
-    let version = |s: &str| {
-        parse_version(s).ok_or_else(|| format!("'{}' is not a version in '@if {arg}'", s.trim()))
-    };
-    Ok(match name {
-        "minimum_version" => cmp_version(&version(inner)?) != Less,
-        "maximum_version" => cmp_version(&version(inner)?) != Greater,
-        "before_version" => cmp_version(&version(inner)?) == Less,
-        "at_version" => cmp_version(&version(inner)?) == Equal,
-        "after_version" => cmp_version(&version(inner)?) == Greater,
-        "between_versions" => {
-            let (a, b) = inner
-                .split_once(',')
-                .ok_or_else(|| format!("'@if {arg}' needs two versions"))?;
-            cmp_version(&version(a)?) != Less && cmp_version(&version(b)?) != Greater
-        }
-        "feature" => FEATURES.contains(&inner.trim()),
-        _ => {
-            return Err(format!(
-                "unknown '@if' condition '{name}'; expected minimum_version, maximum_version, \
-                 before_version, at_version, after_version, between_versions or feature"
-            ));
-        }
-    })
-}
-
-/// The value of a string token: quotes removed, `\<quote>` and `\\`
-/// resolved (other backslashes are kept, as CFEngine keeps them).
+/// The value of a string token, resolved as cf-promises resolves it for
+/// every quote style, backticks included: `\\`, `\"` and `\'` stand for
+/// the character after the backslash, a backslash before a line end joins
+/// the lines, and every other backslash is kept (`"\n"` is a backslash and
+/// an `n`).
 pub fn unquote(raw: &str) -> String {
-    let bytes = raw.as_bytes();
-    if bytes.len() < 2 {
+    if raw.len() < 2 {
         return String::new();
     }
-    let q = bytes[0];
     let inner = &raw[1..raw.len() - 1];
-    if q == b'`' || !inner.contains('\\') {
+    if !inner.contains('\\') {
         return inner.to_string();
     }
     let mut out = String::with_capacity(inner.len());
     let mut chars = inner.chars().peekable();
     while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.peek() {
-                Some(&n) if n == q as char || n == '\\' => {
-                    out.push(n);
-                    chars.next();
-                }
-                _ => out.push(c),
-            }
-        } else {
+        if c != '\\' {
             out.push(c);
+            continue;
+        }
+        match chars.peek() {
+            Some(&n @ ('\\' | '"' | '\'')) => {
+                out.push(n);
+                chars.next();
+            }
+            Some('\n') => {
+                chars.next();
+            }
+            _ => out.push(c),
         }
     }
     out
@@ -531,6 +666,13 @@ mod tests {
         assert_eq!(unquote(r#""x\"y\\z\n""#), r#"x"y\z\n"#);
         assert_eq!(unquote(r"'x\'y'"), "x'y");
         assert_eq!(unquote(r"`a\b`"), r"a\b");
+        // What cf-agent 3.21 reports for these: the same rules in every
+        // quote style, and a backslash-newline joins lines.
+        assert_eq!(unquote(r#""x\'y""#), "x'y");
+        assert_eq!(unquote(r#"'x\"y'"#), "x\"y");
+        assert_eq!(unquote(r"`x\\y\'z`"), r"x\y'z");
+        assert_eq!(unquote("\"line\\\nnext\""), "linenext");
+        assert_eq!(unquote(r#""\$(x)""#), r"\$(x)");
         assert_eq!(kinds("\"abc"), vec![(Tok::Unterminated, "\"abc")]);
     }
 
@@ -540,10 +682,80 @@ mod tests {
         assert_eq!(kinds(src), vec![(Tok::Word, "yes")]);
         let l = lex("@if minimum_version(3.7)\nx\n");
         assert_eq!(l.diagnostics.len(), 1);
-        assert!(eval_macro_condition("between_versions(3.18, 3.22)").unwrap());
-        assert!(eval_macro_condition("at_version(3.21)").unwrap());
-        assert!(!eval_macro_condition("after_version(3.21.0)").unwrap());
-        assert!(eval_macro_condition("feature(yaml)").unwrap());
-        assert!(eval_macro_condition("bogus(1)").is_err());
+        let cond = |l: &str| read_if_condition(l).map(|(_, c)| c);
+        assert_eq!(cond("@if between_versions(3.18, 3.22)"), Ok(true));
+        assert_eq!(cond("@if between_versions(3.18 ,3.22)"), Ok(true));
+        assert_eq!(cond("@if at_version(3.21)"), Ok(true));
+        assert_eq!(cond("@if minimum_version(3)"), Ok(true));
+        assert_eq!(cond("@if after_version(3.21.0)"), Ok(false));
+        assert_eq!(cond("@if feature(yaml)"), Ok(true));
+        assert_eq!(cond("@if feature(nope)"), Ok(false));
+        assert_eq!(
+            read_if_condition("@if minimum_version(3.7) # c"),
+            Ok((24, true))
+        );
+        // What cf-promises 3.21 rejects.
+        for bad in [
+            "@if bogus(1)",
+            "@if  minimum_version(3.7)",
+            "@if minimum_version( 3.7 )",
+            "@if minimum_version(3.)",
+            "@if minimum_version(3.7.1.2)",
+            "@if feature(yaml )",
+            "@if feature()",
+            "@if between_versions( 3.7,3.99)",
+        ] {
+            assert!(read_if_condition(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// One mistake in the macros gives one error, not one more at each
+    /// '@endif' that follows.
+    #[test]
+    fn macro_mistakes_do_not_cascade() {
+        for src in [
+            "@if minimum_version(3.7)\n@if minimum_version(3.8)\nx\n@endif\n@endif\n",
+            "@ifdef minimum_version(3.7)\nx\n@endif\n",
+            "@if minimum_version(three)\nx\n@endif\n",
+            "x\n  @if minimum_version(3.7)\nx\n@endif\n",
+        ] {
+            assert_eq!(lex(src).diagnostics.len(), 1, "{src}");
+        }
+    }
+
+    /// cf-promises flips at every '@else', so a second one is legal there.
+    #[test]
+    fn second_else_flips_again() {
+        let src = "@if minimum_version(3.7)\na\n@else\nb\n@else\nc\n@endif\n";
+        let l = lex(src);
+        let words: Vec<_> = l.tokens.iter().map(|t| &src[t.span.range()]).collect();
+        assert_eq!(words, vec!["a", "c"]);
+        assert!(l.diagnostics.iter().all(|d| !d.is_error()));
+    }
+
+    /// Text after a macro on its line is read when the region is enabled.
+    #[test]
+    fn text_after_a_macro() {
+        assert_eq!(
+            kinds("@if minimum_version(3.7) x\ny\n@endif z\n"),
+            vec![(Tok::Word, "x"), (Tok::Word, "y"), (Tok::Word, "z")]
+        );
+        assert_eq!(
+            kinds("@if before_version(3.0) x\ny\n@endif z\n"),
+            vec![(Tok::Word, "z")]
+        );
+    }
+
+    /// A lone CR, a form feed or a vertical tab is not white space for
+    /// cf-promises; CR-LF is.
+    #[test]
+    fn only_blanks_tabs_and_crlf_are_white_space() {
+        assert_eq!(kinds("a\r\nb"), vec![(Tok::Word, "a"), (Tok::Word, "b")]);
+        for odd in ["a\rb", "a\x0cb", "a\x0bb"] {
+            assert!(
+                kinds(odd).iter().any(|(k, _)| *k == Tok::Unknown),
+                "{odd:?}"
+            );
+        }
     }
 }

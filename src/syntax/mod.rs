@@ -4,6 +4,7 @@
 pub mod ast;
 pub mod classexpr;
 pub mod diagnostic;
+pub mod invariants;
 pub mod json;
 pub mod lexer;
 pub mod parser;

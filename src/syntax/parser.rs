@@ -30,6 +30,10 @@ pub fn parse(path: &str, src: &str) -> Parsed {
         pos: 0,
         diags: lexed.diagnostics,
         namespace: "default".to_string(),
+        ends_unterminated: lexed
+            .tokens
+            .last()
+            .is_some_and(|t| t.kind == Tok::Unterminated),
     };
     let blocks = p.file();
     let mut diagnostics = p.diags;
@@ -50,6 +54,9 @@ struct Parser<'a> {
     diags: Vec<Diagnostic>,
     /// Set by `body file control { namespace => "..." }` for the blocks after it.
     namespace: String,
+    /// The text ends inside a string that is never closed; errors at the
+    /// end of the file are consequences of it and are not reported.
+    ends_unterminated: bool,
 }
 
 const BLOCK_KEYWORDS: [&str; 3] = ["bundle", "body", "promise"];
@@ -120,8 +127,23 @@ impl<'a> Parser<'a> {
             Tok::Str => format!("string {short}"),
             Tok::NakedVar => format!("variable {short}"),
             Tok::Unterminated => "a string that is never closed".to_string(),
-            Tok::Unknown => format!("unexpected character '{short}'"),
+            Tok::Unknown => format!("unexpected character '{}'", short.escape_debug()),
             _ => format!("'{short}'"),
+        }
+    }
+
+    /// Describes the current token; when the error is reported on an
+    /// earlier line than the token, says where the token is.
+    fn describe_from(&self, span: Span) -> String {
+        let found = self.describe(self.peek());
+        let Some(t) = self.peek() else {
+            return found;
+        };
+        let line = line_col_of(self.src, t.span.start).0;
+        if line_col_of(self.src, span.start).0 < line {
+            format!("{found} on line {line}")
+        } else {
+            found
         }
     }
 
@@ -129,17 +151,103 @@ impl<'a> Parser<'a> {
         self.diags.push(Diagnostic::error(span, msg));
     }
 
-    /// Reports "expected X, found Y" at the current token.
+    /// Reports "expected X, found Y" at the current token: for a token that
+    /// should start something new (a statement, a block), the found token
+    /// is the mistake.
     fn expected(&mut self, what: &str) {
-        let found = self.describe(self.peek());
         let span = self.here();
+        self.expected_at(what, span);
+    }
+
+    /// Reports "expected X, found Y" for something that belongs right after
+    /// the previous token (a name, a value, a separator, a closing bracket).
+    /// When the found token is on a later line, the mistake is at the end
+    /// of the previous line, so that is where the error points.
+    fn expected_after(&mut self, what: &str) {
+        match self.after_previous() {
+            Some(span) => self.expected_at(what, span),
+            None => self.expected(what),
+        }
+    }
+
+    /// A zero-width span just after the previous token, when the current
+    /// token (or the end of the file) is on a later line.
+    fn after_previous(&self) -> Option<Span> {
+        let prev = self.toks.get(self.pos.checked_sub(1)?)?;
+        let next_start = self
+            .peek()
+            .map_or(self.src.len(), |t| t.span.start as usize);
+        let end = prev.span.end as usize;
+        self.src[end..next_start]
+            .contains('\n')
+            .then(|| Span::new(end, end))
+    }
+
+    fn expected_at(&mut self, what: &str, span: Span) {
         if self.peek_kind() == Some(Tok::Unterminated) {
-            self.error(span, "this string is never closed");
-            // Nothing after an unterminated string can be read.
-            self.pos = self.toks.len();
+            self.unterminated_here();
+            return;
+        }
+        if self.peek().is_none() && self.ends_unterminated {
+            return;
+        }
+        let found = self.describe_from(span);
+        if self.runaway_string(&format!("{what}, found {found}")) {
             return;
         }
         self.error(span, format!("expected {what}, found {found}"));
+    }
+
+    /// The current token is a string that runs to the end of the file.
+    /// It is reported once, unless an earlier mistake explains it (an
+    /// unbalanced quote earlier on pairs the quotes up wrongly).
+    fn unterminated_here(&mut self) {
+        let span = self.here();
+        if !self.diags.iter().any(Diagnostic::is_error) {
+            let quote_end = span.start as usize + 1;
+            self.diags.push(
+                Diagnostic::error(
+                    Span::new(span.start as usize, quote_end),
+                    "this string is never closed",
+                )
+                .with_help("add the closing quote; the string runs to the end of the file"),
+            );
+        }
+        // Nothing after an unterminated string can be read.
+        self.pos = self.toks.len();
+    }
+
+    /// When the token just read is a string that spans lines and what
+    /// follows it does not parse, the likeliest mistake is a missing
+    /// closing quote at the string's start: the string then ends at the
+    /// opening quote of the next string. Reports that instead and returns
+    /// true.
+    fn runaway_string(&mut self, expected_found: &str) -> bool {
+        let Some(prev) = self
+            .pos
+            .checked_sub(1)
+            .and_then(|i| self.toks.get(i))
+            .copied()
+        else {
+            return false;
+        };
+        let text = self.text(prev);
+        if prev.kind != Tok::Str || !text.contains('\n') {
+            return false;
+        }
+        let first_line = text.find('\n').unwrap_or(text.len());
+        let start = prev.span.start as usize;
+        let end_line = line_col_of(self.src, prev.span.end).0;
+        self.diags.push(
+            Diagnostic::error(
+                Span::new(start, start + first_line),
+                format!("this string runs on to line {end_line}; is its closing quote missing?"),
+            )
+            .with_help(format!(
+                "after the string, on line {end_line}, the parser expected {expected_found}"
+            )),
+        );
+        true
     }
 
     fn ident(&self, t: Token) -> Ident {
@@ -189,7 +297,7 @@ impl<'a> Parser<'a> {
                 self.ident(t)
             }
             _ => {
-                self.expected(what);
+                self.expected_after(what);
                 self.skip_to_block_keyword();
                 return None;
             }
@@ -200,7 +308,7 @@ impl<'a> Parser<'a> {
                 self.ident(t)
             }
             _ => {
-                self.expected(&format!("a name for this {keyword}"));
+                self.expected_after(&format!("a name for this {keyword}"));
                 self.skip_to_block_keyword();
                 return None;
             }
@@ -211,7 +319,7 @@ impl<'a> Parser<'a> {
             Vec::new()
         };
         if self.peek_kind() != Some(Tok::LBrace) {
-            self.expected(&format!("'{{' to open {keyword} '{}'", name.name));
+            self.expected_after(&format!("'{{' to open {keyword} '{}'", name.name));
             self.skip_to_block_keyword();
             return None;
         }
@@ -266,39 +374,44 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Consumes the closing `}` of a block, or reports it missing.
+    /// Consumes the closing `}` of a block, or reports it missing: just
+    /// after the block's last token when what follows is on a later line
+    /// (usually the next block's keyword), else at what was found.
     fn close_block(&mut self, open: Token, keyword: &str, name: &Ident) -> Span {
-        match self.peek() {
-            Some(t) if t.kind == Tok::RBrace => {
-                self.pos += 1;
-                t.span
-            }
-            _ => {
-                let found = self.describe(self.peek());
-                let span = self.here();
-                if self.peek_kind() != Some(Tok::Unterminated)
-                    || !self
-                        .diags
-                        .iter()
-                        .any(|d| d.message.contains("never closed"))
-                {
-                    let (line, _) = line_col_of(self.src, open.span.start);
-                    self.diags.push(
-                        Diagnostic::error(
-                            span,
-                            format!(
-                                "expected '}}' to close {keyword} '{}', found {found}",
-                                name.name
-                            ),
-                        )
-                        .with_help(format!("the {keyword} was opened on line {line}")),
-                    );
-                }
-                self.toks
-                    .get(self.pos.saturating_sub(1))
-                    .map_or(open.span, |t| t.span)
-            }
+        if let Some(t) = self.peek().filter(|t| t.kind == Tok::RBrace) {
+            self.pos += 1;
+            return t.span;
         }
+        let last = self
+            .toks
+            .get(self.pos.saturating_sub(1))
+            .map_or(open.span, |t| t.span);
+        if self.peek_kind() == Some(Tok::Unterminated) {
+            self.unterminated_here();
+            return last;
+        }
+        if self.peek().is_none() && self.ends_unterminated {
+            if !self.diags.iter().any(Diagnostic::is_error) {
+                // Recovery skipped the string; it still deserves its error.
+                self.pos = self.toks.len() - 1;
+                self.unterminated_here();
+            }
+            return last;
+        }
+        let span = self.after_previous().unwrap_or_else(|| self.here());
+        let found = self.describe_from(span);
+        let (line, _) = line_col_of(self.src, open.span.start);
+        self.diags.push(
+            Diagnostic::error(
+                span,
+                format!(
+                    "expected '}}' to close {keyword} '{}', found {found}",
+                    name.name
+                ),
+            )
+            .with_help(format!("the {keyword} was opened on line {line}")),
+        );
+        last
     }
 
     fn params(&mut self) -> Vec<Ident> {
@@ -317,14 +430,14 @@ impl<'a> Parser<'a> {
                         Some(Tok::Comma) => self.pos += 1,
                         Some(Tok::RParen) => {}
                         _ => {
-                            self.expected("',' or ')' in the parameter list");
+                            self.expected_after("',' or ')' in the parameter list");
                             self.skip_past(Tok::RParen);
                             return params;
                         }
                     }
                 }
                 _ => {
-                    self.expected("a parameter name or ')'");
+                    self.expected_after("a parameter name or ')'");
                     self.skip_past(Tok::RParen);
                     return params;
                 }
@@ -350,6 +463,9 @@ impl<'a> Parser<'a> {
     fn bundle_body(&mut self, bundle_name: &Ident) -> Vec<Section> {
         let mut sections: Vec<Section> = Vec::new();
         let mut guard = ClassGuard::any();
+        // Once a bundle has been told it lacks a promise type, what follows
+        // the same mistake is not reported again.
+        let mut typeless_reported = false;
         while let Some(t) = self.peek() {
             match t.kind {
                 Tok::RBrace => break,
@@ -369,7 +485,8 @@ impl<'a> Parser<'a> {
                 Tok::ClassGuard | Tok::QuotedGuard => {
                     self.pos += 1;
                     let g = self.guard(t);
-                    if sections.is_empty() {
+                    if sections.is_empty() && !typeless_reported {
+                        typeless_reported = true;
                         self.error(
                             t.span,
                             format!(
@@ -389,7 +506,9 @@ impl<'a> Parser<'a> {
                                 s.promises.push(p);
                             }
                         }
+                        None if typeless_reported => {}
                         None => {
+                            typeless_reported = true;
                             self.diags.push(
                                 Diagnostic::error(
                                     t.span,
@@ -406,7 +525,9 @@ impl<'a> Parser<'a> {
                 _ if self.is_block_keyword(t) && self.starts_line(t) => break,
                 _ => {
                     if sections.is_empty() {
+                        typeless_reported = true;
                         self.expected("a promise type such as 'vars:'");
+                        self.help_promise_type_colon(t);
                     } else {
                         self.expected("a promiser string, a promise type or a class guard");
                     }
@@ -417,12 +538,28 @@ impl<'a> Parser<'a> {
         sections
     }
 
+    /// A name where a promise type belongs is usually a promise type
+    /// whose colon is missing or set apart.
+    fn help_promise_type_colon(&mut self, t: Token) {
+        let name = self.text(t);
+        if t.kind != Tok::Word || !name.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_') {
+            return;
+        }
+        if let Some(d) = self.diags.last_mut().filter(|d| d.span == t.span) {
+            d.help = Some(format!(
+                "a promise type is written with its colon attached: '{name}:'"
+            ));
+        }
+    }
+
+    /// Reads a class guard token; the validator checks its expression.
     fn guard(&self, t: Token) -> ClassGuard {
         let text = self.text(t);
         let body = &text[..text.len() - 2];
         if t.kind == Tok::QuotedGuard {
             ClassGuard {
-                expr: unquote(body),
+                // cf-promises takes a quoted guard's text as written.
+                expr: body[1..body.len() - 1].to_string(),
                 span: t.span,
                 quoted: true,
             }
@@ -483,8 +620,10 @@ impl<'a> Parser<'a> {
                         && self.peek_at(1).map(|n| n.kind) == Some(Tok::FatArrow) =>
                 {
                     let Some(attr) = self.attribute() else {
+                        // A promise that lost an attribute would mislead
+                        // the validator; it is left out of the tree.
                         self.recover_in_bundle();
-                        break;
+                        return None;
                     };
                     end = attr.span;
                     attributes.push(attr);
@@ -525,10 +664,14 @@ impl<'a> Parser<'a> {
                     }
                 }
                 Some(t) if t.kind == Tok::Word => {
-                    self.expected("'=>' after the attribute name");
-                    let _ = t;
+                    let what = format!("'=>' after the attribute name '{}'", self.text(t));
+                    let found = self.describe(self.peek_at(1));
+                    if !self.runaway_string(&format!("{what}, found {found}")) {
+                        self.pos += 1;
+                        self.expected_after(&what);
+                    }
                     self.recover_in_bundle();
-                    break;
+                    return None;
                 }
                 _ => {
                     if attributes.is_empty() {
@@ -556,18 +699,26 @@ impl<'a> Parser<'a> {
     /// A promise ended without `;`: report it once at the end of what was
     /// read, then recover where the next statement plausibly starts.
     fn missing_semicolon_after(&mut self, after: Span, what: &str) {
-        let found = self.describe(self.peek());
         let next = self.peek();
-        let at = Span::new(after.end as usize, after.end as usize);
-        let at = if at.start as usize >= self.src.len() {
-            after
-        } else {
-            at
-        };
-        self.diags.push(
-            Diagnostic::error(at, format!("expected ';' after {what}, found {found}"))
-                .with_help("every promise ends with ';'"),
-        );
+        if next.is_some_and(|t| t.kind == Tok::Unterminated) {
+            self.unterminated_here();
+            return;
+        }
+        if next.is_none() && self.ends_unterminated {
+            return;
+        }
+        let found = self.describe(next);
+        if !self.runaway_string(&format!("';' after {what}, found {found}")) {
+            let at = if (after.end as usize) < self.src.len() {
+                Span::new(after.end as usize, after.end as usize)
+            } else {
+                after
+            };
+            self.diags.push(
+                Diagnostic::error(at, format!("expected ';' after {what}, found {found}"))
+                    .with_help("every promise ends with ';'"),
+            );
+        }
         // When the next token begins a new statement, resume there without
         // skipping; otherwise skip the garbage.
         let resumable = match next {
@@ -611,7 +762,7 @@ impl<'a> Parser<'a> {
 
     fn rval(&mut self, ctx: RvalContext) -> Option<Rval> {
         let Some(t) = self.peek() else {
-            self.expected("a value");
+            self.expected_after("a value");
             return None;
         };
         match t.kind {
@@ -645,12 +796,12 @@ impl<'a> Parser<'a> {
                     t.span,
                     "a list cannot be a function argument; pass a variable such as @(mylist)",
                 );
-                self.pos += 1;
-                self.skip_past(Tok::RBrace);
-                None
+                // Keep it as the argument, so that the call still has as
+                // many arguments as were written.
+                self.list(RvalContext::Attribute)
             }
             _ => {
-                self.expected("a value (a quoted string, a list, a function call or a name)");
+                self.expected_after("a value (a quoted string, a list, a function call or a name)");
                 None
             }
         }
@@ -665,6 +816,9 @@ impl<'a> Parser<'a> {
             );
         }
         let mut items = Vec::new();
+        // One error per list: after a missing or doubled ',' the items go
+        // on being read as if it were right.
+        let mut reported = false;
         loop {
             match self.peek() {
                 Some(t) if t.kind == Tok::RBrace => {
@@ -674,20 +828,39 @@ impl<'a> Parser<'a> {
                         span: open.span.to(t.span),
                     });
                 }
+                Some(t) if t.kind == Tok::Comma => {
+                    if !reported {
+                        self.expected_after(
+                            "a value (a quoted string, a list, a function call or a name)",
+                        );
+                        reported = true;
+                    }
+                    self.pos += 1;
+                }
                 Some(_) => {
-                    let item = self.rval(RvalContext::ListItem)?;
+                    let Some(item) = self.rval(RvalContext::ListItem) else {
+                        return Some(self.partial_list(open, items));
+                    };
                     items.push(item);
                     match self.peek_kind() {
                         Some(Tok::Comma) => self.pos += 1,
                         Some(Tok::RBrace) => {}
+                        Some(k) if starts_value(k) => {
+                            if !reported {
+                                self.expected_after("',' or '}' in the list");
+                                reported = true;
+                            }
+                        }
                         _ => {
-                            self.expected("',' or '}' in the list");
-                            return None;
+                            if !reported {
+                                self.expected_after("',' or '}' in the list");
+                            }
+                            return Some(self.partial_list(open, items));
                         }
                     }
                 }
                 None => {
-                    self.expected("'}' to close the list");
+                    self.expected_after("'}' to close the list");
                     return None;
                 }
             }
@@ -698,6 +871,9 @@ impl<'a> Parser<'a> {
         let name = self.ident(name_tok);
         self.pos += 1; // (
         let mut args = Vec::new();
+        // One error per call: after a missing or doubled ',' the arguments
+        // go on being read, so that the call keeps the arguments written.
+        let mut reported = false;
         loop {
             match self.peek() {
                 Some(t) if t.kind == Tok::RParen => {
@@ -708,8 +884,19 @@ impl<'a> Parser<'a> {
                         args,
                     }));
                 }
+                Some(t) if t.kind == Tok::Comma => {
+                    if !reported {
+                        self.expected_after(
+                            "a value (a quoted string, a list, a function call or a name)",
+                        );
+                        reported = true;
+                    }
+                    self.pos += 1;
+                }
                 Some(_) => {
-                    let arg = self.rval(RvalContext::Argument)?;
+                    let Some(arg) = self.rval(RvalContext::Argument) else {
+                        return Some(self.partial_call(name, args));
+                    };
                     args.push(arg);
                     match self.peek_kind() {
                         Some(Tok::Comma) => {
@@ -725,18 +912,76 @@ impl<'a> Parser<'a> {
                             }
                         }
                         Some(Tok::RParen) => {}
+                        Some(k) if starts_value(k) => {
+                            if !reported {
+                                self.expected_after(&format!(
+                                    "',' or ')' in the call to '{}'",
+                                    name.name
+                                ));
+                                reported = true;
+                            }
+                        }
                         _ => {
-                            self.expected(&format!("',' or ')' in the call to '{}'", name.name));
-                            return None;
+                            if !reported {
+                                self.expected_after(&format!(
+                                    "',' or ')' in the call to '{}'",
+                                    name.name
+                                ));
+                            }
+                            return Some(self.partial_call(name, args));
                         }
                     }
                 }
                 None => {
-                    self.expected(&format!("')' to close the call to '{}'", name.name));
+                    self.expected_after(&format!("')' to close the call to '{}'", name.name));
                     return None;
                 }
             }
         }
+    }
+
+    /// After a mistake inside a list: skips to its `}` and returns what was
+    /// read, so that the promise around it is not reported again.
+    fn partial_list(&mut self, open: Token, items: Vec<Rval>) -> Rval {
+        let end = self.skip_bracketed(Tok::RBrace).unwrap_or(open.span);
+        Rval::List {
+            items,
+            span: open.span.to(end),
+        }
+    }
+
+    /// After a mistake inside a call's arguments: skips to its `)`.
+    fn partial_call(&mut self, name: Ident, args: Vec<Rval>) -> Rval {
+        let end = self.skip_bracketed(Tok::RParen).unwrap_or(name.span);
+        Rval::Call(FnCall {
+            span: name.span.to(end),
+            name,
+            args,
+        })
+    }
+
+    /// Skips to the bracket `close` that matches one already open and
+    /// consumes it, returning its span. Stops without consuming at what
+    /// cannot be inside a value: `;`, a bracket closing something outer, a
+    /// promise type, a class guard or a block keyword that starts a line.
+    fn skip_bracketed(&mut self, close: Tok) -> Option<Span> {
+        let mut depth = 0usize;
+        while let Some(t) = self.peek() {
+            match t.kind {
+                Tok::LBrace | Tok::LParen => depth += 1,
+                k if k == close && depth == 0 => {
+                    self.pos += 1;
+                    return Some(t.span);
+                }
+                Tok::RBrace | Tok::RParen if depth == 0 => return None,
+                Tok::RBrace | Tok::RParen => depth -= 1,
+                Tok::Semi | Tok::PromiseType | Tok::ClassGuard | Tok::QuotedGuard => return None,
+                Tok::Word if self.is_block_keyword(t) && self.starts_line(t) => return None,
+                _ => {}
+            }
+            self.pos += 1;
+        }
+        None
     }
 
     // ---- bodies -----------------------------------------------------------
@@ -827,6 +1072,11 @@ enum RvalContext {
     Argument,
 }
 
+/// Whether a token can start a value (for reading on after a missing ',').
+fn starts_value(kind: Tok) -> bool {
+    matches!(kind, Tok::Str | Tok::Word | Tok::NakedVar | Tok::LBrace)
+}
+
 fn line_col_of(src: &str, offset: u32) -> (usize, usize) {
     let before = &src[..(offset as usize).min(src.len())];
     let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
@@ -913,5 +1163,148 @@ mod tests {
             errors("bundle agent x\n{\n vars:\n  \"a\" string => \"b\";\n\nbundle agent y\n{\n}\n");
         assert_eq!(e.len(), 1, "{e:?}");
         assert!(e[0].contains("expected '}' to close bundle 'x'"), "{e:?}");
+    }
+    /// One error, on the given line, for each source.
+    fn one_error_on_line(src: &str, line: usize) {
+        let e = errors(src);
+        let errs: Vec<_> = parse("t.cf", src)
+            .diagnostics
+            .into_iter()
+            .filter(Diagnostic::is_error)
+            .collect();
+        assert_eq!(errs.len(), 1, "{src:?}: {e:?}");
+        assert_eq!(
+            line_col_of(src, errs[0].span.start).0,
+            line,
+            "{src:?}: {e:?}"
+        );
+    }
+
+    #[test]
+    fn a_mistake_inside_a_list_is_one_error() {
+        for list in [
+            "{ \"a\" \"b\" }",
+            "{ , \"a\" }",
+            "{ \"a\",, \"b\" }",
+            "{ \"a\", f(\"x\" \"y\") }",
+        ] {
+            one_error_on_line(
+                &format!(
+                    "bundle agent x\n{{\n vars:\n  \"l\" slist => {list};\n  \"m\" string => \"n\";\n}}\n"
+                ),
+                4,
+            );
+        }
+        one_error_on_line(
+            "bundle agent x\n{\n vars:\n  \"l\" slist => { \"a\";\n  \"m\" string => \"n\";\n}\n",
+            4,
+        );
+        one_error_on_line(
+            "bundle agent x\n{\n vars:\n  \"l\" string => f(\"a\";\n  \"m\" string => \"n\";\n}\n",
+            4,
+        );
+    }
+
+    /// The validator counts a call's arguments, so a mistake between them
+    /// must not lose any.
+    #[test]
+    fn calls_keep_their_arguments_after_a_mistake() {
+        for call in [
+            "f(\"a\" \"b\")",
+            "f(\"a\",, \"b\")",
+            "f(\"a\", { \"b\" })",
+            "f(, \"a\", \"b\")",
+        ] {
+            let src = format!("bundle agent x {{ vars: \"v\" string => {call}; }}");
+            let p = parse("t.cf", &src);
+            assert_eq!(p.diagnostics.len(), 1, "{call}: {:?}", p.diagnostics);
+            let b = p.file.bundles().next().expect("bundle");
+            let Rval::Call(c) = &b.sections[0].promises[0].attributes[0].value else {
+                panic!("{call}: not a call");
+            };
+            assert_eq!(c.args.len(), 2, "{call}");
+        }
+    }
+
+    /// A promise damaged by a mistake is left out of the tree, so that the
+    /// validator does not report what the mistake took away from it.
+    #[test]
+    fn damaged_promises_are_left_out() {
+        for bad in ["string => ;", "string \"b\";", "string = \"b\";"] {
+            let src = format!("bundle agent x {{ vars: \"a\" {bad} \"c\" string => \"d\"; }}");
+            let p = parse("t.cf", &src);
+            assert_eq!(p.diagnostics.len(), 1, "{bad}: {:?}", p.diagnostics);
+            let b = p.file.bundles().next().expect("bundle");
+            let promisers: Vec<_> = b.sections[0]
+                .promises
+                .iter()
+                .map(|p| p.promiser.value.as_str())
+                .collect();
+            assert_eq!(promisers, vec!["c"], "{bad}");
+        }
+    }
+
+    #[test]
+    fn missing_promise_type_is_reported_once() {
+        one_error_on_line(
+            "bundle agent x\n{\n  linux::\n   \"a\" string => \"b\";\n   \"c\" string => \"d\";\n}\n",
+            3,
+        );
+        one_error_on_line(
+            "bundle agent x\n{\n vars\n   \"a\" string => \"b\";\n}\n",
+            3,
+        );
+        one_error_on_line(
+            "bundle agent x\n{\n vars :\n   \"a\" string => \"b\";\n}\n",
+            3,
+        );
+    }
+
+    #[test]
+    fn unterminated_string_is_one_error() {
+        for s in ["'b;", "`b;", "{ \"b };", "\"b\\\";"] {
+            one_error_on_line(
+                &format!("bundle agent x\n{{\n vars:\n   \"a\" string => {s}\n}}\n"),
+                4,
+            );
+        }
+    }
+
+    /// A string whose closing quote is missing usually ends at the next
+    /// string's opening quote; the error belongs where it started.
+    #[test]
+    fn runaway_string_is_reported_where_it_starts() {
+        one_error_on_line(
+            "bundle agent x\n{\n vars:\n   \"a\" string => \"b;\n   \"c\" string => \"d\";\n}\n",
+            4,
+        );
+        one_error_on_line(
+            "bundle agent x\n{\n reports:\n  \"linux::\n   \"r\";\n}\n",
+            4,
+        );
+    }
+
+    /// What belongs right after the previous token is reported there, not
+    /// on the next line where the parser noticed it.
+    #[test]
+    fn missing_pieces_are_reported_after_the_previous_token() {
+        one_error_on_line("bundle agent\n{\n}\n", 1);
+        one_error_on_line("bundle agent x(a, b\n{\n}\n", 1);
+        one_error_on_line("bundle agent x\n vars:\n}\n", 1);
+        one_error_on_line("bundle agent x\n{\n vars:\n   \"a\" string =>\n}\n", 4);
+        one_error_on_line(
+            "bundle agent x\n{\n vars:\n   \"a\" string => \"b\";\n\nbundle agent y\n{\n}\n",
+            4,
+        );
+    }
+
+    #[test]
+    fn missing_fat_arrow_names_what_follows_the_attribute() {
+        let e = errors("bundle agent x\n{\n vars:\n   \"a\" string = \"b\";\n}\n");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].contains("after the attribute name 'string', found unexpected character '='"),
+            "{e:?}"
+        );
     }
 }

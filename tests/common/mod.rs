@@ -251,3 +251,12 @@ pub fn inform_lines(out: &str, root: &Path, base: &Path) -> String {
     }
     s
 }
+
+/// The output with every occurrence of a temporary directory replaced by
+/// `[TMP]`, so that snapshots and expected lines do not depend on it.
+pub fn scrubbed(mut out: Captured, root: &Path) -> Captured {
+    let root = root.display().to_string();
+    out.stdout = out.stdout.replace(&root, "[TMP]");
+    out.stderr = out.stderr.replace(&root, "[TMP]");
+    out
+}

@@ -43,8 +43,8 @@ pub const EDIT_ORDER: &[&str] = &[
 ];
 
 /// cf-agent refuses to edit files larger than this unless told otherwise
-/// (`edit_defaults`' `max_file_size`, body agent control's `editfilesize`,
-/// or 0 for no limit).
+/// (`edit_defaults`' `max_file_size`, else agent control's `editfilesize`;
+/// 0 for no limit).
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 100_000;
 
 /// How often cf-agent applies a replacement to one line before it gives up.
@@ -191,7 +191,7 @@ pub(crate) fn edit_file(
         .and_then(|d| d.scalar("max_file_size"))
         .and_then(|m| crate::eval::promises::parse_int(m).ok())
         .map(|m| m.max(0) as u64)
-        .or_else(|| agent_control_edit_size(act))
+        .or(act.ctx.agent_control.editfilesize)
         .unwrap_or(DEFAULT_MAX_FILE_SIZE);
     if max > 0 && meta.size > max {
         tracing::info!(
@@ -313,26 +313,6 @@ pub(crate) fn edit_file(
     }
 }
 
-/// Body agent control's `editfilesize`, when the policy sets it.
-fn agent_control_edit_size(act: &mut ActContext<'_>) -> Option<u64> {
-    let policy = act.policy;
-    let (_, control) = policy.bodies().find(|(_, b)| {
-        b.body_type.name == "agent" && b.name.name == "control" && b.namespace == "default"
-    })?;
-    let mut found = None;
-    for a in control.attributes_named("editfilesize") {
-        let guard = act.ctx.expand(&a.guard.expr).text;
-        if act.ctx.eval_class_expr(guard.trim()).unwrap_or(false)
-            && let Ok(e) = act.ctx.eval_rval(&a.attr.value)
-            && let Some(s) = e.value.as_scalar()
-            && let Ok(n) = crate::eval::promises::parse_int(s)
-        {
-            found = Some(n.max(0) as u64);
-        }
-    }
-    found
-}
-
 /// Renders a mustache template over the promise's data (or the state of
 /// the run) and replaces the file's content when it differs.
 fn render_mustache(
@@ -366,9 +346,9 @@ fn render_mustache(
             v.failed();
             return;
         }
-        _ => super::template::datastate(act.ctx),
+        _ => crate::functions::introspect::datastate_json(act.ctx),
     };
-    let rendered = match super::mustache::render(&text, &data) {
+    let rendered = match crate::functions::mustache::render(&text, &data) {
         Ok(r) => r,
         Err(e) => {
             tracing::error!("Error rendering mustache template '{label}': {e}");
@@ -387,6 +367,7 @@ fn render_mustache(
     if current == rendered.as_bytes() {
         return;
     }
+    super::show_diff(act, target, &current, rendered.as_bytes());
     if act.dry_run {
         tracing::warn!(
             "Should update rendering of '{}' from mustache template '{label}', but only warning promised",

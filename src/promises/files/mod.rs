@@ -3,9 +3,11 @@
 //! then changes; under dry-run (or `action_policy => "warn"`) it says
 //! what it would do instead, in cf-agent's words.
 
+pub mod copy;
 pub mod edit;
-pub mod mustache;
+pub mod link;
 pub mod perms;
+pub mod search;
 pub mod template;
 
 use super::{ActContext, Actuator, ExpandedPromise, Outcome, ResolvedBody};
@@ -22,7 +24,7 @@ const DEFAULT_DIR_MODE: u32 = 0o700;
 
 /// The running verdict of one files promise.
 #[derive(Debug, Default)]
-pub(crate) struct Verdict {
+pub struct Verdict {
     repaired: bool,
     failed: bool,
     warned: bool,
@@ -42,8 +44,10 @@ impl Verdict {
     }
 
     fn outcome(&self) -> Outcome {
-        if self.failed || self.warned {
+        if self.failed {
             Outcome::Failed
+        } else if self.warned {
+            Outcome::Warned
         } else if self.repaired {
             Outcome::Repaired
         } else {
@@ -55,12 +59,11 @@ impl Verdict {
 impl Actuator for Files {
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
         let mut v = Verdict::default();
-        let path = PathBuf::from(&p.promiser);
         let is_dir_promise = p.promiser.ends_with("/.") || p.promiser.ends_with('/');
         let target: PathBuf = if is_dir_promise {
             PathBuf::from(p.promiser.trim_end_matches('.').trim_end_matches('/'))
         } else {
-            path.clone()
+            PathBuf::from(&p.promiser)
         };
         if !target.is_absolute() {
             tracing::error!(
@@ -69,63 +72,191 @@ impl Actuator for Files {
             );
             return Outcome::Failed;
         }
-        if let Some(del) = p.body("delete") {
-            delete(act, p, &target, del, &mut v);
-            return finish(p, v);
-        }
-        let meta = match act.host.lstat(&target) {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::error!("Cannot stat '{}': {e}", p.promiser);
-                return Outcome::Failed;
-            }
-        };
-        let wants_create = p.flag("create").unwrap_or(false) || p.scalar("content").is_some();
-        let meta = match meta {
-            Some(m) => Some(m),
-            None if wants_create => create(act, p, &target, is_dir_promise, &mut v),
-            None => None,
-        };
-        let Some(meta) = meta else {
-            if !v.failed
-                && !v.warned
-                && (p.attrs.contains_key("edit_line") || p.attrs.contains_key("edit_template"))
-            {
-                tracing::error!(
-                    "File '{}' was marked for editing but could not be opened",
-                    p.promiser
-                );
-                v.failed();
+        if search::is_regex_promiser(p) && act.host.lstat(&target).ok().flatten().is_none() {
+            for path in search::regex_promiser_matches(act.ctx, act.host, &p.promiser) {
+                leaf(act, p, &path, false, &mut v);
             }
             return finish(p, v);
-        };
-        if let Some(body) = p.body("perms") {
-            apply_perms(act, p, &target, &meta, body, &mut v);
         }
-        if meta.kind == FileKind::File {
-            if let Some(content) = p.scalar("content") {
-                set_content(act, p, &target, content, &mut v);
+        if let Some(ds) = p.body("depth_search") {
+            // A copy walks the source tree; everything else the target's.
+            if let Some(body) = p.body("copy_from") {
+                copy::copy_from(act, p, &target, body, &mut v);
             }
-            if p.attrs.contains_key("edit_line")
-                || p.attrs.contains_key("edit_template")
-                || p.attrs.contains_key("edit_template_string")
-            {
-                edit::edit_file(act, p, &target, &mut v);
+            let mut found = search::depth_search(act.ctx, act.host, &target, ds, act.dry_run);
+            if let Some(sel) = p.body("file_select") {
+                let now = crate::pipeline::now_secs();
+                found.retain(|f| search::selected(act.ctx, sel, &f.path, &f.meta, now));
+            }
+            if p.body("delete").is_some() {
+                // Contents before the directories that hold them.
+                found.sort_by(|a, b| b.path.cmp(&a.path));
+            }
+            for f in found {
+                leaf(act, p, &f.path, false, &mut v);
+            }
+            return finish(p, v);
+        }
+        if let Some(body) = p.body("copy_from") {
+            copy::copy_from(act, p, &target, body, &mut v);
+        }
+        if let Some(body) = p.body("link_from") {
+            link::link_from(act, p, &target, body, &mut v);
+            return finish(p, v);
+        }
+        leaf(act, p, &target, is_dir_promise, &mut v);
+        finish(p, v)
+    }
+}
+
+/// Everything a files promise does to one path (not copies and links,
+/// which the promise does once for its base path).
+fn leaf(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    is_dir_promise: bool,
+    v: &mut Verdict,
+) {
+    let shown = target.display().to_string();
+    if let Some(del) = p.body("delete") {
+        delete(act, &shown, target, del, v);
+        return;
+    }
+    if let Some(ren) = p.body("rename") {
+        rename(act, &shown, target, ren, v);
+        return;
+    }
+    let meta = match act.host.lstat(target) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::error!("Cannot stat '{shown}': {e}");
+            v.failed();
+            return;
+        }
+    };
+    let wants_create = p.flag("create").unwrap_or(false) || p.scalar("content").is_some();
+    let meta = match meta {
+        Some(m) => Some(m),
+        None if wants_create => create(act, p, target, is_dir_promise, v),
+        None => None,
+    };
+    let Some(meta) = meta else {
+        if !v.failed
+            && !v.warned
+            && (p.attrs.contains_key("edit_line") || p.attrs.contains_key("edit_template"))
+        {
+            tracing::error!("File '{shown}' was marked for editing but could not be opened");
+            v.failed();
+        }
+        return;
+    };
+    if let Some(body) = p.body("perms") {
+        apply_perms(act, &shown, target, &meta, body, v);
+    }
+    if meta.kind == FileKind::File {
+        if let Some(content) = p.scalar("content") {
+            set_content(act, &shown, target, content, v);
+        }
+        if p.attrs.contains_key("edit_line")
+            || p.attrs.contains_key("edit_template")
+            || p.attrs.contains_key("edit_template_string")
+        {
+            edit::edit_file(act, p, target, v);
+        }
+    }
+    if p.flag("touch") == Some(true) {
+        if act.dry_run {
+            tracing::warn!("Should touch '{shown}', but only warning promised");
+            v.warned();
+        } else if let Err(e) = act.host.touch(target) {
+            tracing::error!("Could not touch '{shown}': {e}");
+            v.failed();
+        } else {
+            tracing::info!("Touched (updated time stamps) for path '{shown}'");
+            v.repaired();
+        }
+    }
+}
+
+/// `rename`: a new name, disabling (a suffix and a mode), or rotation.
+fn rename(
+    act: &mut ActContext<'_>,
+    shown: &str,
+    target: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    let Some(meta) = act.host.lstat(target).ok().flatten() else {
+        return;
+    };
+    if let Some(n) = body
+        .scalar("rotate")
+        .and_then(|r| r.parse::<u32>().ok())
+        .filter(|&n| n > 0)
+    {
+        if act.dry_run {
+            tracing::warn!("Should rotate '{shown}', but only warning promised");
+            v.warned();
+            return;
+        }
+        for i in (1..n).rev() {
+            let from = PathBuf::from(format!("{shown}.{i}"));
+            let to = PathBuf::from(format!("{shown}.{}", i + 1));
+            if act.host.lstat(&from).ok().flatten().is_some() {
+                let _ = act.host.rename(&from, &to);
             }
         }
-        if p.flag("touch") == Some(true) {
-            if act.dry_run {
-                tracing::warn!("Should touch '{}', but only warning promised", p.promiser);
-                v.warned();
-            } else if let Err(e) = act.host.touch(&target) {
-                tracing::error!("Could not touch '{}': {e}", p.promiser);
-                v.failed();
-            } else {
-                tracing::info!("Touched (updated time stamps) for path '{}'", p.promiser);
+        let first = PathBuf::from(format!("{shown}.1"));
+        match act.host.rename(target, &first) {
+            Ok(()) => {
+                let _ = act.host.create_empty(target, meta.mode);
+                tracing::info!("Rotated file '{shown}' in {n} fifo");
                 v.repaired();
             }
+            Err(e) => {
+                tracing::error!("Could not rotate '{shown}': {e}");
+                v.failed();
+            }
         }
-        finish(p, v)
+        return;
+    }
+    let disable = body.scalar("disable").and_then(super::parse_bool) == Some(true);
+    let newname = match body.scalar("newname") {
+        Some(n) if n.starts_with('/') => PathBuf::from(n),
+        Some(n) => target.parent().unwrap_or(Path::new("/")).join(n),
+        None if disable => PathBuf::from(format!(
+            "{shown}{}",
+            body.scalar("disable_suffix").unwrap_or(".cfdisabled")
+        )),
+        None => return,
+    };
+    if act.dry_run {
+        tracing::warn!(
+            "Should rename '{shown}' to '{}', but only warning promised",
+            newname.display()
+        );
+        v.warned();
+        return;
+    }
+    match act.host.rename(target, &newname) {
+        Ok(()) => {
+            if disable {
+                let mode = body
+                    .scalar("disable_mode")
+                    .and_then(|m| ModeSpec::parse(m).ok())
+                    .map_or(0o600, |s| s.apply(meta.mode));
+                let _ = act.host.chmod(&newname, mode);
+                tracing::info!("Disabled file '{shown}' as '{}'", newname.display());
+            } else {
+                tracing::info!("Renamed file '{shown}' to '{}'", newname.display());
+            }
+            v.repaired();
+        }
+        Err(e) => {
+            tracing::error!("Could not rename '{shown}': {e}");
+            v.failed();
+        }
     }
 }
 
@@ -229,7 +360,7 @@ fn create(
 
 fn apply_perms(
     act: &mut ActContext<'_>,
-    p: &ExpandedPromise,
+    shown: &str,
     target: &Path,
     meta: &Meta,
     body: &ResolvedBody,
@@ -253,18 +384,18 @@ fn apply_perms(
                     if act.dry_run {
                         tracing::warn!(
                             "Should change permissions of '{}' from {:04o} to {:04o}",
-                            p.promiser,
+                            shown,
                             meta.mode,
                             want
                         );
                         v.warned();
                     } else if let Err(e) = act.host.chmod(target, want) {
-                        tracing::error!("Could not change permissions of '{}': {e}", p.promiser);
+                        tracing::error!("Could not change permissions of '{}': {e}", shown);
                         v.failed();
                     } else {
                         tracing::info!(
                             "Object '{}' had permissions {:04o}, changed it to {:04o}",
-                            p.promiser,
+                            shown,
                             meta.mode,
                             want
                         );
@@ -276,7 +407,7 @@ fn apply_perms(
                 tracing::error!(
                     "Invalid mode in perms body '{}' for '{}': {e}",
                     body.name,
-                    p.promiser
+                    shown
                 );
                 v.failed();
             }
@@ -284,15 +415,15 @@ fn apply_perms(
     }
     let owners = body.list("owners");
     let groups = body.list("groups");
-    let want_uid = pick_id(&owners, meta.uid, uid_of, "user", p, v);
-    let want_gid = pick_id(&groups, meta.gid, gid_of, "group", p, v);
+    let want_uid = pick_id(&owners, meta.uid, uid_of, "user", shown, v);
+    let want_gid = pick_id(&groups, meta.gid, gid_of, "group", shown, v);
     if want_uid.is_none() && want_gid.is_none() {
         return;
     }
     if act.dry_run {
         tracing::warn!(
             "Should change the owner or group of '{}', but only warning promised",
-            p.promiser
+            shown
         );
         v.warned();
         return;
@@ -300,7 +431,7 @@ fn apply_perms(
     if !can_chown() {
         tracing::error!(
             "Cannot change the owner or group of '{}': only root may",
-            p.promiser
+            shown
         );
         v.failed();
         return;
@@ -308,18 +439,15 @@ fn apply_perms(
     match act.host.lchown(target, want_uid, want_gid) {
         Ok(()) => {
             if let Some(u) = want_uid {
-                tracing::info!("Owner of '{}' was {}, set to {}", p.promiser, meta.uid, u);
+                tracing::info!("Owner of '{}' was {}, set to {}", shown, meta.uid, u);
             }
             if let Some(g) = want_gid {
-                tracing::info!("Group of '{}' was {}, set to {}", p.promiser, meta.gid, g);
+                tracing::info!("Group of '{}' was {}, set to {}", shown, meta.gid, g);
             }
             v.repaired();
         }
         Err(e) => {
-            tracing::error!(
-                "Could not change the owner or group of '{}': {e}",
-                p.promiser
-            );
+            tracing::error!("Could not change the owner or group of '{}': {e}", shown);
             v.failed();
         }
     }
@@ -332,7 +460,7 @@ fn pick_id(
     current: u32,
     lookup: fn(&str) -> Option<u32>,
     what: &str,
-    p: &ExpandedPromise,
+    shown: &str,
     v: &mut Verdict,
 ) -> Option<u32> {
     if names.is_empty() {
@@ -343,7 +471,7 @@ fn pick_id(
         .filter_map(|n| {
             let id = lookup(n);
             if id.is_none() {
-                tracing::error!("Unknown {what} '{n}' in perms of '{}'", p.promiser);
+                tracing::error!("Unknown {what} '{n}' in perms of '{}'", shown);
                 v.failed();
             }
             id
@@ -358,7 +486,7 @@ fn pick_id(
 
 fn set_content(
     act: &mut ActContext<'_>,
-    p: &ExpandedPromise,
+    shown: &str,
     target: &Path,
     content: &str,
     v: &mut Verdict,
@@ -366,7 +494,7 @@ fn set_content(
     let current = match act.host.read(target) {
         Ok(c) => c,
         Err(e) => {
-            tracing::error!("Could not read '{}': {e}", p.promiser);
+            tracing::error!("Could not read '{}': {e}", shown);
             v.failed();
             return;
         }
@@ -374,10 +502,11 @@ fn set_content(
     if current == content.as_bytes() {
         return;
     }
+    show_diff(act, target, &current, content.as_bytes());
     if act.dry_run {
         tracing::warn!(
             "Should update file '{}' with content '{}', but only warning promised",
-            p.promiser,
+            shown,
             content
         );
         v.warned();
@@ -391,11 +520,11 @@ fn set_content(
         .map_or(DEFAULT_FILE_MODE, |m| m.mode);
     match act.host.write_atomic(target, content.as_bytes(), mode) {
         Ok(()) => {
-            tracing::info!("Updated file '{}' with content '{}'", p.promiser, content);
+            tracing::info!("Updated file '{}' with content '{}'", shown, content);
             v.repaired();
         }
         Err(e) => {
-            tracing::error!("Could not write '{}': {e}", p.promiser);
+            tracing::error!("Could not write '{}': {e}", shown);
             v.failed();
         }
     }
@@ -403,7 +532,7 @@ fn set_content(
 
 fn delete(
     act: &mut ActContext<'_>,
-    p: &ExpandedPromise,
+    shown: &str,
     target: &Path,
     body: &ResolvedBody,
     v: &mut Verdict,
@@ -412,7 +541,7 @@ fn delete(
         Ok(Some(m)) => m,
         Ok(None) => return,
         Err(e) => {
-            tracing::error!("Cannot stat '{}': {e}", p.promiser);
+            tracing::error!("Cannot stat '{}': {e}", shown);
             v.failed();
             return;
         }
@@ -426,7 +555,7 @@ fn delete(
         return;
     }
     if act.dry_run {
-        tracing::warn!("Should delete '{}', but only warning promised", p.promiser);
+        tracing::warn!("Should delete '{}', but only warning promised", shown);
         v.warned();
         return;
     }
@@ -438,15 +567,44 @@ fn delete(
     match r {
         Ok(()) => {
             if is_dir {
-                tracing::info!("Deleted directory '{}'", p.promiser);
+                tracing::info!("Deleted directory '{}'", shown);
             } else {
-                tracing::info!("Deleted file '{}'", p.promiser);
+                tracing::info!("Deleted file '{}'", shown);
             }
             v.repaired();
         }
         Err(e) => {
-            tracing::error!("Could not delete '{}': {e}", p.promiser);
+            tracing::error!("Could not delete '{}': {e}", shown);
             v.failed();
+        }
+    }
+}
+
+/// Prints a unified diff of a file's content change, when `--diff` asks
+/// for it. Binary content is summarized instead.
+pub(crate) fn show_diff(act: &ActContext<'_>, path: &Path, old: &[u8], new: &[u8]) {
+    if !act.diff {
+        return;
+    }
+    use std::io::Write;
+    let shown = path.display().to_string();
+    let mut out = std::io::stdout().lock();
+    match (std::str::from_utf8(old), std::str::from_utf8(new)) {
+        (Ok(o), Ok(n)) => {
+            let diff = similar::TextDiff::from_lines(o, n);
+            let _ = write!(
+                out,
+                "{}",
+                diff.unified_diff().context_radius(3).header(&shown, &shown)
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "Binary file {shown} differs ({} bytes -> {} bytes)",
+                old.len(),
+                new.len()
+            );
         }
     }
 }

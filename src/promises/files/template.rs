@@ -1,16 +1,13 @@
-//! Templates: cf-agent's own format (`template_method => "cfengine"`),
-//! which becomes an edit_line bundle of insertions, and the data a
-//! mustache template sees when the promise gives none (`datastate()`).
+//! Templates in cf-agent's own format (`template_method => "cfengine"`),
+//! which become an edit_line bundle of insertions. Mustache templates are
+//! rendered by `functions::mustache`, shared with `string_mustache()`.
 
 use super::super::ActContext;
-use crate::eval::EvalContext;
-use crate::eval::value::Value;
 use crate::load::LoadedFile;
 use crate::syntax::ast::{
     Attribute, Bundle, ClassGuard, Ident, PolicyFile, Promise, Quote, Rval, Section, StringLit,
 };
 use crate::syntax::source::{SourceFile, Span};
-use serde_json::{Map, Value as Json};
 use std::path::Path;
 
 /// Reads a cfengine template into an edit_line bundle, as cf-agent does:
@@ -146,45 +143,4 @@ fn insertion(text: String, context: &str, at: usize) -> Promise {
         }],
         span,
     }
-}
-
-/// The state of the run as a data container, as `datastate()` gives it:
-/// `classes` (every defined class, true) and `vars` (by bundle, or
-/// `namespace:bundle` outside the default namespace).
-pub fn datastate(ctx: &EvalContext) -> Json {
-    let mut classes = Map::new();
-    for (name, _) in ctx.classes.iter() {
-        classes.insert(name.clone(), Json::Bool(true));
-    }
-    if let Some(f) = ctx.frame() {
-        for name in f.local_classes.keys() {
-            classes.insert(name.clone(), Json::Bool(true));
-        }
-    }
-    let mut vars: Map<String, Json> = Map::new();
-    for (key, name, var) in ctx.vars.iter() {
-        let scope = if key.ns == "default" || key.ns.is_empty() {
-            key.scope.clone()
-        } else {
-            format!("{}:{}", key.ns, key.scope)
-        };
-        if scope == "match" || scope == "this" {
-            continue;
-        }
-        let value = match &var.value {
-            Value::Scalar(s) => Json::String(s.clone()),
-            Value::List(l) => Json::Array(l.iter().cloned().map(Json::String).collect()),
-            Value::Data(d) => (**d).clone(),
-        };
-        if let Json::Object(m) = vars
-            .entry(scope)
-            .or_insert_with(|| Json::Object(Map::new()))
-        {
-            m.insert(name.clone(), value);
-        }
-    }
-    let mut top = Map::new();
-    top.insert("classes".into(), Json::Object(classes));
-    top.insert("vars".into(), Json::Object(vars));
-    Json::Object(top)
 }

@@ -1,0 +1,61 @@
+//! The number of online CPUs: `sys.cpus` and `N_cpus` (or `1_cpu`).
+//!
+//! cf-agent asks sysconf(_SC_NPROCESSORS_ONLN), which glibc answers from
+//! `/sys/devices/system/cpu/online` and, failing that, from the `cpuN`
+//! lines of `/proc/stat`; we read the same files.
+
+use super::Collector;
+use super::root::Root;
+
+/// Counts the CPUs in a list such as `0-3,5,7-8`.
+pub(crate) fn count_cpu_list(list: &str) -> Option<usize> {
+    let mut n = 0;
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let a: usize = a.trim().parse().ok()?;
+                let b: usize = b.trim().parse().ok()?;
+                n += b.checked_sub(a)? + 1;
+            }
+            None => {
+                part.trim().parse::<usize>().ok()?;
+                n += 1;
+            }
+        }
+    }
+    Some(n)
+}
+
+pub(crate) fn online_cpus(root: &Root) -> Option<usize> {
+    if let Some(n) = root
+        .read("/sys/devices/system/cpu/online")
+        .and_then(|s| count_cpu_list(&s))
+        .filter(|&n| n > 0)
+    {
+        return Some(n);
+    }
+    let stat = root.read("/proc/stat")?;
+    let n = stat
+        .lines()
+        .filter(|l| {
+            l.strip_prefix("cpu")
+                .is_some_and(|rest| rest.starts_with(|ch: char| ch.is_ascii_digit()))
+        })
+        .count();
+    (n > 0).then_some(n)
+}
+
+pub(crate) fn cpus(c: &mut Collector, root: &Root) {
+    let Some(n) = online_cpus(root) else { return };
+    let class = if n == 1 {
+        "1_cpu".to_string()
+    } else {
+        format!("{n}_cpus")
+    };
+    c.class(&class, "source=agent,derived-from=sys.cpus");
+    c.sys(
+        "cpus",
+        n.to_string(),
+        "inventory,source=agent,attribute_name=CPU logical cores",
+    );
+}

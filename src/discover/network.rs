@@ -1,0 +1,645 @@
+//! Interfaces and addresses: the IPv4 and IPv6 address classes, `sys.ipv4`
+//! and its per-interface arrays, MAC addresses and interface flags, and
+//! the `/proc/net` views `sys.inet`, `sys.inet6` and `sys.interfaces_data`.
+//!
+//! cf-agent lists the interfaces that have an IPv4 address with the
+//! SIOCGIFCONF ioctl; `getifaddrs` gives the same list in the same
+//! (interface index) order, so that is what we ask. Everything else comes
+//! from `/proc/net` and `/sys/class/net`. cf-agent 3.21 learns IPv6
+//! addresses, and the MAC addresses of interfaces without IPv4, by running
+//! `/sbin/ifconfig -a`; we read the same facts from `/proc/net/if_inet6`
+//! and `/sys/class/net`, but only when `/sbin/ifconfig` exists, since
+//! without it cf-agent finds none of them.
+
+use super::Collector;
+use super::root::Root;
+use crate::eval::classes::canonify;
+use crate::eval::value::{DataType, Value};
+use serde_json::{Map, Value as Json, json};
+use std::cmp::Ordering;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+const IFF_UP: u32 = 0x1;
+const IFF_BROADCAST: u32 = 0x2;
+const IFF_DEBUG: u32 = 0x4;
+const IFF_LOOPBACK: u32 = 0x8;
+const IFF_POINTOPOINT: u32 = 0x10;
+const IFF_NOTRAILERS: u32 = 0x20;
+const IFF_RUNNING: u32 = 0x40;
+const IFF_NOARP: u32 = 0x80;
+const IFF_PROMISC: u32 = 0x100;
+const IFF_ALLMULTI: u32 = 0x200;
+const IFF_MULTICAST: u32 = 0x1000;
+
+const INV: &str = "inventory,attribute_name=none,source=agent";
+const PROC_TAGS: &str = "networking,/proc,source=agent,procfs";
+
+/// One IPv4 address of an interface, as SIOCGIFCONF lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ipv4Iface {
+    /// The interface name or address label (`eth0`, `eth0:1`).
+    pub name: String,
+    pub addr: Ipv4Addr,
+    /// The interface flags (`IFF_UP`, `IFF_LOOPBACK`...).
+    pub flags: u32,
+}
+
+/// The interface flags as cf-agent spells them (`up broadcast running
+/// multicast`).
+pub fn parse_iface_flags(flags: u32) -> String {
+    const WORDS: [(u32, &str); 11] = [
+        (IFF_UP, "up"),
+        (IFF_BROADCAST, "broadcast"),
+        (IFF_DEBUG, "debug"),
+        (IFF_LOOPBACK, "loopback"),
+        (IFF_POINTOPOINT, "pointopoint"),
+        (IFF_NOTRAILERS, "notrailers"),
+        (IFF_RUNNING, "running"),
+        (IFF_NOARP, "noarp"),
+        (IFF_PROMISC, "promisc"),
+        (IFF_ALLMULTI, "allmulti"),
+        (IFF_MULTICAST, "multicast"),
+    ];
+    WORDS
+        .iter()
+        .filter(|(bit, _)| flags & bit != 0)
+        .map(|(_, w)| *w)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The kernel's IPv4 interface addresses, from `getifaddrs`.
+pub(crate) fn kernel_ipv4() -> Vec<Ipv4Iface> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we only read and then
+    // free with freeifaddrs; every pointer is checked for null before use,
+    // and `ifa_addr` is only cast to sockaddr_in when its family says so.
+    unsafe {
+        if libc::getifaddrs(&mut head) != 0 {
+            return out;
+        }
+        let mut cur = head;
+        while !cur.is_null() {
+            let ifa = &*cur;
+            if !ifa.ifa_addr.is_null()
+                && i32::from((*ifa.ifa_addr).sa_family) == libc::AF_INET
+                && !ifa.ifa_name.is_null()
+            {
+                let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                out.push(Ipv4Iface {
+                    name: std::ffi::CStr::from_ptr(ifa.ifa_name)
+                        .to_string_lossy()
+                        .into_owned(),
+                    addr: Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+                    flags: ifa.ifa_flags,
+                });
+            }
+            cur = ifa.ifa_next;
+        }
+        libc::freeifaddrs(head);
+    }
+    out
+}
+
+/// Interface name patterns to skip, from `WORKDIR/inputs/ignore_interfaces.rx`.
+fn ignore_patterns(root: &Root, layout: &super::Layout) -> Vec<String> {
+    let path = layout.workdir.join("inputs").join("ignore_interfaces.rx");
+    root.read(&path.to_string_lossy())
+        .map(|t| t.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+fn ignored(patterns: &[String], name: &str) -> bool {
+    patterns.iter().any(|p| {
+        p == name || regex::Regex::new(&format!("^(?:{p})$")).is_ok_and(|re| re.is_match(name))
+    })
+}
+
+/// The MAC address of a device from `/sys/class/net/<dev>/address`, as
+/// SIOCGIFHWADDR reports it: the first six bytes, zeros for a device
+/// without one (tun, wireguard).
+fn mac_address(root: &Root, name: &str) -> Option<String> {
+    let device = name.split(':').next().unwrap_or(name);
+    let text = root.read(&format!("/sys/class/net/{device}/address"))?;
+    let mut bytes: Vec<String> = text
+        .trim()
+        .split(':')
+        .filter(|b| !b.is_empty())
+        .take(6)
+        .map(|b| format!("{:0>2}", b.to_lowercase()))
+        .collect();
+    bytes.resize(6, "00".to_string());
+    Some(bytes.join(":"))
+}
+
+/// Compares interface names as ifconfig sorts them: digit runs by value.
+pub(crate) fn natural_cmp(a: &str, b: &str) -> Ordering {
+    let (mut a, mut b) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (a.first(), b.first()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
+                let na = a.iter().take_while(|c| c.is_ascii_digit()).count();
+                let nb = b.iter().take_while(|c| c.is_ascii_digit()).count();
+                let va: u128 = std::str::from_utf8(&a[..na])
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                let vb: u128 = std::str::from_utf8(&b[..nb])
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                match va.cmp(&vb) {
+                    Ordering::Equal => {
+                        a = &a[na..];
+                        b = &b[nb..];
+                    }
+                    o => return o,
+                }
+            }
+            (Some(x), Some(y)) => match x.cmp(y) {
+                Ordering::Equal => {
+                    a = &a[1..];
+                    b = &b[1..];
+                }
+                o => return o,
+            },
+        }
+    }
+}
+
+/// One line of `/proc/net/if_inet6`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Inet6Addr {
+    pub addr: Ipv6Addr,
+    pub ifindex: u64,
+    pub prefix: u64,
+    pub scope: u64,
+    pub raw_flags: String,
+    pub name: String,
+}
+
+fn parse_ipv6_hex(s: &str) -> Option<Ipv6Addr> {
+    if s.len() != 32 {
+        return None;
+    }
+    u128::from_str_radix(s, 16).ok().map(Ipv6Addr::from)
+}
+
+pub(crate) fn parse_if_inet6(text: &str) -> Vec<Inet6Addr> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 6 {
+                return None;
+            }
+            Some(Inet6Addr {
+                addr: parse_ipv6_hex(f[0])?,
+                ifindex: u64::from_str_radix(f[1], 16).ok()?,
+                prefix: u64::from_str_radix(f[2], 16).ok()?,
+                scope: u64::from_str_radix(f[3], 16).ok()?,
+                raw_flags: f[4].to_string(),
+                name: f[5].to_string(),
+            })
+        })
+        .collect()
+}
+
+/// An IPv6 address with every group in hex and no compression
+/// (`fd00:0:0:0:0:0:0:2`), as `sys.inet6` prints them.
+fn ipv6_full(a: &Ipv6Addr) -> String {
+    a.segments()
+        .iter()
+        .map(|s| format!("{s:x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The interface names of `/proc/net/dev`, in file order.
+fn proc_net_dev_names(text: &str) -> Vec<String> {
+    text.lines()
+        .skip(2)
+        .filter_map(|l| l.split_once(':').map(|(n, _)| n.trim().to_string()))
+        .collect()
+}
+
+/// The address classes and variables of the interfaces.
+pub(crate) fn interfaces(
+    c: &mut Collector,
+    root: &Root,
+    layout: &super::Layout,
+    ipv4: &[Ipv4Iface],
+) {
+    let patterns = ignore_patterns(root, layout);
+    let mut last_name = String::new();
+    let mut address_set = false;
+    let mut interfaces: Vec<String> = Vec::new();
+    let mut hardware: Vec<String> = Vec::new();
+    let mut flag_list: Vec<String> = Vec::new();
+    let mut ips: Vec<String> = Vec::new();
+    let mut macs_known: Vec<String> = Vec::new();
+
+    for iface in ipv4.iter().filter(|i| !i.name.is_empty()) {
+        if ignored(&patterns, &iface.name) {
+            continue;
+        }
+        if iface.name != last_name {
+            last_name = iface.name.clone();
+            c.sys("interface", iface.name.clone(), "source=agent");
+        }
+        let canon = canonify(&iface.name);
+        c.class(&format!("net_iface_{canon}"), "source=agent");
+
+        let words = parse_iface_flags(iface.flags);
+        if !words.is_empty() {
+            c.sys(
+                &format!("interface_flags[{}]", iface.name),
+                words.clone(),
+                "source=agent",
+            );
+            flag_list.push(words);
+        }
+
+        if iface.flags & IFF_UP != 0 {
+            let txt = iface.addr.to_string();
+            c.class(&txt, INV);
+            // ipv4_192_0_2_2, ipv4_192_0_2, ipv4_192_0, ipv4_192
+            let mut ip = format!("ipv4_{txt}");
+            c.class(&ip, INV);
+            if !address_set && iface.flags & IFF_LOOPBACK == 0 {
+                c.sys(
+                    "ipv4",
+                    txt.clone(),
+                    "inventory,source=agent,attribute_name=none",
+                );
+                address_set = true;
+            }
+            ips.push(txt.clone());
+            while let Some(dot) = ip.rfind('.') {
+                ip.truncate(dot);
+                c.class(&ip, INV);
+            }
+            c.sys(&format!("ipv4[{canon}]"), txt.clone(), "source=agent");
+            let octets: Vec<&str> = txt.split('.').collect();
+            for n in (1..=3).rev() {
+                c.sys(
+                    &format!("ipv4_{n}[{canon}]"),
+                    octets[..n].join("."),
+                    "source=agent",
+                );
+            }
+            c.sys(
+                &format!("ip2iface[{txt}]"),
+                iface.name.clone(),
+                "source=agent",
+            );
+        }
+
+        // No MAC address for loopback.
+        if iface.flags & IFF_LOOPBACK == 0
+            && let Some(mac) = mac_address(root, &iface.name)
+        {
+            c.sys(
+                &format!("hardware_mac[{canon}]"),
+                mac.clone(),
+                "source=agent",
+            );
+            hardware.push(mac.clone());
+            interfaces.push(iface.name.clone());
+            macs_known.push(canon.clone());
+            c.class(&format!("mac_{mac}"), INV);
+        }
+    }
+
+    if root.exists("/sbin/ifconfig") {
+        // What `ifconfig -a` shows: every interface, sorted by name.
+        let mut names = root
+            .read("/proc/net/dev")
+            .map(|t| proc_net_dev_names(&t))
+            .unwrap_or_default();
+        let v6 = root
+            .read("/proc/net/if_inet6")
+            .map(|t| parse_if_inet6(&t))
+            .unwrap_or_default();
+        for a in &v6 {
+            if !names.contains(&a.name) {
+                names.push(a.name.clone());
+            }
+        }
+        names.sort_by(|a, b| natural_cmp(a, b));
+        for name in &names {
+            for a in v6.iter().filter(|a| &a.name == name) {
+                if a.addr == Ipv6Addr::LOCALHOST {
+                    continue;
+                }
+                let txt = a.addr.to_string();
+                c.class(&txt, INV);
+                c.class(&format!("ipv6_{txt}"), INV);
+                ips.push(txt);
+            }
+            let canon = canonify(name);
+            let is_ether = root
+                .read(&format!("/sys/class/net/{name}/type"))
+                .is_some_and(|t| t.trim() == "1");
+            if is_ether
+                && !macs_known.contains(&canon)
+                && let Some(mac) = mac_address(root, name)
+            {
+                c.sys(
+                    &format!("hardware_mac[{canon}]"),
+                    mac.clone(),
+                    "source=agent,derived-from=ifconfig",
+                );
+                hardware.push(mac);
+                macs_known.push(canon);
+            }
+        }
+    }
+
+    let list = |c: &mut Collector, name: &str, items: Vec<String>, tags: &str| {
+        if !items.is_empty() {
+            c.var("sys", name, Value::List(items), DataType::Slist, tags);
+        }
+    };
+    list(
+        c,
+        "interfaces",
+        interfaces,
+        "inventory,source=agent,attribute_name=Interfaces",
+    );
+    list(
+        c,
+        "hardware_addresses",
+        hardware,
+        "inventory,source=agent,attribute_name=MAC addresses",
+    );
+    list(c, "hardware_flags", flag_list, "source=agent");
+    list(c, "ip_addresses", ips, "source=agent");
+}
+
+fn hex_u64(s: &str) -> Option<u64> {
+    u64::from_str_radix(s, 16).ok()
+}
+
+fn route_flags(flags: u64, default: Option<bool>) -> Vec<&'static str> {
+    const RTF_UP: u64 = 0x1;
+    const RTF_GATEWAY: u64 = 0x2;
+    const RTF_HOST: u64 = 0x4;
+    let mut out = vec![
+        if flags & RTF_UP != 0 { "up" } else { "down" },
+        if flags & RTF_HOST != 0 { "host" } else { "net" },
+    ];
+    if let Some(d) = default {
+        out.push(if d { "default" } else { "not_default" });
+    }
+    out.push(if flags & RTF_GATEWAY != 0 {
+        "gateway"
+    } else {
+        "local"
+    });
+    out
+}
+
+/// `/proc/net/route` as `sys.inet` routes, the default route first chosen
+/// by lowest metric.
+pub(crate) fn parse_ipv4_routes(text: &str) -> (Vec<Json>, Option<usize>) {
+    let ipv4 = |s: &str| hex_u64(s).map(|v| Ipv4Addr::from((v as u32).swap_bytes()));
+    let mut routes = Vec::new();
+    let mut best: Option<(usize, u64)> = None;
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 11 {
+            continue;
+        }
+        let (Some(dest), Some(gw), Some(flags), Some(mask)) =
+            (ipv4(f[1]), ipv4(f[2]), hex_u64(f[3]), ipv4(f[7]))
+        else {
+            continue;
+        };
+        let int = |s: &str| s.parse::<i64>().unwrap_or(0);
+        let metric = int(f[6]);
+        let is_default = dest.is_unspecified();
+        if is_default && best.is_none_or(|(_, m)| (metric as u64) < m) {
+            best = Some((routes.len(), metric as u64));
+        }
+        routes.push(json!({
+            "active_default_gateway": false,
+            "dest": dest.to_string(),
+            "flags": route_flags(flags, Some(is_default)),
+            "gateway": gw.to_string(),
+            "interface": f[0],
+            "irtt": int(f[10]),
+            "mask": mask.to_string(),
+            "metric": metric,
+            "mtu": int(f[8]),
+            "refcnt": int(f[4]),
+            "use": int(f[5]),
+            "window": int(f[9]),
+        }));
+    }
+    let best = best.map(|(i, _)| i);
+    if let Some(i) = best {
+        routes[i]["active_default_gateway"] = Json::Bool(true);
+    }
+    (routes, best)
+}
+
+/// `/proc/net/netstat` (and `/proc/net/snmp`-style) header/value line
+/// pairs as `{ "TcpExt": { "SyncookiesSent": "0", ... } }`, keys sorted.
+pub(crate) fn parse_netstat(text: &str) -> Map<String, Json> {
+    let mut out: Vec<(String, Map<String, Json>)> = Vec::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for pair in lines.chunks(2) {
+        let [names, values] = pair else { continue };
+        let (Some((prefix, names)), Some((_, values))) =
+            (names.split_once(':'), values.split_once(':'))
+        else {
+            continue;
+        };
+        let mut kv: Vec<(String, Json)> = names
+            .split_whitespace()
+            .zip(values.split_whitespace())
+            .map(|(n, v)| (n.to_string(), Json::String(v.to_string())))
+            .collect();
+        kv.sort_by(|a, b| a.0.cmp(&b.0));
+        out.push((prefix.trim().to_string(), kv.into_iter().collect()));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.into_iter().map(|(k, v)| (k, Json::Object(v))).collect()
+}
+
+/// `/proc/net/ipv6_route` as `sys.inet6` routes.
+///
+/// cf-agent 3.21 reports as `dest` an address that is all zeros even for
+/// routes to other destinations; it matches the route's source column,
+/// which is what we report, so the values agree.
+pub(crate) fn parse_ipv6_routes(text: &str) -> Vec<Json> {
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 10 {
+                return None;
+            }
+            let src = parse_ipv6_hex(f[2])?;
+            let next_hop = parse_ipv6_hex(f[4])?;
+            let metric = hex_u64(f[5])? as u32 as i32;
+            let flags = hex_u64(f[8])?;
+            Some(json!({
+                "dest": ipv6_full(&src),
+                "dest_prefix": f[1],
+                "flags": route_flags(flags, None),
+                "interface": f[9],
+                "metric": metric,
+                "next_hop": ipv6_full(&next_hop),
+                "refcnt": hex_u64(f[6])?,
+                "source_prefix": f[3],
+                "use": hex_u64(f[7])?,
+            }))
+        })
+        .collect()
+}
+
+/// `/proc/net/snmp6` as `{ "Ip6InReceives": 1, ... }`, keys sorted.
+pub(crate) fn parse_snmp6(text: &str) -> Map<String, Json> {
+    let mut kv: Vec<(String, Json)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let name = f.next()?;
+            let value: i64 = f.next()?.parse().ok()?;
+            Some((name.to_string(), Json::from(value)))
+        })
+        .collect();
+    kv.sort_by(|a, b| a.0.cmp(&b.0));
+    kv.into_iter().collect()
+}
+
+/// `/proc/net/dev` as `sys.interfaces_data`.
+pub(crate) fn parse_net_dev(text: &str) -> Map<String, Json> {
+    const FIELDS: [&str; 16] = [
+        "receive_bytes",
+        "receive_packets",
+        "receive_errors",
+        "receive_drop",
+        "receive_fifo",
+        "receive_frame",
+        "receive_compressed",
+        "receive_multicast",
+        "transmit_bytes",
+        "transmit_packets",
+        "transmit_errors",
+        "transmit_drop",
+        "transmit_fifo",
+        "transmit_frame",
+        "transmit_compressed",
+        "transmit_multicast",
+    ];
+    let mut out: Vec<(String, Json)> = Vec::new();
+    for line in text.lines().skip(2) {
+        let Some((name, values)) = line.split_once(':') else {
+            continue;
+        };
+        let name = name.trim().to_string();
+        let mut kv: Vec<(String, Json)> = FIELDS
+            .iter()
+            .zip(values.split_whitespace())
+            .map(|(k, v)| (k.to_string(), Json::String(v.to_string())))
+            .collect();
+        kv.push(("device".to_string(), Json::String(name.clone())));
+        kv.sort_by(|a, b| a.0.cmp(&b.0));
+        out.push((name, Json::Object(kv.into_iter().collect())));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.into_iter().collect()
+}
+
+/// `sys.inet`, `sys.inet6`, `sys.interfaces_data` and the default gateway
+/// class.
+pub(crate) fn networking(c: &mut Collector, root: &Root) {
+    let route = root.read("/proc/net/route");
+    let netstat = root.read("/proc/net/netstat");
+    if route.is_some() || netstat.is_some() {
+        let mut inet = Map::new();
+        if let Some(text) = &route {
+            let (routes, best) = parse_ipv4_routes(text);
+            if let Some(i) = best {
+                let gw = routes[i]["gateway"].as_str().unwrap_or("").to_string();
+                c.class(
+                    &format!("ipv4_gw_{gw}"),
+                    "inventory,networking,/proc,source=agent,attribute_name=none,procfs",
+                );
+                inet.insert("default_gateway".into(), Json::String(gw));
+                inet.insert("default_route".into(), routes[i].clone());
+            }
+            inet.insert("routes".into(), Json::Array(routes));
+        }
+        if let Some(text) = &netstat {
+            inet.insert("stats".into(), Json::Object(parse_netstat(text)));
+        }
+        c.var(
+            "sys",
+            "inet",
+            Value::data(Json::Object(inet)),
+            DataType::Data,
+            PROC_TAGS,
+        );
+    }
+
+    let if_inet6 = root.read("/proc/net/if_inet6");
+    let ipv6_route = root.read("/proc/net/ipv6_route");
+    let snmp6 = root.read("/proc/net/snmp6");
+    if if_inet6.is_some() || ipv6_route.is_some() || snmp6.is_some() {
+        let mut inet6 = Map::new();
+        if let Some(text) = &if_inet6 {
+            let mut addrs: Vec<(String, Json)> = Vec::new();
+            for a in parse_if_inet6(text) {
+                // The first address of an interface is the one reported.
+                if addrs.iter().any(|(n, _)| n == &a.name) {
+                    continue;
+                }
+                addrs.push((
+                    a.name.clone(),
+                    json!({
+                        "address": ipv6_full(&a.addr),
+                        "device_number": a.ifindex,
+                        "interface": a.name,
+                        "prefix_length": a.prefix,
+                        "raw_flags": a.raw_flags,
+                        "scope": a.scope,
+                    }),
+                ));
+            }
+            addrs.sort_by(|a, b| a.0.cmp(&b.0));
+            inet6.insert(
+                "addresses".into(),
+                Json::Object(addrs.into_iter().collect()),
+            );
+        }
+        if let Some(text) = &ipv6_route {
+            inet6.insert("routes".into(), Json::Array(parse_ipv6_routes(text)));
+        }
+        if let Some(text) = &snmp6 {
+            inet6.insert("stats".into(), Json::Object(parse_snmp6(text)));
+        }
+        c.var(
+            "sys",
+            "inet6",
+            Value::data(Json::Object(inet6)),
+            DataType::Data,
+            PROC_TAGS,
+        );
+    }
+
+    if let Some(text) = root.read("/proc/net/dev") {
+        c.var(
+            "sys",
+            "interfaces_data",
+            Value::data(Json::Object(parse_net_dev(&text))),
+            DataType::Data,
+            PROC_TAGS,
+        );
+    }
+}

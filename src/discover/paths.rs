@@ -1,0 +1,170 @@
+//! The work directory and the directories derived from it, the paths of
+//! the CFEngine components, and the policy entry file.
+
+use super::Collector;
+use super::root::Root;
+use crate::eval::classes::canonify;
+use std::path::{Component, Path, PathBuf};
+
+/// Where things live for one work directory (`sys.workdir`,
+/// `sys.inputdir`, `sys.statedir`, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub workdir: PathBuf,
+    pub inputdir: PathBuf,
+    pub masterdir: PathBuf,
+    pub statedir: PathBuf,
+    pub logdir: PathBuf,
+    pub piddir: PathBuf,
+    pub bindir: PathBuf,
+}
+
+/// The work directory of Debian's cfengine3 package, which moves logs,
+/// pid files and binaries to the FHS places.
+const DEBIAN_WORKDIR: &str = "/var/lib/cfengine3";
+
+impl Layout {
+    /// CFEngine's layout for a work directory: inputs, masterfiles and state
+    /// inside it; logs, pid files and binaries inside it too, except for the
+    /// Debian package's work directory, whose build put them in
+    /// `/var/log/cfengine3`, `/var/run/cfengine3` and `/usr/bin`.
+    pub fn for_workdir(workdir: &Path) -> Layout {
+        let w = workdir.to_path_buf();
+        let (logdir, piddir, bindir) = if w == Path::new(DEBIAN_WORKDIR) {
+            (
+                PathBuf::from("/var/log/cfengine3"),
+                PathBuf::from("/var/run/cfengine3"),
+                PathBuf::from("/usr/bin"),
+            )
+        } else {
+            (w.clone(), w.clone(), w.join("bin"))
+        };
+        Layout {
+            inputdir: w.join("inputs"),
+            masterdir: w.join("masterfiles"),
+            statedir: w.join("state"),
+            logdir,
+            piddir,
+            bindir,
+            workdir: w,
+        }
+    }
+}
+
+fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// The directory variables and Linux's fixed system file locations.
+pub(crate) fn dir_vars(c: &mut Collector, l: &Layout) {
+    c.sys("workdir", s(&l.workdir), "source=agent");
+    c.sys("fstab", "/etc/fstab", "source=agent");
+    c.sys("resolv", "/etc/resolv.conf", "source=agent");
+    c.sys("maildir", "/var/spool/mail", "source=agent");
+    c.sys("exports", "/etc/exports", "source=agent");
+    c.sys("logdir", s(&l.logdir), "source=agent");
+    c.sys("piddir", s(&l.piddir), "source=agent");
+    c.sys("statedir", s(&l.statedir), "source=agent");
+    c.sys("masterdir", s(&l.masterdir), "source=agent");
+    c.sys("inputdir", s(&l.inputdir), "source=agent");
+    c.sys("bindir", s(&l.bindir), "source=agent");
+    c.sys(
+        "default_policy_path",
+        s(&l.inputdir.join("promises.cf")),
+        "source=agent",
+    );
+    c.sys(
+        "failsafe_policy_path",
+        s(&l.inputdir.join("failsafe.cf")),
+        "source=agent",
+    );
+    c.sys(
+        "update_policy_path",
+        s(&l.inputdir.join("update.cf")),
+        "source=agent",
+    );
+}
+
+/// The CFEngine components cf-agent looks for in its bin directory; each
+/// one found becomes `sys.cf_<name>`, its path in double quotes.
+const COMPONENTS: [&str; 16] = [
+    "cf-twin",
+    "cf-agent",
+    "cf-serverd",
+    "cf-monitord",
+    "cf-know",
+    "cf-report",
+    "cf-key",
+    "cf-runagent",
+    "cf-execd",
+    "cf-hub",
+    "cf-reactor",
+    "cf-promises",
+    "cf-upgrade",
+    "cf-net",
+    "cf-check",
+    "cf-secret",
+];
+
+pub(crate) fn component_vars(c: &mut Collector, root: &Root, l: &Layout, agent_exe: Option<&Path>) {
+    let tags = "cfe_internal,source=agent";
+    let quoted = |p: &Path| format!("\"{}\"", p.to_string_lossy());
+    let mut found = [false; COMPONENTS.len()];
+    for (i, name) in COMPONENTS.iter().enumerate() {
+        let path = l.bindir.join(name);
+        if root.exists(&s(&path)) {
+            c.sys(&canonify(name), quoted(&path), tags);
+            found[i] = true;
+        }
+    }
+    // Without a cf-agent beside us, we are the agent.
+    if !found[1]
+        && let Some(exe) = agent_exe
+    {
+        c.sys("cf_agent", quoted(exe), tags);
+        found[1] = true;
+    }
+    // No twin: the agent stands in for it.
+    if !found[0] {
+        let agent = l.bindir.join("cf-agent");
+        if root.exists(&s(&agent)) {
+            c.sys("cf_twin", quoted(&agent), tags);
+        } else if let Some(exe) = agent_exe {
+            c.sys("cf_twin", quoted(exe), tags);
+        }
+    }
+}
+
+/// Removes `.` and folds `..` without touching the file system.
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for comp in p.components() {
+        match comp {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// `sys.policy_entry_filename`, `_dirname` and `_basename`: the entry file
+/// as an absolute path.
+pub(crate) fn policy_entry_vars(c: &mut Collector, entry: &Path) {
+    let abs = if entry.is_absolute() {
+        normalize(entry)
+    } else {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        normalize(&cwd.join(entry))
+    };
+    let dirname = abs.parent().map(s).unwrap_or_else(|| "/".to_string());
+    let basename = abs
+        .file_name()
+        .map(|b| b.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    c.sys("policy_entry_filename", s(&abs), "source=agent");
+    c.sys("policy_entry_dirname", dirname, "source=agent");
+    c.sys("policy_entry_basename", basename, "source=agent");
+}

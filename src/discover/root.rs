@@ -1,0 +1,51 @@
+//! Reading the host's files below a root directory, so tests can use a
+//! fake tree. A file that cannot be read is `None`, never an error:
+//! discovery defines what it finds.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone)]
+pub(crate) struct Root {
+    base: PathBuf,
+}
+
+impl Root {
+    pub(crate) fn new(base: &Path) -> Root {
+        Root {
+            base: base.to_path_buf(),
+        }
+    }
+
+    /// The real location of an absolute host path.
+    pub(crate) fn path(&self, host_path: &str) -> PathBuf {
+        self.base.join(host_path.trim_start_matches('/'))
+    }
+
+    pub(crate) fn read(&self, host_path: &str) -> Option<String> {
+        let bytes = std::fs::read(self.path(host_path)).ok()?;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// The first line without its newline, as cf-agent's ReadLine; `None`
+    /// for a missing or empty file.
+    pub(crate) fn first_line(&self, host_path: &str) -> Option<String> {
+        let text = self.read(host_path)?;
+        if text.is_empty() {
+            return None;
+        }
+        Some(text.lines().next().unwrap_or("").to_string())
+    }
+
+    pub(crate) fn exists(&self, host_path: &str) -> bool {
+        self.path(host_path).exists()
+    }
+
+    /// Resolves symbolic links of a host path inside the root, returning a
+    /// host path.
+    pub(crate) fn realpath(&self, host_path: &str) -> Option<String> {
+        let real = std::fs::canonicalize(self.path(host_path)).ok()?;
+        let base = std::fs::canonicalize(&self.base).ok()?;
+        let rel = real.strip_prefix(&base).ok()?;
+        Some(format!("/{}", rel.to_string_lossy()))
+    }
+}

@@ -1,0 +1,161 @@
+//! The module protocol that `commands` with `module => "true"` (and the
+//! `usemodule` function) speak: each output line may set a variable, a
+//! list or a data container, define or cancel a class, or change the
+//! context, tags or persistence of what follows.
+//!
+//! `=name=value`, `@name= { "a", "b" }`, `%name={json}`, `+class`,
+//! `-class`, `^context=scope`, `^meta=tag1,tag2`, `^persistence=minutes`.
+
+use super::EvalContext;
+use super::classes::{ClassInfo, canonify, canonify_class};
+use super::value::{DataType, Origin, Value};
+use super::vars::Variable;
+
+/// What one module run left beyond variables and classes.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ModuleResult {
+    /// Classes to persist, with their minutes.
+    pub persistent: Vec<(String, u64)>,
+    /// Lines that were not protocol lines (printed by the caller).
+    pub other_lines: Vec<String>,
+}
+
+/// Parses a `{ "a", "b" }` list as the protocol writes it.
+fn parse_list(s: &str) -> Option<Vec<String>> {
+    let inner = s.trim().strip_prefix('{')?.strip_suffix('}')?;
+    let mut out = Vec::new();
+    let mut chars = inner.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace() || *c == ',') {
+            chars.next();
+        }
+        let Some(q) = chars.next() else { break };
+        if q != '"' && q != '\'' {
+            return None;
+        }
+        let mut item = String::new();
+        loop {
+            match chars.next()? {
+                '\\' => item.push(chars.next()?),
+                c if c == q => break,
+                c => item.push(c),
+            }
+        }
+        out.push(item);
+    }
+    Some(out)
+}
+
+/// Applies a module's output: variables go to `scope` (changed by
+/// `^context=`), classes are global.
+pub fn apply(ctx: &mut EvalContext, scope: &str, output: &str) -> ModuleResult {
+    let mut scope = scope.to_string();
+    let mut tags: Vec<String> = Vec::new();
+    let mut persistence: Option<u64> = None;
+    let mut result = ModuleResult::default();
+    for line in output.lines() {
+        let Some(first) = line.chars().next() else {
+            continue;
+        };
+        let rest = &line[1..];
+        // cf-agent tags what a module defines only after a `^meta=` line:
+        // the meta tags, then `source=module`; before one, nothing.
+        let module_tags = || {
+            let mut t = tags.clone();
+            if !t.is_empty() {
+                t.push("source=module".to_string());
+            }
+            t
+        };
+        match first {
+            '^' => {
+                if let Some(c) = rest.strip_prefix("context=") {
+                    scope = canonify(c);
+                } else if let Some(m) = rest.strip_prefix("meta=") {
+                    tags = m
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_string)
+                        .collect();
+                } else if let Some(p) = rest.strip_prefix("persistence=") {
+                    persistence = p.trim().parse().ok().filter(|&m| m > 0);
+                } else {
+                    result.other_lines.push(line.to_string());
+                }
+            }
+            '+' => {
+                let name = canonify_class(rest.trim());
+                if name.is_empty() {
+                    continue;
+                }
+                ctx.classes
+                    .define(&name, ClassInfo::soft(Origin::Agent, module_tags()));
+                if let Some(m) = persistence {
+                    result.persistent.push((name, m));
+                }
+            }
+            '-' => {
+                ctx.classes.undefine(&canonify_class(rest.trim()));
+            }
+            '=' | '@' | '%' => {
+                let Some((name, value)) = rest.split_once('=') else {
+                    result.other_lines.push(line.to_string());
+                    continue;
+                };
+                let (value, dtype) = match first {
+                    '=' => (Some(Value::str(value)), DataType::String),
+                    '@' => (parse_list(value).map(Value::List), DataType::Slist),
+                    _ => (
+                        serde_json::from_str(value).ok().map(Value::data),
+                        DataType::Data,
+                    ),
+                };
+                let Some(value) = value else {
+                    tracing::error!(
+                        "Module line '{line}' does not hold a valid {}",
+                        dtype.as_str()
+                    );
+                    continue;
+                };
+                let var = Variable::new(value, dtype, Origin::Agent).with_tags(module_tags());
+                ctx.vars.put("default", &scope, name, var);
+            }
+            _ => result.other_lines.push(line.to_string()),
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_lines() {
+        let mut ctx = EvalContext::default();
+        let out = "=v=hello\n@l= { \"a\", \"b,c\" }\n%d={\"k\":1}\n+cls\n^context=other\n^meta=t1,t2\n=w=x\nnoise\n";
+        let r = apply(&mut ctx, "mod", out);
+        assert_eq!(
+            ctx.vars.get("default", "mod", "v").unwrap().value,
+            Value::str("hello")
+        );
+        assert_eq!(
+            ctx.vars.get("default", "mod", "l").unwrap().value,
+            Value::List(vec!["a".into(), "b,c".into()])
+        );
+        assert!(
+            ctx.vars
+                .get("default", "mod", "d")
+                .unwrap()
+                .value
+                .as_data()
+                .is_some()
+        );
+        assert!(ctx.classes.is_defined("cls"));
+        let w = ctx.vars.get("default", "other", "w").unwrap();
+        assert_eq!(w.tags, vec!["t1", "t2", "source=module"]);
+        assert!(ctx.vars.get("default", "mod", "v").unwrap().tags.is_empty());
+        assert_eq!(r.other_lines, vec!["noise"]);
+    }
+}

@@ -1,0 +1,299 @@
+//! Typed access to a function's arguments, with errors that name the
+//! function, the parameter and the type it expects, and the resolution of
+//! collecting arguments (a list, a data container, a variable name, a
+//! classic array, or inline JSON).
+
+use super::FnError;
+use super::json;
+use crate::eval::promises::{parse_int, parse_real};
+use crate::eval::refs::VarRef;
+use crate::eval::{EvalContext, Value};
+use serde_json::{Map, Value as Json};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// The arguments of one call of the function `name`.
+#[derive(Clone, Copy)]
+pub struct Args<'a> {
+    pub name: &'static str,
+    pub args: &'a [Value],
+}
+
+impl<'a> Args<'a> {
+    pub fn new(name: &'static str, args: &'a [Value]) -> Args<'a> {
+        Args { name, args }
+    }
+
+    pub fn len(&self) -> usize {
+        self.args.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.args.is_empty()
+    }
+
+    pub fn fail(&self, msg: impl std::fmt::Display) -> FnError {
+        FnError::Failed(format!("function '{}': {msg}", self.name))
+    }
+
+    fn bad(&self, i: usize, param: &str, expected: &str, got: &str) -> FnError {
+        self.fail(format!(
+            "parameter '{param}' (argument {}) must be {expected}, got '{got}'",
+            i + 1
+        ))
+    }
+
+    /// A string argument.
+    pub fn str(&self, i: usize, param: &str) -> Result<&'a str, FnError> {
+        match self.args.get(i) {
+            Some(Value::Scalar(s)) => Ok(s),
+            Some(other) => Err(self.fail(format!(
+                "parameter '{param}' (argument {}) must be a string, got a {}",
+                i + 1,
+                other.natural_type().as_str()
+            ))),
+            None => Err(self.fail(format!("missing parameter '{param}' (argument {})", i + 1))),
+        }
+    }
+
+    pub fn opt_str(&self, i: usize, param: &str) -> Result<Option<&'a str>, FnError> {
+        if i < self.args.len() {
+            self.str(i, param).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// An integer argument (CFEngine's syntax: sign, digits, unit suffix).
+    pub fn int(&self, i: usize, param: &str) -> Result<i64, FnError> {
+        let s = self.str(i, param)?;
+        parse_int(s).map_err(|_| self.bad(i, param, "an integer", s))
+    }
+
+    pub fn opt_int(&self, i: usize, param: &str, default: i64) -> Result<i64, FnError> {
+        if i < self.args.len() {
+            self.int(i, param)
+        } else {
+            Ok(default)
+        }
+    }
+
+    pub fn real(&self, i: usize, param: &str) -> Result<f64, FnError> {
+        let s = self.str(i, param)?;
+        parse_real(s).map_err(|_| self.bad(i, param, "a real number", s))
+    }
+
+    /// One of a fixed set of words.
+    pub fn option(&self, i: usize, param: &str, choices: &[&str]) -> Result<&'a str, FnError> {
+        let s = self.str(i, param)?;
+        if choices.contains(&s) {
+            Ok(s)
+        } else {
+            Err(self.bad(i, param, &format!("one of {}", choices.join(", ")), s))
+        }
+    }
+
+    /// A boolean option (`true`, `yes`, `on` / `false`, `no`, `off`).
+    pub fn boolean(&self, i: usize, param: &str) -> Result<bool, FnError> {
+        match self.option(i, param, &["true", "false", "yes", "no", "on", "off"])? {
+            "true" | "yes" | "on" => Ok(true),
+            _ => Ok(false),
+        }
+    }
+
+    /// A regular expression from the per-run cache.
+    pub fn regex(
+        &self,
+        ctx: &mut EvalContext,
+        i: usize,
+        param: &str,
+    ) -> Result<Arc<crate::eval::regex::Regex>, FnError> {
+        let p = self.str(i, param)?;
+        ctx.regexes
+            .get(p)
+            .map_err(|e| self.fail(format!("parameter '{param}': {e}")))
+    }
+
+    /// A collecting argument, resolved (see `collect`).
+    pub fn collect(&self, ctx: &EvalContext, i: usize, param: &str) -> Result<Value, FnError> {
+        match self.args.get(i) {
+            Some(v) => collect(ctx, v).map_err(|e| match e {
+                FnError::Failed(m) => self.fail(format!("parameter '{param}': {m}")),
+                d => d,
+            }),
+            None => Err(self.fail(format!("missing parameter '{param}' (argument {})", i + 1))),
+        }
+    }
+}
+
+/// A collecting argument: a list or data value passed directly (`@(x)`, a
+/// function call), inline JSON, or the name of a variable: a list, a data
+/// container or a part of one (`d[k]`), a scalar, or a classic array
+/// (`a[k]` entries gathered into an object). An unknown name defers.
+pub fn collect(ctx: &EvalContext, v: &Value) -> Result<Value, FnError> {
+    match v {
+        Value::Scalar(s) => {
+            let t = s.trim_start();
+            if t.starts_with('[') || t.starts_with('{') {
+                return json::parse(t)
+                    .map(Value::data)
+                    .map_err(|e| FnError::Failed(format!("invalid inline JSON '{s}': {e}")));
+            }
+            if let Some(v) = ctx.lookup(s) {
+                return Ok(v);
+            }
+            classic_array(ctx, s).ok_or(FnError::Defer)
+        }
+        other => Ok(other.clone()),
+    }
+}
+
+/// Gathers the entries `name[k1][k2]...` of a classic array into a JSON
+/// object (nested by index), keys in sorted order.
+pub fn classic_array(ctx: &EvalContext, name: &str) -> Option<Value> {
+    let r = VarRef::parse(name);
+    let (ns, scope) = match (r.ns, r.scope) {
+        (Some(ns), Some(scope)) => (ns, scope),
+        (None, Some(scope)) => (ctx.current_ns(), scope),
+        (Some(ns), None) => (ns, ctx.current_bundle()),
+        (None, None) => (ctx.current_ns(), ctx.current_bundle()),
+    };
+    let vars = ctx.vars.scope(ns, scope)?;
+    // The name as stored: `base[i1][i2]` of the reference, then `[`.
+    let mut prefix = r.base.to_string();
+    for idx in &r.indices {
+        prefix.push('[');
+        prefix.push_str(idx);
+        prefix.push(']');
+    }
+    let mut entries: Vec<(Vec<&str>, &Value)> = vars
+        .iter()
+        .filter_map(|(k, var)| {
+            let rest = k.strip_prefix(prefix.as_str())?;
+            let idx = split_indices(rest)?;
+            Some((idx, &var.value))
+        })
+        .collect();
+    if entries.is_empty() {
+        return None;
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut root = Map::new();
+    for (idx, value) in entries {
+        insert_path(&mut root, &idx, value_to_json(value));
+    }
+    Some(Value::data(Json::Object(root)))
+}
+
+/// `[a][b]` → `["a", "b"]`; `None` if the text is not a chain of indices.
+fn split_indices(mut s: &str) -> Option<Vec<&str>> {
+    let mut out = Vec::new();
+    while !s.is_empty() {
+        let inner = s.strip_prefix('[')?;
+        // Indices may hold brackets of nested references; match them.
+        let mut depth = 0usize;
+        let mut end = None;
+        for (i, c) in inner.char_indices() {
+            match c {
+                '[' => depth += 1,
+                ']' if depth == 0 => {
+                    end = Some(i);
+                    break;
+                }
+                ']' => depth -= 1,
+                _ => {}
+            }
+        }
+        let end = end?;
+        out.push(&inner[..end]);
+        s = &inner[end + 1..];
+    }
+    if out.is_empty() { None } else { Some(out) }
+}
+
+fn insert_path(map: &mut Map<String, Json>, path: &[&str], value: Json) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    if rest.is_empty() {
+        map.entry(first.to_string()).or_insert(value);
+        return;
+    }
+    let slot = map
+        .entry(first.to_string())
+        .or_insert_with(|| Json::Object(Map::new()));
+    if !slot.is_object() {
+        *slot = Json::Object(Map::new());
+    }
+    if let Json::Object(m) = slot {
+        insert_path(m, rest, value);
+    }
+}
+
+/// A value as JSON: scalars are strings, lists arrays of strings.
+pub fn value_to_json(v: &Value) -> Json {
+    match v {
+        Value::Scalar(s) => Json::String(s.clone()),
+        Value::List(l) => Json::Array(l.iter().cloned().map(Json::String).collect()),
+        Value::Data(d) => d.as_ref().clone(),
+    }
+}
+
+/// A collected value as a shared JSON container, copying only when it was
+/// not one already.
+pub fn value_to_arc_json(v: Value) -> Arc<Json> {
+    match v {
+        Value::Data(d) => d,
+        other => Arc::new(value_to_json(&other)),
+    }
+}
+
+/// The elements of a collected value as texts: list items, or the
+/// primitive members of a data array/object (stored text, `null` kept
+/// when `with_null`), nested containers skipped.
+pub fn element_texts(v: &Value, with_null: bool) -> Vec<Cow<'_, str>> {
+    match v {
+        Value::Scalar(s) => vec![Cow::Borrowed(s.as_str())],
+        Value::List(l) => l.iter().map(|s| Cow::Borrowed(s.as_str())).collect(),
+        Value::Data(d) => {
+            let items: Box<dyn Iterator<Item = &Json>> = match d.as_ref() {
+                Json::Array(a) => Box::new(a.iter()),
+                Json::Object(m) => Box::new(m.values()),
+                other => Box::new(std::iter::once(other)),
+            };
+            items
+                .filter(|j| with_null || !j.is_null())
+                .filter_map(json::primitive_text)
+                .collect()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indices_split() {
+        assert_eq!(split_indices("[a][b]"), Some(vec!["a", "b"]));
+        assert_eq!(split_indices("[$(x[1])]"), Some(vec!["$(x[1])"]));
+        assert_eq!(split_indices("x[a]"), None);
+        assert_eq!(split_indices(""), None);
+    }
+
+    #[test]
+    fn typed_errors_name_function_and_parameter() {
+        let v = [Value::str("abc")];
+        let a = Args::new("string_head", &v);
+        let e = a.int(0, "max").unwrap_err();
+        assert_eq!(
+            e,
+            FnError::Failed(
+                "function 'string_head': parameter 'max' (argument 1) must be an integer, got 'abc'"
+                    .into()
+            )
+        );
+        assert!(a.option(0, "mode", &["lex"]).is_err());
+        assert!(a.str(1, "x").is_err());
+    }
+}

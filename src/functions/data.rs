@@ -1,0 +1,985 @@
+//! Data containers and reading data: JSON, YAML, CSV and env files,
+//! classic arrays parsed from text, merging, expansion, serialization and
+//! validation, and `type`.
+
+use super::args::{Args, collect, value_to_arc_json};
+use super::regexes::define_var;
+use super::strings::{HASH_ALGORITHMS, digest, hex, split_regex};
+use super::{FnError, FnResult, FnSpec, class_result, json};
+use crate::eval::{DataType, EvalContext, Value};
+use serde_json::{Map, Value as Json};
+use std::sync::Arc;
+
+const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: super::FnImpl) -> FnSpec {
+    FnSpec {
+        name,
+        min_args: min,
+        max_args: max,
+        raw_args: &[],
+        side_effects: false,
+        cached: false,
+        imp,
+    }
+}
+
+pub static FUNCTIONS: &[FnSpec] = &[
+    spec("parsejson", 1, Some(1), parsejson),
+    spec("readjson", 1, Some(2), readjson),
+    spec("parseyaml", 1, Some(1), parseyaml),
+    spec("readyaml", 1, Some(2), readyaml),
+    spec("readcsv", 1, Some(2), readcsv),
+    spec("readdata", 2, Some(2), readdata),
+    spec("readenvfile", 1, Some(2), readenvfile),
+    spec("readfile", 1, Some(2), readfile),
+    spec("parseintarray", 6, Some(6), parseintarray),
+    spec("parserealarray", 6, Some(6), parserealarray),
+    spec("parsestringarray", 6, Some(6), parsestringarray),
+    spec("parsestringarrayidx", 6, Some(6), parsestringarrayidx),
+    spec("readintarray", 6, Some(6), readintarray),
+    spec("readrealarray", 6, Some(6), readrealarray),
+    spec("readstringarray", 6, Some(6), readstringarray),
+    spec("readstringarrayidx", 6, Some(6), readstringarrayidx),
+    spec("readintlist", 5, Some(5), readintlist),
+    spec("readreallist", 5, Some(5), readreallist),
+    spec("readstringlist", 5, Some(5), readstringlist),
+    spec("data_readstringarray", 5, Some(5), data_readstringarray),
+    spec(
+        "data_readstringarrayidx",
+        5,
+        Some(5),
+        data_readstringarrayidx,
+    ),
+    spec("mergedata", 0, None, mergedata),
+    spec("data_expand", 1, Some(1), data_expand),
+    spec("storejson", 1, Some(1), storejson),
+    spec("validjson", 1, Some(2), validjson),
+    spec("validdata", 2, Some(2), validdata),
+    spec("type", 1, Some(2), type_fn),
+    spec("classfiltercsv", 2, Some(4), classfiltercsv),
+    spec("string_mustache", 1, Some(2), string_mustache),
+    spec("hashmatch", 3, Some(3), hashmatch),
+    spec("getfields", 4, Some(4), getfields),
+    spec("makerule", 2, Some(2), makerule),
+];
+
+// ---- reading files ------------------------------------------------------------
+
+/// Reads at most `max` bytes (all when `max` is 0 or absent) as text.
+fn read_text(args: &Args, i: usize, max_index: Option<usize>) -> Result<String, FnError> {
+    let path = args.str(i, "file")?;
+    let max = match max_index {
+        Some(m) if m < args.len() => args.int(m, "max_bytes")?,
+        _ => 0,
+    };
+    let bytes = std::fs::read(path).map_err(|e| args.fail(format!("cannot read '{path}': {e}")))?;
+    let bytes = if max > 0 && (max as usize) < bytes.len() {
+        &bytes[..max as usize]
+    } else {
+        &bytes[..]
+    };
+    Ok(String::from_utf8_lossy(bytes).into_owned())
+}
+
+fn readfile(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("readfile", a);
+    Ok(Value::str(read_text(&args, 0, Some(1))?))
+}
+
+/// JSON read by `parsejson`, `readjson` and `readdata`: an array or an
+/// object.
+fn parse_json_arg(args: &Args, text: &str) -> FnResult {
+    let j = json::parse(text).map_err(|e| args.fail(format!("invalid JSON: {e}")))?;
+    if !j.is_array() && !j.is_object() {
+        return Err(args.fail("the JSON is not an array or an object"));
+    }
+    Ok(Value::data(j))
+}
+
+fn parsejson(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("parsejson", a);
+    parse_json_arg(&args, args.str(0, "json")?)
+}
+
+fn readjson(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("readjson", a);
+    let text = read_text(&args, 0, Some(1))?;
+    parse_json_arg(&args, &text)
+}
+
+// ---- YAML ---------------------------------------------------------------------
+
+/// YAML to JSON, as cf-agent converts it: mappings keep their order and
+/// their keys are strings; quoted scalars are strings; plain scalars are
+/// `null` (`~`, `null`, empty), booleans (`true`/`yes`/`on`,
+/// `false`/`no`/`off`), integers, reals, or else strings. Only the first
+/// document is read; aliases repeat their anchor's value.
+pub fn parse_yaml(text: &str) -> Result<Json, String> {
+    use yaml_rust2::parser::Parser;
+    let mut b = YamlBuilder::default();
+    let mut parser = Parser::new_from_str(text);
+    parser.load(&mut b, false).map_err(|e| e.to_string())?;
+    let mut j = b.doc.unwrap_or(Json::Null);
+    json::normalize(&mut j);
+    Ok(j)
+}
+
+#[derive(Default)]
+struct YamlBuilder {
+    stack: Vec<(Json, Option<String>, usize)>,
+    anchors: std::collections::HashMap<usize, Json>,
+    doc: Option<Json>,
+}
+
+impl YamlBuilder {
+    fn push_value(&mut self, v: Json, anchor: usize) {
+        if anchor > 0 {
+            self.anchors.insert(anchor, v.clone());
+        }
+        match self.stack.last_mut() {
+            None => {
+                if self.doc.is_none() {
+                    self.doc = Some(v);
+                }
+            }
+            Some((Json::Array(a), _, _)) => a.push(v),
+            Some((Json::Object(m), key, _)) => match key.take() {
+                Some(k) => {
+                    m.insert(k, v);
+                }
+                None => {
+                    *key = Some(match v {
+                        Json::String(s) => s,
+                        Json::Null => String::new(),
+                        other => json::primitive_text(&other)
+                            .map(|t| t.into_owned())
+                            .unwrap_or_else(|| json::write_compact(&other)),
+                    });
+                }
+            },
+            Some(_) => {}
+        }
+    }
+}
+
+fn plain_scalar(s: &str) -> Json {
+    match s {
+        "" | "~" | "null" | "Null" | "NULL" => return Json::Null,
+        "true" | "True" | "TRUE" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "y" | "Y" => {
+            return Json::Bool(true);
+        }
+        "false" | "False" | "FALSE" | "no" | "No" | "NO" | "off" | "Off" | "OFF" | "n" | "N" => {
+            return Json::Bool(false);
+        }
+        _ => {}
+    }
+    let digits = s.strip_prefix(['-', '+']).unwrap_or(s);
+    if !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && let Ok(i) = s.parse::<i64>()
+    {
+        return Json::from(i);
+    }
+    let looks_real = digits.bytes().any(|b| b == b'.')
+        && digits
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'))
+        && digits
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_digit() || b == b'.');
+    if looks_real && let Ok(f) = s.parse::<f64>() {
+        return Json::Number(json::real_number(f));
+    }
+    Json::String(s.to_string())
+}
+
+impl yaml_rust2::parser::MarkedEventReceiver for YamlBuilder {
+    fn on_event(&mut self, ev: yaml_rust2::Event, _: yaml_rust2::scanner::Marker) {
+        use yaml_rust2::Event;
+        use yaml_rust2::scanner::TScalarStyle;
+        match ev {
+            Event::Scalar(s, style, anchor, _) => {
+                let v = if style == TScalarStyle::Plain {
+                    plain_scalar(&s)
+                } else {
+                    Json::String(s)
+                };
+                self.push_value(v, anchor);
+            }
+            Event::SequenceStart(anchor, _) => {
+                self.stack.push((Json::Array(Vec::new()), None, anchor))
+            }
+            Event::MappingStart(anchor, _) => {
+                self.stack.push((Json::Object(Map::new()), None, anchor))
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                if let Some((v, _, anchor)) = self.stack.pop() {
+                    self.push_value(v, anchor);
+                }
+            }
+            Event::Alias(id) => {
+                let v = self.anchors.get(&id).cloned().unwrap_or(Json::Null);
+                self.push_value(v, 0);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn parseyaml(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("parseyaml", a);
+    parse_yaml(args.str(0, "yaml")?)
+        .map(Value::data)
+        .map_err(|e| args.fail(format!("invalid YAML: {e}")))
+}
+
+fn readyaml(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("readyaml", a);
+    let text = read_text(&args, 0, Some(1))?;
+    parse_yaml(&text)
+        .map(Value::data)
+        .map_err(|e| args.fail(format!("invalid YAML: {e}")))
+}
+
+// ---- CSV and env files ----------------------------------------------------------
+
+/// RFC 4180 records: `,` separated, `"` quoted with `""` for a quote.
+/// As in cf-agent a record ends only at CRLF (a bare newline belongs to
+/// the field); text after the last CRLF is a last record.
+pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut row = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if quoted {
+            if c == '"' {
+                if chars.peek() == Some(&'"') {
+                    chars.next();
+                    field.push('"');
+                } else {
+                    quoted = false;
+                }
+            } else {
+                field.push(c);
+            }
+            continue;
+        }
+        match c {
+            '"' => quoted = true,
+            ',' => row.push(std::mem::take(&mut field)),
+            '\r' if chars.peek() == Some(&'\n') => {
+                chars.next();
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            c => field.push(c),
+        }
+    }
+    if !field.is_empty() || !row.is_empty() {
+        row.push(field);
+        rows.push(row);
+    }
+    rows
+}
+
+fn csv_json(rows: Vec<Vec<String>>) -> Json {
+    Json::Array(
+        rows.into_iter()
+            .map(|r| Json::Array(r.into_iter().map(Json::String).collect()))
+            .collect(),
+    )
+}
+
+fn readcsv(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("readcsv", a);
+    let text = read_text(&args, 0, Some(1))?;
+    Ok(Value::data(csv_json(parse_csv(&text))))
+}
+
+/// `KEY=value` lines: comments and blank lines skipped, lines without `=`
+/// ignored, the key taken as written (cf-agent keeps `export B` and
+/// `1BAD`), quotes around a value removed.
+pub fn parse_env(text: &str) -> Json {
+    let mut m = Map::new();
+    for line in text.lines() {
+        let l = line.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let Some((k, v)) = l.split_once('=') else {
+            continue;
+        };
+        let k = k.trim();
+        if k.is_empty() {
+            continue;
+        }
+        let v = v.trim();
+        let v = if v.len() >= 2
+            && ((v.starts_with('"') && v.ends_with('"'))
+                || (v.starts_with('\'') && v.ends_with('\'')))
+        {
+            let inner = &v[1..v.len() - 1];
+            if v.starts_with('"') {
+                inner
+                    .replace("\\n", "\n")
+                    .replace("\\\"", "\"")
+                    .replace("\\\\", "\\")
+            } else {
+                inner.to_string()
+            }
+        } else {
+            v.to_string()
+        };
+        m.insert(k.to_string(), Json::String(v));
+    }
+    Json::Object(m)
+}
+
+fn readenvfile(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("readenvfile", a);
+    let text = read_text(&args, 0, Some(1))?;
+    Ok(Value::data(parse_env(&text)))
+}
+
+fn readdata(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("readdata", a);
+    let path = args.str(0, "file")?;
+    let mut kind = args.option(1, "type", &["CSV", "YAML", "JSON", "ENV", "auto"])?;
+    if kind == "auto" {
+        let lower = path.to_ascii_lowercase();
+        kind = if lower.ends_with(".csv") {
+            "CSV"
+        } else if lower.ends_with(".yaml") || lower.ends_with(".yml") {
+            "YAML"
+        } else if lower.ends_with(".env") {
+            "ENV"
+        } else {
+            "JSON"
+        };
+    }
+    let text = read_text(&args, 0, None)?;
+    match kind {
+        "CSV" => Ok(Value::data(csv_json(parse_csv(&text)))),
+        "ENV" => Ok(Value::data(parse_env(&text))),
+        "YAML" => parse_yaml(&text)
+            .map(Value::data)
+            .map_err(|e| args.fail(format!("invalid YAML: {e}"))),
+        _ => parse_json_arg(&args, &text),
+    }
+}
+
+// ---- classic arrays and lists from text ------------------------------------------
+
+#[derive(Clone, Copy, PartialEq)]
+enum Field {
+    Str,
+    Int,
+    Real,
+}
+
+/// The lines of `text` after removing comments, at most `max_entries`,
+/// each split into fields.
+fn table(
+    ctx: &mut EvalContext,
+    args: &Args,
+    text: &str,
+    first: usize,
+) -> Result<Vec<Vec<String>>, FnError> {
+    let comment = args.str(first, "comment")?;
+    let split = args.regex(ctx, first + 1, "split")?;
+    let max_entries = args.int(first + 2, "max_entries")?;
+    let max_bytes = args.int(first + 3, "max_bytes")?;
+    let mut text = text.to_string();
+    if max_bytes >= 0 && (max_bytes as usize) < text.len() {
+        let mut cut = max_bytes as usize;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    let text = strip_comments(ctx, args, &text, comment)?;
+    let mut rows = Vec::new();
+    for line in text.split('\n') {
+        if line.trim().is_empty() {
+            continue;
+        }
+        if max_entries >= 0 && rows.len() as i64 >= max_entries {
+            break;
+        }
+        rows.push(split_regex(&split, line, usize::MAX));
+    }
+    Ok(rows)
+}
+
+fn strip_comments(
+    ctx: &mut EvalContext,
+    args: &Args,
+    text: &str,
+    comment: &str,
+) -> Result<String, FnError> {
+    if comment.is_empty() {
+        return Ok(text.to_string());
+    }
+    let re = ctx
+        .regexes
+        .get(comment)
+        .map_err(|e| args.fail(format!("parameter 'comment': {e}")))?;
+    let mut out = String::with_capacity(text.len());
+    let mut pos = 0;
+    for (s, e) in re.find_all(text) {
+        out.push_str(&text[pos..s]);
+        pos = e;
+    }
+    out.push_str(&text[pos..]);
+    Ok(out)
+}
+
+fn check_field(args: &Args, kind: Field, s: &str) -> Result<(), FnError> {
+    let ok = match kind {
+        Field::Str => true,
+        Field::Int => crate::eval::promises::parse_int(s).is_ok(),
+        Field::Real => crate::eval::promises::parse_real(s).is_ok(),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(args.fail(format!(
+            "'{s}' is not {}",
+            if kind == Field::Int {
+                "an integer"
+            } else {
+                "a real number"
+            }
+        )))
+    }
+}
+
+/// Defines `array[key][i]` (or `array[line][i]`) and returns the number of
+/// lines read.
+fn define_array(
+    ctx: &mut EvalContext,
+    args: &Args,
+    rows: Vec<Vec<String>>,
+    kind: Field,
+    by_index: bool,
+) -> FnResult {
+    let array = args.str(0, "array")?;
+    for row in &rows {
+        for f in row {
+            check_field(args, kind, f)?;
+        }
+    }
+    let n = rows.len();
+    for (line, row) in rows.into_iter().enumerate() {
+        let key = if by_index {
+            line.to_string()
+        } else {
+            row.first().cloned().unwrap_or_default()
+        };
+        for (i, f) in row.into_iter().enumerate() {
+            let dtype = match kind {
+                Field::Str => DataType::String,
+                Field::Int => DataType::Int,
+                Field::Real => DataType::Real,
+            };
+            define_var(
+                ctx,
+                &format!("{array}[{key}][{i}]"),
+                Value::Scalar(f),
+                dtype,
+                // cf-agent tags every one of them with its common helper.
+                "buildlinearray",
+            );
+        }
+    }
+    Ok(Value::str(n.to_string()))
+}
+
+fn parse_array(
+    name: &'static str,
+    ctx: &mut EvalContext,
+    a: &[Value],
+    kind: Field,
+    idx: bool,
+) -> FnResult {
+    let args = Args::new(name, a);
+    let text = args.str(1, "string")?.to_string();
+    let rows = table(ctx, &args, &text, 2)?;
+    define_array(ctx, &args, rows, kind, idx)
+}
+
+fn read_array(
+    name: &'static str,
+    ctx: &mut EvalContext,
+    a: &[Value],
+    kind: Field,
+    idx: bool,
+) -> FnResult {
+    let args = Args::new(name, a);
+    let text = read_text(&args, 1, None)?;
+    let rows = table(ctx, &args, &text, 2)?;
+    define_array(ctx, &args, rows, kind, idx)
+}
+
+fn parseintarray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    parse_array("parseintarray", ctx, a, Field::Int, false)
+}
+fn parserealarray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    parse_array("parserealarray", ctx, a, Field::Real, false)
+}
+fn parsestringarray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    parse_array("parsestringarray", ctx, a, Field::Str, false)
+}
+fn parsestringarrayidx(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    parse_array("parsestringarrayidx", ctx, a, Field::Str, true)
+}
+fn readintarray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    read_array("readintarray", ctx, a, Field::Int, false)
+}
+fn readrealarray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    read_array("readrealarray", ctx, a, Field::Real, false)
+}
+fn readstringarray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    read_array("readstringarray", ctx, a, Field::Str, false)
+}
+fn readstringarrayidx(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    read_array("readstringarrayidx", ctx, a, Field::Str, true)
+}
+
+fn read_list(name: &'static str, ctx: &mut EvalContext, a: &[Value], kind: Field) -> FnResult {
+    let args = Args::new(name, a);
+    let text = read_text(&args, 0, None)?;
+    let comment = args.str(1, "comment")?;
+    let split = args.regex(ctx, 2, "split")?;
+    let max_entries = args.int(3, "max_entries")?;
+    let max_bytes = args.int(4, "max_bytes")?;
+    let mut text = text;
+    if max_bytes >= 0 && (max_bytes as usize) < text.len() {
+        let mut cut = max_bytes as usize;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    let text = strip_comments(ctx, &args, &text, comment)?;
+    let mut out = Vec::new();
+    for item in split_regex(&split, &text, usize::MAX) {
+        if item.is_empty() {
+            continue;
+        }
+        if max_entries >= 0 && out.len() as i64 >= max_entries {
+            break;
+        }
+        check_field(&args, kind, &item)?;
+        out.push(item);
+    }
+    Ok(Value::List(out))
+}
+
+fn readintlist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    read_list("readintlist", ctx, a, Field::Int)
+}
+fn readreallist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    read_list("readreallist", ctx, a, Field::Real)
+}
+fn readstringlist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    read_list("readstringlist", ctx, a, Field::Str)
+}
+
+fn data_readstringarray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("data_readstringarray", a);
+    let text = read_text(&args, 0, None)?;
+    let rows = table(ctx, &args, &text, 1)?;
+    let mut m = Map::new();
+    for mut row in rows {
+        if row.is_empty() {
+            continue;
+        }
+        let key = row.remove(0);
+        m.insert(
+            key,
+            Json::Array(row.into_iter().map(Json::String).collect()),
+        );
+    }
+    Ok(Value::data(Json::Object(m)))
+}
+
+fn data_readstringarrayidx(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("data_readstringarrayidx", a);
+    let text = read_text(&args, 0, None)?;
+    let rows = table(ctx, &args, &text, 1)?;
+    Ok(Value::data(csv_json(rows)))
+}
+
+// ---- containers ---------------------------------------------------------------
+
+/// `mergedata(a, b, ...)`: objects merge key by key (later wins), arrays
+/// concatenate; an array merged with an object counts as an object keyed
+/// by position.
+fn mergedata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("mergedata", a);
+    let mut parts: Vec<Arc<Json>> = Vec::with_capacity(a.len());
+    for i in 0..a.len() {
+        let v = args.collect(ctx, i, "data")?;
+        parts.push(value_to_arc_json(v));
+    }
+    if parts.len() == 1 {
+        return Ok(Value::Data(parts.remove(0)));
+    }
+    if parts.is_empty() {
+        return Ok(Value::data(Json::Object(Map::new())));
+    }
+    for p in &parts {
+        if !p.is_array() && !p.is_object() {
+            return Err(args.fail("every argument must be a container"));
+        }
+    }
+    if parts.iter().all(|p| p.is_array()) {
+        let mut out = Vec::new();
+        for p in parts {
+            if let Json::Array(arr) = Arc::unwrap_or_clone(p) {
+                out.extend(arr);
+            }
+        }
+        return Ok(Value::data(Json::Array(out)));
+    }
+    let mut out = Map::new();
+    for p in parts {
+        match Arc::unwrap_or_clone(p) {
+            Json::Object(m) => {
+                for (k, v) in m {
+                    out.insert(k, v);
+                }
+            }
+            Json::Array(arr) => {
+                for (i, v) in arr.into_iter().enumerate() {
+                    out.insert(i.to_string(), v);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(Value::data(Json::Object(out)))
+}
+
+fn expand_json(ctx: &EvalContext, j: &Json) -> Json {
+    match j {
+        Json::String(s) => Json::String(ctx.expand(s).text),
+        Json::Array(a) => Json::Array(a.iter().map(|v| expand_json(ctx, v)).collect()),
+        Json::Object(m) => Json::Object(
+            m.iter()
+                .map(|(k, v)| (ctx.expand(k).text, expand_json(ctx, v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn data_expand(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("data_expand", a);
+    let v = args.collect(ctx, 0, "data")?;
+    let j = value_to_arc_json(v);
+    Ok(Value::data(expand_json(ctx, &j)))
+}
+
+fn storejson(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("storejson", a);
+    let v = args.collect(ctx, 0, "data")?;
+    match v {
+        Value::Data(d) => Ok(Value::str(json::write_pretty(&d))),
+        Value::List(l) => Ok(Value::str(json::write_pretty(&Json::Array(
+            l.into_iter().map(Json::String).collect(),
+        )))),
+        Value::Scalar(_) => Err(args.fail("the argument is not a list or data container")),
+    }
+}
+
+fn validjson(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("validjson", a);
+    let text = args.str(0, "json")?;
+    let strict = if a.len() > 1 {
+        args.boolean(1, "strict")?
+    } else {
+        false
+    };
+    Ok(class_result(match json::parse(text) {
+        Ok(j) => !strict || j.is_array() || j.is_object(),
+        Err(_) => false,
+    }))
+}
+
+fn validdata(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("validdata", a);
+    let text = args.str(0, "data")?;
+    args.option(1, "type", &["JSON"])?;
+    Ok(class_result(json::parse(text).is_ok()))
+}
+
+/// `type(name)`: the variable's type; with details, where it comes from
+/// (`policy` or `data`) and the type of a data node.
+fn type_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("type", a);
+    let name = args.str(0, "variable")?;
+    let detail = if a.len() > 1 {
+        args.boolean(1, "detail")?
+    } else {
+        false
+    };
+    let declared = ctx.lookup_variable(name).map(|v| v.dtype);
+    let value = ctx.lookup(name);
+    let text = match (declared, value) {
+        (Some(DataType::Data), Some(Value::Data(d))) | (None, Some(Value::Data(d))) => {
+            if detail {
+                format!("data {}", json_kind(&d))
+            } else {
+                "data".to_string()
+            }
+        }
+        (None, Some(Value::Scalar(_))) => {
+            // A primitive inside a container: find its JSON type.
+            let kind = data_node_kind(ctx, name).unwrap_or("string");
+            if detail {
+                format!("data {kind}")
+            } else {
+                "data".to_string()
+            }
+        }
+        (Some(t), Some(_)) => {
+            if detail {
+                format!("policy {}", t.as_str())
+            } else {
+                t.as_str().to_string()
+            }
+        }
+        _ => "none".to_string(),
+    };
+    Ok(Value::str(text))
+}
+
+/// The JSON type of `base[i1][i2]...` inside a data container.
+fn data_node_kind(ctx: &EvalContext, name: &str) -> Option<&'static str> {
+    let r = crate::eval::refs::VarRef::parse(name);
+    let mut prefix = String::new();
+    if let Some(ns) = r.ns {
+        prefix.push_str(ns);
+        prefix.push(':');
+    }
+    if let Some(scope) = r.scope {
+        prefix.push_str(scope);
+        prefix.push('.');
+    }
+    let base = ctx.lookup(&format!("{prefix}{}", r.base))?;
+    let Value::Data(d) = base else {
+        return None;
+    };
+    let mut cur: &Json = &d;
+    for idx in &r.indices {
+        cur = match cur {
+            Json::Object(m) => m.get(*idx)?,
+            Json::Array(a) => a.get(idx.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(json_kind(cur))
+}
+
+fn json_kind(j: &Json) -> &'static str {
+    match j {
+        Json::Object(_) => "object",
+        Json::Array(_) => "array",
+        Json::String(_) => "string",
+        Json::Number(n) if n.is_f64() => "real",
+        Json::Number(_) => "int",
+        Json::Bool(_) => "boolean",
+        Json::Null => "null",
+    }
+}
+
+/// `classfiltercsv(file, has_heading, class_column, sort_column)`: the
+/// rows whose class expression (in `class_column`) holds, as objects keyed
+/// by heading (or by position), without the class column.
+fn classfiltercsv(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("classfiltercsv", a);
+    let text = read_text(&args, 0, None)?;
+    let heading = if a.len() > 1 {
+        args.boolean(1, "has_heading")?
+    } else {
+        false
+    };
+    let class_col = if a.len() > 2 {
+        args.int(2, "class_column")?
+    } else {
+        0
+    }
+    .max(0) as usize;
+    let sort_col = if a.len() > 3 {
+        Some(args.int(3, "sort_column")?.max(0) as usize)
+    } else {
+        None
+    };
+    let mut rows = parse_csv(&text);
+    let names: Vec<String> = if heading && !rows.is_empty() {
+        rows.remove(0)
+    } else {
+        Vec::new()
+    };
+    let mut kept: Vec<Vec<String>> = Vec::new();
+    for row in rows {
+        let Some(expr) = row.get(class_col) else {
+            continue;
+        };
+        if ctx.eval_class_expr(expr.trim()).unwrap_or(false) {
+            kept.push(row);
+        }
+    }
+    if let Some(s) = sort_col {
+        kept.sort_by(|x, y| x.get(s).cmp(&y.get(s)));
+    }
+    let out = kept
+        .into_iter()
+        .map(|row| {
+            let mut m = Map::new();
+            for (i, f) in row.into_iter().enumerate() {
+                if i == class_col {
+                    continue;
+                }
+                let key = names.get(i).cloned().unwrap_or_else(|| i.to_string());
+                m.insert(key, Json::String(f));
+            }
+            Json::Object(m)
+        })
+        .collect();
+    Ok(Value::data(Json::Array(out)))
+}
+
+fn string_mustache(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("string_mustache", a);
+    let template = args.str(0, "template")?;
+    let data = match a.get(1) {
+        Some(v) => value_to_arc_json(collect(ctx, v)?),
+        None => {
+            return Err(args.fail(
+                "without a data argument the template needs the whole state (datastate()), which is not available here",
+            ));
+        }
+    };
+    super::mustache::render(template, &data)
+        .map(Value::str)
+        .map_err(|e| args.fail(e))
+}
+
+fn hashmatch(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("hashmatch", a);
+    let path = args.str(0, "file")?;
+    let alg = args.option(1, "algorithm", HASH_ALGORITHMS)?;
+    let want = args.str(2, "hash")?;
+    let Ok(bytes) = std::fs::read(path) else {
+        return Ok(class_result(false));
+    };
+    let d = digest(alg, &bytes).unwrap_or_default();
+    Ok(class_result(hex(&d).eq_ignore_ascii_case(want)))
+}
+
+/// `getfields(regex, file, split, array)`: splits the first line that
+/// matches into `array[1]`, `array[2]`...; returns the number of matching
+/// lines.
+fn getfields(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("getfields", a);
+    let re = args.regex(ctx, 0, "regex")?;
+    let text = read_text(&args, 1, None)?;
+    let split = args.regex(ctx, 2, "split")?;
+    let array = args.str(3, "array")?;
+    let mut count = 0;
+    for line in text.lines() {
+        if !re.is_full_match(line) {
+            continue;
+        }
+        if count == 0 {
+            for (i, f) in split_regex(&split, line, usize::MAX)
+                .into_iter()
+                .enumerate()
+            {
+                define_var(
+                    ctx,
+                    &format!("{array}[{}]", i + 1),
+                    Value::Scalar(f),
+                    DataType::String,
+                    "getfields",
+                );
+            }
+        }
+        count += 1;
+    }
+    Ok(Value::str(count.to_string()))
+}
+
+/// `makerule(target, sources)`: true when the target is missing or older
+/// than a source.
+fn makerule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("makerule", a);
+    let target = args.str(0, "target")?;
+    let sources = match &a[1] {
+        Value::Scalar(s) if std::path::Path::new(s).exists() => vec![s.clone()],
+        other => super::args::element_texts(&collect(ctx, other)?, false)
+            .into_iter()
+            .map(|s| s.into_owned())
+            .collect(),
+    };
+    let Ok(t) = std::fs::metadata(target).and_then(|m| m.modified()) else {
+        return Ok(class_result(true));
+    };
+    let newer = sources.iter().any(|s| {
+        std::fs::metadata(s)
+            .and_then(|m| m.modified())
+            .is_ok_and(|m| m > t)
+    });
+    Ok(class_result(newer))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_records() {
+        let rows = parse_csv("a,b\r\n\"x,\"\"y\"\"\",\r\n\"multi\r\nline\",z\r\nlast");
+        assert_eq!(
+            rows,
+            vec![
+                vec!["a".to_string(), "b".into()],
+                vec!["x,\"y\"".into(), "".into()],
+                vec!["multi\r\nline".into(), "z".into()],
+                vec!["last".into()],
+            ]
+        );
+        assert_eq!(
+            parse_csv("a,b\nc,d\n"),
+            vec![vec!["a".to_string(), "b\nc".into(), "d\n".into()]]
+        );
+        assert!(parse_csv("").is_empty());
+        assert!(parse_csv("").is_empty());
+    }
+
+    #[test]
+    fn env_files() {
+        let j = parse_env("# c\nA=1\nexport B=\"two words\"\n1X=bad\nC='q'\nnoeq\n");
+        assert_eq!(
+            json::write_compact(&j),
+            r#"{"1X":"bad","A":"1","C":"q","export B":"two words"}"#
+        );
+    }
+
+    #[test]
+    fn yaml_types() {
+        let j =
+            parse_yaml("a: 1\nb: [x, 2.5, true, ~, yes, \"3\", 0x10]\nc: {d: e}\n\"k\": null\n")
+                .unwrap();
+        assert_eq!(
+            json::write_compact(&j),
+            r#"{"a":1,"b":["x",2.5000,true,null,true,"3","0x10"],"c":{"d":"e"},"k":null}"#
+        );
+        assert!(parse_yaml("a: [").is_err());
+    }
+}

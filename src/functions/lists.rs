@@ -1,0 +1,828 @@
+//! List functions over collecting arguments: selection, ordering, set
+//! operations, mapping, statistics, and variable queries.
+
+use super::args::{Args, element_texts, value_to_arc_json};
+use super::{FnError, FnResult, FnSpec, class_result, json};
+use crate::eval::classes::canonify;
+use crate::eval::{EvalContext, Value};
+use serde_json::Value as Json;
+use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::collections::HashSet;
+
+const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: super::FnImpl) -> FnSpec {
+    FnSpec {
+        name,
+        min_args: min,
+        max_args: max,
+        raw_args: &[],
+        side_effects: false,
+        cached: false,
+        imp,
+    }
+}
+
+const fn raw(
+    name: &'static str,
+    min: usize,
+    max: Option<usize>,
+    raw_args: &'static [usize],
+    imp: super::FnImpl,
+) -> FnSpec {
+    FnSpec {
+        name,
+        min_args: min,
+        max_args: max,
+        raw_args,
+        side_effects: false,
+        cached: false,
+        imp,
+    }
+}
+
+pub static FUNCTIONS: &[FnSpec] = &[
+    spec("filter", 5, Some(5), filter),
+    spec("grep", 2, Some(2), grep),
+    spec("getindices", 1, Some(1), getindices),
+    spec("getvalues", 1, Some(1), getvalues),
+    spec("length", 1, Some(1), length),
+    spec("nth", 2, Some(2), nth),
+    spec("sort", 1, Some(2), sort),
+    spec("reverse", 1, Some(1), reverse),
+    spec("shuffle", 2, Some(2), shuffle),
+    spec("unique", 1, Some(1), unique),
+    spec("difference", 2, Some(2), difference),
+    spec("intersection", 2, Some(2), intersection),
+    spec("some", 2, Some(2), some),
+    spec("every", 2, Some(2), every),
+    spec("none", 2, Some(2), none),
+    spec("sublist", 3, Some(3), sublist),
+    raw("maplist", 2, Some(2), &[0], maplist),
+    raw("maparray", 2, Some(2), &[0], maparray),
+    raw("mapdata", 3, Some(3), &[1], mapdata),
+    spec("max", 2, Some(2), max),
+    spec("min", 2, Some(2), min),
+    spec("sum", 1, Some(1), sum),
+    spec("product", 1, Some(1), product),
+    spec("mean", 1, Some(1), mean),
+    spec("variance", 1, Some(1), variance),
+    spec("expandrange", 2, Some(2), expandrange),
+    spec("irange", 2, Some(2), irange),
+    spec("rrange", 2, Some(2), rrange),
+    spec("variablesmatching", 1, None, variablesmatching),
+    spec(
+        "variablesmatching_as_data",
+        1,
+        None,
+        variablesmatching_as_data,
+    ),
+];
+
+fn strings(v: &Value) -> Vec<String> {
+    match v {
+        Value::List(l) => l.clone(),
+        other => element_texts(other, false)
+            .into_iter()
+            .map(Cow::into_owned)
+            .collect(),
+    }
+}
+
+fn filter(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("filter", a);
+    let pattern = args.str(0, "filter")?;
+    let v = args.collect(ctx, 1, "list")?;
+    let is_regex = args.boolean(2, "is_regex")?;
+    let invert = args.boolean(3, "invert")?;
+    let max = args.int(4, "max")?.max(0) as usize;
+    let re = if is_regex {
+        Some(args.regex(ctx, 0, "filter")?)
+    } else {
+        None
+    };
+    let out: Vec<String> = element_texts(&v, false)
+        .into_iter()
+        .filter(|s| {
+            let m = match &re {
+                Some(re) => re.is_full_match(s),
+                None => s == pattern,
+            };
+            m != invert
+        })
+        .take(max)
+        .map(Cow::into_owned)
+        .collect();
+    Ok(Value::List(out))
+}
+
+fn grep(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("grep", a);
+    let re = args.regex(ctx, 0, "regex")?;
+    let v = args.collect(ctx, 1, "list")?;
+    Ok(Value::List(
+        element_texts(&v, false)
+            .into_iter()
+            .filter(|s| re.is_full_match(s))
+            .map(Cow::into_owned)
+            .collect(),
+    ))
+}
+
+fn getindices(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("getindices", a);
+    let v = args.collect(ctx, 0, "variable")?;
+    Ok(Value::List(match &v {
+        Value::Data(d) => match d.as_ref() {
+            Json::Object(m) => m.keys().cloned().collect(),
+            Json::Array(arr) => (0..arr.len()).map(|i| i.to_string()).collect(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }))
+}
+
+fn getvalues(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("getvalues", a);
+    let v = args.collect(ctx, 0, "variable")?;
+    Ok(Value::List(match &v {
+        Value::Scalar(s) => vec![s.clone()],
+        Value::List(l) => l.clone(),
+        Value::Data(d) => {
+            // Every primitive below the top, depth first; nulls skipped.
+            fn walk(j: &Json, out: &mut Vec<String>) {
+                match j {
+                    Json::Array(a) => a.iter().for_each(|v| walk(v, out)),
+                    Json::Object(m) => m.values().for_each(|v| walk(v, out)),
+                    prim => out.extend(json::expansion_text(prim)),
+                }
+            }
+            let mut out = Vec::new();
+            walk(d, &mut out);
+            out
+        }
+    }))
+}
+
+fn length(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("length", a);
+    let v = args.collect(ctx, 0, "variable")?;
+    let n = match &v {
+        Value::Scalar(_) => 1,
+        Value::List(l) => l.len(),
+        Value::Data(d) => match d.as_ref() {
+            Json::Object(m) => m.len(),
+            Json::Array(arr) => arr.len(),
+            _ => 1,
+        },
+    };
+    Ok(Value::str(n.to_string()))
+}
+
+fn nth(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("nth", a);
+    let v = args.collect(ctx, 0, "list")?;
+    let key = args.str(1, "position")?;
+    let index = |len: usize| -> Result<usize, FnError> {
+        let i: i64 = key
+            .trim()
+            .parse()
+            .map_err(|_| args.fail(format!("position '{key}' is not an integer")))?;
+        let i = if i < 0 { len as i64 + i } else { i };
+        if i < 0 || i as usize >= len {
+            return Err(args.fail(format!("position {key} is out of range")));
+        }
+        Ok(i as usize)
+    };
+    match &v {
+        Value::List(l) => Ok(Value::str(l[index(l.len())?].clone())),
+        Value::Scalar(s) => {
+            index(1)?;
+            Ok(Value::str(s.clone()))
+        }
+        Value::Data(d) => {
+            let elem = match d.as_ref() {
+                Json::Array(arr) => &arr[index(arr.len())?],
+                Json::Object(m) => m
+                    .get(key)
+                    .ok_or_else(|| args.fail(format!("no key '{key}'")))?,
+                _ => return Err(args.fail("the container is not an array or object")),
+            };
+            json::primitive_text(elem)
+                .map(|t| Value::str(t.into_owned()))
+                .ok_or_else(|| args.fail(format!("the element at '{key}' is a container")))
+        }
+    }
+}
+
+// ---- ordering -------------------------------------------------------------
+
+/// The sort modes: `lex`, `int`, `real`, `IP`, `MAC`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortMode {
+    Lex,
+    Int,
+    Real,
+    Ip,
+    Mac,
+}
+
+const SORT_MODES: &[&str] = &["lex", "int", "real", "IP", "ip", "MAC", "mac"];
+
+fn sort_mode(args: &Args, i: usize) -> Result<SortMode, FnError> {
+    if i >= args.len() {
+        return Ok(SortMode::Lex);
+    }
+    Ok(match args.option(i, "mode", SORT_MODES)? {
+        "lex" => SortMode::Lex,
+        "int" => SortMode::Int,
+        "real" => SortMode::Real,
+        "IP" | "ip" => SortMode::Ip,
+        _ => SortMode::Mac,
+    })
+}
+
+/// An integer as the `int` sort reads it: the whole text must be one.
+fn sort_int(s: &str) -> Option<f64> {
+    let t = s.trim();
+    t.parse::<i64>()
+        .ok()
+        .map(|i| i as f64)
+        .or_else(|| t.parse::<f64>().ok().map(|f| f.trunc()))
+}
+
+fn sort_real(s: &str) -> Option<f64> {
+    s.trim().parse::<f64>().ok().filter(|f| f.is_finite())
+}
+
+/// IPv4 addresses sort before IPv6 ones.
+fn ip_key(s: &str) -> Option<(u8, Vec<u16>)> {
+    let t = s.trim();
+    if let Ok(v4) = t.parse::<std::net::Ipv4Addr>() {
+        return Some((4, v4.octets().iter().map(|&o| o as u16).collect()));
+    }
+    t.parse::<std::net::Ipv6Addr>()
+        .ok()
+        .map(|v6| (6, v6.segments().to_vec()))
+}
+
+fn mac_key(s: &str) -> Option<Vec<u8>> {
+    let parts: Vec<&str> = s.trim().split([':', '-']).collect();
+    if parts.len() != 6 {
+        return None;
+    }
+    parts
+        .iter()
+        .map(|p| u8::from_str_radix(p, 16).ok())
+        .collect()
+}
+
+/// Compares two items: items that do not parse in the mode come first,
+/// in lexical order; parsed ones compare by value.
+pub fn compare(mode: SortMode, a: &str, b: &str) -> Ordering {
+    fn by<K: PartialOrd>(ka: Option<K>, kb: Option<K>, a: &str, b: &str) -> Ordering {
+        match (ka, kb) {
+            // Equal values fall back to their text.
+            (Some(x), Some(y)) => match x.partial_cmp(&y) {
+                Some(Ordering::Equal) | None => a.cmp(b),
+                Some(o) => o,
+            },
+            (None, Some(_)) => Ordering::Less,
+            (Some(_), None) => Ordering::Greater,
+            (None, None) => a.cmp(b),
+        }
+    }
+    match mode {
+        SortMode::Lex => a.cmp(b),
+        SortMode::Int => by(sort_int(a), sort_int(b), a, b),
+        SortMode::Real => by(sort_real(a), sort_real(b), a, b),
+        SortMode::Ip => by(ip_key(a), ip_key(b), a, b),
+        SortMode::Mac => by(mac_key(a), mac_key(b), a, b),
+    }
+}
+
+fn sort(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("sort", a);
+    let v = args.collect(ctx, 0, "list")?;
+    let mode = sort_mode(&args, 1)?;
+    let mut items = strings(&v);
+    items.sort_by(|x, y| compare(mode, x, y));
+    Ok(Value::List(items))
+}
+
+fn extreme(name: &'static str, a: &[Value], ctx: &EvalContext, want: Ordering) -> FnResult {
+    let args = Args::new(name, a);
+    let v = args.collect(ctx, 0, "list")?;
+    let mode = sort_mode(&args, 1)?;
+    // Reals of a container compare and come back as `%.2f`, as cf-agent
+    // reads them.
+    let items: Vec<String> = match &v {
+        Value::Data(d) => {
+            let members: Box<dyn Iterator<Item = &Json>> = match d.as_ref() {
+                Json::Array(arr) => Box::new(arr.iter()),
+                Json::Object(m) => Box::new(m.values()),
+                other => Box::new(std::iter::once(other)),
+            };
+            members.filter_map(json::expansion_text).collect()
+        }
+        other => strings(other),
+    };
+    let mut best: Option<&String> = None;
+    for it in &items {
+        best = match best {
+            Some(b) if compare(mode, it, b) != want => Some(b),
+            _ => Some(it),
+        };
+    }
+    best.map(|b| Value::str(b.clone()))
+        .ok_or_else(|| args.fail("the list is empty"))
+}
+
+fn max(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    extreme("max", a, ctx, Ordering::Greater)
+}
+
+fn min(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    extreme("min", a, ctx, Ordering::Less)
+}
+
+fn reverse(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let v = Args::new("reverse", a).collect(ctx, 0, "list")?;
+    let mut items = strings(&v);
+    items.reverse();
+    Ok(Value::List(items))
+}
+
+/// glibc's `rand()` (the additive feedback generator behind `srand`), so
+/// that `shuffle` orders a list as cf-agent does for the same seed.
+pub struct GlibcRand {
+    r: Vec<u32>,
+}
+
+impl GlibcRand {
+    pub fn new(seed: u32) -> GlibcRand {
+        let seed = if seed == 0 { 1 } else { seed };
+        let mut r: Vec<u32> = Vec::with_capacity(400);
+        r.push(seed);
+        for i in 1..31 {
+            let prev = r[i - 1] as i32 as i64;
+            let hi = prev / 127_773;
+            let lo = prev % 127_773;
+            let mut word = 16_807 * lo - 2_836 * hi;
+            if word < 0 {
+                word += 2_147_483_647;
+            }
+            r.push(word as u32);
+        }
+        for i in 31..34 {
+            r.push(r[i - 31]);
+        }
+        let mut g = GlibcRand { r };
+        for _ in 34..344 {
+            g.step();
+        }
+        g
+    }
+
+    fn step(&mut self) -> u32 {
+        let n = self.r.len();
+        let v = self.r[n - 31].wrapping_add(self.r[n - 3]);
+        self.r.push(v);
+        // Only the last 34 values are needed.
+        if self.r.len() > 256 {
+            self.r.drain(..self.r.len() - 34);
+        }
+        v
+    }
+
+    pub fn next(&mut self) -> u32 {
+        self.step() >> 1
+    }
+}
+
+/// Bob Jenkins' one-at-a-time hash, cf-agent's string hash.
+pub fn oat_hash(s: &str) -> u32 {
+    let mut h: u32 = 0;
+    for b in s.bytes() {
+        h = h.wrapping_add(b as u32);
+        h = h.wrapping_add(h << 10);
+        h ^= h >> 6;
+    }
+    h = h.wrapping_add(h << 3);
+    h ^= h >> 11;
+    h.wrapping_add(h << 15)
+}
+
+fn shuffle(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("shuffle", a);
+    let v = args.collect(ctx, 0, "list")?;
+    let seed = args.str(1, "seed")?;
+    let mut items = strings(&v);
+    if items.len() > 1 {
+        let mut rng = GlibcRand::new(oat_hash(seed));
+        for i in (1..items.len()).rev() {
+            let j = rng.next() as usize % (i + 1);
+            items.swap(i, j);
+        }
+    }
+    // cf-agent builds the result by prepending.
+    items.reverse();
+    Ok(Value::List(items))
+}
+
+fn unique_strings(items: Vec<String>) -> Vec<String> {
+    let mut seen = HashSet::with_capacity(items.len());
+    items
+        .into_iter()
+        .filter(|s| seen.insert(s.clone()))
+        .collect()
+}
+
+fn unique(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let v = Args::new("unique", a).collect(ctx, 0, "list")?;
+    Ok(Value::List(unique_strings(strings(&v))))
+}
+
+fn set_op(name: &'static str, ctx: &EvalContext, a: &[Value], keep_common: bool) -> FnResult {
+    let args = Args::new(name, a);
+    let base = args.collect(ctx, 0, "list1")?;
+    let other = args.collect(ctx, 1, "list2")?;
+    let other: HashSet<String> = strings(&other).into_iter().collect();
+    Ok(Value::List(unique_strings(
+        strings(&base)
+            .into_iter()
+            .filter(|s| other.contains(s) == keep_common)
+            .collect(),
+    )))
+}
+
+fn difference(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    set_op("difference", ctx, a, false)
+}
+
+fn intersection(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    set_op("intersection", ctx, a, true)
+}
+
+fn count_matching(
+    name: &'static str,
+    ctx: &mut EvalContext,
+    a: &[Value],
+) -> Result<(usize, usize), FnError> {
+    let args = Args::new(name, a);
+    let re = args.regex(ctx, 0, "regex")?;
+    let v = args.collect(ctx, 1, "list")?;
+    let items = element_texts(&v, false);
+    let n = items.iter().filter(|s| re.is_full_match(s)).count();
+    Ok((n, items.len()))
+}
+
+fn some(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let (n, _) = count_matching("some", ctx, a)?;
+    Ok(class_result(n > 0))
+}
+
+fn every(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let (n, total) = count_matching("every", ctx, a)?;
+    Ok(class_result(n == total))
+}
+
+fn none(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let (n, _) = count_matching("none", ctx, a)?;
+    Ok(class_result(n == 0))
+}
+
+fn sublist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("sublist", a);
+    let v = args.collect(ctx, 0, "list")?;
+    let head = args.option(1, "head_or_tail", &["head", "tail"])? == "head";
+    let n = args.int(2, "max")?.max(0) as usize;
+    let items = strings(&v);
+    let n = n.min(items.len());
+    Ok(Value::List(if head {
+        items[..n].to_vec()
+    } else {
+        items[items.len() - n..].to_vec()
+    }))
+}
+
+// ---- mapping ----------------------------------------------------------------
+
+/// Expands `pattern` with `this` (and `this.k`, `this.v`...) bound.
+fn expand_with(ctx: &mut EvalContext, pattern: &str, binds: Vec<(&str, Value)>) -> String {
+    let mark = ctx.bindings_len();
+    for (name, v) in binds {
+        let key = ctx.canonical_ref(name);
+        ctx.bind(key, v);
+    }
+    let out = ctx.expand(pattern).text;
+    ctx.truncate_bindings(mark);
+    out
+}
+
+fn maplist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("maplist", a);
+    let pattern = args.str(0, "pattern")?;
+    let v = args.collect(ctx, 1, "list")?;
+    let items = strings(&v);
+    let mut out = Vec::with_capacity(items.len());
+    for it in items {
+        out.push(expand_with(ctx, pattern, vec![("this", Value::Scalar(it))]));
+    }
+    Ok(Value::List(out))
+}
+
+/// The (key, value) pairs `maparray` and `mapdata` visit: list and array
+/// positions or object keys; the primitives of a nested container are
+/// visited one by one under its key.
+fn key_values(v: &Value) -> Vec<(String, Value)> {
+    match v {
+        Value::Scalar(s) => vec![("0".into(), Value::str(s.clone()))],
+        Value::List(l) => l
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i.to_string(), Value::str(s.clone())))
+            .collect(),
+        Value::Data(d) => {
+            let pairs: Vec<(String, &Json)> = match d.as_ref() {
+                Json::Object(m) => m.iter().map(|(k, v)| (k.clone(), v)).collect(),
+                Json::Array(arr) => arr
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (i.to_string(), v))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let mut out = Vec::new();
+            for (k, j) in pairs {
+                match j {
+                    Json::Array(_) | Json::Object(_) => {
+                        let inner: Box<dyn Iterator<Item = &Json>> = match j {
+                            Json::Array(a) => Box::new(a.iter()),
+                            Json::Object(m) => Box::new(m.values()),
+                            _ => Box::new(std::iter::empty()),
+                        };
+                        for e in inner {
+                            if let Some(t) = json::primitive_text(e) {
+                                out.push((k.clone(), Value::str(t.into_owned())));
+                            }
+                        }
+                    }
+                    prim => {
+                        if let Some(t) = json::primitive_text(prim) {
+                            out.push((k, Value::str(t.into_owned())));
+                        }
+                    }
+                }
+            }
+            out
+        }
+    }
+}
+
+fn maparray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("maparray", a);
+    let pattern = args.str(0, "pattern")?;
+    let v = args.collect(ctx, 1, "array")?;
+    let mut out = Vec::new();
+    for (k, val) in key_values(&v) {
+        if val.as_data().is_some() {
+            continue;
+        }
+        out.push(expand_with(
+            ctx,
+            pattern,
+            vec![("this.k", Value::Scalar(k)), ("this.v", val)],
+        ));
+    }
+    Ok(Value::List(out))
+}
+
+fn mapdata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("mapdata", a);
+    let mode = args.option(0, "conversion", &["none", "canonify", "json", "json_pipe"])?;
+    let pattern = args.str(1, "pattern")?;
+    let v = args.collect(ctx, 2, "data")?;
+    if mode == "json_pipe" {
+        return Err(args.fail("the json_pipe conversion runs a command and is not supported"));
+    }
+    let mut out = Vec::new();
+    for (k, val) in key_values(&v) {
+        if val.as_data().is_some() {
+            continue;
+        }
+        let s = expand_with(
+            ctx,
+            pattern,
+            vec![("this.k", Value::Scalar(k)), ("this.v", val)],
+        );
+        out.push(match mode {
+            "json" => json::parse(&s).map_err(|e| args.fail(format!("'{s}' is not JSON: {e}")))?,
+            "canonify" => Json::String(canonify(&s)),
+            _ => Json::String(s),
+        });
+    }
+    Ok(Value::data(Json::Array(out)))
+}
+
+// ---- statistics ---------------------------------------------------------------
+
+fn numbers(name: &'static str, ctx: &EvalContext, a: &[Value]) -> Result<Vec<f64>, FnError> {
+    let v = Args::new(name, a).collect(ctx, 0, "list")?;
+    Ok(element_texts(&v, false)
+        .iter()
+        .filter_map(|s| sort_real(s))
+        .collect())
+}
+
+fn real(v: f64) -> Value {
+    Value::str(format!("{v:.6}"))
+}
+
+fn sum(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    Ok(real(numbers("sum", ctx, a)?.iter().sum()))
+}
+
+fn product(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    Ok(real(numbers("product", ctx, a)?.iter().product()))
+}
+
+fn mean(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let n = numbers("mean", ctx, a)?;
+    if n.is_empty() {
+        return Err(FnError::Failed(
+            "function 'mean': the list has no numbers".into(),
+        ));
+    }
+    Ok(real(n.iter().sum::<f64>() / n.len() as f64))
+}
+
+fn variance(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let n = numbers("variance", ctx, a)?;
+    if n.is_empty() {
+        return Err(FnError::Failed(
+            "function 'variance': the list has no numbers".into(),
+        ));
+    }
+    if n.len() == 1 {
+        return Ok(real(0.0));
+    }
+    let m = n.iter().sum::<f64>() / n.len() as f64;
+    let ss: f64 = n.iter().map(|x| (x - m) * (x - m)).sum();
+    Ok(real(ss / (n.len() - 1) as f64))
+}
+
+// ---- ranges -----------------------------------------------------------------
+
+/// `expandrange("x[1-3]y", step)`: one item per number of the first range.
+fn expandrange(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("expandrange", a);
+    let t = args.str(0, "template")?;
+    let step = args.int(1, "step")?.max(1);
+    let range = t.find('[').and_then(|open| {
+        let close = open + t[open..].find(']')?;
+        let (lo, hi) = t[open + 1..close].split_once('-')?;
+        Some((
+            open,
+            close,
+            lo.trim().parse::<i64>().ok()?,
+            hi.trim().parse::<i64>().ok()?,
+        ))
+    });
+    let Some((open, close, lo, hi)) = range else {
+        return Ok(Value::List(vec![t.to_string()]));
+    };
+    let mut out = Vec::new();
+    let mut i = lo;
+    while i <= hi && out.len() < 1_000_000 {
+        out.push(format!("{}{i}{}", &t[..open], &t[close + 1..]));
+        i += step;
+    }
+    Ok(Value::List(out))
+}
+
+fn irange(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("irange", a);
+    let lo = args.int(0, "start")?;
+    let hi = args.int(1, "end")?;
+    Ok(Value::str(format!("{},{}", lo.min(hi), lo.max(hi))))
+}
+
+fn rrange(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("rrange", a);
+    let lo = args.real(0, "start")?;
+    let hi = args.real(1, "end")?;
+    Ok(Value::str(format!("{:.6},{:.6}", lo.min(hi), lo.max(hi))))
+}
+
+// ---- variables ----------------------------------------------------------------
+
+/// Every variable whose full name (`ns:scope.name`) matches the regex and
+/// which carries, for each tag regex, a matching tag.
+fn matching_variables(
+    name: &'static str,
+    ctx: &mut EvalContext,
+    a: &[Value],
+) -> Result<Vec<(String, Value)>, FnError> {
+    let args = Args::new(name, a);
+    let re = args.regex(ctx, 0, "regex")?;
+    let mut tag_res = Vec::new();
+    for i in 1..a.len() {
+        tag_res.push(args.regex(ctx, i, "tag")?);
+    }
+    let mut out: Vec<(String, Value)> = ctx
+        .vars
+        .iter()
+        .filter_map(|(scope, n, var)| {
+            let full = format!("{}:{}.{}", scope.ns, scope.scope, n);
+            if !re.is_full_match(&full) {
+                return None;
+            }
+            if !tag_res
+                .iter()
+                .all(|t| var.tags.iter().any(|tag| t.is_full_match(tag)))
+            {
+                return None;
+            }
+            Some((full, var.value.clone()))
+        })
+        .collect();
+    out.sort_by(|x, y| x.0.cmp(&y.0));
+    Ok(out)
+}
+
+fn variablesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    Ok(Value::List(
+        matching_variables("variablesmatching", ctx, a)?
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect(),
+    ))
+}
+
+fn variablesmatching_as_data(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let mut m = serde_json::Map::new();
+    for (n, v) in matching_variables("variablesmatching_as_data", ctx, a)? {
+        m.insert(n, value_to_arc_json(v).as_ref().clone());
+    }
+    Ok(Value::data(Json::Object(m)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glibc_rand_sequence() {
+        let mut r = GlibcRand::new(1);
+        assert_eq!(
+            [r.next(), r.next(), r.next()],
+            [1_804_289_383, 846_930_886, 1_681_692_777]
+        );
+        let mut r = GlibcRand::new(42);
+        assert_eq!(
+            [r.next(), r.next(), r.next()],
+            [71_876_166, 708_592_740, 1_483_128_881]
+        );
+        let mut r = GlibcRand::new(3_977_453_403);
+        assert_eq!(
+            [r.next(), r.next(), r.next()],
+            [1_266_641_131, 653_295_532, 534_569_542]
+        );
+        // Many draws keep working after the buffer is trimmed.
+        let mut r = GlibcRand::new(7);
+        for _ in 0..10_000 {
+            r.next();
+        }
+    }
+
+    #[test]
+    fn shuffle_like_cfengine() {
+        let mut ctx = EvalContext::default();
+        let l = Value::List(
+            ["b", "a", "b", "", "c"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        );
+        let r = shuffle(&mut ctx, &[l, Value::str("seed")]).unwrap();
+        assert_eq!(
+            r,
+            Value::List(
+                ["c", "b", "b", "a", ""]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            )
+        );
+    }
+
+    #[test]
+    fn sort_modes() {
+        let mut v = vec!["b", "a", "10", "9", "-1", "1.5"];
+        v.sort_by(|x, y| compare(SortMode::Int, x, y));
+        assert_eq!(v, vec!["a", "b", "-1", "1.5", "9", "10"]);
+        let mut ips = vec!["10.0.0.2", "9.1.1.1", "x", "10.0.0.10"];
+        ips.sort_by(|x, y| compare(SortMode::Ip, x, y));
+        assert_eq!(ips, vec!["x", "9.1.1.1", "10.0.0.2", "10.0.0.10"]);
+    }
+}

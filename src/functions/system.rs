@@ -1,0 +1,600 @@
+//! The system: commands and their output, the environment, users and
+//! groups, processes, kernel parameters, and the installed-packages cache.
+
+use super::exec::{self, Shell};
+use super::params::{Params, effect, int_value, spec};
+use super::{FnError, FnResult, FnSpec, class_result};
+use crate::eval::{EvalContext, Value};
+use crate::host::exec::OutputSelect;
+use crate::host::packages::{Inventory, read_inventory};
+use serde_json::{Map, Value as Json, json};
+use std::ffi::{CStr, CString};
+
+pub static FUNCTIONS: &[FnSpec] = &[
+    effect("execresult", 2, Some(3), true, execresult),
+    effect("execresult_as_data", 2, Some(3), true, execresult_as_data),
+    effect("returnszero", 2, Some(2), true, returnszero),
+    spec("getenv", 2, Some(2), getenv),
+    spec("getuid", 1, Some(1), getuid),
+    spec("getgid", 1, Some(1), getgid),
+    spec("getuserinfo", 0, Some(1), getuserinfo),
+    spec("getusers", 2, Some(2), getusers),
+    spec("userexists", 1, Some(1), userexists),
+    spec("groupexists", 1, Some(1), groupexists),
+    super::params::cached("findprocesses", 1, Some(1), findprocesses),
+    super::params::cached("processexists", 1, Some(1), processexists),
+    spec("sysctlvalue", 1, Some(1), sysctlvalue),
+    spec("data_sysctlvalues", 0, Some(0), data_sysctlvalues),
+    spec("packagesmatching", 4, Some(4), packagesmatching),
+    spec("packageupdatesmatching", 4, Some(4), packageupdatesmatching),
+    spec("hostinnetgroup", 1, Some(1), hostinnetgroup),
+];
+
+// ---- commands ---------------------------------------------------------------
+
+fn shell_arg(p: &Params, i: usize) -> Result<Shell, FnError> {
+    match p.opt_str(i)?.unwrap_or("noshell") {
+        "noshell" => Ok(Shell::No),
+        "useshell" => Ok(Shell::Sh),
+        "powershell" => Err(p.fail("powershell is only available on Windows")),
+        other => Err(p.fail(format!(
+            "argument {} must be one of noshell, useshell, powershell, got '{other}'",
+            i + 1
+        ))),
+    }
+}
+
+fn capture_arg(p: &Params, i: usize) -> Result<OutputSelect, FnError> {
+    match p.opt_str(i)?.unwrap_or("stdout") {
+        "stdout" => Ok(OutputSelect::Stdout),
+        "stderr" => Ok(OutputSelect::Stderr),
+        "both" => Ok(OutputSelect::Both),
+        other => Err(p.fail(format!(
+            "argument {} must be one of both, stdout, stderr, got '{other}'",
+            i + 1
+        ))),
+    }
+}
+
+fn run_for(p: &Params) -> Result<exec::Finished, FnError> {
+    let line = p.str(0)?;
+    let shell = shell_arg(p, 1)?;
+    let capture = capture_arg(p, 2)?;
+    exec::run(line, shell, capture, exec::DEFAULT_TIMEOUT).map_err(|e| p.fail(e))
+}
+
+/// `execresult(command, shell, output)`: the output with trailing white
+/// space removed, whatever the exit code.
+fn execresult(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let p = Params::new("execresult", a);
+    let f = run_for(&p)?;
+    Ok(Value::str(exec::trim_output(&f.output)))
+}
+
+/// `execresult_as_data(...)`: `{"exit_code": n, "output": "..."}`.
+fn execresult_as_data(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let p = Params::new("execresult_as_data", a);
+    let f = run_for(&p)?;
+    Ok(Value::data(json!({
+        "exit_code": f.code.unwrap_or(-1),
+        "output": exec::trim_output(&f.output),
+    })))
+}
+
+/// `returnszero(command, shell)`: whether it ran and exited with 0.
+fn returnszero(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let p = Params::new("returnszero", a);
+    let line = p.str(0)?;
+    let shell = shell_arg(&p, 1)?;
+    match exec::run(line, shell, OutputSelect::Stdout, exec::DEFAULT_TIMEOUT) {
+        Ok(f) => Ok(class_result(f.code == Some(0))),
+        Err(e) => {
+            tracing::error!("returnszero {e}");
+            Ok(class_result(false))
+        }
+    }
+}
+
+// ---- environment --------------------------------------------------------------
+
+/// `getenv(name, maxlen)`: the value cut to `maxlen` bytes (on a character
+/// boundary); empty when unset.
+fn getenv(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let p = Params::new("getenv", a);
+    let name = p.str(0)?;
+    let max = p.int(1)?.max(0) as usize;
+    let v = std::env::var_os(name)
+        .map(|v| v.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut end = v.len().min(max);
+    while !v.is_char_boundary(end) {
+        end -= 1;
+    }
+    Ok(Value::str(&v[..end]))
+}
+
+// ---- users and groups ------------------------------------------------------
+
+/// One account of the password database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub gecos: String,
+    pub dir: String,
+    pub shell: String,
+}
+
+fn cstr(p: *const libc::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: non-null pointers from the password and group databases are
+    // valid C strings for the lifetime of the buffer passed in.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+fn account_of(pw: &libc::passwd) -> Account {
+    Account {
+        name: cstr(pw.pw_name),
+        uid: pw.pw_uid,
+        gid: pw.pw_gid,
+        gecos: cstr(pw.pw_gecos),
+        dir: cstr(pw.pw_dir),
+        shell: cstr(pw.pw_shell),
+    }
+}
+
+enum PwKey<'a> {
+    Name(&'a str),
+    Uid(u32),
+}
+
+fn lookup_account(key: PwKey) -> Option<Account> {
+    // SAFETY: passwd is plain data filled by the call.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    let mut buf = vec![0 as libc::c_char; 16384];
+    let rc = match key {
+        PwKey::Name(n) => {
+            let c = CString::new(n).ok()?;
+            // SAFETY: all pointers are valid for the call; the buffer
+            // outlives the use of `pw`.
+            unsafe {
+                libc::getpwnam_r(
+                    c.as_ptr(),
+                    &mut pw,
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                    &mut result,
+                )
+            }
+        }
+        // SAFETY: as above.
+        PwKey::Uid(u) => unsafe {
+            libc::getpwuid_r(u, &mut pw, buf.as_mut_ptr(), buf.len(), &mut result)
+        },
+    };
+    if rc != 0 || result.is_null() {
+        return None;
+    }
+    Some(account_of(&pw))
+}
+
+/// Every account, in the order of the database.
+pub fn all_accounts() -> Vec<Account> {
+    let mut out = Vec::new();
+    // SAFETY: setpwent/getpwent_r/endpwent iterate the database; the
+    // buffer outlives each use of `pw`.
+    unsafe {
+        libc::setpwent();
+        let mut buf = vec![0 as libc::c_char; 16384];
+        loop {
+            let mut pw: libc::passwd = std::mem::zeroed();
+            let mut result: *mut libc::passwd = std::ptr::null_mut();
+            let rc = libc::getpwent_r(&mut pw, buf.as_mut_ptr(), buf.len(), &mut result);
+            if rc != 0 || result.is_null() {
+                break;
+            }
+            out.push(account_of(&pw));
+        }
+        libc::endpwent();
+    }
+    out
+}
+
+enum GrKey<'a> {
+    Name(&'a str),
+    Gid(u32),
+}
+
+fn lookup_group(key: GrKey) -> Option<(String, u32)> {
+    // SAFETY: group is plain data filled by the call.
+    let mut gr: libc::group = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::group = std::ptr::null_mut();
+    let mut buf = vec![0 as libc::c_char; 65536];
+    let rc = match key {
+        GrKey::Name(n) => {
+            let c = CString::new(n).ok()?;
+            // SAFETY: valid pointers; the buffer outlives `gr`.
+            unsafe {
+                libc::getgrnam_r(
+                    c.as_ptr(),
+                    &mut gr,
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                    &mut result,
+                )
+            }
+        }
+        // SAFETY: as above.
+        GrKey::Gid(g) => unsafe {
+            libc::getgrgid_r(g, &mut gr, buf.as_mut_ptr(), buf.len(), &mut result)
+        },
+    };
+    if rc != 0 || result.is_null() {
+        return None;
+    }
+    Some((cstr(gr.gr_name), gr.gr_gid))
+}
+
+fn numeric_id(s: &str) -> Option<u32> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn getuid(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let p = Params::new("getuid", a);
+    let name = p.str(0)?;
+    match lookup_account(PwKey::Name(name)) {
+        Some(acc) => Ok(int_value(acc.uid as i64)),
+        None => match numeric_id(name) {
+            Some(u) => Ok(int_value(u as i64)),
+            None => Err(p.fail(format!("could not get the UID of user '{name}'"))),
+        },
+    }
+}
+
+fn getgid(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let p = Params::new("getgid", a);
+    let name = p.str(0)?;
+    match lookup_group(GrKey::Name(name)) {
+        Some((_, gid)) => Ok(int_value(gid as i64)),
+        None => match numeric_id(name) {
+            Some(g) => Ok(int_value(g as i64)),
+            None => Err(p.fail(format!("could not get the GID of group '{name}'"))),
+        },
+    }
+}
+
+fn account_json(acc: &Account) -> Json {
+    // Keys in sorted order, as cf-agent prints them.
+    json!({
+        "description": acc.gecos,
+        "gid": acc.gid,
+        "home_dir": acc.dir,
+        "shell": acc.shell,
+        "uid": acc.uid,
+        "username": acc.name,
+    })
+}
+
+/// `getuserinfo(name or uid)`: the account as data; without an argument,
+/// the user running the agent. Like cf-agent, a name that is not found is
+/// read as a number (so an unknown name gives the account of uid 0).
+fn getuserinfo(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let p = Params::new("getuserinfo", a);
+    let acc = match p.opt_str(0)? {
+        // SAFETY: getuid cannot fail.
+        None => lookup_account(PwKey::Uid(unsafe { libc::getuid() })),
+        Some(s) => match numeric_id(s) {
+            Some(u) => lookup_account(PwKey::Uid(u)),
+            None => lookup_account(PwKey::Name(s)).or_else(|| lookup_account(PwKey::Uid(0))),
+        },
+    };
+    match acc {
+        Some(acc) => Ok(Value::data(account_json(&acc))),
+        None => Err(p.fail("no such user")),
+    }
+}
+
+/// `getusers(exclude_names, exclude_uids)`: account names, in database
+/// order, less the comma-separated exclusions.
+fn getusers(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let p = Params::new("getusers", a);
+    let names: Vec<&str> = p.str(0)?.split(',').filter(|s| !s.is_empty()).collect();
+    let ids: Vec<&str> = p.str(1)?.split(',').filter(|s| !s.is_empty()).collect();
+    Ok(Value::List(
+        all_accounts()
+            .into_iter()
+            .filter(|acc| {
+                !names.contains(&acc.name.as_str()) && !ids.contains(&acc.uid.to_string().as_str())
+            })
+            .map(|acc| acc.name)
+            .collect(),
+    ))
+}
+
+fn userexists(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let p = Params::new("userexists", a);
+    let s = p.str(0)?;
+    let found = match numeric_id(s) {
+        Some(u) => lookup_account(PwKey::Uid(u)).is_some(),
+        None => lookup_account(PwKey::Name(s)).is_some(),
+    };
+    Ok(class_result(found))
+}
+
+fn groupexists(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let p = Params::new("groupexists", a);
+    let s = p.str(0)?;
+    let found = match numeric_id(s) {
+        Some(g) => lookup_group(GrKey::Gid(g)).is_some(),
+        None => lookup_group(GrKey::Name(s)).is_some(),
+    };
+    Ok(class_result(found))
+}
+
+// ---- processes ----------------------------------------------------------------
+
+/// The processes whose command line the pattern matches anywhere. Like
+/// cf-agent's, the table includes the agent itself.
+fn matching_processes(
+    ctx: &mut EvalContext,
+    p: &Params,
+) -> Result<Vec<crate::host::procs::ProcessInfo>, FnError> {
+    let re = p.regex(ctx, 0)?;
+    Ok(crate::host::Host::real()
+        .processes()
+        .into_iter()
+        .filter(|pr| re.is_match(&pr.command))
+        .collect())
+}
+
+/// `findprocesses(regex)`: `[{"pid": n, "line": "..."}]` of the processes
+/// whose command line the pattern matches (anywhere in it).
+fn findprocesses(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let p = Params::new("findprocesses", a);
+    let found = matching_processes(ctx, &p)?;
+    Ok(Value::data(Json::Array(
+        found
+            .into_iter()
+            .map(|pr| json!({"line": pr.command, "pid": pr.pid}))
+            .collect(),
+    )))
+}
+
+fn processexists(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let p = Params::new("processexists", a);
+    Ok(class_result(!matching_processes(ctx, &p)?.is_empty()))
+}
+
+// ---- kernel parameters ----------------------------------------------------
+
+const SYSCTL_ROOT: &str = "/proc/sys";
+
+/// `sysctlvalue(key)`: `/proc/sys/<key with dots as slashes>`, without its
+/// trailing newline.
+fn sysctlvalue(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let p = Params::new("sysctlvalue", a);
+    let key = p.str(0)?;
+    let path = format!("{SYSCTL_ROOT}/{}", key.replace('.', "/"));
+    match std::fs::read_to_string(&path) {
+        Ok(v) => Ok(Value::str(v.trim_end_matches('\n'))),
+        Err(e) => Err(p.fail(format!("cannot read '{path}': {e}"))),
+    }
+}
+
+fn collect_sysctl(dir: &std::path::Path, prefix: &str, out: &mut Vec<(String, String)>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let key = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}.{name}")
+        };
+        match e.file_type() {
+            Ok(t) if t.is_dir() => collect_sysctl(&e.path(), &key, out),
+            Ok(t) if t.is_file() => {
+                if let Ok(v) = std::fs::read_to_string(e.path()) {
+                    out.push((key, v.trim_end_matches('\n').to_string()));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `data_sysctlvalues()`: every readable kernel parameter by dotted key.
+fn data_sysctlvalues(_: &mut EvalContext, _: &[Value]) -> FnResult {
+    let mut all = Vec::new();
+    collect_sysctl(std::path::Path::new(SYSCTL_ROOT), "", &mut all);
+    all.sort();
+    let m: Map<String, Json> = all.into_iter().map(|(k, v)| (k, Json::String(v))).collect();
+    Ok(Value::data(Json::Object(m)))
+}
+
+// ---- packages --------------------------------------------------------------
+
+fn package_query(
+    ctx: &mut EvalContext,
+    name: &'static str,
+    a: &[Value],
+    updates: bool,
+) -> FnResult {
+    let p = Params::new(name, a);
+    let res = [
+        p.regex(ctx, 0)?,
+        p.regex(ctx, 1)?,
+        p.regex(ctx, 2)?,
+        p.regex(ctx, 3)?,
+    ];
+    let workdir = ctx
+        .lookup("sys.workdir")
+        .and_then(|v| v.as_scalar().map(std::path::PathBuf::from));
+    let which = if updates {
+        Inventory::Updates
+    } else {
+        Inventory::Installed
+    };
+    let packages = workdir
+        .map(|w| read_inventory(&w, which))
+        .unwrap_or_default();
+    let out: Vec<Json> = packages
+        .into_iter()
+        .filter(|r| {
+            res[0].is_full_match(&r.name)
+                && res[1].is_full_match(&r.version)
+                && res[2].is_full_match(&r.arch)
+                && res[3].is_full_match(&r.method)
+        })
+        .map(|r| json!({"arch": r.arch, "method": r.method, "name": r.name, "version": r.version}))
+        .collect();
+    Ok(Value::data(Json::Array(out)))
+}
+
+/// `packagesmatching(name, version, arch, method)`: installed packages.
+fn packagesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    package_query(ctx, "packagesmatching", a, false)
+}
+
+/// `packageupdatesmatching(...)`: available updates.
+fn packageupdatesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    package_query(ctx, "packageupdatesmatching", a, true)
+}
+
+// ---- netgroups ----------------------------------------------------------------
+
+unsafe extern "C" {
+    fn innetgr(
+        netgroup: *const libc::c_char,
+        host: *const libc::c_char,
+        user: *const libc::c_char,
+        domain: *const libc::c_char,
+    ) -> libc::c_int;
+}
+
+/// `hostinnetgroup(netgroup)`: whether this host is in the NIS netgroup.
+fn hostinnetgroup(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let p = Params::new("hostinnetgroup", a);
+    let group = p.str(0)?;
+    let (Ok(g), Ok(h)) = (CString::new(group), CString::new(super::net::host_name())) else {
+        return Ok(class_result(false));
+    };
+    // SAFETY: valid C strings; null user and domain mean "any".
+    let r = unsafe { innetgr(g.as_ptr(), h.as_ptr(), std::ptr::null(), std::ptr::null()) };
+    Ok(class_result(r == 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<Value> {
+        v.iter().map(|x| Value::str(*x)).collect()
+    }
+
+    #[test]
+    fn root_exists_everywhere() {
+        let mut c = EvalContext::default();
+        assert_eq!(getuid(&mut c, &s(&["root"])), Ok(Value::str("0")));
+        assert_eq!(userexists(&mut c, &s(&["0"])), Ok(class_result(true)));
+        assert_eq!(
+            userexists(&mut c, &s(&["no-such-user-xyz"])),
+            Ok(class_result(false))
+        );
+        assert!(getuid(&mut c, &s(&["no-such-user-xyz"])).is_err());
+        let info = getuserinfo(&mut c, &s(&["0"])).unwrap();
+        assert_eq!(info.as_data().unwrap()["username"], "root");
+        assert!(all_accounts().iter().any(|a| a.uid == 0));
+    }
+
+    #[test]
+    fn getenv_truncates() {
+        let mut c = EvalContext::default();
+        // PATH is set in every test environment.
+        let v = getenv(&mut c, &s(&["PATH", "3"])).unwrap();
+        assert_eq!(v.as_scalar().map(str::len), Some(3));
+        assert_eq!(
+            getenv(&mut c, &s(&["NO_SUCH_VAR_XYZ", "10"])),
+            Ok(Value::str(""))
+        );
+    }
+
+    #[test]
+    fn execresult_trims_and_keeps_failures() {
+        let mut c = EvalContext::default();
+        assert_eq!(
+            execresult(&mut c, &s(&["/bin/printf '  x \\n\\n'", "useshell"])),
+            Ok(Value::str("  x"))
+        );
+        assert!(execresult(&mut c, &s(&["echo x", "noshell"])).is_err());
+        let d = execresult_as_data(&mut c, &s(&["echo x; exit 3", "useshell"])).unwrap();
+        assert_eq!(d, Value::data(json!({"exit_code": 3, "output": "x"})));
+        assert_eq!(
+            returnszero(&mut c, &s(&["/nonexistent", "noshell"])),
+            Ok(class_result(false))
+        );
+    }
+
+    #[test]
+    fn packages_come_from_the_work_directory_cache() {
+        use crate::eval::vars::Variable;
+        use crate::eval::{DataType, Origin};
+        use crate::host::packages::{PackageRecord, write_inventory};
+        let dir = tempfile::tempdir().unwrap();
+        let rec = |n: &str, v: &str| PackageRecord {
+            name: n.into(),
+            version: v.into(),
+            arch: "amd64".into(),
+            method: "apt_get".into(),
+        };
+        write_inventory(
+            dir.path(),
+            Inventory::Installed,
+            &[rec("bash", "5.2"), rec("zsh", "5.9")],
+        )
+        .unwrap();
+        let mut c = EvalContext::default();
+        c.vars.put(
+            "default",
+            "sys",
+            "workdir",
+            Variable::new(
+                Value::str(dir.path().display().to_string()),
+                DataType::String,
+                Origin::Agent,
+            ),
+        );
+        let r = packagesmatching(&mut c, &s(&["ba.*", ".*", ".*", ".*"])).unwrap();
+        assert_eq!(
+            r,
+            Value::data(
+                json!([{"arch": "amd64", "method": "apt_get", "name": "bash", "version": "5.2"}])
+            )
+        );
+        let u = packageupdatesmatching(&mut c, &s(&[".*", ".*", ".*", ".*"])).unwrap();
+        assert_eq!(u, Value::data(json!([])));
+    }
+
+    #[test]
+    fn processes_include_this_one() {
+        let mut c = EvalContext::default();
+        let me = std::process::id() as i64;
+        let found = findprocesses(&mut c, &s(&[".*"])).unwrap();
+        let pids: Vec<i64> = found
+            .as_data()
+            .and_then(|d| d.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| p["pid"].as_i64())
+            .collect();
+        assert!(pids.contains(&me), "{pids:?}");
+    }
+}

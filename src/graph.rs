@@ -1,0 +1,404 @@
+//! The promise dependency graph (after Puppet's catalog relationships):
+//! `depends_on` naming another promise's `handle`, the classes one promise
+//! sets (a `classes:` promise, or a `classes` body's outcome classes) and
+//! another's guard, `if` or `unless` reads, and `methods` calling bundles.
+//!
+//! It is read from the policy after pre-evaluation, so a handle or class
+//! name made of variables counts when those variables resolve by then.
+//! `agent --graph` prints it as DOT; every run (and `-c`) first checks the
+//! `depends_on` edges for a cycle, whose promises could never run, and
+//! refuses the policy naming the shortest cycle once, with each promise's
+//! file:line.
+
+use crate::digraph::{Adjacency, reachability, shortest_cycle};
+use crate::eval::bodies::{reference_parts, resolve_body};
+use crate::eval::classes::canonify_class;
+use crate::eval::{EvalContext, Frame, Value};
+use crate::load::PolicySet;
+use crate::syntax::ast::{Promise, Rval};
+use crate::syntax::classexpr::ClassExpr;
+use std::fmt::Write as _;
+
+/// The outcome classes a `classes` body can define.
+const OUTCOME_ATTRIBUTES: &[&str] = &[
+    "promise_kept",
+    "promise_repaired",
+    "repair_failed",
+    "repair_denied",
+    "repair_timeout",
+];
+
+/// One promise as the graph sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub namespace: String,
+    pub bundle: String,
+    pub promise_type: String,
+    pub promiser: String,
+    pub file: String,
+    pub line: usize,
+    pub handle: Option<String>,
+    pub depends_on: Vec<String>,
+    /// Classes this promise defines (by being a classes promise, or through
+    /// its classes body).
+    pub sets: Vec<String>,
+    /// Classes its guard, `if`/`ifvarclass` and `unless` read.
+    pub reads: Vec<String>,
+    /// The bundle a methods promise calls.
+    pub calls: Option<String>,
+}
+
+/// Why one promise comes after another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EdgeKind {
+    DependsOn(String),
+    Class(String),
+}
+
+#[derive(Debug, Default)]
+pub struct PromiseGraph {
+    pub nodes: Vec<Node>,
+    /// Bundles in the order they are written: (namespace, name, type, file).
+    pub bundles: Vec<(String, String, String, String)>,
+}
+
+/// A `depends_on` cycle, as the promises on it in order: each depends on
+/// the one before it, and the first on the last.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DependsCycle(pub Vec<Node>);
+
+impl std::fmt::Display for DependsCycle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "these promises depend on each other in a cycle (depends_on), so none of them could \
+             ever run; the policy is refused before anything runs:"
+        )?;
+        let n = self.0.len();
+        for (i, p) in self.0.iter().enumerate() {
+            let before = &self.0[(i + n - 1) % n];
+            write!(
+                f,
+                "\n      {}:{}: {} promise '{}' (handle '{}') depends on '{}'",
+                p.file,
+                p.line,
+                p.promise_type,
+                p.promiser,
+                p.handle.as_deref().unwrap_or(""),
+                before.handle.as_deref().unwrap_or("")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl PromiseGraph {
+    /// Reads every promise of every bundle. With `full` false only handles
+    /// and `depends_on` are evaluated (all a cycle check needs).
+    pub fn build(ctx: &mut EvalContext, policy: &PolicySet, full: bool) -> PromiseGraph {
+        let mut g = PromiseGraph::default();
+        for (file, bundle) in policy.bundles() {
+            g.bundles.push((
+                bundle.namespace.clone(),
+                bundle.name.name.clone(),
+                bundle.bundle_type.name.clone(),
+                file.source.path.clone(),
+            ));
+            ctx.push_frame(Frame::new(
+                &bundle.namespace,
+                &bundle.name.name,
+                &bundle.bundle_type.name,
+            ));
+            for section in &bundle.sections {
+                let ptype = section.promise_type.name.as_str();
+                if matches!(ptype, "vars" | "meta" | "defaults") {
+                    continue;
+                }
+                for p in &section.promises {
+                    let handle = p.attribute("handle").and_then(|a| string_of(ctx, &a.value));
+                    let depends_on = p
+                        .attribute("depends_on")
+                        .map(|a| strings_of(ctx, &a.value))
+                        .unwrap_or_default();
+                    if !full && handle.is_none() && depends_on.is_empty() {
+                        continue;
+                    }
+                    let mut node = Node {
+                        namespace: bundle.namespace.clone(),
+                        bundle: bundle.name.name.clone(),
+                        promise_type: ptype.to_string(),
+                        promiser: ctx.expand(&p.promiser.value).text,
+                        file: file.source.path.clone(),
+                        line: file.source.line_of(p.promiser.span.start),
+                        handle,
+                        depends_on,
+                        sets: Vec::new(),
+                        reads: Vec::new(),
+                        calls: None,
+                    };
+                    if full {
+                        describe_classes(ctx, policy, ptype, p, &mut node);
+                        if ptype == "methods" {
+                            node.calls = match p.attribute("usebundle") {
+                                Some(a) => reference_parts(ctx, &a.value).ok().map(|(n, _)| n),
+                                None => Some(node.promiser.clone()),
+                            };
+                        }
+                    }
+                    g.nodes.push(node);
+                }
+            }
+            ctx.pop_frame();
+        }
+        g
+    }
+
+    /// Every edge between promises, from the one that comes first.
+    pub fn edges(&self) -> Vec<(usize, usize, EdgeKind)> {
+        let mut out = Vec::new();
+        for (to, n) in self.nodes.iter().enumerate() {
+            for d in &n.depends_on {
+                for (from, m) in self.nodes.iter().enumerate() {
+                    if m.handle.as_deref() == Some(d.as_str()) {
+                        out.push((from, to, EdgeKind::DependsOn(d.clone())));
+                    }
+                }
+            }
+            for c in &n.reads {
+                for (from, m) in self.nodes.iter().enumerate() {
+                    if from != to && m.sets.contains(c) {
+                        out.push((from, to, EdgeKind::Class(c.clone())));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The shortest `depends_on` cycle of each group of promises that
+    /// depend on each other, each reported once.
+    pub fn depends_cycles(&self) -> Vec<DependsCycle> {
+        let mut adj: Adjacency = vec![Vec::new(); self.nodes.len()];
+        for (from, to, kind) in self.edges() {
+            if matches!(kind, EdgeKind::DependsOn(_)) && !adj[from].contains(&to) {
+                adj[from].push(to);
+            }
+        }
+        let reach = reachability(&adj);
+        let mut seen = vec![false; self.nodes.len()];
+        let mut out = Vec::new();
+        for v in 0..self.nodes.len() {
+            if seen[v] || !reach[v][v] {
+                continue;
+            }
+            // The strongly connected group of v, and the cycle within it.
+            let members: Vec<usize> = (0..self.nodes.len())
+                .filter(|&u| u == v || (reach[v][u] && reach[u][v]))
+                .collect();
+            for &m in &members {
+                seen[m] = true;
+            }
+            let sub: Adjacency = members
+                .iter()
+                .map(|&m| {
+                    adj[m]
+                        .iter()
+                        .filter_map(|t| members.iter().position(|x| x == t))
+                        .collect()
+                })
+                .collect();
+            if let Some(c) = shortest_cycle(&sub) {
+                out.push(DependsCycle(
+                    c.into_iter()
+                        .map(|i| self.nodes[members[i]].clone())
+                        .collect(),
+                ));
+            }
+        }
+        out
+    }
+
+    /// The graph in Graphviz DOT: one cluster per bundle, one node per
+    /// promise, edges labelled by the handle or class that links them;
+    /// `depends_on` handles no promise has are drawn as missing, and
+    /// cycles in red.
+    pub fn to_dot(&self) -> String {
+        let mut out = String::from(
+            "digraph promises {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n  edge [fontname=\"monospace\", fontsize=9];\n",
+        );
+        let in_cycle: Vec<(String, usize)> = self
+            .depends_cycles()
+            .into_iter()
+            .flat_map(|c| c.0.into_iter().map(|n| (n.file, n.line)))
+            .collect();
+        for (bi, (ns, name, btype, file)) in self.bundles.iter().enumerate() {
+            let _ = writeln!(out, "  subgraph cluster_{bi} {{");
+            let _ = writeln!(
+                out,
+                "    label=\"{}\";",
+                esc(&format!("bundle {btype} {ns}:{name} ({})", short(file)))
+            );
+            let _ = writeln!(
+                out,
+                "    b{bi} [label=\"{}\", shape=folder];",
+                esc(&format!("{ns}:{name}"))
+            );
+            for (i, n) in self.nodes.iter().enumerate() {
+                if &n.namespace == ns && &n.bundle == name && &n.file == file {
+                    let mut label = format!(
+                        "{}: {}\\n{}:{}",
+                        esc(&n.promise_type),
+                        esc(&n.promiser),
+                        esc(short(&n.file)),
+                        n.line
+                    );
+                    if let Some(h) = &n.handle {
+                        let _ = write!(label, "\\nhandle {}", esc(h));
+                    }
+                    let _ = writeln!(out, "    p{i} [label=\"{label}\"];");
+                }
+            }
+            out.push_str("  }\n");
+        }
+        for (from, to, kind) in self.edges() {
+            let cyclic = matches!(kind, EdgeKind::DependsOn(_))
+                && in_cycle.contains(&(self.nodes[from].file.clone(), self.nodes[from].line))
+                && in_cycle.contains(&(self.nodes[to].file.clone(), self.nodes[to].line));
+            let (label, style) = match kind {
+                EdgeKind::DependsOn(h) => (format!("depends_on {h}"), ""),
+                EdgeKind::Class(c) => (format!("class {c}"), ", style=dashed"),
+            };
+            let color = if cyclic { ", color=red" } else { "" };
+            let _ = writeln!(
+                out,
+                "  p{from} -> p{to} [label=\"{}\"{style}{color}];",
+                esc(&label)
+            );
+        }
+        let mut missing: Vec<&str> = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            for d in &n.depends_on {
+                if !self
+                    .nodes
+                    .iter()
+                    .any(|m| m.handle.as_deref() == Some(d.as_str()))
+                {
+                    if !missing.contains(&d.as_str()) {
+                        missing.push(d);
+                        let _ = writeln!(
+                            out,
+                            "  \"missing:{}\" [label=\"no promise has handle {}\", shape=note, color=red];",
+                            esc(d),
+                            esc(d)
+                        );
+                    }
+                    let _ = writeln!(
+                        out,
+                        "  \"missing:{}\" -> p{i} [label=\"depends_on {}\", color=red];",
+                        esc(d),
+                        esc(d)
+                    );
+                }
+            }
+            if let Some(callee) = &n.calls {
+                let (cns, cname) = crate::load::split_ns(&n.namespace, callee);
+                if let Some(bi) = self
+                    .bundles
+                    .iter()
+                    .position(|(ns, name, _, _)| ns == cns && name == cname)
+                {
+                    let _ = writeln!(out, "  p{i} -> b{bi} [label=\"usebundle\", style=bold];");
+                }
+            }
+        }
+        out.push_str("}\n");
+        out
+    }
+}
+
+/// The file name alone, for labels.
+fn short(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn string_of(ctx: &mut EvalContext, r: &Rval) -> Option<String> {
+    match ctx.eval_rval(r) {
+        Ok(e) if !e.unresolved => e.value.as_scalar().map(str::to_string),
+        _ => None,
+    }
+}
+
+/// The resolved strings of a list or scalar; items that do not resolve
+/// yet are left out.
+fn strings_of(ctx: &mut EvalContext, r: &Rval) -> Vec<String> {
+    let items: Vec<&Rval> = match r {
+        Rval::List { items, .. } => items.iter().collect(),
+        other => vec![other],
+    };
+    let mut out = Vec::new();
+    for item in items {
+        match ctx.eval_rval(item) {
+            Ok(e) if !e.unresolved => match e.value {
+                Value::Scalar(s) => out.push(s),
+                Value::List(l) => out.extend(l),
+                Value::Data(_) => {}
+            },
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The classes a promise sets and reads.
+fn describe_classes(
+    ctx: &mut EvalContext,
+    policy: &PolicySet,
+    ptype: &str,
+    p: &Promise,
+    node: &mut Node,
+) {
+    if ptype == "classes" {
+        let name = ctx.expand(&p.promiser.value);
+        if !name.unresolved {
+            node.sets.push(canonify_class(&name.text));
+        }
+    }
+    if let Some(a) = p.attribute("classes")
+        && let Ok(body) = resolve_body(ctx, policy, "classes", &a.value)
+    {
+        for attr in OUTCOME_ATTRIBUTES {
+            for c in body.list(attr) {
+                if !c.contains("$(") && !c.contains("${") {
+                    node.sets.push(canonify_class(&c));
+                }
+            }
+        }
+    }
+    let mut exprs: Vec<String> = vec![ctx.expand(&p.guard.expr).text];
+    for a in &p.attributes {
+        if matches!(a.name.name.as_str(), "if" | "ifvarclass" | "unless")
+            && let Some(s) = string_of(ctx, &a.value)
+        {
+            exprs.push(s);
+        }
+    }
+    for e in exprs {
+        if let Ok(parsed) = ClassExpr::parse(e.trim()) {
+            let mut names = Vec::new();
+            parsed.names(&mut names);
+            for n in names {
+                let n = n.strip_prefix("default:").unwrap_or(&n).to_string();
+                if n != "any" && !node.reads.contains(&n) {
+                    node.reads.push(n);
+                }
+            }
+        }
+    }
+    node.sets.dedup();
+}

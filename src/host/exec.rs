@@ -1,0 +1,277 @@
+//! Running commands: without a shell unless asked, as another user or
+//! group, with a umask, working directory, chroot and a timeout that kills
+//! the whole process group.
+
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How to run one command.
+#[derive(Debug, Clone, Default)]
+pub struct CommandSpec {
+    /// The program and its arguments (no shell).
+    pub argv: Vec<String>,
+    /// Run `argv` joined as one command line through `/bin/sh -c` instead.
+    pub shell: bool,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub umask: Option<u32>,
+    pub chdir: Option<String>,
+    pub chroot: Option<String>,
+    pub timeout: Option<Duration>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// Data for the command's standard input (closed when empty).
+    pub stdin: Vec<u8>,
+    /// Which outputs are collected (the others go to /dev/null).
+    pub output: OutputSelect,
+}
+
+/// Which of a command's outputs `run` collects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OutputSelect {
+    /// Standard output and standard error, interleaved as written.
+    #[default]
+    Both,
+    Stdout,
+    Stderr,
+}
+
+/// What a command did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandResult {
+    /// The exit code, or `None` when a signal ended it.
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Standard output and standard error, interleaved as written.
+    pub output: Vec<u8>,
+    pub timed_out: bool,
+}
+
+impl CommandResult {
+    pub fn output_text(&self) -> String {
+        String::from_utf8_lossy(&self.output).into_owned()
+    }
+}
+
+/// Splits a command line into words as cf-agent does without a shell
+/// (its `ArgSplitCommand`): whitespace separates words, and a word that
+/// starts with a double quote, a single quote or a backtick runs to the
+/// next same quote, which is dropped. There are no escapes, and quotes
+/// inside a word are kept (`a"b c"` is `a"b` and `c"`; `"a b"'c'` is two
+/// words).
+pub fn split_command_line(s: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut chars = s.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let Some(&c) = chars.peek() else { break };
+        let mut word = String::new();
+        if c == '"' || c == '\'' || c == '`' {
+            chars.next();
+            for d in chars.by_ref() {
+                if d == c {
+                    break;
+                }
+                word.push(d);
+            }
+        } else {
+            while let Some(&d) = chars.peek() {
+                if d.is_whitespace() {
+                    break;
+                }
+                word.push(d);
+                chars.next();
+            }
+        }
+        words.push(word);
+    }
+    words
+}
+
+impl super::Host {
+    /// Runs a command to completion (or its timeout) and returns its
+    /// output. In a rooted host the command still runs on the real system:
+    /// commands are the policy's own business.
+    pub fn run(&self, spec: &CommandSpec) -> std::io::Result<CommandResult> {
+        let mut cmd = if spec.shell {
+            let mut c = Command::new("/bin/sh");
+            c.arg("-c").arg(spec.argv.join(" "));
+            c
+        } else {
+            let Some((prog, args)) = spec.argv.split_first() else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "empty command",
+                ));
+            };
+            let mut c = Command::new(prog);
+            c.args(args);
+            c
+        };
+        let (reader, writer) = std::io::pipe()?;
+        match spec.output {
+            OutputSelect::Both => cmd.stdout(writer.try_clone()?).stderr(writer),
+            OutputSelect::Stdout => cmd.stdout(writer).stderr(Stdio::null()),
+            OutputSelect::Stderr => cmd.stdout(Stdio::null()).stderr(writer),
+        };
+        cmd.stdin(if spec.stdin.is_empty() {
+            Stdio::null()
+        } else {
+            Stdio::piped()
+        });
+        for (k, v) in &spec.env {
+            cmd.env(k, v);
+        }
+        if let Some(d) = &spec.chdir {
+            cmd.current_dir(d);
+        }
+        if let Some(g) = spec.gid {
+            cmd.gid(g);
+        }
+        if let Some(u) = spec.uid {
+            cmd.uid(u);
+        }
+        let umask = spec.umask;
+        let chroot = spec
+            .chroot
+            .clone()
+            .map(|c| std::ffi::CString::new(c).unwrap_or_default());
+        // SAFETY: only async-signal-safe calls (setsid, umask, chroot,
+        // chdir) run between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::setsid();
+                if let Some(m) = umask {
+                    libc::umask(m as libc::mode_t);
+                }
+                if let Some(root) = &chroot {
+                    if libc::chroot(root.as_ptr()) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    libc::chdir(c"/".as_ptr());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn()?;
+        drop(cmd);
+        if let Some(mut input) = child.stdin.take() {
+            let data = spec.stdin.clone();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let _ = input.write_all(&data);
+            });
+        }
+        let pid = child.id() as i32;
+        let mut reader = reader;
+        let collector = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = reader.read_to_end(&mut buf);
+            buf
+        });
+        let start = Instant::now();
+        let mut timed_out = false;
+        let status = loop {
+            if let Some(st) = child.try_wait()? {
+                break st;
+            }
+            if spec.timeout.is_some_and(|t| start.elapsed() >= t) {
+                timed_out = true;
+                // SAFETY: signalling our own child's process group.
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                }
+                break child.wait()?;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        if timed_out {
+            // The group is dead; its pipe ends are closed.
+        }
+        let output = collector.join().unwrap_or_default();
+        Ok(CommandResult {
+            code: status.code(),
+            signal: status.signal(),
+            output,
+            timed_out,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::Host;
+
+    #[test]
+    fn splits_like_cf_agent() {
+        assert_eq!(
+            split_command_line("/bin/sh -c 'exit 3'"),
+            vec!["/bin/sh", "-c", "exit 3"]
+        );
+        assert_eq!(split_command_line("a \"b c\" d"), vec!["a", "b c", "d"]);
+        assert_eq!(
+            split_command_line("echo ; rm -rf /"),
+            vec!["echo", ";", "rm", "-rf", "/"]
+        );
+        assert_eq!(split_command_line("  "), Vec::<String>::new());
+        assert_eq!(
+            split_command_line("/bin/echo  a   'b c'  \"d\""),
+            vec!["/bin/echo", "a", "b c", "d"]
+        );
+        assert_eq!(split_command_line("x \"a b\"'c'"), vec!["x", "a b", "c"]);
+        assert_eq!(split_command_line("x a\\ b"), vec!["x", "a\\", "b"]);
+        assert_eq!(split_command_line("x a\"b c\""), vec!["x", "a\"b", "c\""]);
+        assert_eq!(split_command_line("x 'open"), vec!["x", "open"]);
+    }
+
+    #[test]
+    fn one_output_or_both() {
+        let run = |output| {
+            Host::real()
+                .run(&CommandSpec {
+                    argv: vec!["echo out; echo err >&2".into()],
+                    shell: true,
+                    output,
+                    ..CommandSpec::default()
+                })
+                .unwrap()
+                .output_text()
+        };
+        assert_eq!(run(OutputSelect::Both), "out\nerr\n");
+        assert_eq!(run(OutputSelect::Stdout), "out\n");
+        assert_eq!(run(OutputSelect::Stderr), "err\n");
+    }
+
+    #[test]
+    fn runs_without_a_shell() {
+        let r = Host::real()
+            .run(&CommandSpec {
+                argv: vec!["/bin/echo".into(), "a;".into(), "$HOME".into()],
+                ..CommandSpec::default()
+            })
+            .unwrap();
+        assert_eq!(r.output_text(), "a; $HOME\n");
+        assert_eq!(r.code, Some(0));
+    }
+
+    #[test]
+    fn timeouts_kill_the_group() {
+        let start = Instant::now();
+        let r = Host::real()
+            .run(&CommandSpec {
+                argv: vec!["sleep 30; echo late".into()],
+                shell: true,
+                timeout: Some(Duration::from_millis(200)),
+                ..CommandSpec::default()
+            })
+            .unwrap();
+        assert!(r.timed_out);
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert_eq!(r.output_text(), "");
+    }
+}

@@ -1,0 +1,100 @@
+//! The package inventory caches of the work directory: what is installed
+//! and which updates are available, one `name,version,arch,method` line per
+//! package ending in CRLF (cf-agent's CSV reader needs it), in cf-agent's
+//! files `state/software_packages.csv` and `state/software_patches_avail.csv`.
+//!
+//! The package promises write these (`write_inventory`) and the functions
+//! `packagesmatching` and `packageupdatesmatching` read them
+//! (`read_inventory`); this module is the one place that knows the format.
+
+use std::path::{Path, PathBuf};
+
+/// One package of an inventory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageRecord {
+    pub name: String,
+    pub version: String,
+    pub arch: String,
+    pub method: String,
+}
+
+/// Which inventory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inventory {
+    Installed,
+    Updates,
+}
+
+/// The cache file of an inventory in a work directory.
+pub fn inventory_path(workdir: &Path, which: Inventory) -> PathBuf {
+    workdir.join("state").join(match which {
+        Inventory::Installed => "software_packages.csv",
+        Inventory::Updates => "software_patches_avail.csv",
+    })
+}
+
+/// The packages of an inventory; empty when there is no cache yet.
+pub fn read_inventory(workdir: &Path, which: Inventory) -> Vec<PackageRecord> {
+    std::fs::read_to_string(inventory_path(workdir, which))
+        .map(|t| parse_inventory(&t))
+        .unwrap_or_default()
+}
+
+/// Replaces an inventory (written whole, then renamed into place).
+pub fn write_inventory(
+    workdir: &Path,
+    which: Inventory,
+    packages: &[PackageRecord],
+) -> std::io::Result<()> {
+    let path = inventory_path(workdir, which);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let text: String = packages
+        .iter()
+        .map(|p| format!("{},{},{},{}\r\n", p.name, p.version, p.arch, p.method))
+        .collect();
+    let tmp = path.with_extension("csv.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, &path)
+}
+
+/// Parses `name,version,arch,method` lines (CRLF or LF); shorter lines are
+/// skipped.
+pub fn parse_inventory(text: &str) -> Vec<PackageRecord> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.trim_end_matches('\r').split(',').collect();
+            (f.len() >= 4).then(|| PackageRecord {
+                name: f[0].to_string(),
+                version: f[1].to_string(),
+                arch: f[2].to_string(),
+                method: f[3].to_string(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inventories_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read_inventory(dir.path(), Inventory::Installed).is_empty());
+        let p = vec![PackageRecord {
+            name: "bash".into(),
+            version: "5.2".into(),
+            arch: "amd64".into(),
+            method: "apt_get".into(),
+        }];
+        write_inventory(dir.path(), Inventory::Installed, &p).unwrap();
+        assert_eq!(read_inventory(dir.path(), Inventory::Installed), p);
+        let text =
+            std::fs::read_to_string(inventory_path(dir.path(), Inventory::Installed)).unwrap();
+        assert_eq!(text, "bash,5.2,amd64,apt_get\r\n");
+        assert!(read_inventory(dir.path(), Inventory::Updates).is_empty());
+        assert_eq!(parse_inventory("a,1,x,m\r\nshort,1\n").len(), 1);
+    }
+}

@@ -1,0 +1,172 @@
+//! The process table, read from /proc, and signals.
+
+use std::path::Path;
+
+/// One process, with the fields `process_select` can test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessInfo {
+    pub pid: i32,
+    pub ppid: i32,
+    pub pgid: i32,
+    pub uid: u32,
+    /// The command line, arguments joined by spaces (`[comm]` for kernel
+    /// threads, as ps shows them).
+    pub command: String,
+    /// One-letter state (R, S, D, Z, T, ...).
+    pub status: String,
+    pub priority: i64,
+    pub nice: i64,
+    pub threads: i64,
+    /// Resident and virtual size in KiB.
+    pub rsize_kb: u64,
+    pub vsize_kb: u64,
+    /// CPU time used, in seconds.
+    pub ttime_secs: u64,
+    /// Start time, seconds since the epoch.
+    pub stime: i64,
+    pub tty: i64,
+}
+
+fn parse_stat(pid: i32, stat: &str) -> Option<ProcessInfo> {
+    // The command name is in parentheses and may itself hold spaces and
+    // parentheses: split at the last ')'.
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = &stat[open + 1..close];
+    let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    let num = |i: usize| f.get(i).and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+    let page_kb = 4;
+    let ticks = 100;
+    Some(ProcessInfo {
+        pid,
+        ppid: num(1) as i32,
+        pgid: num(2) as i32,
+        uid: 0,
+        command: format!("[{comm}]"),
+        status: f.first().map(|s| s.to_string()).unwrap_or_default(),
+        priority: num(15),
+        nice: num(16),
+        threads: num(17),
+        vsize_kb: (num(20) as u64) / 1024,
+        rsize_kb: (num(21) as u64) * page_kb,
+        ttime_secs: ((num(11) + num(12)) / ticks) as u64,
+        stime: num(19) / ticks,
+        tty: num(4),
+    })
+}
+
+/// Every process on the machine (of a /proc-like directory, for tests).
+pub fn processes_in(proc_dir: &Path) -> Vec<ProcessInfo> {
+    let boot = std::fs::read_to_string(proc_dir.join("stat"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("btime ")
+                    .and_then(|v| v.trim().parse::<i64>().ok())
+            })
+        })
+        .unwrap_or(0);
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(proc_dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let dir = e.path();
+        let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
+            continue;
+        };
+        let Some(mut info) = parse_stat(pid, &stat) else {
+            continue;
+        };
+        info.stime += boot;
+        if let Ok(cmdline) = std::fs::read(dir.join("cmdline"))
+            && !cmdline.is_empty()
+        {
+            let args: Vec<String> = cmdline
+                .split(|&b| b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            info.command = args.join(" ");
+        }
+        if let Ok(status) = std::fs::read_to_string(dir.join("status")) {
+            info.uid = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+        }
+        out.push(info);
+    }
+    out.sort_by_key(|p| p.pid);
+    out
+}
+
+impl super::Host {
+    /// The process table of this machine.
+    pub fn processes(&self) -> Vec<ProcessInfo> {
+        processes_in(Path::new("/proc"))
+    }
+
+    /// Sends a signal to a process.
+    pub fn signal(&self, pid: i32, sig: i32) -> std::io::Result<()> {
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        if unsafe { libc::kill(pid, sig) } == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+}
+
+/// A signal name as policies write it (`term`, `kill`, `hup`, ...).
+pub fn signal_number(name: &str) -> Option<i32> {
+    Some(match name.to_ascii_lowercase().trim_start_matches("sig") {
+        "hup" => libc::SIGHUP,
+        "int" => libc::SIGINT,
+        "trap" => libc::SIGTRAP,
+        "kill" => libc::SIGKILL,
+        "pipe" => libc::SIGPIPE,
+        "cont" => libc::SIGCONT,
+        "abrt" => libc::SIGABRT,
+        "stop" => libc::SIGSTOP,
+        "quit" => libc::SIGQUIT,
+        "term" => libc::SIGTERM,
+        "child" | "chld" => libc::SIGCHLD,
+        "usr1" => libc::SIGUSR1,
+        "usr2" => libc::SIGUSR2,
+        "bus" => libc::SIGBUS,
+        "segv" => libc::SIGSEGV,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_odd_names() {
+        let p = parse_stat(7, "7 (a (b) c) S 1 7 7 0 -1 4194560 0 0 0 0 100 50 0 0 20 0 3 0 500 1048576 10 18446744073709551615").unwrap();
+        assert_eq!(p.command, "[a (b) c]");
+        assert_eq!(p.ppid, 1);
+        assert_eq!(p.status, "S");
+        assert_eq!(p.threads, 3);
+        assert_eq!(p.rsize_kb, 40);
+        assert_eq!(p.vsize_kb, 1024);
+        assert_eq!(p.ttime_secs, 1);
+    }
+
+    #[test]
+    fn sees_itself() {
+        let me = std::process::id() as i32;
+        assert!(processes_in(Path::new("/proc")).iter().any(|p| p.pid == me));
+        assert_eq!(signal_number("TERM"), Some(libc::SIGTERM));
+        assert_eq!(signal_number("sigkill"), Some(libc::SIGKILL));
+        assert_eq!(signal_number("bogus"), None);
+    }
+}

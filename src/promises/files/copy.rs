@@ -1,0 +1,315 @@
+//! `copy_from` with a local source: single files, or a tree with
+//! `depth_search`. The new content is written beside the target
+//! (`.cfnew`) and renamed over it; the old file is kept as `.cfsaved`
+//! unless `copy_backup` says otherwise.
+
+use super::super::{ActContext, ExpandedPromise, ResolvedBody, parse_bool};
+use super::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, Verdict};
+use crate::host::fs::{FileKind, Meta};
+use std::path::{Path, PathBuf};
+
+/// Copies `body.source` to `target` (recursively when the promise has a
+/// depth_search and the source is a directory).
+pub fn copy_from(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    let Some(source) = body.scalar("source").map(PathBuf::from) else {
+        tracing::error!(
+            "copy_from body '{}' of '{}' has no source",
+            body.name,
+            p.promiser
+        );
+        v.failed();
+        return;
+    };
+    if let Some(server) = body
+        .list("servers")
+        .first()
+        .filter(|s| *s != "localhost" && *s != "127.0.0.1")
+    {
+        tracing::error!(
+            "Copying '{}' from server '{server}' is not supported; only local sources are",
+            p.promiser
+        );
+        v.failed();
+        return;
+    }
+    let Some(smeta) = act.host.stat(&source).ok().flatten() else {
+        tracing::error!(
+            "Can't stat file '{}' on 'localhost' in files.copy_from promise",
+            source.display()
+        );
+        v.failed();
+        return;
+    };
+    if smeta.kind == FileKind::Dir {
+        let depth = p.body("depth_search").map(|d| match d.scalar("depth") {
+            Some("inf") | None => usize::MAX,
+            Some(n) => n.parse().unwrap_or(usize::MAX),
+        });
+        let Some(depth) = depth else {
+            // A directory without depth_search: only the directory itself.
+            ensure_dir(act, p, target, v);
+            return;
+        };
+        copy_tree(act, p, &source, target, body, depth, v);
+        if body.scalar("purge").and_then(parse_bool) == Some(true) {
+            purge(act, &source, target, v);
+        }
+        return;
+    }
+    copy_file(act, &source, &smeta, target, body, v);
+}
+
+fn ensure_dir(act: &mut ActContext<'_>, p: &ExpandedPromise, dir: &Path, v: &mut Verdict) {
+    if act.host.stat(dir).ok().flatten().is_some() {
+        return;
+    }
+    if act.dry_run {
+        tracing::warn!(
+            "Should create directory '{}', but only warning promised",
+            dir.display()
+        );
+        v.warned();
+        return;
+    }
+    match act.host.mkdir_all(dir, DEFAULT_DIR_MODE) {
+        Ok(_) => {
+            // cf-agent words the copy's own base directory this way.
+            if dir == Path::new(&p.promiser) {
+                tracing::info!("Created parent directory for '{}'", p.promiser);
+            } else {
+                tracing::info!("Created directory '{}'", dir.display());
+            }
+            v.repaired();
+        }
+        Err(e) => {
+            tracing::error!("Could not create directory '{}': {e}", dir.display());
+            v.failed();
+        }
+    }
+}
+
+fn copy_tree(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    src: &Path,
+    dst: &Path,
+    body: &ResolvedBody,
+    depth: usize,
+    v: &mut Verdict,
+) {
+    ensure_dir(act, p, dst, v);
+    if depth == 0 {
+        return;
+    }
+    let entries = act.host.read_dir(src).unwrap_or_default();
+    // cf-agent copies subdirectories before the files beside them.
+    let mut dirs = Vec::new();
+    let mut files = Vec::new();
+    for name in entries {
+        let s = src.join(&name);
+        let Some(meta) = act.host.lstat(&s).ok().flatten() else {
+            continue;
+        };
+        if meta.kind == FileKind::Dir {
+            dirs.push((name, meta));
+        } else {
+            files.push((name, meta));
+        }
+    }
+    for (name, _) in dirs {
+        copy_tree(
+            act,
+            p,
+            &src.join(&name),
+            &dst.join(&name),
+            body,
+            depth - 1,
+            v,
+        );
+    }
+    for (name, meta) in files.into_iter().rev() {
+        if meta.kind == FileKind::File {
+            copy_file(act, &src.join(&name), &meta, &dst.join(&name), body, v);
+        }
+    }
+}
+
+/// Whether the destination needs the source's content, by `compare`.
+fn needs_copy(
+    act: &mut ActContext<'_>,
+    src: &Path,
+    smeta: &Meta,
+    dst: &Path,
+    dmeta: Option<&Meta>,
+    body: &ResolvedBody,
+) -> bool {
+    let Some(d) = dmeta else { return true };
+    if body.scalar("force_update").and_then(parse_bool) == Some(true) {
+        return true;
+    }
+    match body.scalar("compare").unwrap_or("mtime") {
+        "exists" => false,
+        "mtime" => smeta.mtime > d.mtime || smeta.size != d.size,
+        "ctime" => smeta.ctime > d.ctime,
+        "atime" => smeta.atime > d.atime,
+        // digest, hash, checksum, binary: the bytes decide.
+        _ => act.host.read(src).ok() != act.host.read(dst).ok(),
+    }
+}
+
+fn copy_file(
+    act: &mut ActContext<'_>,
+    src: &Path,
+    smeta: &Meta,
+    dst: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    let dmeta = act.host.lstat(dst).ok().flatten();
+    if !needs_copy(act, src, smeta, dst, dmeta.as_ref(), body) {
+        return;
+    }
+    let preserve = body
+        .scalar("preserve")
+        .and_then(parse_bool)
+        .unwrap_or(false);
+    let mode = if preserve {
+        smeta.mode
+    } else {
+        dmeta.map_or(DEFAULT_FILE_MODE, |m| m.mode)
+    };
+    if act.diff {
+        let old = act.host.read(dst).unwrap_or_default();
+        let new = act.host.read(src).unwrap_or_default();
+        super::show_diff(act, dst, &old, &new);
+    }
+    if act.dry_run {
+        tracing::warn!(
+            "Should copy '{}' to '{}', but only warning promised",
+            src.display(),
+            dst.display()
+        );
+        v.warned();
+        return;
+    }
+    if let Some(parent) = dst.parent()
+        && act.host.stat(parent).ok().flatten().is_none()
+    {
+        if let Err(e) = act.host.mkdir_all(parent, DEFAULT_DIR_MODE) {
+            tracing::error!("Could not create directories for '{}': {e}", dst.display());
+            v.failed();
+            return;
+        }
+        tracing::info!("Created parent directory for '{}'", dst.display());
+    }
+    let data = match act.host.read(src) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!("Could not read '{}': {e}", src.display());
+            v.failed();
+            return;
+        }
+    };
+    let new = PathBuf::from(format!("{}.cfnew", dst.display()));
+    if let Err(e) = act.host.write_atomic(&new, &data, mode) {
+        tracing::error!(
+            "Could not copy '{}' to '{}': {e}",
+            src.display(),
+            new.display()
+        );
+        v.failed();
+        return;
+    }
+    tracing::info!(
+        "Copied file '{}' to '{}' (mode '{:o}')",
+        src.display(),
+        new.display(),
+        mode
+    );
+    let backup = body.scalar("copy_backup").unwrap_or("true");
+    if dmeta.is_some() && backup != "false" {
+        let saved = if backup == "timestamp" {
+            PathBuf::from(format!(
+                "{}_{}.cfsaved",
+                dst.display(),
+                crate::pipeline::now_secs()
+            ))
+        } else {
+            PathBuf::from(format!("{}.cfsaved", dst.display()))
+        };
+        if let Err(e) = act.host.rename(dst, &saved) {
+            tracing::error!("Could not back up '{}': {e}", dst.display());
+            let _ = act.host.remove_file(&new);
+            v.failed();
+            return;
+        }
+        tracing::info!("Backed up '{}' as '{}'", dst.display(), saved.display());
+    }
+    if let Err(e) = act.host.rename(&new, dst) {
+        tracing::error!(
+            "Could not move '{}' to '{}': {e}",
+            new.display(),
+            dst.display()
+        );
+        v.failed();
+        return;
+    }
+    tracing::info!("Moved '{}' to '{}'", new.display(), dst.display());
+    if dmeta.is_some() {
+        tracing::info!(
+            "Updated '{}' from source '{}' on 'localhost'",
+            dst.display(),
+            src.display()
+        );
+    } else {
+        tracing::info!(
+            "Updated file '{}' from 'localhost:{}'",
+            dst.display(),
+            src.display()
+        );
+    }
+    v.repaired();
+}
+
+/// `purge`: delete what the destination tree has and the source does not.
+fn purge(act: &mut ActContext<'_>, src: &Path, dst: &Path, v: &mut Verdict) {
+    for name in act.host.read_dir(dst).unwrap_or_default() {
+        let d = dst.join(&name);
+        let s = src.join(&name);
+        let Some(dm) = act.host.lstat(&d).ok().flatten() else {
+            continue;
+        };
+        if act.host.lstat(&s).ok().flatten().is_some() {
+            if dm.kind == FileKind::Dir {
+                purge(act, &s, &d, v);
+            }
+            continue;
+        }
+        if act.dry_run {
+            tracing::warn!("Should purge '{}', but only warning promised", d.display());
+            v.warned();
+            continue;
+        }
+        let r = if dm.kind == FileKind::Dir {
+            std::fs::remove_dir_all(act.host.map(&d))
+        } else {
+            act.host.remove_file(&d)
+        };
+        match r {
+            Ok(()) => {
+                tracing::info!("Purged '{}' from copy destination", d.display());
+                v.repaired();
+            }
+            Err(e) => {
+                tracing::error!("Could not purge '{}': {e}", d.display());
+                v.failed();
+            }
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! `link_from`: symbolic links (absolute or relative) and hard links.
+
+use super::super::{ActContext, ExpandedPromise, ResolvedBody, parse_bool};
+use super::Verdict;
+use crate::host::fs::FileKind;
+use std::path::{Component, Path, PathBuf};
+
+pub fn link_from(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    let Some(source) = body.scalar("source").map(PathBuf::from) else {
+        tracing::error!(
+            "link_from body '{}' of '{}' has no source",
+            body.name,
+            p.promiser
+        );
+        v.failed();
+        return;
+    };
+    let link_type = body.scalar("link_type").unwrap_or("symlink");
+    let source_exists = act.host.stat(&source).ok().flatten().is_some();
+    if !source_exists {
+        match body.scalar("when_no_source").unwrap_or("nop") {
+            "force" => {}
+            "delete" => {
+                if act.host.lstat(target).ok().flatten().is_some() {
+                    if act.dry_run {
+                        tracing::warn!("Should remove link '{}' to a missing source", p.promiser);
+                        v.warned();
+                    } else if act.host.remove_file(target).is_ok() {
+                        tracing::info!(
+                            "Removed link '{}': its source '{}' does not exist",
+                            p.promiser,
+                            source.display()
+                        );
+                        v.repaired();
+                    }
+                }
+                return;
+            }
+            _ => {
+                tracing::error!(
+                    "Can't link '{}' to '{}': the source does not exist",
+                    p.promiser,
+                    source.display()
+                );
+                v.failed();
+                return;
+            }
+        }
+    }
+    let text = match link_type {
+        "relative" => relative_to(target.parent().unwrap_or(Path::new("/")), &source),
+        _ => source.clone(),
+    };
+    let current = act.host.lstat(target).ok().flatten();
+    if link_type == "hardlink" {
+        let (Some(cur), Some(src)) = (current, act.host.stat(&source).ok().flatten()) else {
+            return make(act, p, target, &source, &text, true, v);
+        };
+        if cur.ino == src.ino && cur.dev == src.dev {
+            return;
+        }
+        return replace(act, p, target, &source, &text, true, body, v);
+    }
+    match current {
+        None => make(act, p, target, &source, &text, false, v),
+        Some(m) if m.kind == FileKind::Symlink => {
+            if act.host.read_link(target).ok().as_deref() == Some(text.as_path()) {
+                return;
+            }
+            replace(act, p, target, &source, &text, false, body, v);
+        }
+        Some(_) => replace(act, p, target, &source, &text, false, body, v),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn replace(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    source: &Path,
+    text: &Path,
+    hard: bool,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    let is_link = act
+        .host
+        .lstat(target)
+        .ok()
+        .flatten()
+        .is_some_and(|m| m.kind == FileKind::Symlink);
+    let move_obstructions = p.flag("move_obstructions").unwrap_or(false)
+        || body.scalar("move_obstructions").and_then(parse_bool) == Some(true);
+    if !is_link && !move_obstructions {
+        tracing::error!(
+            "Unable to create link '{}' -> '{}': a file is in the way (set move_obstructions to move it aside)",
+            p.promiser,
+            source.display()
+        );
+        v.failed();
+        return;
+    }
+    if act.dry_run {
+        tracing::warn!(
+            "Should replace '{}' with a link to '{}'",
+            p.promiser,
+            source.display()
+        );
+        v.warned();
+        return;
+    }
+    let r = if is_link {
+        act.host.remove_file(target)
+    } else {
+        let moved = PathBuf::from(format!("{}.cf-moved", target.display()));
+        act.host.rename(target, &moved).inspect(|_| {
+            tracing::info!(
+                "Moved obstructing '{}' to '{}'",
+                p.promiser,
+                moved.display()
+            );
+        })
+    };
+    if let Err(e) = r {
+        tracing::error!("Could not remove '{}' to relink it: {e}", p.promiser);
+        v.failed();
+        return;
+    }
+    make(act, p, target, source, text, hard, v);
+}
+
+fn make(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    source: &Path,
+    text: &Path,
+    hard: bool,
+    v: &mut Verdict,
+) {
+    if act.dry_run {
+        tracing::warn!(
+            "Should link '{}' -> '{}', but only warning promised",
+            p.promiser,
+            source.display()
+        );
+        v.warned();
+        return;
+    }
+    let r = if hard {
+        act.host.hard_link(source, target)
+    } else {
+        act.host.symlink(text, target)
+    };
+    match r {
+        Ok(()) => {
+            tracing::info!("Linked files '{}' -> '{}'", p.promiser, text.display());
+            v.repaired();
+        }
+        Err(e) => {
+            tracing::error!(
+                "Could not link '{}' -> '{}': {e}",
+                p.promiser,
+                source.display()
+            );
+            v.failed();
+        }
+    }
+}
+
+/// `to` written relative to directory `from` (both absolute).
+fn relative_to(from: &Path, to: &Path) -> PathBuf {
+    let f: Vec<Component> = from.components().collect();
+    let t: Vec<Component> = to.components().collect();
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..f.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c.as_os_str());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths() {
+        assert_eq!(
+            relative_to(Path::new("/a/b"), Path::new("/a/c/d")),
+            PathBuf::from("../c/d")
+        );
+        assert_eq!(
+            relative_to(Path::new("/a"), Path::new("/a/x")),
+            PathBuf::from("x")
+        );
+    }
+}

@@ -1,0 +1,279 @@
+//! Which files a files promise acts on: the promiser itself, the files a
+//! regex promiser matches, or the tree a `depth_search` body walks,
+//! filtered by a `file_select` body.
+
+use super::super::{ExpandedPromise, ResolvedBody};
+use super::perms::{ModeSpec, gid_of, uid_of};
+use crate::eval::EvalContext;
+use crate::host::Host;
+use crate::host::fs::{FileKind, Meta};
+use std::path::{Path, PathBuf};
+
+/// Characters that make a promiser a regular expression (`pathtype => "guess"`).
+fn looks_like_regex(s: &str) -> bool {
+    s.contains(['*', '+', '?', '[', ']', '(', ')', '|', '^', '$', '\\'])
+}
+
+/// The files a regex promiser (each path component a pattern, matched in
+/// full) names, sorted. The fixed leading components are not patterns.
+pub fn regex_promiser_matches(ctx: &mut EvalContext, host: &Host, promiser: &str) -> Vec<PathBuf> {
+    let comps: Vec<&str> = promiser.split('/').filter(|c| !c.is_empty()).collect();
+    let mut current = vec![PathBuf::from("/")];
+    for comp in comps {
+        let mut next = Vec::new();
+        if !looks_like_regex(comp) {
+            for c in current {
+                let p = c.join(comp);
+                if host.lstat(&p).ok().flatten().is_some() {
+                    next.push(p);
+                }
+            }
+        } else {
+            let Ok(re) = ctx.regexes.get(comp) else {
+                return Vec::new();
+            };
+            for c in current {
+                for name in host.read_dir(&c).unwrap_or_default() {
+                    if re.is_full_match(&name) {
+                        next.push(c.join(name));
+                    }
+                }
+            }
+        }
+        current = next;
+    }
+    current.sort();
+    current
+}
+
+/// Whether a promiser should be read as a regular expression.
+pub fn is_regex_promiser(p: &ExpandedPromise) -> bool {
+    match p.scalar("pathtype").unwrap_or("guess") {
+        "regex" => true,
+        "literal" => false,
+        _ => looks_like_regex(&p.promiser),
+    }
+}
+
+/// One file found by a depth search.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub path: PathBuf,
+    pub meta: Meta,
+}
+
+/// Walks `base` as a `depth_search` body asks; `base` itself is included
+/// only with `include_basedir`. Dead links are removed on the way with
+/// `rmdeadlinks` (reported as cf-agent does), unless dry-running.
+pub fn depth_search(
+    ctx: &mut EvalContext,
+    host: &Host,
+    base: &Path,
+    body: &ResolvedBody,
+    dry_run: bool,
+) -> Vec<Found> {
+    let depth = match body.scalar("depth") {
+        Some("inf") | None => usize::MAX,
+        Some(d) => d.parse().unwrap_or(usize::MAX),
+    };
+    let include_base = body
+        .scalar("include_basedir")
+        .and_then(super::super::parse_bool)
+        .unwrap_or(false);
+    let rmdeadlinks = body
+        .scalar("rmdeadlinks")
+        .and_then(super::super::parse_bool)
+        .unwrap_or(false);
+    let traverse_links = body
+        .scalar("traverse_links")
+        .and_then(super::super::parse_bool)
+        .unwrap_or(false);
+    let xdev = body
+        .scalar("xdev")
+        .and_then(super::super::parse_bool)
+        .unwrap_or(false);
+    let exclude = compile_all(ctx, &body.list("exclude_dirs"));
+    let include = compile_all(ctx, &body.list("include_dirs"));
+    let mut out = Vec::new();
+    let Some(base_meta) = host.stat(base).ok().flatten() else {
+        return out;
+    };
+    if include_base {
+        out.push(Found {
+            path: base.to_path_buf(),
+            meta: base_meta,
+        });
+    }
+    if base_meta.kind != FileKind::Dir {
+        return out;
+    }
+    let mut stack = vec![(base.to_path_buf(), 1usize)];
+    while let Some((dir, level)) = stack.pop() {
+        if level > depth {
+            continue;
+        }
+        let mut entries = host.read_dir(&dir).unwrap_or_default();
+        entries.sort();
+        let mut subdirs = Vec::new();
+        for name in entries {
+            let path = dir.join(&name);
+            let Some(meta) = host.lstat(&path).ok().flatten() else {
+                continue;
+            };
+            if rmdeadlinks
+                && meta.kind == FileKind::Symlink
+                && host.stat(&path).ok().flatten().is_none()
+            {
+                if dry_run {
+                    tracing::warn!("Should remove dead link '{}'", path.display());
+                } else if host.remove_file(&path).is_ok() {
+                    tracing::info!("Removed dead link '{}'", path.display());
+                }
+                continue;
+            }
+            let is_dir = meta.kind == FileKind::Dir
+                || (traverse_links
+                    && meta.kind == FileKind::Symlink
+                    && host
+                        .stat(&path)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|m| m.kind == FileKind::Dir));
+            if is_dir {
+                let excluded = exclude.iter().any(|r| r.is_full_match(&name));
+                let included = include.is_empty() || include.iter().any(|r| r.is_full_match(&name));
+                if excluded {
+                    continue;
+                }
+                if xdev && meta.dev != base_meta.dev {
+                    continue;
+                }
+                if included {
+                    out.push(Found {
+                        path: path.clone(),
+                        meta,
+                    });
+                }
+                subdirs.push((path, level + 1));
+            } else {
+                out.push(Found { path, meta });
+            }
+        }
+        // Depth first, in name order.
+        subdirs.reverse();
+        stack.extend(subdirs);
+    }
+    out
+}
+
+fn compile_all(
+    ctx: &mut EvalContext,
+    patterns: &[String],
+) -> Vec<std::sync::Arc<crate::eval::regex::Regex>> {
+    patterns
+        .iter()
+        .filter_map(|p| ctx.regexes.get(p).ok())
+        .collect()
+}
+
+/// Whether a file passes a `file_select` body. Each criterion given is a
+/// class-like name in `file_result` (default: all given criteria hold).
+pub fn selected(
+    ctx: &mut EvalContext,
+    body: &ResolvedBody,
+    path: &Path,
+    meta: &Meta,
+    now: i64,
+) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut results: Vec<(&str, bool)> = Vec::new();
+    let leaf = body.list("leaf_name");
+    if !leaf.is_empty() {
+        let ok = leaf
+            .iter()
+            .any(|p| ctx.regexes.get(p).is_ok_and(|r| r.is_full_match(&name)));
+        results.push(("leaf_name", ok));
+    }
+    let paths = body.list("path_name");
+    if !paths.is_empty() {
+        let full = path.display().to_string();
+        let ok = paths
+            .iter()
+            .any(|p| ctx.regexes.get(p).is_ok_and(|r| r.is_full_match(&full)));
+        results.push(("path_name", ok));
+    }
+    let types = body.list("file_types");
+    if !types.is_empty() {
+        let t = match meta.kind {
+            FileKind::File => "plain",
+            FileKind::Dir => "dir",
+            FileKind::Symlink => "symlink",
+            FileKind::Fifo => "fifo",
+            FileKind::Other => "char",
+        };
+        let ok = types.iter().any(|x| x == t || (x == "reg" && t == "plain"));
+        results.push(("file_types", ok));
+    }
+    let modes = body.list("search_mode");
+    if !modes.is_empty() {
+        let ok = modes
+            .iter()
+            .any(|m| ModeSpec::parse(m).is_ok_and(|s| s.apply(0) == meta.mode));
+        results.push(("search_mode", ok));
+    }
+    if let Some(range) = body.scalar("search_size") {
+        results.push(("search_size", in_range(range, meta.size as i64)));
+    }
+    let owners = body.list("search_owners");
+    if !owners.is_empty() {
+        let ok = owners.iter().any(|o| uid_of(o) == Some(meta.uid));
+        results.push(("search_owners", ok));
+    }
+    let groups = body.list("search_groups");
+    if !groups.is_empty() {
+        let ok = groups.iter().any(|g| gid_of(g) == Some(meta.gid));
+        results.push(("search_groups", ok));
+    }
+    for (attr, t) in [
+        ("mtime", meta.mtime),
+        ("ctime", meta.ctime),
+        ("atime", meta.atime),
+    ] {
+        if let Some(range) = body.scalar(attr) {
+            results.push((attr, in_range(range, t)));
+        }
+    }
+    if let Some(target) = body.scalar("issymlinkto") {
+        let ok = std::fs::read_link(path).is_ok_and(|l| {
+            ctx.regexes
+                .get(target)
+                .is_ok_and(|r| r.is_full_match(&l.display().to_string()))
+        });
+        results.push(("issymlinkto", ok));
+    }
+    let _ = now;
+    match body.scalar("file_result") {
+        Some(expr) => {
+            let expr = expr.to_string();
+            crate::syntax::classexpr::ClassExpr::parse(&expr)
+                .map(|e| e.eval(&mut |n| results.iter().any(|(k, v)| *k == n && *v)))
+                .unwrap_or(false)
+        }
+        None => results.iter().all(|(_, v)| *v),
+    }
+}
+
+/// `"a,b"` (as `irange`/`ago` functions print them) holds `v` if a <= v <= b.
+fn in_range(range: &str, v: i64) -> bool {
+    let Some((a, b)) = range.split_once(',') else {
+        return false;
+    };
+    let parse = |s: &str| crate::eval::promises::parse_int(s).ok();
+    match (parse(a), parse(b)) {
+        (Some(lo), Some(hi)) => lo <= v && v <= hi,
+        _ => false,
+    }
+}

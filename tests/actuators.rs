@@ -1,0 +1,361 @@
+//! commands, processes, users and services acting on the real system
+//! (CI runs as root on a disposable machine): each scenario runs twice to
+//! show the second run changes nothing, under --dry-run to show nothing
+//! changes, and where cf-agent can do the same, side by side with it.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn policy(dir: &Path, text: &str) -> PathBuf {
+    let p = dir.join("p.cf");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn ours(wd: &Path, policy: &Path, extra: &[&str]) -> Captured {
+    run(Command::new(agent_bin())
+        .args(["-K", "-I", "-w"])
+        .arg(wd)
+        .args(extra)
+        .arg("-f")
+        .arg(policy))
+}
+
+/// The -I lines that describe changes, without the lines that only one of
+/// the agents prints about itself.
+fn change_lines(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| !l.contains("Setting workdir") && !l.contains("Summary:"))
+        .map(str::to_string)
+        .collect()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn commands_match_cf_agent_and_never_use_a_shell_unasked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("injected");
+    let p = policy(
+        tmp.path(),
+        &format!(
+            r#"body common control {{ bundlesequence => {{ "main" }}; }}
+bundle agent main
+{{
+  vars: "danger" string => "; touch {marker}";
+  commands:
+      "/bin/echo hello $(danger)";
+      "/bin/sh -c 'exit 3'" classes => rc("three");
+      "echo shell | tr a-z A-Z" contain => sh;
+      "/bin/echo" args => "=myvar=hi", module => "true";
+  reports:
+      "myvar=$(echo.myvar)";
+    three_failed::
+      "three failed";
+}}
+body contain sh {{ useshell => "useshell"; }}
+body classes rc(p) {{ promise_kept => {{ "$(p)_ok" }}; repair_failed => {{ "$(p)_failed" }}; }}
+"#,
+            marker = marker.display()
+        ),
+    );
+    let out = ours(&tmp.path().join("wd"), &p, &[]);
+    assert!(
+        !marker.exists(),
+        "a variable became a shell command: {out:?}"
+    );
+    assert!(out.stdout.contains("R: myvar=hi"), "{out:?}");
+    assert!(out.stdout.contains("R: three failed"), "{out:?}");
+    if have("cf-agent") {
+        let wd = cf_workdir(tmp.path());
+        let theirs = run(Command::new("cf-agent")
+            .args(["-K", "-I", "-w"])
+            .arg(&wd)
+            .arg("-f")
+            .arg(&p));
+        assert_eq!(change_lines(&out.stdout), change_lines(&theirs.stdout));
+    } else {
+        eprintln!("skipped the cf-agent comparison: cf-agent not installed");
+    }
+}
+
+#[test]
+fn a_hanging_command_times_out_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = policy(
+        tmp.path(),
+        r#"bundle agent main
+{
+  commands:
+      "/bin/sleep 30" contain => short, classes => rc("slow");
+  reports:
+    slow_timeout::
+      "timed out";
+    any::
+      "still running";
+}
+body contain short { exec_timeout => "1"; }
+body classes rc(p) { repair_timeout => { "$(p)_timeout" }; }
+"#,
+    );
+    let start = std::time::Instant::now();
+    let out = ours(&tmp.path().join("wd"), &p, &[]);
+    assert!(start.elapsed() < Duration::from_secs(15), "{out:?}");
+    assert!(out.stdout.contains("R: timed out"), "{out:?}");
+    assert!(out.stdout.contains("R: still running"), "{out:?}");
+    assert!(out.stdout.contains("exec_timeout"), "{out:?}");
+}
+
+#[test]
+fn dry_run_runs_no_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("ran");
+    let p = policy(
+        tmp.path(),
+        &format!(
+            "bundle agent main {{ commands: \"/usr/bin/touch {}\"; }}\n",
+            marker.display()
+        ),
+    );
+    let out = ours(&tmp.path().join("wd"), &p, &["--dry-run"]);
+    assert!(!marker.exists());
+    assert!(out.stdout.contains("Should execute command"), "{out:?}");
+}
+
+struct Sleeper(Child);
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn sleeper(tag: &str) -> Sleeper {
+    Sleeper(
+        Command::new("/bin/sleep")
+            .arg(tag)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn processes_are_counted_and_signalled() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Unique durations, so only our sleepers match.
+    let tag = format!("{}", 4_000_000 + std::process::id() % 100_000);
+    let mut s1 = sleeper(&tag);
+    let mut s2 = sleeper(&tag);
+    std::thread::sleep(Duration::from_millis(100));
+    let count = policy(
+        tmp.path(),
+        &format!(
+            r#"bundle agent main
+{{
+  processes:
+      "sleep {tag}" process_count => two;
+      "sleep no-such-{tag}" restart_class => "absent_one";
+  reports:
+    two_in::
+      "two running";
+    absent_one::
+      "restart class set";
+}}
+body process_count two {{ match_range => "2,2"; in_range_define => {{ "two_in" }}; out_of_range_define => {{ "two_out" }}; }}
+"#
+        ),
+    );
+    let out = ours(&tmp.path().join("wd"), &count, &[]);
+    assert!(out.stdout.contains("R: two running"), "{out:?}");
+    assert!(out.stdout.contains("R: restart class set"), "{out:?}");
+    let kill = tmp.path().join("kill.cf");
+    std::fs::write(
+        &kill,
+        format!("bundle agent main {{ processes: \"sleep {tag}\" signals => {{ \"term\" }}; }}\n"),
+    )
+    .unwrap();
+    let dry = ours(&tmp.path().join("wd"), &kill, &["--dry-run"]);
+    assert!(dry.stdout.contains("Should signal 'term'"), "{dry:?}");
+    assert!(
+        s1.0.try_wait().unwrap().is_none(),
+        "dry-run must not signal"
+    );
+    let out = ours(&tmp.path().join("wd"), &kill, &[]);
+    assert!(out.stdout.contains("Signalled 'term' (15)"), "{out:?}");
+    assert!(s1.0.wait().unwrap().signal_is(libc::SIGTERM));
+    assert!(s2.0.wait().unwrap().signal_is(libc::SIGTERM));
+    let again = ours(&tmp.path().join("wd"), &kill, &[]);
+    assert!(
+        !again.stdout.contains("Signalled"),
+        "second run must be a no-op: {again:?}"
+    );
+}
+
+trait SignalIs {
+    fn signal_is(&self, sig: i32) -> bool;
+}
+
+impl SignalIs for std::process::ExitStatus {
+    fn signal_is(&self, sig: i32) -> bool {
+        use std::os::unix::process::ExitStatusExt;
+        self.signal() == Some(sig)
+    }
+}
+
+/// Removes a test account however the test ends.
+struct UserGuard(String);
+
+impl Drop for UserGuard {
+    fn drop(&mut self) {
+        let _ = Command::new("/usr/sbin/userdel").arg(&self.0).output();
+        let _ = Command::new("/usr/sbin/groupdel").arg(&self.0).output();
+    }
+}
+
+fn passwd_line(name: &str) -> Option<String> {
+    std::fs::read_to_string("/etc/passwd")
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}:")))
+        .map(str::to_string)
+}
+
+#[test]
+fn users_are_created_updated_and_removed() {
+    if !is_root() || !Path::new("/usr/sbin/useradd").exists() {
+        eprintln!("skipped: needs root and useradd");
+        return;
+    }
+    let name = format!("cvg{}", std::process::id() % 100_000);
+    let _guard = UserGuard(name.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let wd = tmp.path().join("wd");
+    let present = policy(
+        tmp.path(),
+        &format!(
+            "bundle agent main {{ users: \"{name}\" policy => \"present\", description => \"Convergent Test\", shell => \"/bin/sh\"; }}\n"
+        ),
+    );
+    let dry = ours(&wd, &present, &["--dry-run"]);
+    assert!(dry.stdout.contains("Should create user"), "{dry:?}");
+    assert!(passwd_line(&name).is_none(), "dry-run created the user");
+    let out = ours(&wd, &present, &[]);
+    assert!(
+        out.stdout.contains(&format!("Created user '{name}'")),
+        "{out:?}"
+    );
+    let line = passwd_line(&name).expect("user exists");
+    assert!(
+        line.contains(":Convergent Test:") && line.ends_with(":/bin/sh"),
+        "{line}"
+    );
+    let again = ours(&wd, &present, &[]);
+    assert!(
+        !again.stdout.contains("user '"),
+        "second run must be a no-op: {again:?}"
+    );
+    let absent = tmp.path().join("absent.cf");
+    std::fs::write(
+        &absent,
+        format!("bundle agent main {{ users: \"{name}\" policy => \"absent\"; }}\n"),
+    )
+    .unwrap();
+    let out = ours(&wd, &absent, &[]);
+    assert!(
+        out.stdout.contains(&format!("Deleted user '{name}'")),
+        "{out:?}"
+    );
+    assert!(passwd_line(&name).is_none());
+}
+
+#[test]
+fn an_invalid_user_name_fails_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = policy(
+        tmp.path(),
+        "bundle agent main { users: \"bad name;rm\" policy => \"present\"; reports: \"after\"; }\n",
+    );
+    let out = ours(&tmp.path().join("wd"), &p, &[]);
+    assert!(
+        out.stdout
+            .contains("'bad name;rm' is not a valid user name"),
+        "{out:?}"
+    );
+    assert!(out.stdout.contains("R: after"), "{out:?}");
+}
+
+#[test]
+fn services_through_init_scripts() {
+    if Path::new("/run/systemd/system").exists() {
+        eprintln!("systemd runs here; the init-script path is not what this host uses");
+    } else {
+        eprintln!("skipped: no systemd; testing the init-script path instead");
+    }
+    if !is_root() {
+        eprintln!("skipped: needs root to write /etc/init.d");
+        return;
+    }
+    let name = format!("cvgsvc{}", std::process::id() % 100_000);
+    let script = PathBuf::from(format!("/etc/init.d/{name}"));
+    let pidfile = format!("/tmp/{name}.pid");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in\n start) sleep 1000 >/dev/null 2>&1 & echo $! > {pidfile} ;;\n stop) [ -f {pidfile} ] && kill $(cat {pidfile}); rm -f {pidfile} ;;\n restart) $0 stop; $0 start ;;\n reload) exit 0 ;;\n status) [ -f {pidfile} ] && kill -0 $(cat {pidfile}) 2>/dev/null ;;\nesac\n"
+        ),
+    )
+    .unwrap();
+    Command::new("/bin/chmod")
+        .arg("755")
+        .arg(&script)
+        .status()
+        .unwrap();
+    struct Cleanup(PathBuf, String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = Command::new(&self.0).arg("stop").output();
+            let _ = std::fs::remove_file(&self.0);
+            let _ = std::fs::remove_file(&self.1);
+        }
+    }
+    let _c = Cleanup(script.clone(), pidfile.clone());
+    if Path::new("/run/systemd/system").exists() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let wd = tmp.path().join("wd");
+    let start = policy(
+        tmp.path(),
+        &format!("bundle agent main {{ services: \"{name}\" service_policy => \"start\"; }}\n"),
+    );
+    let dry = ours(&wd, &start, &["--dry-run"]);
+    assert!(dry.stdout.contains("Should run"), "{dry:?}");
+    assert!(!Path::new(&pidfile).exists());
+    let out = ours(&wd, &start, &[]);
+    assert!(
+        out.stdout
+            .contains(&format!("Executed '/etc/init.d/{name} start'")),
+        "{out:?}"
+    );
+    assert!(Path::new(&pidfile).exists());
+    let again = ours(&wd, &start, &[]);
+    assert!(!again.stdout.contains("Executed"), "{again:?}");
+    let stop = tmp.path().join("stop.cf");
+    std::fs::write(
+        &stop,
+        format!("bundle agent main {{ services: \"{name}\" service_policy => \"stop\"; }}\n"),
+    )
+    .unwrap();
+    let out = ours(&wd, &stop, &[]);
+    assert!(out.stdout.contains("stop'"), "{out:?}");
+    assert!(!Path::new(&pidfile).exists());
+}
