@@ -169,7 +169,13 @@ impl<'a> AgentRun<'a> {
             sink,
             dry_run,
             state: None,
-            host: crate::host::Host::real(),
+            // A dry run remembers what it would have written, so that its
+            // later promises (and diffs) see the files as a real run would.
+            host: if dry_run {
+                crate::host::Host::real().with_dry_run_overlay()
+            } else {
+                crate::host::Host::real()
+            },
             diff: false,
             no_lock: true,
             now: std::time::SystemTime::now()
@@ -901,10 +907,7 @@ impl<'a> AgentRun<'a> {
             }
             return None;
         };
-        let warn_only = ep
-            .body("action")
-            .and_then(|a| a.scalar("action_policy"))
-            .is_some_and(|p| p == "warn" || p == "nop");
+        let warn_only = ep.warn_only();
         let mut act_ctx = ActContext {
             ctx: self.ctx,
             policy: self.policy,

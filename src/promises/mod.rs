@@ -107,6 +107,15 @@ pub struct ExpandedPromise {
 }
 
 impl ExpandedPromise {
+    /// Whether the promise only warns (`action_policy => "warn"` or
+    /// `"nop"`): it says what differs and changes nothing, even in a real
+    /// run.
+    pub fn warn_only(&self) -> bool {
+        self.body("action")
+            .and_then(|a| a.scalar("action_policy"))
+            .is_some_and(|p| p == "warn" || p == "nop")
+    }
+
     pub fn scalar(&self, name: &str) -> Option<&str> {
         match self.attrs.get(name) {
             Some(AttrValue::Value(Value::Scalar(s))) => Some(s),

@@ -273,10 +273,7 @@ pub(crate) fn edit_file(
     // With `action_policy => "warn"` cf-agent edits in memory as usual and
     // then shows what would change; a dry run instead has each edit
     // promise say what it would do.
-    let warn_only = p
-        .body("action")
-        .and_then(|a| a.scalar("action_policy"))
-        .is_some_and(|a| a == "warn" || a == "nop");
+    let warn_only = p.warn_only();
     let mut editor = Editor {
         simulate: act.dry_run && !warn_only,
         lines: &mut lines,
@@ -290,8 +287,21 @@ pub(crate) fn edit_file(
     if lines == before {
         return;
     }
-    if act.dry_run {
+    if act.dry_run && warn_only {
         warn_diff(&before, &lines);
+    }
+    let text = Lines {
+        lines,
+        trailing_newline: true,
+    }
+    .render();
+    if !warn_only {
+        super::show_diff(act, target, original.as_bytes(), text.as_bytes());
+    }
+    if act.dry_run {
+        if !warn_only {
+            act.host.simulate_file(target, text.as_bytes(), meta.mode);
+        }
         tracing::warn!(
             "Should edit file '{}', but only warning promised",
             p.promiser
@@ -302,11 +312,6 @@ pub(crate) fn edit_file(
     for m in pending {
         tracing::info!("{m}");
     }
-    let text = Lines {
-        lines,
-        trailing_newline: true,
-    }
-    .render();
     if write_with_backup(act, p, target, meta.mode, text.as_bytes(), v) {
         tracing::info!("Edited file '{}'", p.promiser);
         v.repaired();
@@ -367,7 +372,11 @@ fn render_mustache(
     if current == rendered.as_bytes() {
         return;
     }
-    super::show_diff(act, target, &current, rendered.as_bytes());
+    if !p.warn_only() {
+        super::show_diff(act, target, &current, rendered.as_bytes());
+        act.host
+            .simulate_file(target, rendered.as_bytes(), meta.mode);
+    }
     if act.dry_run {
         tracing::warn!(
             "Should update rendering of '{}' from mustache template '{label}', but only warning promised",
@@ -519,7 +528,9 @@ struct Region {
 }
 
 struct Editor<'l> {
-    /// Each promise only says what it would change (dry run).
+    /// A dry run: each promise still edits the lines in memory (so the
+    /// diff shown is the change a real run makes), but says what it would
+    /// do instead of what it did.
     simulate: bool,
     lines: &'l mut Vec<String>,
     filename: String,
@@ -545,6 +556,19 @@ impl Sub<'_> {
 }
 
 impl Editor<'_> {
+    /// Records a change the promise made to the lines: its message is held
+    /// until the file is written, or under a dry run the promise says at
+    /// once what it would do.
+    fn note(&mut self, sub: &mut Sub<'_>, done: String, would: String) {
+        if self.simulate {
+            tracing::warn!("{would}");
+            sub.set(Res::Warn);
+        } else {
+            self.pending.push(done);
+            sub.set(Res::Change);
+        }
+    }
+
     fn run_bundle(
         &mut self,
         act: &mut ActContext<'_>,
@@ -1106,16 +1130,20 @@ impl Editor<'_> {
         if prev.is_none() && ins.before {
             if self.lines.is_empty() {
                 self.put(0, line);
-                self.pending
-                    .push(format!("Inserted the promised line '{line}' into '{f}'"));
-                sub.set(Res::Change);
+                self.note(
+                    sub,
+                    format!("Inserted the promised line '{line}' into '{f}'"),
+                    format!("Should insert line '{line}' into '{f}'"),
+                );
                 return;
             }
             if self.lines[0] != line {
                 self.put(0, line);
-                self.pending
-                    .push(format!("Prepended the promised line '{line}' to {f}"));
-                sub.set(Res::Change);
+                self.note(
+                    sub,
+                    format!("Prepended the promised line '{line}' to {f}"),
+                    format!("Should prepend line '{line}' to {f}"),
+                );
             }
             return;
         }
@@ -1130,10 +1158,11 @@ impl Editor<'_> {
             }
             let at = prev.map_or(0, |p| p + 1);
             self.put(at, line);
-            self.pending.push(format!(
-                "Inserted the promised line '{line}' into '{f}' before locator"
-            ));
-            sub.set(Res::Change);
+            self.note(
+                sub,
+                format!("Inserted the promised line '{line}' into '{f}' before locator"),
+                format!("Should insert line '{line}' into '{f}' before locator"),
+            );
         } else {
             let neighbour = location.and_then(|l| self.lines.get(l + 1).cloned());
             if !exact_block
@@ -1144,10 +1173,11 @@ impl Editor<'_> {
             }
             let at = location.map_or(self.lines.len(), |l| (l + 1).min(self.lines.len()));
             self.put(at, line);
-            self.pending.push(format!(
-                "Inserted the promised line '{line}' into '{f}' after locator"
-            ));
-            sub.set(Res::Change);
+            self.note(
+                sub,
+                format!("Inserted the promised line '{line}' into '{f}' after locator"),
+                format!("Should insert line '{line}' into '{f}' after locator"),
+            );
         }
     }
 
@@ -1207,26 +1237,13 @@ impl Editor<'_> {
                 i += 1;
                 continue;
             }
-            if self.simulate {
-                tracing::warn!(
-                    "Should delete line '{}' from {}",
-                    self.lines[i],
-                    self.filename
-                );
-                sub.set(Res::Warn);
-                i += 1;
-                continue;
-            }
             for k in 0..matches {
-                self.pending.push(format!(
-                    "Deleted the promised line {} '{}' from {}",
-                    k + 1,
-                    self.lines[i + k],
-                    self.filename
-                ));
+                let (line, f) = (&self.lines[i + k], &self.filename);
+                let done = format!("Deleted the promised line {} '{line}' from {f}", k + 1);
+                let would = format!("Should delete line '{line}' from {f}");
+                self.note(sub, done, would);
                 keep[i + k] = false;
             }
-            sub.set(Res::Change);
             i += matches;
         }
         if keep.iter().any(|k| !k) {
@@ -1327,24 +1344,16 @@ impl Editor<'_> {
                 sub.set(Res::Fail);
                 break;
             }
-            if self.simulate {
-                tracing::warn!(
-                    "Should replace pattern '{}' in '{}'",
-                    ep.promiser,
-                    self.filename
-                );
-                sub.set(Res::Warn);
-                continue;
-            }
             if !replaced {
                 continue;
             }
             self.lines[i] = buf;
-            self.pending.push(format!(
-                "Replaced pattern '{}' in '{}'",
-                ep.promiser, self.filename
-            ));
-            sub.set(Res::Change);
+            let f = self.filename.clone();
+            self.note(
+                sub,
+                format!("Replaced pattern '{}' in '{f}'", ep.promiser),
+                format!("Should replace pattern '{}' in '{f}'", ep.promiser),
+            );
             if once {
                 break;
             }
@@ -1462,12 +1471,7 @@ impl Editor<'_> {
                     let Some(msg) = msg else {
                         continue;
                     };
-                    if self.simulate {
-                        tracing::warn!("Should edit field in {f}, but only warning promised");
-                        sub.set(Res::Warn);
-                        continue;
-                    }
-                    self.pending.push(msg);
+                    self.note(sub, msg, format!("Should edit field in {f}"));
                     parts.join(&vs.to_string())
                 }
                 None => {
@@ -1485,18 +1489,12 @@ impl Editor<'_> {
                     if new == cur && op != "delete" {
                         continue;
                     }
-                    if self.simulate {
-                        tracing::warn!("Should edit field in {f}, but only warning promised");
-                        sub.set(Res::Warn);
-                        continue;
-                    }
-                    self.pending.push(msg);
+                    self.note(sub, msg, format!("Should edit field in {f}"));
                     new
                 }
             };
             fields[column - 1] = new;
             self.lines[i] = fields.join(&joiner);
-            sub.set(Res::Change);
         }
         if !any {
             tracing::error!(
