@@ -302,7 +302,7 @@ impl EvalContext {
         let parsed = match self.expr_cache.get(expr) {
             Some(p) => p.clone(),
             None => {
-                let p = ClassExpr::parse(expr).map(Arc::new);
+                let p = ClassExpr::parse_lenient(expr).map(Arc::new);
                 self.expr_cache.insert(expr.to_string(), p.clone());
                 p
             }
