@@ -182,7 +182,13 @@ impl<'a> AgentRun<'a> {
             sink,
             dry_run,
             state: None,
-            host: crate::host::Host::real(),
+            // A dry run remembers what it would have written, so that its
+            // later promises (and diffs) see the files as a real run would.
+            host: if dry_run {
+                crate::host::Host::real().with_dry_run_overlay()
+            } else {
+                crate::host::Host::real()
+            },
             diff: false,
             no_lock: true,
             now: std::time::SystemTime::now()
@@ -945,6 +951,8 @@ impl<'a> AgentRun<'a> {
             dry_run: self.dry_run || warn_only,
             diff: self.diff,
             output: self.sink,
+            state: self.state.as_deref_mut(),
+            now: self.now,
         };
         Some(act.evaluate(&mut act_ctx, ep))
     }
@@ -1026,50 +1034,63 @@ impl<'a> AgentRun<'a> {
         let Some(body) = ep.body("classes") else {
             return false;
         };
-        let (define, cancel) = match outcome {
-            Outcome::Kept => ("promise_kept", "cancel_kept"),
-            Outcome::Repaired => ("promise_repaired", "cancel_repaired"),
-            Outcome::Denied => ("repair_denied", "cancel_notkept"),
-            Outcome::Timeout => ("repair_timeout", "cancel_notkept"),
-            Outcome::Failed | Outcome::Interrupted | Outcome::Warned => {
-                ("repair_failed", "cancel_notkept")
-            }
-        };
-        let names = body.list(define);
-        let local = body.scalar("scope") == Some("bundle");
-        let persist = body
-            .scalar("persist_time")
-            .and_then(|v| super::promises::parse_int(v).ok())
-            .filter(|&m| m > 0);
-        let reset = body.scalar("timer_policy") != Some("absolute");
-        let mut changed = false;
-        for n in names {
-            let name = canonify_class(&n);
-            if let (Some(minutes), Some(st)) = (persist, self.state.as_deref_mut()) {
-                let class = PersistentClass {
-                    name: name.clone(),
-                    expires: self.now + minutes * 60,
-                    tags: Vec::new(),
-                };
-                if let Err(e) = st.persist_class(&class, reset) {
-                    tracing::error!("{e}");
-                }
-            }
-            // cf-agent tags outcome classes with nothing at all.
-            let info = ClassInfo::soft(Origin::Agent, Vec::new());
-            changed |= self.ctx.define_class(&name, local, info);
+        define_outcome_classes(self.ctx, self.state.as_deref_mut(), self.now, body, outcome)
+    }
+}
+
+/// Defines (and cancels) the classes a `classes` body asks for on an
+/// outcome, persisting them when it says so. Shared by the scheduler and
+/// the promises inside edit bundles. Returns whether a new class appeared.
+pub fn define_outcome_classes(
+    ctx: &mut EvalContext,
+    mut state: Option<&mut StateStore>,
+    now: i64,
+    body: &ResolvedBody,
+    outcome: Outcome,
+) -> bool {
+    let (define, cancel) = match outcome {
+        Outcome::Kept => ("promise_kept", "cancel_kept"),
+        Outcome::Repaired => ("promise_repaired", "cancel_repaired"),
+        Outcome::Denied => ("repair_denied", "cancel_notkept"),
+        Outcome::Timeout => ("repair_timeout", "cancel_notkept"),
+        Outcome::Failed | Outcome::Interrupted | Outcome::Warned => {
+            ("repair_failed", "cancel_notkept")
         }
-        for n in body.list(cancel) {
-            let name = canonify_class(&n);
-            self.ctx.undefine_class(&name);
-            if let Some(st) = self.state.as_deref_mut()
-                && let Err(e) = st.forget_class(&name)
-            {
+    };
+    let names = body.list(define);
+    let local = body.scalar("scope") == Some("bundle");
+    let persist = body
+        .scalar("persist_time")
+        .and_then(|v| super::promises::parse_int(v).ok())
+        .filter(|&m| m > 0);
+    let reset = body.scalar("timer_policy") != Some("absolute");
+    let mut changed = false;
+    for n in names {
+        let name = canonify_class(&n);
+        if let (Some(minutes), Some(st)) = (persist, state.as_deref_mut()) {
+            let class = PersistentClass {
+                name: name.clone(),
+                expires: now + minutes * 60,
+                tags: Vec::new(),
+            };
+            if let Err(e) = st.persist_class(&class, reset) {
                 tracing::error!("{e}");
             }
         }
-        changed
+        // cf-agent tags outcome classes with nothing at all.
+        let info = ClassInfo::soft(Origin::Agent, Vec::new());
+        changed |= ctx.define_class(&name, local, info);
     }
+    for n in body.list(cancel) {
+        let name = canonify_class(&n);
+        ctx.undefine_class(&name);
+        if let Some(st) = state.as_deref_mut()
+            && let Err(e) = st.forget_class(&name)
+        {
+            tracing::error!("{e}");
+        }
+    }
+    changed
 }
 
 impl AgentRun<'_> {

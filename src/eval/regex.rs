@@ -96,6 +96,17 @@ impl Regex {
             .collect()
     }
 
+    /// The groups of the first match as byte ranges (group 0 is the whole
+    /// match); `None` for groups that did not take part.
+    pub fn first_captures(&self, text: &str) -> Option<Vec<Option<(usize, usize)>>> {
+        let c = self.re.captures(text.as_bytes()).ok()??;
+        Some(
+            (0..c.len())
+                .map(|i| c.get(i).map(|m| (m.start(), m.end())))
+                .collect(),
+        )
+    }
+
     /// Every non-overlapping match with its groups.
     pub fn captures_all(&self, text: &str) -> Vec<Vec<Option<(usize, usize)>>> {
         self.re

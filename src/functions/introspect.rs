@@ -216,6 +216,12 @@ fn bundlestate(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 /// `datastate()`: every class (as `true`) and every variable by scope
 /// (`ns:bundle` outside the default namespace), keys sorted.
 fn datastate(ctx: &mut EvalContext, _: &[Value]) -> FnResult {
+    Ok(Value::data(datastate_json(ctx)))
+}
+
+/// The state of the run as `datastate()` gives it; also the data of a
+/// mustache template that names none.
+pub fn datastate_json(ctx: &EvalContext) -> Json {
     let classes: Map<String, Json> = all_classes(ctx)
         .into_iter()
         .map(|(n, _)| (n, Json::Bool(true)))
@@ -242,7 +248,7 @@ fn datastate(ctx: &mut EvalContext, _: &[Value]) -> FnResult {
     let mut out = Map::new();
     out.insert("classes".into(), Json::Object(classes));
     out.insert("vars".into(), Json::Object(named.into_iter().collect()));
-    Ok(Value::data(Json::Object(out)))
+    Json::Object(out)
 }
 
 // ---- call stack -------------------------------------------------------------

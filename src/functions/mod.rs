@@ -11,7 +11,7 @@ mod core;
 mod data;
 mod exec;
 mod files;
-mod introspect;
+pub mod introspect;
 pub mod json;
 mod lists;
 mod math;

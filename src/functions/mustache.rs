@@ -2,7 +2,7 @@
 //! (and later the files promise's mustache templates).
 //!
 //! Supported: `{{name}}` (HTML-escaped), `{{{name}}}` and `{{&name}}`,
-//! dotted names, `{{.}}`, sections and inverted sections, comments, set
+//! dotted names, `{{.}}`, `{{-top-}}` (the whole data), sections and inverted sections, comments, set
 //! delimiters, standalone tag lines, and CFEngine's additions: `{{@}}` (the
 //! key while a section iterates over an object), `{{$name}}` (compact
 //! JSON) and `{{%name}}` (indented JSON). A section over an object renders
@@ -190,6 +190,10 @@ fn lookup<'a>(stack: &[Frame<'a>], name: &str) -> Option<&'a Json> {
     if name == "." {
         return stack.last().map(|f| f.value);
     }
+    // CFEngine's `-top-` names the whole data, wherever the tag is.
+    if name == "-top-" {
+        return stack.first().map(|f| f.value);
+    }
     let mut parts = name.split('.');
     let first = parts.next()?;
     let mut cur = stack.iter().rev().find_map(|f| match f.value {
@@ -255,9 +259,8 @@ fn render_nodes<'a>(
                                     "'{name}' is a container; use {{{{${name}}}}}"
                                 ));
                             }
-                            prim => json::primitive_text(prim)
-                                .map(|t| t.into_owned())
-                                .unwrap_or_default(),
+                            // Reals with two decimals, as in `$(d[k])`.
+                            prim => json::expansion_text(prim).unwrap_or_default(),
                         };
                         if *kind == VarKind::Escaped {
                             escape_html(&text, out);
@@ -347,7 +350,7 @@ mod tests {
         let d = r#"{"name":"a<b>&c","n":1.5,"t":true,"f":false,"o":{"x":"1","y":"2"},"l":["p","q"],"e":[]}"#;
         assert_eq!(
             r("{{name}}|{{{name}}}|{{&name}}|{{n}}|{{t}}", d).unwrap(),
-            "a&lt;b&gt;&amp;c|a<b>&c|a<b>&c|1.5|true"
+            "a&lt;b&gt;&amp;c|a<b>&c|a<b>&c|1.50|true"
         );
         assert_eq!(
             r("{{#o}}[{{@}}={{.}}]{{/o}}{{#l}}<{{.}}>{{/l}}{{^e}}empty{{/e}}{{#t}}T{{/t}}{{#f}}F{{/f}}{{^f}}notF{{/f}}", d).unwrap(),

@@ -98,15 +98,47 @@ pub fn can_chown() -> bool {
 impl Host {
     /// `lstat`: the link itself for symlinks. `None` when nothing is there.
     pub fn lstat(&self, p: &Path) -> io::Result<Option<Meta>> {
-        not_found_is_none(fs::symlink_metadata(self.map(p))).map(|m| m.as_ref().map(Meta::from_std))
+        let m = not_found_is_none(fs::symlink_metadata(self.map(p)))?;
+        Ok(self.with_simulated(p, m.as_ref().map(Meta::from_std)))
     }
 
     /// `stat`: follows symlinks. `None` when nothing (or a dangling link) is there.
     pub fn stat(&self, p: &Path) -> io::Result<Option<Meta>> {
-        not_found_is_none(fs::metadata(self.map(p))).map(|m| m.as_ref().map(Meta::from_std))
+        let m = not_found_is_none(fs::metadata(self.map(p)))?;
+        Ok(self.with_simulated(p, m.as_ref().map(Meta::from_std)))
+    }
+
+    /// Metadata as a dry run sees it: a file it would have created, or
+    /// the size and mode of its would-be content.
+    fn with_simulated(&self, p: &Path, on_disk: Option<Meta>) -> Option<Meta> {
+        let Some((data, mode)) = self.simulated(p) else {
+            return on_disk;
+        };
+        let size = data.len() as u64;
+        Some(match on_disk {
+            Some(m) if m.kind == FileKind::File => Meta { size, mode, ..m },
+            Some(m) => m,
+            None => Meta {
+                kind: FileKind::File,
+                mode,
+                // SAFETY: geteuid and getegid have no preconditions.
+                uid: unsafe { libc::geteuid() },
+                gid: unsafe { libc::getegid() },
+                size,
+                mtime: 0,
+                ctime: 0,
+                atime: 0,
+                ino: 0,
+                dev: 0,
+                nlink: 1,
+            },
+        })
     }
 
     pub fn read(&self, p: &Path) -> io::Result<Vec<u8>> {
+        if let Some((data, _)) = self.simulated(p) {
+            return Ok(data);
+        }
         fs::read(self.map(p))
     }
 

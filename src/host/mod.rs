@@ -8,8 +8,9 @@ pub mod fs;
 pub mod packages;
 pub mod procs;
 
+use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Told before every change to the file system that goes through a
 /// [`Host`], with the path on this machine, so that the change can be
@@ -24,6 +25,16 @@ pub trait ChangeJournal: std::fmt::Debug + Send + Sync {
 pub struct Host {
     root: Option<PathBuf>,
     journal: Option<Arc<dyn ChangeJournal>>,
+    /// Under a dry run: what the run would have written, so that later
+    /// promises see it (see [`Host::simulate_file`]).
+    overlay: Option<Arc<Mutex<Overlay>>>,
+}
+
+/// The files a dry run would have created or rewritten, by policy path:
+/// content and mode. Nothing here ever reaches the disk.
+#[derive(Debug, Default)]
+pub struct Overlay {
+    files: HashMap<PathBuf, (Vec<u8>, u32)>,
 }
 
 impl Host {
@@ -37,15 +48,44 @@ impl Host {
         Host {
             root: Some(root.into()),
             journal: None,
+            overlay: None,
         }
+    }
+
+    /// The same host for a dry run: it changes nothing on disk, but
+    /// remembers what [`Host::simulate_file`] is told, and reads and stats
+    /// see it, so a dry run's edits build on its earlier ones as a real
+    /// run's do.
+    pub fn with_dry_run_overlay(&self) -> Host {
+        Host {
+            overlay: Some(Arc::new(Mutex::new(Overlay::default()))),
+            ..self.clone()
+        }
+    }
+
+    /// Under a dry run, records that the run would now have `data` in the
+    /// file at `policy_path` with `mode`; otherwise does nothing.
+    pub fn simulate_file(&self, policy_path: &Path, data: &[u8], mode: u32) {
+        if let Some(o) = &self.overlay
+            && let Ok(mut o) = o.lock()
+        {
+            o.files
+                .insert(policy_path.to_path_buf(), (data.to_vec(), mode));
+        }
+    }
+
+    /// What a dry run would have in the file at `policy_path`.
+    fn simulated(&self, policy_path: &Path) -> Option<(Vec<u8>, u32)> {
+        let o = self.overlay.as_ref()?.lock().ok()?;
+        o.files.get(policy_path).cloned()
     }
 
     /// The same host, telling `journal` before each file-system change
     /// (`None`: telling nobody).
     pub fn with_journal(&self, journal: Option<Arc<dyn ChangeJournal>>) -> Host {
         Host {
-            root: self.root.clone(),
             journal,
+            ..self.clone()
         }
     }
 

@@ -107,6 +107,15 @@ pub struct ExpandedPromise {
 }
 
 impl ExpandedPromise {
+    /// Whether the promise only warns (`action_policy => "warn"` or
+    /// `"nop"`): it says what differs and changes nothing, even in a real
+    /// run.
+    pub fn warn_only(&self) -> bool {
+        self.body("action")
+            .and_then(|a| a.scalar("action_policy"))
+            .is_some_and(|p| p == "warn" || p == "nop")
+    }
+
     pub fn scalar(&self, name: &str) -> Option<&str> {
         match self.attrs.get(name) {
             Some(AttrValue::Value(Value::Scalar(s))) => Some(s),
@@ -132,14 +141,6 @@ impl ExpandedPromise {
     pub fn flag(&self, name: &str) -> Option<bool> {
         self.scalar(name).and_then(parse_bool)
     }
-
-    /// Whether the promise's action body only warns (`action_policy` is
-    /// `warn` or `nop`): it must say what it would do and change nothing.
-    pub fn warn_only(&self) -> bool {
-        self.body("action")
-            .and_then(|a| a.scalar("action_policy"))
-            .is_some_and(|p| p == "warn" || p == "nop")
-    }
 }
 
 pub fn parse_bool(s: &str) -> Option<bool> {
@@ -161,6 +162,11 @@ pub struct ActContext<'a> {
     /// Print a unified diff of every file content change.
     pub diff: bool,
     pub output: &'a mut dyn crate::report::Sink,
+    /// Persistent classes (for classes bodies of promises inside edit
+    /// bundles); `None` in tests.
+    pub state: Option<&'a mut crate::state::StateStore>,
+    /// The run's clock, seconds since the epoch.
+    pub now: i64,
 }
 
 /// A promise type that acts on the system (or the output).

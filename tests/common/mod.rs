@@ -120,6 +120,138 @@ pub fn check_expected(expected_file: &Path, ours: &str, reference: Option<&str>)
     problems
 }
 
+/// Copies a directory tree (files with their modes, directories,
+/// symlinks as links) into `dst`, which is created.
+pub fn copy_tree(src: &Path, dst: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dst).expect("create copy root");
+    let Ok(rd) = std::fs::read_dir(src) else {
+        return;
+    };
+    for e in rd.filter_map(Result::ok) {
+        let from = e.path();
+        let to = dst.join(e.file_name());
+        let meta = std::fs::symlink_metadata(&from).expect("lstat while copying");
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&from).expect("readlink");
+            std::os::unix::fs::symlink(target, &to).expect("symlink");
+        } else if meta.is_dir() {
+            copy_tree(&from, &to);
+            std::fs::set_permissions(&to, meta.permissions()).expect("chmod dir");
+        } else {
+            std::fs::copy(&from, &to).expect("copy file");
+            let mode = meta.permissions().mode() & 0o7777;
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(mode))
+                .expect("chmod file");
+        }
+    }
+}
+
+/// What a tree holds, one entry a line, sorted by path: type, mode,
+/// owner, the symlink target or the file's content (escaped, line by
+/// line). With `mtimes`, modification times too (to prove nothing was
+/// touched). `.cf-before-edit` names with cf-agent's time stamp are
+/// normalised, since the clock differs between runs.
+pub fn tree_listing(root: &Path, mtimes: bool) -> String {
+    use std::os::unix::fs::MetadataExt;
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>, mtimes: bool) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.filter_map(Result::ok) {
+            let p = e.path();
+            let rel = p
+                .strip_prefix(root)
+                .expect("below root")
+                .to_string_lossy()
+                .into_owned();
+            let rel = normalise_backup_name(&rel);
+            let m = std::fs::symlink_metadata(&p).expect("lstat");
+            let ft = m.file_type();
+            let kind = if ft.is_symlink() {
+                "link"
+            } else if ft.is_dir() {
+                "dir"
+            } else if ft.is_file() {
+                "file"
+            } else {
+                "other"
+            };
+            let mut line = format!(
+                "{kind} {:04o} {}:{} {rel}",
+                m.mode() & 0o7777,
+                m.uid(),
+                m.gid()
+            );
+            if mtimes {
+                line.push_str(&format!(" mtime={}.{:09}", m.mtime(), m.mtime_nsec()));
+            }
+            if ft.is_symlink() {
+                let t = std::fs::read_link(&p).expect("readlink");
+                line.push_str(&format!(" -> {}", t.display()));
+            } else if ft.is_file() {
+                let bytes = std::fs::read(&p).expect("read file");
+                let text = String::from_utf8_lossy(&bytes)
+                    .replace(root.to_string_lossy().as_ref(), "@ROOT@");
+                if text.is_empty() {
+                    line.push_str(" (empty)");
+                }
+                for l in text.split_inclusive('\n') {
+                    let (body, nl) = match l.strip_suffix('\n') {
+                        Some(b) => (b, ""),
+                        None => (l, " (no newline at end)"),
+                    };
+                    line.push_str(&format!("\n  |{}{nl}", body.escape_debug()));
+                }
+            }
+            out.push((rel, line));
+            if ft.is_dir() {
+                walk(root, &p, out, mtimes);
+            }
+        }
+    }
+    let mut entries = Vec::new();
+    walk(root, root, &mut entries, mtimes);
+    entries.sort();
+    let mut s = String::new();
+    for (_, l) in entries {
+        s.push_str(&l);
+        s.push('\n');
+    }
+    s
+}
+
+/// `name_1700000000_Mon_Jan__1_00_00_00_2024.cf-before-edit` (cf-agent's
+/// `edit_backup => "timestamp"`) with the time taken out.
+pub fn normalise_backup_name(rel: &str) -> String {
+    let re = regex::Regex::new(
+        r"_\d{6,}_[A-Z][a-z]{2}_[A-Z][a-z]{2}_+\d{1,2}_\d\d_\d\d_\d\d_\d{4}\.cf-before-edit",
+    )
+    .expect("valid pattern");
+    re.replace_all(rel, "_@TIME@.cf-before-edit").into_owned()
+}
+
+/// The log lines of one `-I` run that say what happened: without the
+/// lines that differ between implementations by design (cf-agent's
+/// "Setting workdir", our run summary), with `root` written `@ROOT@` and
+/// the rest of the private directory (the policy's, say) `@BASE@`.
+pub fn inform_lines(out: &str, root: &Path, base: &Path) -> String {
+    let root = root.to_string_lossy();
+    let base = base.to_string_lossy();
+    let mut s = String::new();
+    for l in out.lines() {
+        if l.contains("info: Setting workdir to") || l.contains("info: Summary: ") {
+            continue;
+        }
+        let l = l
+            .replace(root.as_ref(), "@ROOT@")
+            .replace(base.as_ref(), "@BASE@");
+        s.push_str(&normalise_backup_name(&l));
+        s.push('\n');
+    }
+    s
+}
+
 /// The output with every occurrence of a temporary directory replaced by
 /// `[TMP]`, so that snapshots and expected lines do not depend on it.
 pub fn scrubbed(mut out: Captured, root: &Path) -> Captured {

@@ -8,6 +8,7 @@ pub mod edit;
 pub mod link;
 pub mod perms;
 pub mod search;
+pub mod template;
 
 use super::{ActContext, Actuator, ExpandedPromise, Outcome, ResolvedBody};
 use crate::host::fs::{FileKind, Meta, can_chown};
@@ -155,7 +156,7 @@ fn leaf(
     }
     if meta.kind == FileKind::File {
         if let Some(content) = p.scalar("content") {
-            set_content(act, &shown, target, content, v);
+            set_content(act, &shown, target, content, p.warn_only(), v);
         }
         if p.attrs.contains_key("edit_line")
             || p.attrs.contains_key("edit_template")
@@ -317,7 +318,13 @@ fn create(
             );
         }
         v.warned();
-        return None;
+        // A dry run goes on as if the file were there (empty), so that its
+        // content and edits show as the real run's would.
+        if is_dir || p.warn_only() || p.scalar("file_type") == Some("fifo") {
+            return None;
+        }
+        act.host.simulate_file(target, b"", mode);
+        return act.host.lstat(target).ok().flatten();
     }
     if let Some(parent) = target.parent() {
         match act.host.mkdir_all(parent, DEFAULT_DIR_MODE) {
@@ -488,6 +495,7 @@ fn set_content(
     shown: &str,
     target: &Path,
     content: &str,
+    warn_only: bool,
     v: &mut Verdict,
 ) {
     let current = match act.host.read(target) {
@@ -501,8 +509,19 @@ fn set_content(
     if current == content.as_bytes() {
         return;
     }
-    show_diff(act, target, &current, content.as_bytes());
+    let mode = act
+        .host
+        .lstat(target)
+        .ok()
+        .flatten()
+        .map_or(DEFAULT_FILE_MODE, |m| m.mode);
+    if !warn_only {
+        show_diff(act, target, &current, content.as_bytes());
+    }
     if act.dry_run {
+        if !warn_only {
+            act.host.simulate_file(target, content.as_bytes(), mode);
+        }
         tracing::warn!(
             "Should update file '{}' with content '{}', but only warning promised",
             shown,
@@ -511,12 +530,6 @@ fn set_content(
         v.warned();
         return;
     }
-    let mode = act
-        .host
-        .lstat(target)
-        .ok()
-        .flatten()
-        .map_or(DEFAULT_FILE_MODE, |m| m.mode);
     match act.host.write_atomic(target, content.as_bytes(), mode) {
         Ok(()) => {
             tracing::info!("Updated file '{}' with content '{}'", shown, content);
