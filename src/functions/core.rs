@@ -1,21 +1,9 @@
 //! The functions that evaluation cannot do without: string comparison,
 //! regex matching, class and variable tests, and the boolean helpers.
 
-use super::{FnError, FnResult, FnSpec, class_result, scalar_arg};
+use super::{FnError, FnResult, FnSpec, class_result, scalar_arg, spec};
 use crate::eval::classes::canonify;
 use crate::eval::{EvalContext, Value};
-
-const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: super::FnImpl) -> FnSpec {
-    FnSpec {
-        name,
-        min_args: min,
-        max_args: max,
-        raw_args: &[],
-        side_effects: false,
-        cached: false,
-        imp,
-    }
-}
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("strcmp", 2, Some(2), strcmp),

@@ -5,22 +5,10 @@
 use super::args::{Args, collect, value_to_arc_json};
 use super::regexes::define_var;
 use super::strings::{HASH_ALGORITHMS, digest, hex, split_regex};
-use super::{FnError, FnResult, FnSpec, class_result, json};
+use super::{FnError, FnResult, FnSpec, class_result, json, spec};
 use crate::eval::{DataType, EvalContext, Value};
 use serde_json::{Map, Value as Json};
 use std::sync::Arc;
-
-const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: super::FnImpl) -> FnSpec {
-    FnSpec {
-        name,
-        min_args: min,
-        max_args: max,
-        raw_args: &[],
-        side_effects: false,
-        cached: false,
-        imp,
-    }
-}
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("parsejson", 1, Some(1), parsejson),

@@ -6,8 +6,8 @@
 //! globs with the C library's `glob` so that sorting and hidden files come
 //! out the same.
 
-use super::params::{Params, int_value, spec};
-use super::{FnError, FnResult, FnSpec, class_result};
+use super::params::Params;
+use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
 use crate::eval::{EvalContext, Value};
 use serde_json::Value as Json;
 use std::ffi::{CStr, CString};

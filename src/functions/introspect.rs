@@ -2,8 +2,8 @@
 //! the bundles of the policy, the state of bundles, the call stack, and
 //! the version tests (`cf_version_*`, answered for CFEngine 3.21.0).
 
-use super::params::{Params, int_value, spec};
-use super::{FnError, FnResult, FnSpec, class_result};
+use super::params::Params;
+use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
 use crate::eval::context::scalar_text;
 use crate::eval::{EvalContext, Value};
 use serde_json::{Map, Value as Json};

@@ -2,43 +2,13 @@
 //! operations, mapping, statistics, and variable queries.
 
 use super::args::{Args, element_texts, value_to_arc_json};
-use super::{FnError, FnResult, FnSpec, class_result, json};
+use super::{FnError, FnResult, FnSpec, class_result, json, raw, spec};
 use crate::eval::classes::canonify;
 use crate::eval::{EvalContext, Value};
 use serde_json::Value as Json;
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::HashSet;
-
-const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: super::FnImpl) -> FnSpec {
-    FnSpec {
-        name,
-        min_args: min,
-        max_args: max,
-        raw_args: &[],
-        side_effects: false,
-        cached: false,
-        imp,
-    }
-}
-
-const fn raw(
-    name: &'static str,
-    min: usize,
-    max: Option<usize>,
-    raw_args: &'static [usize],
-    imp: super::FnImpl,
-) -> FnSpec {
-    FnSpec {
-        name,
-        min_args: min,
-        max_args: max,
-        raw_args,
-        side_effects: false,
-        cached: false,
-        imp,
-    }
-}
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("filter", 5, Some(5), filter),

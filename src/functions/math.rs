@@ -2,21 +2,9 @@
 //! comparisons, `int`, and `randomint`.
 
 use super::args::Args;
-use super::{FnResult, FnSpec, class_result};
+use super::{FnResult, FnSpec, class_result, spec};
 use crate::eval::promises::parse_int;
 use crate::eval::{EvalContext, Value};
-
-const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: super::FnImpl) -> FnSpec {
-    FnSpec {
-        name,
-        min_args: min,
-        max_args: max,
-        raw_args: &[],
-        side_effects: false,
-        cached: false,
-        imp,
-    }
-}
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("eval", 1, Some(3), eval),

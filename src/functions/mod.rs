@@ -114,6 +114,11 @@ pub fn class_result(b: bool) -> Value {
     Value::str(if b { "any" } else { "!any" })
 }
 
+/// An integer result.
+pub fn int_value(i: i64) -> Value {
+    Value::str(i.to_string())
+}
+
 /// The scalar argument at `i`, or a clear failure.
 pub fn scalar_arg<'a>(name: &str, args: &'a [Value], i: usize) -> Result<&'a str, FnError> {
     match args.get(i) {
@@ -144,6 +149,61 @@ pub fn collect_arg(ctx: &EvalContext, v: &Value) -> Result<Value, FnError> {
             ctx.lookup(s).ok_or(FnError::Defer)
         }
         other => Ok(other.clone()),
+    }
+}
+
+// ---- the constructors of the families' tables ----------------------------
+
+/// A function without side effects taking `min` to `max` arguments (`None`:
+/// any number), all of them expanded.
+pub const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: FnImpl) -> FnSpec {
+    FnSpec {
+        name,
+        min_args: min,
+        max_args: max,
+        raw_args: &[],
+        side_effects: false,
+        cached: false,
+        imp,
+    }
+}
+
+/// A function whose arguments at the positions `raw_args` arrive
+/// unexpanded (a pattern it expands itself for each element).
+pub const fn raw(
+    name: &'static str,
+    min: usize,
+    max: Option<usize>,
+    raw_args: &'static [usize],
+    imp: FnImpl,
+) -> FnSpec {
+    FnSpec {
+        raw_args,
+        ..spec(name, min, max, imp)
+    }
+}
+
+/// A function that runs commands, talks to the network or changes state.
+pub const fn effect(
+    name: &'static str,
+    min: usize,
+    max: Option<usize>,
+    cached: bool,
+    imp: FnImpl,
+) -> FnSpec {
+    FnSpec {
+        side_effects: true,
+        cached,
+        ..spec(name, min, max, imp)
+    }
+}
+
+/// A function without side effects whose result cf-agent computes once per
+/// run for the same arguments.
+pub const fn cached(name: &'static str, min: usize, max: Option<usize>, imp: FnImpl) -> FnSpec {
+    FnSpec {
+        cached: true,
+        ..spec(name, min, max, imp)
     }
 }
 

@@ -4,8 +4,8 @@
 //! `crate::eval::module_protocol`, shared with `commands` promises.
 
 use super::exec::{self, Shell};
-use super::params::{Params, effect, spec};
-use super::{FnResult, FnSpec, class_result};
+use super::params::Params;
+use super::{FnResult, FnSpec, class_result, effect, spec};
 use crate::eval::classes::canonify;
 use crate::eval::module_protocol;
 use crate::eval::{EvalContext, Value};

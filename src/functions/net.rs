@@ -3,8 +3,8 @@
 //! that need a CFEngine hub, LDAP or the Windows registry, which we do not
 //! support and say so.
 
-use super::params::{Params, cached, effect, spec};
-use super::{FnError, FnResult, FnSpec, class_result};
+use super::params::Params;
+use super::{FnError, FnResult, FnSpec, cached, class_result, effect, spec};
 use crate::eval::{EvalContext, Value};
 use serde_json::{Map, Value as Json, json};
 use std::io::{Read, Write};

@@ -5,24 +5,12 @@
 //! the result stays valid text.
 
 use super::args::{Args, element_texts};
-use super::{FnError, FnResult, FnSpec, class_result, json};
+use super::{FnError, FnResult, FnSpec, class_result, json, spec};
 use crate::eval::classes::canonify;
 use crate::eval::{EvalContext, Value};
 use md5::Md5;
 use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha384, Sha512};
-
-const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: super::FnImpl) -> FnSpec {
-    FnSpec {
-        name,
-        min_args: min,
-        max_args: max,
-        raw_args: &[],
-        side_effects: false,
-        cached: false,
-        imp,
-    }
-}
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("canonifyuniquely", 1, Some(1), canonifyuniquely),

@@ -2,8 +2,8 @@
 //! groups, processes, kernel parameters, and the installed-packages cache.
 
 use super::exec::{self, Shell};
-use super::params::{Params, effect, int_value, spec};
-use super::{FnError, FnResult, FnSpec, class_result};
+use super::params::Params;
+use super::{FnError, FnResult, FnSpec, cached, class_result, effect, int_value, spec};
 use crate::eval::{EvalContext, Value};
 use crate::host::exec::OutputSelect;
 use crate::host::packages::{Inventory, read_inventory};
@@ -21,8 +21,8 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("getusers", 2, Some(2), getusers),
     spec("userexists", 1, Some(1), userexists),
     spec("groupexists", 1, Some(1), groupexists),
-    super::params::cached("findprocesses", 1, Some(1), findprocesses),
-    super::params::cached("processexists", 1, Some(1), processexists),
+    cached("findprocesses", 1, Some(1), findprocesses),
+    cached("processexists", 1, Some(1), processexists),
     spec("sysctlvalue", 1, Some(1), sysctlvalue),
     spec("data_sysctlvalues", 0, Some(0), data_sysctlvalues),
     spec("packagesmatching", 4, Some(4), packagesmatching),

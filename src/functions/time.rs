@@ -5,8 +5,8 @@
 //! so that time zones, daylight saving and the formats behave exactly as
 //! they do for cf-agent on the same host.
 
-use super::params::{Params, int_value, spec};
-use super::{FnError, FnResult, FnSpec, class_result};
+use super::params::Params;
+use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
 use crate::eval::{EvalContext, Value};
 
 pub static FUNCTIONS: &[FnSpec] = &[
