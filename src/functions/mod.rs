@@ -135,23 +135,6 @@ pub fn scalar_arg<'a>(name: &str, args: &'a [Value], i: usize) -> Result<&'a str
     }
 }
 
-/// A collecting argument: a list or data value passed directly, or a
-/// string naming a variable (or holding inline JSON).
-pub fn collect_arg(ctx: &EvalContext, v: &Value) -> Result<Value, FnError> {
-    match v {
-        Value::Scalar(s) => {
-            let t = s.trim_start();
-            if t.starts_with('[') || t.starts_with('{') {
-                return json::parse(t)
-                    .map(Value::data)
-                    .map_err(|e| FnError::Failed(format!("invalid inline JSON '{s}': {e}")));
-            }
-            ctx.lookup(s).ok_or(FnError::Defer)
-        }
-        other => Ok(other.clone()),
-    }
-}
-
 // ---- the constructors of the families' tables ----------------------------
 
 /// A function without side effects taking `min` to `max` arguments (`None`:

@@ -454,7 +454,7 @@ fn url_get(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let options = match a.get(1) {
         None => Json::Object(Map::new()),
         Some(Value::Scalar(s)) if s.trim().is_empty() => Json::Object(Map::new()),
-        Some(v) => match super::collect_arg(ctx, v)? {
+        Some(v) => match super::args::collect(ctx, v)? {
             Value::Data(d) => d.as_ref().clone(),
             _ => Json::Object(Map::new()),
         },

@@ -101,7 +101,7 @@ impl<'a> Params<'a> {
     pub fn list(&self, ctx: &EvalContext, i: usize) -> Result<Vec<String>, FnError> {
         match self.args.get(i) {
             Some(Value::List(l)) => Ok(l.clone()),
-            Some(v @ Value::Scalar(_)) => match super::collect_arg(ctx, v)? {
+            Some(v @ Value::Scalar(_)) => match super::args::collect(ctx, v)? {
                 Value::List(l) => Ok(l),
                 Value::Scalar(s) => Ok(vec![s]),
                 Value::Data(d) => Ok(crate::eval::rval::json_scalars(&d)),
