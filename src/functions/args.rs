@@ -93,6 +93,21 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// One of a fixed set of words, `default` when the argument is absent.
+    pub fn opt_option(
+        &self,
+        i: usize,
+        param: &str,
+        choices: &[&str],
+        default: &'a str,
+    ) -> Result<&'a str, FnError> {
+        if i < self.args.len() {
+            self.option(i, param, choices)
+        } else {
+            Ok(default)
+        }
+    }
+
     /// A boolean option (`true`, `yes`, `on` / `false`, `no`, `off`).
     pub fn boolean(&self, i: usize, param: &str) -> Result<bool, FnError> {
         match self.option(i, param, &["true", "false", "yes", "no", "on", "off"])? {
@@ -112,6 +127,16 @@ impl<'a> Args<'a> {
         ctx.regexes
             .get(p)
             .map_err(|e| self.fail(format!("parameter '{param}': {e}")))
+    }
+
+    /// A list of strings: a collecting argument (see `collect`) as a list,
+    /// a single string as a list of one, a data container as its scalars.
+    pub fn list(&self, ctx: &EvalContext, i: usize, param: &str) -> Result<Vec<String>, FnError> {
+        Ok(match self.collect(ctx, i, param)? {
+            Value::List(l) => l,
+            Value::Scalar(s) => vec![s],
+            Value::Data(d) => crate::eval::rval::json_scalars(&d),
+        })
     }
 
     /// A collecting argument, resolved (see `collect`).

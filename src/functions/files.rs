@@ -6,7 +6,7 @@
 //! globs with the C library's `glob` so that sorting and hidden files come
 //! out the same.
 
-use super::params::Params;
+use super::args::Args;
 use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
 use crate::eval::{EvalContext, Value};
 use serde_json::Value as Json;
@@ -47,41 +47,43 @@ fn stat(path: &str) -> Option<Metadata> {
 
 /// Whether the path exists; a dangling symbolic link exists.
 fn fileexists(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("fileexists", a);
-    Ok(class_result(lstat(p.str(0)?).is_some()))
+    let p = Args::new("fileexists", a);
+    Ok(class_result(lstat(p.str(0, "path")?).is_some()))
 }
 
 fn isdir(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("isdir", a);
-    Ok(class_result(stat(p.str(0)?).is_some_and(|m| m.is_dir())))
+    let p = Args::new("isdir", a);
+    Ok(class_result(
+        stat(p.str(0, "path")?).is_some_and(|m| m.is_dir()),
+    ))
 }
 
 fn isplain(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("isplain", a);
+    let p = Args::new("isplain", a);
     Ok(class_result(
-        lstat(p.str(0)?).is_some_and(|m| m.file_type().is_file()),
+        lstat(p.str(0, "path")?).is_some_and(|m| m.file_type().is_file()),
     ))
 }
 
 fn islink(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("islink", a);
+    let p = Args::new("islink", a);
     Ok(class_result(
-        lstat(p.str(0)?).is_some_and(|m| m.file_type().is_symlink()),
+        lstat(p.str(0, "path")?).is_some_and(|m| m.file_type().is_symlink()),
     ))
 }
 
 /// Executable by someone: any execute bit (directories included, as in
 /// cf-agent).
 fn isexecutable(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("isexecutable", a);
+    let p = Args::new("isexecutable", a);
     Ok(class_result(
-        stat(p.str(0)?).is_some_and(|m| m.permissions().mode() & 0o111 != 0),
+        stat(p.str(0, "path")?).is_some_and(|m| m.permissions().mode() & 0o111 != 0),
     ))
 }
 
 fn filesize(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("filesize", a);
-    let path = p.str(0)?;
+    let p = Args::new("filesize", a);
+    let path = p.str(0, "path")?;
     match lstat(path) {
         Some(m) => Ok(int_value(m.len() as i64)),
         None => Err(p.fail(format!("cannot stat '{path}'"))),
@@ -156,10 +158,11 @@ fn resolve_links(path: &str) -> String {
 
 /// `filestat(path, field)`: one field of `lstat`, or a derived one.
 fn filestat(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("filestat", a);
-    let path = p.str(0)?;
+    let p = Args::new("filestat", a);
+    let path = p.str(0, "path")?;
     let field = p.option(
         1,
+        "field",
         &[
             "size",
             "gid",
@@ -222,8 +225,8 @@ fn filestat(_: &mut EvalContext, a: &[Value]) -> FnResult {
 
 /// True when every path of the list exists; an empty list is false.
 fn filesexist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("filesexist", a);
-    let paths = p.list(ctx, 0)?;
+    let p = Args::new("filesexist", a);
+    let paths = p.list(ctx, 0, "paths")?;
     Ok(class_result(
         !paths.is_empty() && paths.iter().all(|f| lstat(f).is_some()),
     ))
@@ -277,10 +280,10 @@ fn expand_double_star(pattern: &str) -> Vec<String> {
 /// `findfiles(glob...)`: matching paths of absolute globs; relative ones
 /// are skipped with a warning.
 fn findfiles(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("findfiles", a);
+    let p = Args::new("findfiles", a);
     let mut out: Vec<String> = Vec::new();
     for i in 0..p.len() {
-        let pattern = p.str(i)?;
+        let pattern = p.str(i, "glob")?;
         if !pattern.starts_with('/') {
             tracing::warn!("Non-absolute path in findfiles(), skipping: {pattern}");
             continue;
@@ -299,10 +302,10 @@ fn findfiles(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// Looks for a glob in a directory and its parents, up to `levels`
 /// directories (all the way up by default).
 fn search_upwards(name: &'static str, a: &[Value]) -> FnResult {
-    let p = Params::new(name, a);
-    let start = p.str(0)?;
-    let glob = p.str(1)?;
-    let levels = p.opt_int(2, i64::MAX)?;
+    let p = Args::new(name, a);
+    let start = p.str(0, "path")?;
+    let glob = p.str(1, "glob")?;
+    let levels = p.opt_int(2, "max_levels", i64::MAX)?;
     let mut out = Vec::new();
     let mut dir = std::path::PathBuf::from(start);
     // The start directory, then up to `levels` parents.
@@ -366,10 +369,10 @@ pub fn read_dir_raw(path: &str) -> std::io::Result<Vec<String>> {
 /// (an empty pattern matches all), optionally prefixed with the path and a
 /// slash.
 fn lsdir(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("lsdir", a);
-    let path = p.str(0)?;
-    let pattern = p.str(1)?;
-    let base = p.boolean(2)?;
+    let p = Args::new("lsdir", a);
+    let path = p.str(0, "path")?;
+    let pattern = p.str(1, "regex")?;
+    let base = p.boolean(2, "include_base")?;
     // An invalid pattern matches nothing (cf-agent logs it and lists
     // nothing).
     let re = if pattern.is_empty() {
@@ -402,8 +405,8 @@ fn lsdir(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 /// Paths are the same on every platform we run on.
 fn translatepath(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("translatepath", a);
-    Ok(Value::str(p.str(0)?))
+    let p = Args::new("translatepath", a);
+    Ok(Value::str(p.str(0, "path")?))
 }
 
 /// The directory part of a path, as `dirname(1)` computes it: trailing
@@ -431,8 +434,8 @@ pub fn dirname_of(path: &str) -> String {
 }
 
 fn dirname(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("dirname", a);
-    Ok(Value::str(dirname_of(p.str(0)?)))
+    let p = Args::new("dirname", a);
+    Ok(Value::str(dirname_of(p.str(0, "path")?)))
 }
 
 /// A digest of bytes in lower-case hex.
@@ -463,9 +466,13 @@ fn digest_len(algorithm: &str) -> usize {
 /// zeros and one that cannot be read to the digest of nothing, as in
 /// cf-agent.
 fn file_hash(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("file_hash", a);
-    let path = p.str(0)?;
-    let alg = p.option(1, &["md5", "sha1", "sha256", "sha384", "sha512"])?;
+    let p = Args::new("file_hash", a);
+    let path = p.str(0, "path")?;
+    let alg = p.option(
+        1,
+        "algorithm",
+        &["md5", "sha1", "sha256", "sha384", "sha512"],
+    )?;
     let hex = match std::fs::File::open(path) {
         Err(_) => "0".repeat(digest_len(alg) * 2),
         Ok(mut f) => {
@@ -488,8 +495,8 @@ fn compare_times(
     time: fn(&Metadata) -> i64,
     before: bool,
 ) -> Result<bool, FnError> {
-    let p = Params::new(name, a);
-    let (Some(m1), Some(m2)) = (stat(p.str(0)?), stat(p.str(1)?)) else {
+    let p = Args::new(name, a);
+    let (Some(m1), Some(m2)) = (stat(p.str(0, "path1")?), stat(p.str(1, "path2")?)) else {
         return Ok(false);
     };
     Ok(if before {
@@ -517,8 +524,8 @@ fn isnewerthan(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// `diskfree(path)`: kilobytes available to unprivileged users on the file
 /// system holding the path; 0 when it cannot be asked.
 fn diskfree(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("diskfree", a);
-    let path = p.str(0)?;
+    let p = Args::new("diskfree", a);
+    let path = p.str(0, "path")?;
     let Ok(cpath) = CString::new(path) else {
         return Ok(int_value(0));
     };

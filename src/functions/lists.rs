@@ -199,10 +199,7 @@ pub enum SortMode {
 const SORT_MODES: &[&str] = &["lex", "int", "real", "IP", "ip", "MAC", "mac"];
 
 fn sort_mode(args: &Args, i: usize) -> Result<SortMode, FnError> {
-    if i >= args.len() {
-        return Ok(SortMode::Lex);
-    }
-    Ok(match args.option(i, "mode", SORT_MODES)? {
+    Ok(match args.opt_option(i, "mode", SORT_MODES, "lex")? {
         "lex" => SortMode::Lex,
         "int" => SortMode::Int,
         "real" => SortMode::Real,

@@ -17,14 +17,8 @@ pub static FUNCTIONS: &[FnSpec] = &[
 fn eval(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("eval", a);
     let expr = args.str(0, "expression")?;
-    let mode = if a.len() > 1 {
-        args.option(1, "mode", &["math", "class"])?
-    } else {
-        "math"
-    };
-    if a.len() > 2 {
-        args.option(2, "options", &["infix"])?;
-    }
+    let mode = args.opt_option(1, "mode", &["math", "class"], "math")?;
+    args.opt_option(2, "options", &["infix"], "infix")?;
     let v = MathParser::new(expr)
         .parse()
         .map_err(|e| args.fail(format!("cannot evaluate '{expr}': {e}")))?;

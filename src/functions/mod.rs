@@ -5,6 +5,10 @@
 //! specification marks raw, which arrive unexpanded (`maplist`'s pattern).
 //! When an argument cannot be resolved yet, the call is deferred to a later
 //! pass instead of failing.
+//!
+//! Every function reads its arguments through [`args::Args`], which names
+//! the function and the parameter in its errors, and builds its table
+//! entry with [`spec`], [`raw`], [`effect`] or [`cached`].
 
 pub mod args;
 mod core;
@@ -18,7 +22,6 @@ mod math;
 mod modules;
 pub mod mustache;
 mod net;
-mod params;
 mod regexes;
 mod strings;
 mod system;
@@ -117,22 +120,6 @@ pub fn class_result(b: bool) -> Value {
 /// An integer result.
 pub fn int_value(i: i64) -> Value {
     Value::str(i.to_string())
-}
-
-/// The scalar argument at `i`, or a clear failure.
-pub fn scalar_arg<'a>(name: &str, args: &'a [Value], i: usize) -> Result<&'a str, FnError> {
-    match args.get(i) {
-        Some(Value::Scalar(s)) => Ok(s),
-        Some(other) => Err(FnError::Failed(format!(
-            "function '{name}': argument {} must be a string, got {}",
-            i + 1,
-            other.natural_type().as_str()
-        ))),
-        None => Err(FnError::Failed(format!(
-            "function '{name}': missing argument {}",
-            i + 1
-        ))),
-    }
 }
 
 // ---- the constructors of the families' tables ----------------------------

@@ -3,7 +3,7 @@
 //! that need a CFEngine hub, LDAP or the Windows registry, which we do not
 //! support and say so.
 
-use super::params::Params;
+use super::args::Args;
 use super::{FnError, FnResult, FnSpec, cached, class_result, effect, spec};
 use crate::eval::{EvalContext, Value};
 use serde_json::{Map, Value as Json, json};
@@ -57,8 +57,8 @@ pub fn host_name() -> String {
 /// `host2ip(name)`: the first address the resolver gives; the name itself
 /// when it does not resolve.
 fn host2ip(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("host2ip", a);
-    let name = p.str(0)?;
+    let p = Args::new("host2ip", a);
+    let name = p.str(0, "host")?;
     let addr = (name, 0u16)
         .to_socket_addrs()
         .ok()
@@ -70,8 +70,8 @@ fn host2ip(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// `ip2host(address)`: the name the resolver gives for the address; the
 /// address itself when it has none (or is not an address).
 fn ip2host(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("ip2host", a);
-    let ip = p.str(0)?;
+    let p = Args::new("ip2host", a);
+    let ip = p.str(0, "ip")?;
     let Ok(addr) = ip.parse::<IpAddr>() else {
         tracing::error!("Unable to convert IP address '{ip}'");
         return Ok(Value::str(ip));
@@ -135,9 +135,9 @@ fn reverse_lookup(addr: IpAddr) -> Option<String> {
 /// `hostrange(prefix, "a-b")`: this host's short name is the prefix
 /// followed by a number in the range.
 fn hostrange(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("hostrange", a);
-    let prefix = p.str(0)?;
-    let range = p.str(1)?;
+    let p = Args::new("hostrange", a);
+    let prefix = p.str(0, "prefix")?;
+    let range = p.str(1, "range")?;
     let host = ctx
         .lookup("sys.uqhost")
         .and_then(|v| v.as_scalar().map(str::to_string))
@@ -278,14 +278,14 @@ pub fn interface_addresses() -> Vec<(String, IpAddr)> {
 /// `iprange(range, interface...)`: one of this host's addresses (on the
 /// named interfaces, when given) is in the range.
 fn iprange(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("iprange", a);
-    let range = p.str(0)?;
+    let p = Args::new("iprange", a);
+    let range = p.str(0, "range")?;
     let Some(r) = IpRange::parse(range) else {
         return Ok(class_result(false));
     };
     let mut ifaces = Vec::new();
     for i in 1..p.len() {
-        ifaces.push(p.str(i)?);
+        ifaces.push(p.str(i, "interface")?);
     }
     let hit = interface_addresses()
         .into_iter()
@@ -296,12 +296,12 @@ fn iprange(_: &mut EvalContext, a: &[Value]) -> FnResult {
 
 /// `isipinsubnet(range, address...)`: one of the addresses is in the range.
 fn isipinsubnet(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("isipinsubnet", a);
-    let Some(r) = IpRange::parse(p.str(0)?) else {
+    let p = Args::new("isipinsubnet", a);
+    let Some(r) = IpRange::parse(p.str(0, "range")?) else {
         return Ok(class_result(false));
     };
     for i in 1..p.len() {
-        if let Ok(ip) = p.str(i)?.trim().parse::<IpAddr>()
+        if let Ok(ip) = p.str(i, "ip")?.trim().parse::<IpAddr>()
             && r.contains(ip)
         {
             return Ok(class_result(true));
@@ -387,7 +387,7 @@ fn network_connections(_: &mut EvalContext, _: &[Value]) -> FnResult {
 /// peers (there is no server component), so the call fails like
 /// cf-agent's does without its lastseen database.
 fn hostsseen(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("hostsseen", a);
+    let p = Args::new("hostsseen", a);
     Err(p.fail("no record of hosts seen is kept (there is no lastseen database)"))
 }
 
@@ -400,11 +400,11 @@ const READTCP_MAX: i64 = 4095;
 /// in cf-promises' role (the hard class `common`): checking a policy
 /// never talks to the network.
 fn readtcp(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("readtcp", a);
-    let host = p.str(0)?;
-    let port = p.str(1)?;
-    let send = p.str(2)?;
-    let mut max = p.int(3)?;
+    let p = Args::new("readtcp", a);
+    let host = p.str(0, "host")?;
+    let port = p.str(1, "port")?;
+    let send = p.str(2, "send")?;
+    let mut max = p.int(3, "max_bytes")?;
     if ctx.classes.get("common").is_some_and(|c| c.hard) {
         return Err(p.fail("not run while only checking a policy (as cf-promises)"));
     }
@@ -449,8 +449,8 @@ fn readtcp(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 /// "error_message"}`. Options may hold `url.max_content`,
 /// `url.max_headers` and `url.timeout` (seconds).
 fn url_get(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("url_get", a);
-    let url = p.str(0)?;
+    let p = Args::new("url_get", a);
+    let url = p.str(0, "url")?;
     let options = match a.get(1) {
         None => Json::Object(Map::new()),
         Some(Value::Scalar(s)) if s.trim().is_empty() => Json::Object(Map::new()),
