@@ -82,44 +82,40 @@ fn ip2host(_: &mut EvalContext, a: &[Value]) -> FnResult {
 }
 
 fn reverse_lookup(addr: IpAddr) -> Option<String> {
-    let mut host = [0 as libc::c_char; 1025];
-    let rc = match addr {
+    match addr {
         IpAddr::V4(v4) => {
             // SAFETY: sockaddr_in is plain data.
             let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
             sa.sin_family = libc::AF_INET as libc::sa_family_t;
             sa.sin_addr.s_addr = u32::from_ne_bytes(v4.octets());
-            // SAFETY: valid socket address and buffer for the call.
-            unsafe {
-                libc::getnameinfo(
-                    &sa as *const _ as *const libc::sockaddr,
-                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-                    host.as_mut_ptr(),
-                    host.len() as libc::socklen_t,
-                    std::ptr::null_mut(),
-                    0,
-                    libc::NI_NAMEREQD,
-                )
-            }
+            name_info(&sa)
         }
         IpAddr::V6(v6) => {
             // SAFETY: sockaddr_in6 is plain data.
             let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
             sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
             sa.sin6_addr.s6_addr = v6.octets();
-            // SAFETY: as above.
-            unsafe {
-                libc::getnameinfo(
-                    &sa as *const _ as *const libc::sockaddr,
-                    std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-                    host.as_mut_ptr(),
-                    host.len() as libc::socklen_t,
-                    std::ptr::null_mut(),
-                    0,
-                    libc::NI_NAMEREQD,
-                )
-            }
+            name_info(&sa)
         }
+    }
+}
+
+/// The name `getnameinfo` gives a socket address (`sockaddr_in` or
+/// `sockaddr_in6`, family set); `None` when it has none.
+fn name_info<T>(sa: &T) -> Option<String> {
+    let mut host = [0 as libc::c_char; 1025];
+    // SAFETY: `sa` is a whole socket address of its type's size, and the
+    // buffer is writable for its length.
+    let rc = unsafe {
+        libc::getnameinfo(
+            sa as *const T as *const libc::sockaddr,
+            std::mem::size_of::<T>() as libc::socklen_t,
+            host.as_mut_ptr(),
+            host.len() as libc::socklen_t,
+            std::ptr::null_mut(),
+            0,
+            libc::NI_NAMEREQD,
+        )
     };
     if rc != 0 {
         return None;
