@@ -46,50 +46,23 @@ fn run_case(policy: &Path, with_reference: bool) -> Vec<String> {
         .expect("name")
         .to_string_lossy()
         .to_string();
-    let ours = run(Command::new(agent_bin())
-        .current_dir(dir)
-        .args(["-K", "--show-evaluated-classes", "-w"])
-        .arg(tmp.path().join("ours"))
-        .args(&args)
-        .arg("-f")
-        .arg(format!("./{name}")));
-    let reference = with_reference.then(|| {
-        let wd = cf_workdir(tmp.path());
-        let r = run(Command::new("cf-agent")
+    let run_with = |tool: &Path, workdir: &Path| {
+        run(Command::new(tool)
             .current_dir(dir)
             .args(["-K", "--show-evaluated-classes", "-w"])
-            .arg(&wd)
+            .arg(workdir)
             .args(&args)
             .arg("-f")
-            .arg(format!("./{name}")));
-        observe(&r.stdout)
-    });
+            .arg(format!("./{name}")))
+    };
+    let ours = run_with(&agent_bin(), &tmp.path().join("ours"));
+    let reference = with_reference
+        .then(|| observe(&run_with(Path::new("cf-agent"), &cf_workdir(tmp.path())).stdout));
     let expected = policy.with_extension("expected");
     check_expected(&expected, &observe(&ours.stdout), reference.as_deref())
 }
 
 #[test]
 fn agent_runs_match_cf_agent() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agent");
-    let with_reference = have("cf-agent");
-    if !with_reference {
-        eprintln!("skipped: cf-agent not installed; comparing with the recorded outputs instead");
-    }
-    let cases = cf_files(&dir);
-    assert!(
-        cases.len() >= 5,
-        "expected the agent test corpus in {}",
-        dir.display()
-    );
-    let problems: Vec<String> = cases
-        .iter()
-        .flat_map(|c| run_case(c, with_reference))
-        .collect();
-    assert!(
-        problems.is_empty(),
-        "{} of {} cases differ:\n{}",
-        problems.len(),
-        cases.len(),
-        problems.join("\n\n")
-    );
+    check_corpus(&["agent"], "cf-agent", run_case);
 }
