@@ -2,7 +2,7 @@
 //! the bundles of the policy, the state of bundles, the call stack, and
 //! the version tests (`cf_version_*`, answered for CFEngine 3.21.0).
 
-use super::args::Args;
+use super::args::{Args, value_to_json};
 use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
 use crate::eval::context::scalar_text;
 use crate::eval::{EvalContext, Value};
@@ -177,22 +177,13 @@ fn bundlesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(Value::List(out))
 }
 
-/// A value as JSON, the way cf-agent exports variables into data.
-pub fn value_json(v: &Value) -> Json {
-    match v {
-        Value::Scalar(s) => Json::String(s.clone()),
-        Value::List(l) => Json::Array(l.iter().cloned().map(Json::String).collect()),
-        Value::Data(d) => d.as_ref().clone(),
-    }
-}
-
 /// The variables of one scope as an object with sorted keys.
 fn scope_object(ctx: &EvalContext, ns: &str, scope: &str) -> Map<String, Json> {
     let mut vars: Vec<(&String, Json)> = ctx
         .vars
         .iter()
         .filter(|(k, _, _)| k.ns == ns && k.scope == scope)
-        .map(|(_, n, v)| (n, value_json(&v.value)))
+        .map(|(_, n, v)| (n, value_to_json(&v.value)))
         .collect();
     vars.sort_by(|a, b| a.0.cmp(b.0));
     vars.into_iter().map(|(n, v)| (n.clone(), v)).collect()

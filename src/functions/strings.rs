@@ -101,22 +101,13 @@ fn string_length(_: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(Value::str(s.len().to_string()))
 }
 
-/// The nearest character boundary at or below `i`.
-fn floor_boundary(s: &str, mut i: usize) -> usize {
-    i = i.min(s.len());
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
 fn string_head(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("string_head", a);
     let s = args.str(0, "string")?;
     let n = args.int(1, "max")?;
     let len = s.len() as i64;
     let keep = if n < 0 { (len + n).max(0) } else { n.min(len) };
-    Ok(Value::str(&s[..floor_boundary(s, keep as usize)]))
+    Ok(Value::str(&s[..s.floor_char_boundary(keep as usize)]))
 }
 
 fn string_tail(_: &mut EvalContext, a: &[Value]) -> FnResult {
@@ -125,7 +116,7 @@ fn string_tail(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let n = args.int(1, "max")?;
     let len = s.len() as i64;
     let keep = if n < 0 { (len + n).max(0) } else { n.min(len) };
-    let start = floor_boundary(s, (len - keep) as usize);
+    let start = s.floor_char_boundary((len - keep) as usize);
     Ok(Value::str(&s[start..]))
 }
 
@@ -370,7 +361,7 @@ fn format_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
                     other => serialize(other),
                 };
                 let s = match conv.precision {
-                    Some(p) => s[..floor_boundary(&s, p)].to_string(),
+                    Some(p) => s[..s.floor_char_boundary(p)].to_string(),
                     None => s,
                 };
                 pad(&conv, s)

@@ -103,11 +103,7 @@ fn getenv(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let v = std::env::var_os(name)
         .map(|v| v.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut end = v.len().min(max);
-    while !v.is_char_boundary(end) {
-        end -= 1;
-    }
-    Ok(Value::str(&v[..end]))
+    Ok(Value::str(&v[..v.floor_char_boundary(max)]))
 }
 
 // ---- users and groups ------------------------------------------------------

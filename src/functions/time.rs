@@ -8,6 +8,7 @@
 use super::args::Args;
 use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
 use crate::eval::{EvalContext, Value};
+use crate::pipeline::now_secs;
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("now", 0, Some(0), now),
@@ -18,14 +19,6 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("strftime", 3, Some(3), strftime),
     spec("splayclass", 2, Some(2), splayclass),
 ];
-
-/// Seconds since the epoch.
-pub fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
 
 fn now(_: &mut EvalContext, _: &[Value]) -> FnResult {
     Ok(int_value(now_secs()))
