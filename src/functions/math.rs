@@ -44,22 +44,20 @@ fn compare_values(a: &str, b: &str) -> std::cmp::Ordering {
     }
 }
 
+/// Whether the first argument compares to the second as `want`.
+fn compares(name: &'static str, a: &[Value], want: std::cmp::Ordering) -> FnResult {
+    let args = Args::new(name, a);
+    let x = args.str(0, "value1")?;
+    let y = args.str(1, "value2")?;
+    Ok(class_result(compare_values(x, y) == want))
+}
+
 fn isgreaterthan(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let args = Args::new("isgreaterthan", a);
-    let x = args.str(0, "larger")?;
-    let y = args.str(1, "smaller")?;
-    Ok(class_result(
-        compare_values(x, y) == std::cmp::Ordering::Greater,
-    ))
+    compares("isgreaterthan", a, std::cmp::Ordering::Greater)
 }
 
 fn islessthan(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let args = Args::new("islessthan", a);
-    let x = args.str(0, "smaller")?;
-    let y = args.str(1, "larger")?;
-    Ok(class_result(
-        compare_values(x, y) == std::cmp::Ordering::Less,
-    ))
+    compares("islessthan", a, std::cmp::Ordering::Less)
 }
 
 /// `int("123.7")` is 123; unit suffixes are read (`1k`); text that is no

@@ -101,23 +101,24 @@ fn string_length(_: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(Value::str(s.len().to_string()))
 }
 
-fn string_head(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let args = Args::new("string_head", a);
+/// The string of `string_head` and `string_tail` and how many of its bytes
+/// they keep: at most `max`, or all but `-max` when it is negative.
+fn head_or_tail<'a>(args: &Args<'a>) -> Result<(&'a str, usize), FnError> {
     let s = args.str(0, "string")?;
     let n = args.int(1, "max")?;
     let len = s.len() as i64;
     let keep = if n < 0 { (len + n).max(0) } else { n.min(len) };
-    Ok(Value::str(&s[..s.floor_char_boundary(keep as usize)]))
+    Ok((s, keep as usize))
+}
+
+fn string_head(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let (s, keep) = head_or_tail(&Args::new("string_head", a))?;
+    Ok(Value::str(&s[..s.floor_char_boundary(keep)]))
 }
 
 fn string_tail(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let args = Args::new("string_tail", a);
-    let s = args.str(0, "string")?;
-    let n = args.int(1, "max")?;
-    let len = s.len() as i64;
-    let keep = if n < 0 { (len + n).max(0) } else { n.min(len) };
-    let start = s.floor_char_boundary((len - keep) as usize);
-    Ok(Value::str(&s[start..]))
+    let (s, keep) = head_or_tail(&Args::new("string_tail", a))?;
+    Ok(Value::str(&s[s.floor_char_boundary(s.len() - keep)..]))
 }
 
 fn string_upcase(_: &mut EvalContext, a: &[Value]) -> FnResult {
