@@ -12,6 +12,8 @@ use clap::{ArgAction, Parser};
     name = "agent",
     version = crate::VERSION_LINE,
     disable_version_flag = true,
+    // getopt lets a flag repeat (the last value wins); so do we.
+    args_override_self = true,
     about = "convergent: brings a host to the state its CFEngine 3 policy promises"
 )]
 pub struct AgentArgs {
@@ -146,6 +148,7 @@ pub struct AgentArgs {
     name = "cf-promises",
     version = crate::VERSION_LINE,
     disable_version_flag = true,
+    args_override_self = true,
     about = "convergent as cf-promises: parse, validate and inspect a CFEngine 3 policy"
 )]
 pub struct PromisesArgs {

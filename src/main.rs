@@ -25,6 +25,8 @@ const EXIT_POLICY_ERROR: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_REPAIRED: u8 = 2;
 const EXIT_NOT_KEPT: u8 = 4;
+/// agent control's `abortclasses` stopped the run (cf-agent's code).
+const EXIT_ABORTED: u8 = 6;
 
 fn main() -> ExitCode {
     // Die quietly when the reader of our output goes away (`agent | head`),
@@ -183,9 +185,11 @@ fn run(config: &Config) -> ExitCode {
                     tracing::error!("Could not write the report file '{}': {e}", path.display());
                 }
             }
+            // Verbose only: under -I cf-agent prints changes and nothing else,
+            // and cron mails or scripts may count those lines.
             if c.total() > 0 {
                 let pct = |n: usize| 100.0 * n as f64 / c.total() as f64;
-                tracing::info!(
+                tracing::debug!(
                     "Summary: {} promises: {} kept ({:.2}%), {} repaired ({:.2}%), {} not kept ({:.2}%)",
                     c.total(),
                     c.kept,
@@ -203,6 +207,9 @@ fn run(config: &Config) -> ExitCode {
             ) {
                 Ok(out) => print!("{out}"),
                 Err(code) => return code,
+            }
+            if report.summary.aborted.is_some() {
+                return ExitCode::from(EXIT_ABORTED);
             }
             if config.detailed_exitcodes {
                 let repaired = if c.repaired > 0 { EXIT_REPAIRED } else { 0 };

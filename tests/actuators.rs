@@ -111,7 +111,7 @@ fn dry_run_runs_no_command() {
     );
     let out = agent_inform(&tmp.path().join("wd"), &p, &["--dry-run"]);
     assert!(!marker.exists());
-    assert!(out.stdout.contains("Should execute command"), "{out:?}");
+    assert!(out.stdout.contains("Would execute script"), "{out:?}");
 }
 
 struct Sleeper(Child);

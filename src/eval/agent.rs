@@ -80,6 +80,8 @@ pub struct BundleCall {
 pub struct RunSummary {
     pub counts: Counts,
     pub messages: Vec<EvalMessage>,
+    /// The `abortclasses` class that stopped the run early.
+    pub aborted: Option<String>,
 }
 
 /// The state of one agent run over a loaded, pre-evaluated policy.
@@ -119,6 +121,10 @@ pub struct AgentRun<'a> {
     tx: Option<ActiveTx>,
     /// What became of each promise, for `--why`.
     pub why: WhyLog,
+    /// The class of `abortclasses` that stopped the run.
+    abort_run: Option<String>,
+    /// A class of `abortbundleclasses` was defined: the bundle stops.
+    abort_bundle: bool,
 }
 
 /// A transactional bundle being run.
@@ -180,6 +186,8 @@ impl<'a> AgentRun<'a> {
             state_dir: None,
             tx: None,
             why: WhyLog::default(),
+            abort_run: None,
+            abort_bundle: false,
         }
     }
 
@@ -275,6 +283,7 @@ impl<'a> AgentRun<'a> {
             }
         }
         let policy = self.policy;
+        self.ctx.agent_control = super::control::AgentControl::resolve(self.ctx, policy);
         let prios: Vec<Option<i64>> = seq
             .iter()
             .map(|c| priority_of_bundle(self.ctx, policy, "default", &c.name))
@@ -285,8 +294,52 @@ impl<'a> AgentRun<'a> {
                 let (file, bundle) = (file.clone(), bundle.clone());
                 self.run_bundle(&file, &bundle, &call.args, None);
             }
+            if self.abort_run.is_some() {
+                self.summary.aborted = self.abort_run.clone();
+                break;
+            }
         }
         Ok(())
+    }
+
+    /// Checks the classes defined since the last look against agent
+    /// control's `abortclasses` and `abortbundleclasses`; true when the
+    /// current bundle must stop.
+    fn check_aborts(&mut self) -> bool {
+        if self.abort_run.is_some() {
+            return true;
+        }
+        if self.ctx.newly_defined.is_empty() {
+            return self.abort_bundle;
+        }
+        let fresh = std::mem::take(&mut self.ctx.newly_defined);
+        let control = self.ctx.agent_control.clone();
+        let matches = |ctx: &mut EvalContext, patterns: &[String], class: &str| {
+            let bare = class.rsplit(':').next().unwrap_or(class);
+            patterns
+                .iter()
+                .any(|p| ctx.regexes.get(p).is_ok_and(|re| re.is_full_match(bare)))
+        };
+        for class in fresh {
+            if matches(self.ctx, &control.abortclasses, &class) {
+                tracing::info!(
+                    target: crate::report::log::NOTICE_TARGET,
+                    "cf-agent aborted on defined class '{class}'"
+                );
+                self.abort_run = Some(class);
+                return true;
+            }
+            if !self.abort_bundle && matches(self.ctx, &control.abortbundleclasses, &class) {
+                let bundle = self
+                    .ctx
+                    .frame()
+                    .map(|f| f.bundle.clone())
+                    .unwrap_or_default();
+                tracing::error!("Bundle '{bundle}' aborted on defined class '{class}'");
+                self.abort_bundle = true;
+            }
+        }
+        self.abort_bundle || self.abort_run.is_some()
     }
 
     /// Runs one bundle with its arguments. `inherit` carries the caller's
@@ -326,7 +379,7 @@ impl<'a> AgentRun<'a> {
         let order = ordered_sections(bundle);
         let policy = self.policy;
         let mut pass = 1;
-        while pass <= MAX_PASSES {
+        'passes: while pass <= MAX_PASSES {
             let mut state = PassState {
                 last: pass == MAX_PASSES,
                 ..PassState::default()
@@ -339,6 +392,9 @@ impl<'a> AgentRun<'a> {
                 };
                 for promise in promises {
                     self.eval_promise(file, bundle, section.0, promise, common, &mut state);
+                    if self.check_aborts() {
+                        break 'passes;
+                    }
                 }
                 // Once the classes are settled, cf-agent resolves the
                 // bundle's variables again, so a variable guarded by a class
@@ -366,6 +422,8 @@ impl<'a> AgentRun<'a> {
             }
             pass += 1;
         }
+        // A bundle abort ends this bundle only; its caller goes on.
+        self.abort_bundle = false;
         self.ctx.pop_frame();
         if matches!(tx, TxStart::Started) {
             self.end_transaction();
@@ -764,7 +822,9 @@ impl<'a> AgentRun<'a> {
             .body("action")
             .and_then(|a| a.scalar("ifelapsed"))
             .and_then(|v| super::promises::parse_int(v).ok())
-            .map_or(DEFAULT_IFELAPSED_MINUTES, |v| v.max(0) as u64);
+            .map(|v| v.max(0) as u64)
+            .or(self.ctx.agent_control.ifelapsed)
+            .unwrap_or(DEFAULT_IFELAPSED_MINUTES);
         match st.lock_status(lock_key, self.now, ifelapsed) {
             LockStatus::Free => None,
             LockStatus::TooSoon { minutes_left } => {

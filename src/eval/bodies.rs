@@ -112,7 +112,9 @@ pub fn reference_parts(ctx: &mut EvalContext, r: &Rval) -> Result<(String, Vec<V
             let mut args = Vec::with_capacity(c.args.len());
             for a in &c.args {
                 let e = ctx.eval_rval(a)?;
-                if e.unresolved {
+                // `$(match.N)` is bound per match inside edit promises, so
+                // an argument that still names it is passed on as text.
+                if e.unresolved && !names_match_var(&e.value) {
                     return Err(BodyError::Defer);
                 }
                 args.push(e.value);
@@ -123,6 +125,10 @@ pub fn reference_parts(ctx: &mut EvalContext, r: &Rval) -> Result<(String, Vec<V
             "a list cannot name a body or bundle".into(),
         )),
     }
+}
+
+fn names_match_var(v: &Value) -> bool {
+    matches!(v, Value::Scalar(s) if s.contains("$(match.") || s.contains("${match."))
 }
 
 /// Resolves a body of `body_type` named by `r`, in the current context.

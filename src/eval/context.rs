@@ -67,6 +67,11 @@ pub struct EvalContext {
     /// read, for the functions that look at the policy itself
     /// (`bundlesmatching`). Pre-evaluation notes each file as it arrives.
     pub policy_bundles: Vec<BundleRef>,
+    /// `body agent control`, resolved when an agent run starts.
+    pub agent_control: super::control::AgentControl,
+    /// Classes defined since the scheduler last looked, kept only when
+    /// agent control names abort classes.
+    pub newly_defined: Vec<String>,
     noted_files: std::collections::HashSet<String>,
 }
 
@@ -297,7 +302,7 @@ impl EvalContext {
         let parsed = match self.expr_cache.get(expr) {
             Some(p) => p.clone(),
             None => {
-                let p = ClassExpr::parse(expr).map(Arc::new);
+                let p = ClassExpr::parse_lenient(expr).map(Arc::new);
                 self.expr_cache.insert(expr.to_string(), p.clone());
                 p
             }
@@ -309,15 +314,20 @@ impl EvalContext {
     /// Defines a class: local to the current agent bundle, or global in the
     /// current namespace.
     pub fn define_class(&mut self, name: &str, local: bool, info: ClassInfo) -> bool {
-        if local && let Some(f) = self.frames.last_mut() {
-            return f.local_classes.insert(name.to_string(), info).is_none();
-        }
-        let key = if name.contains(':') {
-            name.strip_prefix("default:").unwrap_or(name).to_string()
+        let new = if local && let Some(f) = self.frames.last_mut() {
+            f.local_classes.insert(name.to_string(), info).is_none()
         } else {
-            class_key(self.current_ns(), name)
+            let key = if name.contains(':') {
+                name.strip_prefix("default:").unwrap_or(name).to_string()
+            } else {
+                class_key(self.current_ns(), name)
+            };
+            self.classes.define(&key, info)
         };
-        self.classes.define(&key, info)
+        if new && self.agent_control.watches_classes() {
+            self.newly_defined.push(name.to_string());
+        }
+        new
     }
 
     pub fn undefine_class(&mut self, name: &str) {

@@ -5,6 +5,7 @@ pub mod agent;
 pub mod bodies;
 pub mod classes;
 pub mod context;
+pub mod control;
 pub mod module_protocol;
 pub mod preeval;
 pub mod promises;

@@ -100,7 +100,12 @@ fn grep(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn getindices(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("getindices", a);
-    let v = args.collect(ctx, 0, "variable")?;
+    let v = match args.collect(ctx, 0, "variable") {
+        // An undefined variable has no indices or values: an empty list,
+        // as cf-agent gives (the MPF's def.cf relies on it).
+        Err(FnError::Defer) => return Ok(Value::List(Vec::new())),
+        r => r?,
+    };
     Ok(Value::List(match &v {
         Value::Data(d) => match d.as_ref() {
             Json::Object(m) => m.keys().cloned().collect(),
@@ -113,7 +118,12 @@ fn getindices(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn getvalues(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("getvalues", a);
-    let v = args.collect(ctx, 0, "variable")?;
+    let v = match args.collect(ctx, 0, "variable") {
+        // An undefined variable has no indices or values: an empty list,
+        // as cf-agent gives (the MPF's def.cf relies on it).
+        Err(FnError::Defer) => return Ok(Value::List(Vec::new())),
+        r => r?,
+    };
     Ok(Value::List(match &v {
         Value::Scalar(s) => vec![s.clone()],
         Value::List(l) => l.clone(),

@@ -44,7 +44,21 @@ impl Actuator for Commands {
         }
         let inform = p.flag("inform").unwrap_or(true);
         if act.dry_run {
-            tracing::warn!("Should execute command '{line}', but only warning promised");
+            // cf-agent's words: -n says it "would execute", a promise with
+            // action_policy warn that the command "needs to be executed".
+            let timeout = contain
+                .and_then(|c| c.scalar("exec_timeout"))
+                .map_or("no timeout".to_string(), |t| format!("timeout {t}s"));
+            if inform {
+                tracing::info!("Executing '{timeout}' ... '{line}'");
+            }
+            if act.ctx.settings.dry_run {
+                tracing::warn!("Would execute script '{line}'");
+            } else {
+                tracing::warn!(
+                    "Command '{line}' needs to be executed, but only warning was promised"
+                );
+            }
             return Outcome::Warned;
         }
         let spec = match spec_from(contain, argv, shell) {

@@ -57,6 +57,21 @@ impl ClassExpr {
         Ok(e)
     }
 
+    /// Parses as cf-agent evaluates a guard: a complete expression followed
+    /// by stray text (`a.b)::`, as in the MPF's federation.cf) counts as
+    /// the expression alone.
+    pub fn parse_lenient(text: &str) -> Result<ClassExpr, ClassExprError> {
+        let mut p = ExprParser {
+            s: text.as_bytes(),
+            pos: 0,
+        };
+        p.skip_ws();
+        if p.pos == p.s.len() {
+            return Self::parse(text);
+        }
+        p.or()
+    }
+
     /// Evaluates with `is_set` answering whether one class name is defined.
     pub fn eval(&self, is_set: &mut impl FnMut(&str) -> bool) -> bool {
         match self {
@@ -189,6 +204,14 @@ mod tests {
         assert!(eval("any . linux ", &["any", "linux"]));
         assert!(eval("!(!a)", &["a"]));
         assert!(eval("ns:cls", &["ns:cls"]));
+    }
+
+    #[test]
+    fn lenient_parse_ignores_stray_text_after_a_whole_expression() {
+        let e = ClassExpr::parse_lenient("any.!nope)").unwrap();
+        assert!(e.eval(&mut |n| n == "any"));
+        assert!(ClassExpr::parse_lenient("a.").is_err());
+        assert!(ClassExpr::parse_lenient("").is_err());
     }
 
     #[test]

@@ -29,7 +29,8 @@ pub const EDIT_ORDER: &[&str] = &[
 ];
 
 /// cf-agent refuses to edit files larger than this unless told otherwise
-/// (`edit_defaults`' `max_file_size`, or 0 for no limit).
+/// (`edit_defaults`' `max_file_size`, else agent control's `editfilesize`;
+/// 0 for no limit).
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 100_000;
 
 /// The lines of a file being edited.
@@ -78,7 +79,9 @@ pub(crate) fn edit_file(
     let max = defaults
         .and_then(|d| d.scalar("max_file_size"))
         .and_then(|m| crate::eval::promises::parse_int(m).ok())
-        .map_or(DEFAULT_MAX_FILE_SIZE, |m| m.max(0) as u64);
+        .map(|m| m.max(0) as u64)
+        .or(act.ctx.agent_control.editfilesize)
+        .unwrap_or(DEFAULT_MAX_FILE_SIZE);
     let meta = match act.host.stat(target) {
         Ok(Some(m)) => m,
         _ => {

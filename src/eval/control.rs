@@ -1,0 +1,107 @@
+//! `body agent control`: the run-wide settings of the agent, resolved once
+//! before the bundlesequence runs (class guards and variables are
+//! evaluated as in cf-agent, so `any::` / `debian::` sections work).
+
+use super::EvalContext;
+use super::Frame;
+use super::Value;
+use crate::load::PolicySet;
+use crate::syntax::ast::BodyKind;
+
+/// The settings of `body agent control` that change what we do.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentControl {
+    /// `editfilesize`: the largest file edit_line may edit, in bytes
+    /// (0: no limit); a promise's `edit_defaults` `max_file_size` wins.
+    pub editfilesize: Option<u64>,
+    /// `ifelapsed`: the default lock time of every promise, in minutes.
+    pub ifelapsed: Option<u64>,
+    /// `abortclasses`: regexes; when a class matching one is defined the
+    /// run stops (cf-agent's "Fatal CFEngine error: cfengine aborted").
+    pub abortclasses: Vec<String>,
+    /// `abortbundleclasses`: regexes; when a class matching one is
+    /// defined the current bundle stops.
+    pub abortbundleclasses: Vec<String>,
+}
+
+impl AgentControl {
+    /// Whether newly defined classes must be checked against abort lists.
+    pub fn watches_classes(&self) -> bool {
+        !self.abortclasses.is_empty() || !self.abortbundleclasses.is_empty()
+    }
+
+    /// Reads the default namespace's `body agent control` of the policy.
+    pub fn resolve(ctx: &mut EvalContext, policy: &PolicySet) -> AgentControl {
+        let mut out = AgentControl::default();
+        let Some((_, body)) = policy
+            .body("default", "agent", "control")
+            .filter(|(_, b)| b.kind == BodyKind::Body)
+        else {
+            return out;
+        };
+        ctx.push_frame(Frame::new(&body.namespace, "control_agent", "agent"));
+        for a in &body.attributes {
+            let guard = ctx.expand(&a.guard.expr).text;
+            if !ctx.eval_class_expr(guard.trim()).unwrap_or(false) {
+                continue;
+            }
+            let Ok(e) = ctx.eval_rval(&a.attr.value) else {
+                continue;
+            };
+            let int = |v: &Value| match v {
+                Value::Scalar(s) => super::promises::parse_int(s).ok().map(|n| n.max(0) as u64),
+                _ => None,
+            };
+            let list = |v: Value| match v {
+                Value::Scalar(s) => vec![s],
+                Value::List(l) => l,
+                Value::Data(_) => Vec::new(),
+            };
+            match a.attr.name.name.as_str() {
+                "editfilesize" => out.editfilesize = int(&e.value),
+                "ifelapsed" => out.ifelapsed = int(&e.value),
+                "abortclasses" => out.abortclasses = list(e.value),
+                "abortbundleclasses" => out.abortbundleclasses = list(e.value),
+                _ => {}
+            }
+        }
+        ctx.pop_frame();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::PolicySet;
+
+    fn control_of(src: &str) -> AgentControl {
+        let mut set = PolicySet::default();
+        set.add(crate::load::LoadedFile::from_text("t.cf", src.to_string()));
+        let mut ctx = EvalContext::default();
+        let hard = crate::eval::classes::ClassInfo {
+            hard: true,
+            ..crate::eval::classes::ClassInfo::soft(crate::eval::Origin::Agent, Vec::new())
+        };
+        ctx.classes.define("linux", hard);
+        AgentControl::resolve(&mut ctx, &set)
+    }
+
+    #[test]
+    fn reads_guarded_settings() {
+        let c = control_of(
+            "body agent control {\n  any:: editfilesize => \"0\"; ifelapsed => \"5\";\n  windows:: ifelapsed => \"60\";\n  linux:: abortclasses => { \"stop_.*\" };\n}\n",
+        );
+        assert_eq!(c.editfilesize, Some(0));
+        assert_eq!(c.ifelapsed, Some(5));
+        assert_eq!(c.abortclasses, vec!["stop_.*".to_string()]);
+    }
+
+    #[test]
+    fn no_control_body_means_defaults() {
+        assert_eq!(
+            control_of("bundle agent main { reports: \"x\"; }\n"),
+            AgentControl::default()
+        );
+    }
+}
