@@ -98,13 +98,19 @@ fn grep(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     ))
 }
 
+/// The variable of `getindices` and `getvalues`; `None` when it is not
+/// defined, which has no indices or values: an empty list, as cf-agent
+/// gives (the MPF's def.cf relies on it).
+fn defined_or_none(ctx: &EvalContext, args: &Args) -> Result<Option<Value>, FnError> {
+    match args.collect(ctx, 0, "variable") {
+        Err(FnError::Defer) => Ok(None),
+        r => r.map(Some),
+    }
+}
+
 fn getindices(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let args = Args::new("getindices", a);
-    let v = match args.collect(ctx, 0, "variable") {
-        // An undefined variable has no indices or values: an empty list,
-        // as cf-agent gives (the MPF's def.cf relies on it).
-        Err(FnError::Defer) => return Ok(Value::List(Vec::new())),
-        r => r?,
+    let Some(v) = defined_or_none(ctx, &Args::new("getindices", a))? else {
+        return Ok(Value::List(Vec::new()));
     };
     Ok(Value::List(match &v {
         Value::Data(d) => match d.as_ref() {
@@ -117,12 +123,8 @@ fn getindices(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 }
 
 fn getvalues(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let args = Args::new("getvalues", a);
-    let v = match args.collect(ctx, 0, "variable") {
-        // An undefined variable has no indices or values: an empty list,
-        // as cf-agent gives (the MPF's def.cf relies on it).
-        Err(FnError::Defer) => return Ok(Value::List(Vec::new())),
-        r => r?,
+    let Some(v) = defined_or_none(ctx, &Args::new("getvalues", a))? else {
+        return Ok(Value::List(Vec::new()));
     };
     Ok(Value::List(match &v {
         Value::Scalar(s) => vec![s.clone()],
