@@ -321,4 +321,16 @@ mod tests {
         assert!(a.option(0, "mode", &["lex"]).is_err());
         assert!(a.str(1, "x").is_err());
     }
+
+    #[test]
+    fn optional_options_and_lists() {
+        let v = [Value::str("int"), Value::str("[\"a\", 1]")];
+        let a = Args::new("sort", &v);
+        assert_eq!(a.opt_option(0, "mode", &["lex", "int"], "lex"), Ok("int"));
+        assert_eq!(a.opt_option(2, "mode", &["lex", "int"], "lex"), Ok("lex"));
+        assert!(a.opt_option(0, "mode", &["lex"], "lex").is_err());
+        let ctx = EvalContext::default();
+        assert_eq!(a.list(&ctx, 1, "items"), Ok(vec!["a".into(), "1".into()]));
+        assert_eq!(a.list(&ctx, 0, "items"), Err(FnError::Defer));
+    }
 }
