@@ -140,7 +140,9 @@ impl PromiseGraph {
                         describe_classes(ctx, policy, ptype, p, &mut node);
                         if ptype == "methods" {
                             node.calls = match p.attribute("usebundle") {
-                                Some(a) => reference_parts(ctx, &a.value).ok().map(|(n, _)| n),
+                                Some(a) => {
+                                    reference_parts(ctx, &a.value, true).ok().map(|(n, _)| n)
+                                }
                                 None => Some(node.promiser.clone()),
                             };
                         }

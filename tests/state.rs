@@ -161,3 +161,66 @@ fn detailed_exit_codes() {
         .arg(tmp.path().join("nope.cf")));
     assert_eq!(missing.code, Some(1), "{missing:?}");
 }
+
+/// Two agents started together on one work directory with a policy that
+/// takes a while (a command sleeping): they run one after the other, never
+/// interleaved, and a third that will not wait is turned away with the
+/// reason.
+#[test]
+fn two_agents_on_one_workdir_run_one_at_a_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let policy = write_policy(
+        tmp.path(),
+        &format!(
+            "bundle agent main\n{{\n  commands:\n      \"/bin/sh -c 'echo start >> {log}; sleep 2; echo end >> {log}'\" contain => shell;\n  reports:\n      \"done\";\n}}\nbody contain shell {{ useshell => \"useshell\"; }}\n",
+            log = log.display()
+        ),
+    );
+    let wd = tmp.path().join("wd");
+    let start = |wait: &str| {
+        Command::new(agent_bin())
+            .args(["-K", "--wait-for-lock", wait, "-w"])
+            .arg(&wd)
+            .arg("-f")
+            .arg(&policy)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first = start("60");
+    let second = start("60");
+    // Wait until one of them is inside its command.
+    let begun = std::time::Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("start")) {
+        assert!(
+            begun.elapsed() < Duration::from_secs(20),
+            "no agent started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let impatient = run(Command::new(agent_bin())
+        .args(["-K", "--wait-for-lock", "0", "-w"])
+        .arg(&wd)
+        .arg("-f")
+        .arg(&policy));
+    assert_eq!(impatient.code, Some(1), "{impatient:?}");
+    assert!(!impatient.stdout.contains("R: done"), "{impatient:?}");
+    assert!(
+        impatient.stdout.contains("another agent (pid ")
+            && impatient.stdout.contains("is running on work directory"),
+        "{impatient:?}"
+    );
+    for child in [first, second] {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{stdout}");
+        assert!(stdout.contains("R: done"), "{stdout}");
+    }
+    // Each run's command ran from start to end before the other began.
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "start\nend\nstart\nend\n"
+    );
+}

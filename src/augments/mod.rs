@@ -376,7 +376,7 @@ fn canonical(p: &Path) -> PathBuf {
 /// Expands every reference CFEngine can resolve now, in strings and keys.
 /// What does not resolve stays as written.
 fn expand(ctx: &EvalContext, node: &Node) -> Node {
-    node.map_strings(&mut |s| ctx.expand(s).text)
+    node.map_strings(&mut |s| ctx.expand_once(s).text)
 }
 
 /// Where a variable named by an augments key goes: `ns:bundle.name`,

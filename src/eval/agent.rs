@@ -7,7 +7,6 @@ use super::bodies::{BODY_ATTRIBUTES, BUNDLE_ATTRIBUTES, BodyError, reference_par
 use super::classes::{ClassInfo, canonify_class};
 use super::context::{EvalContext, Frame};
 use super::promises::EvalMessage;
-use super::rval::iteration_texts;
 use super::transaction::{order_by_priority, order_methods, priority_of_bundle, transaction_of};
 use super::value::{DataType, Origin, Value};
 use super::vars::Variable;
@@ -66,6 +65,18 @@ pub enum RunError {
         expected: usize,
         got: usize,
     },
+    /// cf-agent aborts the whole run when a method names a bundle that does
+    /// not exist ("Aborting due to missing bundle").
+    #[error("aborting due to missing bundle '{0}'")]
+    MethodMissingBundle(String),
+    /// ... and when a method's arguments do not match the bundle's
+    /// parameters ("formal and actual parameter mismatch is fatal").
+    #[error("bundle '{name}' takes {expected} arguments, but a method gives {got}; aborting")]
+    MethodArity {
+        name: String,
+        expected: usize,
+        got: usize,
+    },
 }
 
 /// One entry of the bundlesequence: a bundle name and its arguments.
@@ -113,6 +124,8 @@ pub struct AgentRun<'a> {
     return_values: Vec<HashMap<String, String>>,
     /// The return values of the bundle that finished last.
     last_return_values: Option<HashMap<String, String>>,
+    /// An error that ends the run at once, as cf-agent's fatal errors do.
+    fatal: Option<RunError>,
     pub summary: RunSummary,
     /// Where transactional bundles keep their undo journals (the state
     /// directory); `None` runs transactions without one, which refuses them.
@@ -182,6 +195,7 @@ impl<'a> AgentRun<'a> {
             bundle_outcomes: Vec::new(),
             return_values: Vec::new(),
             last_return_values: None,
+            fatal: None,
             summary: RunSummary::default(),
             state_dir: None,
             tx: None,
@@ -243,7 +257,7 @@ impl<'a> AgentRun<'a> {
         for item in items {
             match item {
                 Rval::Call(_) => {
-                    if let Ok((name, args)) = reference_parts(self.ctx, item) {
+                    if let Ok((name, args)) = reference_parts(self.ctx, item, true) {
                         out.push(BundleCall { name, args });
                     }
                 }
@@ -282,6 +296,8 @@ impl<'a> AgentRun<'a> {
                 });
             }
         }
+        // Classes of common bundles that pre-evaluation asked to persist.
+        self.store_persistent_classes();
         let policy = self.policy;
         self.ctx.agent_control = super::control::AgentControl::resolve(self.ctx, policy);
         let prios: Vec<Option<i64>> = seq
@@ -293,6 +309,9 @@ impl<'a> AgentRun<'a> {
             if let Some((file, bundle)) = self.policy.bundle("default", &call.name) {
                 let (file, bundle) = (file.clone(), bundle.clone());
                 self.run_bundle(&file, &bundle, &call.args, None);
+            }
+            if let Some(e) = self.fatal.take() {
+                return Err(e);
             }
             if self.abort_run.is_some() {
                 self.summary.aborted = self.abort_run.clone();
@@ -391,6 +410,10 @@ impl<'a> AgentRun<'a> {
                     section.1.iter().collect()
                 };
                 for promise in promises {
+                    if self.fatal.is_some() {
+                        break;
+                    }
+                    self.ctx.last_pass = state.last;
                     self.eval_promise(file, bundle, section.0, promise, common, &mut state);
                     if self.check_aborts() {
                         break 'passes;
@@ -402,6 +425,7 @@ impl<'a> AgentRun<'a> {
                 let last_classes =
                     section.0 == "classes" && order.get(i + 1).is_none_or(|n| n.0 != "classes");
                 if last_classes {
+                    self.ctx.last_pass = state.last;
                     for (_, promises) in order.iter().filter(|s| s.0 == "vars") {
                         for promise in *promises {
                             let (r, _) = self.ctx.eval_vars_promise(file, promise);
@@ -409,6 +433,9 @@ impl<'a> AgentRun<'a> {
                         }
                     }
                 }
+            }
+            if self.fatal.is_some() {
+                break;
             }
             if !state.changed {
                 if !state.deferred || state.last {
@@ -425,6 +452,13 @@ impl<'a> AgentRun<'a> {
         // A bundle abort ends this bundle only; its caller goes on.
         self.abort_bundle = false;
         self.ctx.pop_frame();
+        // cf-agent drops a bundle's parameters when the bundle returns:
+        // `$(bundle.param)` does not resolve after the call.
+        for p in &bundle.params {
+            self.ctx
+                .vars
+                .remove(&bundle.namespace, &bundle.name.name, &p.name);
+        }
         if matches!(tx, TxStart::Started) {
             self.end_transaction();
         }
@@ -544,6 +578,7 @@ impl<'a> AgentRun<'a> {
             }
             "classes" => {
                 let (r, msgs) = self.ctx.eval_classes_promise(file, promise, common);
+                self.store_persistent_classes();
                 state.changed |= r.changed;
                 state.deferred |= r.deferred;
                 if state.last {
@@ -574,12 +609,7 @@ impl<'a> AgentRun<'a> {
         state: &mut PassState,
     ) {
         self.ctx.enter_promise(file, promise);
-        let mut texts = vec![promise.promiser.value.as_str()];
-        for a in &promise.attributes {
-            if a.name.name != "depends_on" {
-                iteration_texts(&a.value, &mut texts);
-            }
-        }
+        let texts = EvalContext::promise_texts(promise, &["depends_on"]);
         let mut work: Vec<ExpandedPromise> = Vec::new();
         let mut deferred = false;
         let last = state.last;
@@ -609,8 +639,8 @@ impl<'a> AgentRun<'a> {
             }
             let promiser = ctx.expand(&promise.promiser.value);
             // An unresolved promiser waits; reports print it as written in
-            // the last pass.
-            if promiser.unresolved && !(last && ptype == "reports") {
+            // the last pass, and methods run at once, as cf-agent does.
+            if promiser.unresolved && ptype != "methods" && !(last && ptype == "reports") {
                 deferred = true;
                 let names = why::unresolved_variables(ctx, promise).join(", ");
                 skipped.push((
@@ -684,6 +714,9 @@ impl<'a> AgentRun<'a> {
             );
         }
         for ep in work {
+            if self.fatal.is_some() {
+                return;
+            }
             // cf-agent's once-per-run lock names the bundle, the type, the
             // promiser and the attributes, not where the promise is written:
             // two identical promises act once, and a bundle called again
@@ -784,7 +817,10 @@ impl<'a> AgentRun<'a> {
                 ));
             }
             self.done.insert(key);
-            if let Some(st) = self.state.as_deref_mut() {
+            // Under -K cf-agent neither honours nor leaves promise locks.
+            if !self.no_lock
+                && let Some(st) = self.state.as_deref_mut()
+            {
                 st.record_done(&lock_key, self.now);
             }
             state.changed |= outcome == Outcome::Repaired;
@@ -901,10 +937,7 @@ impl<'a> AgentRun<'a> {
             }
             return None;
         };
-        let warn_only = ep
-            .body("action")
-            .and_then(|a| a.scalar("action_policy"))
-            .is_some_and(|p| p == "warn" || p == "nop");
+        let warn_only = ep.warn_only();
         let mut act_ctx = ActContext {
             ctx: self.ctx,
             policy: self.policy,
@@ -929,8 +962,19 @@ impl<'a> AgentRun<'a> {
                 ep.file,
                 ep.line
             );
-            return Some(Outcome::Failed);
+            self.fatal = Some(RunError::MethodMissingBundle(name));
+            return None;
         };
+        // Only warning: the bundle is not run, and the promise is not kept
+        // (cf-agent's WARN outcome, which sets repair_failed classes).
+        if ep.warn_only() {
+            tracing::warn!(
+                "Bundle '{name}' should be invoked, but only a warning was promised! ({}:{})",
+                ep.file,
+                ep.line
+            );
+            return Some(Outcome::Failed);
+        }
         if bundle.params.len() != args.len() {
             tracing::error!(
                 "Bundle '{name}' takes {} arguments, but the method at {}:{} gives {}",
@@ -939,7 +983,12 @@ impl<'a> AgentRun<'a> {
                 ep.line,
                 args.len()
             );
-            return Some(Outcome::Failed);
+            self.fatal = Some(RunError::MethodArity {
+                name,
+                expected: bundle.params.len(),
+                got: args.len(),
+            });
+            return None;
         }
         if self.bundle_outcomes.len() >= MAX_CALL_DEPTH {
             tracing::error!(
@@ -1023,6 +1072,26 @@ impl<'a> AgentRun<'a> {
     }
 }
 
+impl AgentRun<'_> {
+    /// Stores the classes that classes promises asked to persist (their
+    /// timers restart, as cf-agent's default `reset` policy does).
+    fn store_persistent_classes(&mut self) {
+        for (name, minutes) in std::mem::take(&mut self.ctx.persist_requests) {
+            let Some(st) = self.state.as_deref_mut() else {
+                continue;
+            };
+            let class = PersistentClass {
+                name,
+                expires: self.now + minutes * 60,
+                tags: Vec::new(),
+            };
+            if let Err(e) = st.persist_class(&class, true) {
+                tracing::error!("{e}");
+            }
+        }
+    }
+}
+
 /// The sections of a bundle in normal order; within a type, sections and
 /// promises in the order written. Custom types follow in written order.
 fn ordered_sections(bundle: &Bundle) -> Vec<(&str, &[Promise])> {
@@ -1059,8 +1128,15 @@ pub fn expand_attributes(
         {
             AttrValue::Body(resolve_body(ctx, policy, name, &a.value)?)
         } else if BUNDLE_ATTRIBUTES.contains(&name) {
-            let (bname, args) = reference_parts(ctx, &a.value)?;
+            let (bname, args) = reference_parts(ctx, &a.value, true)?;
             AttrValue::Bundle { name: bname, args }
+        } else if matches!(name, "if" | "ifvarclass" | "unless") {
+            // Already decided by `promise_condition`; an `unless` that runs
+            // in the last pass with unresolved arguments is not an error.
+            match ctx.eval_rval(&a.value) {
+                Ok(e) => AttrValue::Value(e.value),
+                Err(_) => continue,
+            }
         } else {
             let e = ctx.eval_rval(&a.value)?;
             AttrValue::Value(e.value)
@@ -1073,7 +1149,7 @@ pub fn expand_attributes(
 /// A stable text for the attributes of an iteration, so that two
 /// iterations with the same promiser but different attributes are told
 /// apart.
-fn attrs_key(attrs: &IndexMap<String, AttrValue>) -> String {
+pub(crate) fn attrs_key(attrs: &IndexMap<String, AttrValue>) -> String {
     let mut k = String::new();
     for (n, v) in attrs {
         k.push_str(n);

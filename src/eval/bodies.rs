@@ -87,48 +87,42 @@ impl From<FnError> for BodyError {
 }
 
 /// The name and arguments an rval refers to: `name` or `name(args)`.
-pub fn reference_parts(ctx: &mut EvalContext, r: &Rval) -> Result<(String, Vec<Value>), BodyError> {
+///
+/// Arguments with unresolved variables are passed as written, as cf-agent
+/// does (a method is called with the text `$(x)`, a classes body defines
+/// classes named after it). An unresolved name is kept as written when
+/// `literal_name` is set (a method then names a bundle that does not
+/// exist); otherwise the reference waits for a later pass.
+pub fn reference_parts(
+    ctx: &mut EvalContext,
+    r: &Rval,
+    literal_name: bool,
+) -> Result<(String, Vec<Value>), BodyError> {
+    let name_of = |e: super::context::Expanded| {
+        if e.unresolved && !literal_name {
+            Err(BodyError::Defer)
+        } else {
+            Ok(e.text)
+        }
+    };
     match r {
         Rval::Symbol(i) => Ok((i.name.clone(), Vec::new())),
-        Rval::String(s) => {
-            let e = ctx.expand(&s.value);
-            if e.unresolved {
-                return Err(BodyError::Defer);
-            }
-            Ok((e.text, Vec::new()))
-        }
-        Rval::NakedVar { text, .. } => {
-            let e = ctx.expand(text);
-            if e.unresolved {
-                return Err(BodyError::Defer);
-            }
-            Ok((e.text, Vec::new()))
-        }
+        Rval::String(s) => Ok((name_of(ctx.expand(&s.value))?, Vec::new())),
+        Rval::NakedVar { text, .. } => Ok((name_of(ctx.expand(text))?, Vec::new())),
         Rval::Call(c) => {
-            let name = ctx.expand(&c.name.name);
-            if name.unresolved {
-                return Err(BodyError::Defer);
-            }
+            let name = name_of(ctx.expand(&c.name.name))?;
             let mut args = Vec::with_capacity(c.args.len());
             for a in &c.args {
-                let e = ctx.eval_rval(a)?;
-                // `$(match.N)` is bound per match inside edit promises, so
-                // an argument that still names it is passed on as text.
-                if e.unresolved && !names_match_var(&e.value) {
-                    return Err(BodyError::Defer);
-                }
-                args.push(e.value);
+                // Unresolved arguments, `$(match.N)` of edit promises among
+                // them, pass on as written and bind later if they can.
+                args.push(ctx.eval_rval(a)?.value);
             }
-            Ok((name.text, args))
+            Ok((name, args))
         }
         Rval::List { .. } => Err(BodyError::Function(
             "a list cannot name a body or bundle".into(),
         )),
     }
-}
-
-fn names_match_var(v: &Value) -> bool {
-    matches!(v, Value::Scalar(s) if s.contains("$(match.") || s.contains("${match."))
 }
 
 /// Resolves a body of `body_type` named by `r`, in the current context.
@@ -138,7 +132,7 @@ pub fn resolve_body(
     body_type: &str,
     r: &Rval,
 ) -> Result<ResolvedBody, BodyError> {
-    let (name, args) = reference_parts(ctx, r)?;
+    let (name, args) = reference_parts(ctx, r, false)?;
     let mut out = ResolvedBody {
         name: name.clone(),
         attrs: Default::default(),
@@ -186,7 +180,7 @@ fn resolve_into(
             if !guard_holds(ctx, &a.guard.expr) {
                 continue;
             }
-            let (parent, pargs) = reference_parts(ctx, &a.attr.value)?;
+            let (parent, pargs) = reference_parts(ctx, &a.attr.value, false)?;
             resolve_into(ctx, policy, body_type, &parent, pargs, out, depth + 1)?;
         }
         for a in &body.attributes {
@@ -196,7 +190,7 @@ fn resolve_into(
             // A bundle named inside a body (service_bundle) is a name, not a
             // function call.
             let value = if BUNDLE_ATTRIBUTES.contains(&a.attr.name.name.as_str()) {
-                Value::Scalar(reference_parts(ctx, &a.attr.value)?.0)
+                Value::Scalar(reference_parts(ctx, &a.attr.value, false)?.0)
             } else {
                 ctx.eval_rval(&a.attr.value)?.value
             };

@@ -55,7 +55,9 @@ pub struct EvalContext {
     pub vars: VarStore,
     pub classes: ClassStore,
     pub frames: Vec<Frame>,
-    /// Iteration bindings: canonical reference → current element.
+    /// Iteration bindings: the reference as written (inner references
+    /// expanded) → current element. `$(l)` and `$(main.l)` are different
+    /// bindings, as they are different iteration wheels in cf-agent.
     overlay: Vec<(String, Value)>,
     expr_cache: HashMap<String, Result<Arc<ClassExpr>, ClassExprError>>,
     pub settings: EvalSettings,
@@ -63,6 +65,10 @@ pub struct EvalContext {
     pub fn_cache: HashMap<String, Value>,
     /// Compiled regular expressions by pattern.
     pub regexes: super::regex::RegexCache,
+    /// Whether the agent is in its last pass over the current bundle: an
+    /// `unless` that cannot be decided waits until then, and then lets the
+    /// promise run.
+    pub last_pass: bool,
     /// The bundles of the loaded policy, in the order their files were
     /// read, for the functions that look at the policy itself
     /// (`bundlesmatching`). Pre-evaluation notes each file as it arrives.
@@ -72,6 +78,9 @@ pub struct EvalContext {
     /// Classes defined since the scheduler last looked, kept only when
     /// agent control names abort classes.
     pub newly_defined: Vec<String>,
+    /// Classes that classes promises asked to keep (`persistence`), with
+    /// their minutes; the agent run stores them.
+    pub persist_requests: Vec<(String, i64)>,
     noted_files: std::collections::HashSet<String>,
 }
 
@@ -157,8 +166,13 @@ impl EvalContext {
 
     // ---- variables -----------------------------------------------------
 
+    /// Whether an iteration binding exists for a reference text.
+    pub fn is_bound(&self, text: &str) -> bool {
+        self.overlay.iter().any(|(k, _)| k == text)
+    }
+
     /// The canonical `ns:scope.name` key of a reference in the current
-    /// context, used for iteration bindings.
+    /// context.
     pub fn canonical_ref(&self, text: &str) -> String {
         let r = VarRef::parse(text);
         let (ns, scope) = self.resolve_scope(&r);
@@ -178,11 +192,8 @@ impl EvalContext {
     /// Looks up a reference (already free of nested references) in the
     /// current context.
     pub fn lookup(&self, text: &str) -> Option<Value> {
-        if !self.overlay.is_empty() {
-            let key = self.canonical_ref(text);
-            if let Some((_, v)) = self.overlay.iter().rev().find(|(k, _)| *k == key) {
-                return Some(v.clone());
-            }
+        if let Some((_, v)) = self.overlay.iter().rev().find(|(k, _)| k == text) {
+            return Some(v.clone());
         }
         let r = VarRef::parse(text);
         if r.scope.is_none()
@@ -228,6 +239,16 @@ impl EvalContext {
     /// Expands every `$(...)`/`${...}` in `s`. References that cannot be
     /// resolved to a scalar stay as written and mark the result unresolved.
     pub fn expand(&self, s: &str) -> Expanded {
+        self.expand_at(s, 0, MAX_EXPANSION_DEPTH)
+    }
+
+    /// Expands references once, leaving references inside the values found
+    /// as they are: augments files expand this way, as cf-agent reads them.
+    pub fn expand_once(&self, s: &str) -> Expanded {
+        self.expand_at(s, 0, 0)
+    }
+
+    fn expand_at(&self, s: &str, depth: usize, max: usize) -> Expanded {
         if !s.contains("$(") && !s.contains("${") && !s.contains("@(") && !s.contains("@{") {
             return Expanded {
                 text: s.to_string(),
@@ -247,12 +268,25 @@ impl EvalContext {
                 pos = r.end;
                 continue;
             }
-            let inner = self.expand(&s[r.inner_start..r.inner_end]);
+            let inner = self.expand_at(&s[r.inner_start..r.inner_end], depth, max);
             if inner.unresolved {
                 unresolved = true;
                 out.push_str(&s[r.start..r.end]);
             } else {
                 match self.lookup(&inner.text).as_ref().and_then(scalar_text) {
+                    // A value that holds references is expanded in turn, as
+                    // cf-agent does (`"d" string => "$(c)+d"` stored before
+                    // `c` resolved still reads as its final text).
+                    Some(text) if max == 0 => out.push_str(&text),
+                    Some(text) if depth < max && has_reference(&text) => {
+                        let again = self.expand_at(&text, depth + 1, max);
+                        unresolved |= again.unresolved;
+                        out.push_str(&again.text);
+                    }
+                    Some(text) if depth >= max && has_reference(&text) => {
+                        unresolved = true;
+                        out.push_str(&text);
+                    }
                     Some(text) => out.push_str(&text),
                     None => {
                         // Keep what did expand inside: `$(sys.$(sys.os))`
@@ -276,24 +310,37 @@ impl EvalContext {
     // ---- classes -------------------------------------------------------
 
     /// Whether one class name is defined, seen from the current bundle.
+    ///
+    /// Inside a named namespace an unqualified name means a class of that
+    /// namespace (or a local one, or a hard class): as in cf-agent, soft
+    /// classes of the default namespace, `-D` ones included, need their
+    /// `default:` prefix there.
     pub fn class_is_set(&self, name: &str) -> bool {
-        let name = name.strip_prefix("default:").unwrap_or(name);
-        if name == "any" {
+        let qualified_default = name.strip_prefix("default:");
+        let bare = qualified_default.unwrap_or(name);
+        if bare == "any" {
             return true;
         }
         if let Some(f) = self.frame()
-            && f.local_classes.contains_key(name)
+            && (qualified_default.is_none() || f.ns == "default")
+            && f.local_classes.contains_key(bare)
         {
             return true;
         }
-        if name.contains(':') {
-            return self.classes.is_defined(name);
+        if bare.contains(':') {
+            return self.classes.is_defined(bare);
         }
         let ns = self.current_ns();
-        if ns != "default" && self.classes.is_defined(&class_key(ns, name)) {
-            return true;
+        if ns == "default" || qualified_default.is_some() {
+            return self.classes.is_defined(bare);
         }
-        self.classes.is_defined(name)
+        // `-D` classes are kept as hard ones (nothing cancels them), but
+        // a namespace sees them as the soft classes cf-agent makes them.
+        self.classes.is_defined(&class_key(ns, bare))
+            || self
+                .classes
+                .get(bare)
+                .is_some_and(|c| c.hard && c.origin != Origin::CommandLine)
     }
 
     /// Parses (once) and evaluates a class expression that is already free
@@ -346,6 +393,14 @@ impl EvalContext {
             line,
         }
     }
+}
+
+/// How many times a value found by expansion is itself expanded before a
+/// self-referring value (`"a" string => "$(a)"`) counts as unresolved.
+const MAX_EXPANSION_DEPTH: usize = 16;
+
+fn has_reference(s: &str) -> bool {
+    s.contains("$(") || s.contains("${")
 }
 
 /// The text a value has inside a string, if it is a scalar (or a data
@@ -420,11 +475,35 @@ mod tests {
     }
 
     #[test]
+    fn values_holding_references_are_expanded_again() {
+        let mut c = ctx();
+        let put = |c: &mut EvalContext, name: &str, v: &str| {
+            c.vars.put(
+                "default",
+                "main",
+                name,
+                Variable::new(Value::str(v), DataType::String, Origin::Agent),
+            );
+        };
+        put(&mut c, "lit", "$(a)+x");
+        put(&mut c, "open", "$(nope)");
+        put(&mut c, "selfref", "$(selfref)");
+        assert_eq!(c.expand("$(lit)").text, "A+x");
+        let e = c.expand("$(open)");
+        assert!(e.unresolved);
+        assert_eq!(e.text, "$(nope)");
+        assert!(c.expand("$(selfref)").unresolved);
+    }
+
+    #[test]
     fn iteration_bindings_shadow() {
         let mut c = ctx();
-        let key = c.canonical_ref("l");
-        c.bind(key, Value::str("1"));
-        assert_eq!(c.expand("$(l) $(main.l)").text, "1 1");
+        c.bind("l".into(), Value::str("1"));
+        // A qualified reference is a binding of its own, as in cf-agent.
+        assert!(c.expand("$(l) $(main.l)").unresolved);
+        c.bind("main.l".into(), Value::str("2"));
+        assert_eq!(c.expand("$(l) $(main.l)").text, "1 2");
+        c.unbind();
         c.unbind();
         assert!(c.expand("$(l)").unresolved);
     }
@@ -435,9 +514,17 @@ mod tests {
         c.define_class("g", false, ClassInfo::soft(Origin::Agent, vec![]));
         c.define_class("l", true, ClassInfo::soft(Origin::Agent, vec![]));
         assert!(c.eval_class_expr("g.l.any").unwrap());
+        let hard = ClassInfo {
+            hard: true,
+            ..ClassInfo::soft(Origin::Agent, vec![])
+        };
+        c.define_class("h", false, hard);
         c.push_frame(Frame::new("ns", "b", "agent"));
         c.define_class("n", false, ClassInfo::soft(Origin::Agent, vec![]));
-        assert!(c.eval_class_expr("n.g.ns:n").unwrap());
+        // Soft classes of the default namespace need their prefix here;
+        // hard classes do not.
+        assert!(c.eval_class_expr("n.default:g.ns:n.h").unwrap());
+        assert!(!c.eval_class_expr("g").unwrap());
         assert!(!c.eval_class_expr("l").unwrap());
         c.pop_frame();
         assert!(c.eval_class_expr("ns:n").unwrap());

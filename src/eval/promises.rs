@@ -102,10 +102,11 @@ impl EvalContext {
                     }
                     all
                 }
-                // `unless` with an unresolved expression does not block the
-                // promise; `if` does.
+                // `if` with an unresolved expression blocks the promise;
+                // `unless` waits for the last pass and then does not block
+                // it (cf-agent runs such a promise in its third pass).
                 Ok(_) | Err(FnError::Defer) => {
-                    if negate {
+                    if negate && self.last_pass {
                         continue;
                     }
                     return None;
@@ -148,12 +149,17 @@ impl EvalContext {
     }
 
     /// The texts whose references decide how a promise iterates.
-    fn promise_texts<'a>(promise: &'a Promise, skip: &[&str]) -> Vec<&'a str> {
+    pub(crate) fn promise_texts<'a>(promise: &'a Promise, skip: &[&str]) -> Vec<&'a str> {
         let mut texts = vec![promise.promiser.value.as_str()];
         for a in &promise.attributes {
             if !skip.contains(&a.name.name.as_str()) {
                 iteration_texts(&a.value, &mut texts);
             }
+        }
+        // A quoted class guard naming a list iterates too ("$(l)":: holds
+        // for the elements that are defined classes).
+        if promise.guard.quoted {
+            texts.push(promise.guard.expr.as_str());
         }
         texts
     }
@@ -359,6 +365,11 @@ impl EvalContext {
             Some("namespace") => false,
             _ => !common,
         };
+        let persistence = promise
+            .attribute("persistence")
+            .and_then(|a| self.eval_rval(&a.value).ok())
+            .and_then(|e| e.value.as_scalar().and_then(|v| parse_int(v).ok()))
+            .filter(|&m| m > 0);
         let info = ClassInfo {
             tags,
             comment,
@@ -366,6 +377,9 @@ impl EvalContext {
             hard: false,
         };
         res.changed = self.define_class(&name, local, info);
+        if let Some(minutes) = persistence {
+            self.persist_requests.push((name, minutes));
+        }
         (res, vec![])
     }
 
@@ -517,5 +531,20 @@ mod tests {
             convert(DataType::Real, Value::str("1.50")),
             Ok(Value::str("1.500000"))
         );
+    }
+
+    #[test]
+    fn unresolved_unless_waits_for_the_last_pass() {
+        let src = r#"bundle agent x { reports: "u" unless => "$(nope)"; "i" if => "$(nope)"; }"#;
+        let p = crate::syntax::parse("t.cf", src);
+        let b = p.file.bundles().next().unwrap().clone();
+        let (unless, iff) = (&b.sections[0].promises[0], &b.sections[0].promises[1]);
+        let mut c = EvalContext::default();
+        c.push_frame(super::super::Frame::new("default", "x", "agent"));
+        assert_eq!(c.promise_condition(unless), None);
+        assert_eq!(c.promise_condition(iff), None);
+        c.last_pass = true;
+        assert_eq!(c.promise_condition(unless), Some(true));
+        assert_eq!(c.promise_condition(iff), None);
     }
 }

@@ -147,12 +147,17 @@ impl EvalContext {
 
     /// Finds the first reference in `texts` that names a list or a data
     /// container not yet bound, looking inside nested references first.
-    /// Returns its canonical key and its elements.
-    pub fn find_iterable(&self, texts: &[&str]) -> Option<(String, Vec<Value>)> {
-        texts.iter().find_map(|t| self.find_iterable_in(t))
+    fn find_iterable(&self, texts: &[&str]) -> Wheel {
+        for t in texts {
+            match self.find_iterable_in(t) {
+                Wheel::None => {}
+                w => return w,
+            }
+        }
+        Wheel::None
     }
 
-    fn find_iterable_in(&self, s: &str) -> Option<(String, Vec<Value>)> {
+    fn find_iterable_in(&self, s: &str) -> Wheel {
         let mut pos = 0;
         while let Some(r) = next_ref(s, pos) {
             pos = r.end;
@@ -160,14 +165,28 @@ impl EvalContext {
                 continue;
             }
             let inner = &s[r.inner_start..r.inner_end];
-            if let Some(found) = self.find_iterable_in(inner) {
-                return Some(found);
+            match self.find_iterable_in(inner) {
+                Wheel::None => {}
+                w => return w,
             }
+            // A reference whose name is built from other references
+            // (`$(a[$(k)])`) is a wheel of its own in cf-agent: when its
+            // name does not resolve to a variable, the iteration is skipped.
+            let dependent = inner.contains("$(") || inner.contains("${");
             let name = self.expand(inner);
             if name.unresolved {
+                if dependent {
+                    return Wheel::Skip;
+                }
+                continue;
+            }
+            if self.is_bound(&name.text) {
                 continue;
             }
             let Some(v) = self.lookup(&name.text) else {
+                if dependent {
+                    return Wheel::Skip;
+                }
                 continue;
             };
             let elems: Vec<Value> = match &v {
@@ -180,17 +199,21 @@ impl EvalContext {
                 },
                 Value::Scalar(_) => continue,
             };
-            return Some((self.canonical_ref(&name.text), elems));
+            return Wheel::Found(name.text, elems);
         }
-        None
+        Wheel::None
     }
 
     /// Calls `f` once per combination of the lists that `texts` iterate
     /// over, the first-mentioned list varying slowest, as cf-agent does.
+    /// Each reference text is a wheel of its own (`$(l)` and `$(main.l)`
+    /// iterate independently), and a combination in which a dependent
+    /// reference names no variable is skipped.
     pub fn for_each_iteration(&mut self, texts: &[&str], f: &mut dyn FnMut(&mut EvalContext)) {
         match self.find_iterable(texts) {
-            None => f(self),
-            Some((key, elems)) => {
+            Wheel::None => f(self),
+            Wheel::Skip => {}
+            Wheel::Found(key, elems) => {
                 for e in elems {
                     self.bind(key.clone(), e);
                     self.for_each_iteration(texts, f);
@@ -199,6 +222,16 @@ impl EvalContext {
             }
         }
     }
+}
+
+/// What the next step of iteration is.
+enum Wheel {
+    /// Nothing left to iterate: evaluate the promise.
+    None,
+    /// A dependent reference names no variable: skip this combination.
+    Skip,
+    /// A reference (as written, inner references expanded) and its elements.
+    Found(String, Vec<Value>),
 }
 
 /// The primitive members of a JSON array or object, as text, in order;
@@ -319,5 +352,38 @@ mod tests {
             seen.push(c.expand("$(a) $(b)").text)
         });
         assert_eq!(seen, vec!["1 x", "1 y", "2 x", "2 y"]);
+    }
+
+    #[test]
+    fn qualified_reference_is_its_own_wheel() {
+        let mut c = ctx();
+        let mut seen = Vec::new();
+        c.for_each_iteration(&["$(a)$(main.a)"], &mut |c| {
+            seen.push(c.expand("$(a)$(main.a)").text)
+        });
+        assert_eq!(seen, vec!["11", "12", "21", "22"]);
+    }
+
+    #[test]
+    fn dependent_reference_without_a_variable_skips_the_iteration() {
+        let mut c = ctx();
+        c.vars.put(
+            "default",
+            "main",
+            "arr[1]",
+            Variable::new(Value::str("one"), DataType::String, Origin::Agent),
+        );
+        let mut seen = Vec::new();
+        let text = "$(a):$(arr[$(a)])";
+        c.for_each_iteration(&[text], &mut |c| seen.push(c.expand(text).text));
+        assert_eq!(seen, vec!["1:one"]);
+        seen.clear();
+        c.for_each_iteration(&["$(arr[$(nope)]) $(s)"], &mut |c| {
+            seen.push(c.expand("$(s)").text)
+        });
+        assert!(seen.is_empty());
+        // A plain unresolved reference does not skip: it stays as written.
+        c.for_each_iteration(&["$(nope) $(s)"], &mut |c| seen.push(c.expand("$(s)").text));
+        assert_eq!(seen, vec!["S"]);
     }
 }

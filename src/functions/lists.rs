@@ -489,9 +489,9 @@ fn sublist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 /// Expands `pattern` with `this` (and `this.k`, `this.v`...) bound.
 fn expand_with(ctx: &mut EvalContext, pattern: &str, binds: Vec<(&str, Value)>) -> String {
     let mark = ctx.bindings_len();
+    // Iteration bindings are keyed by the reference as written.
     for (name, v) in binds {
-        let key = ctx.canonical_ref(name);
-        ctx.bind(key, v);
+        ctx.bind(name.to_string(), v);
     }
     let out = ctx.expand(pattern).text;
     ctx.truncate_bindings(mark);

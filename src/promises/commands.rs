@@ -36,6 +36,10 @@ impl Actuator for Commands {
             }
             _ => false,
         };
+        if shell {
+            // The shell reads the line itself, quotes and all.
+            argv = vec![line.clone()];
+        }
         if !shell && !argv.first().is_some_and(|a| a.starts_with('/')) {
             tracing::error!(
                 "Command '{line}' must be given with an absolute path when no shell is used (contain => in_shell to use one)"

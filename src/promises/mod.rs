@@ -132,6 +132,14 @@ impl ExpandedPromise {
     pub fn flag(&self, name: &str) -> Option<bool> {
         self.scalar(name).and_then(parse_bool)
     }
+
+    /// Whether the promise's action body only warns (`action_policy` is
+    /// `warn` or `nop`): it must say what it would do and change nothing.
+    pub fn warn_only(&self) -> bool {
+        self.body("action")
+            .and_then(|a| a.scalar("action_policy"))
+            .is_some_and(|p| p == "warn" || p == "nop")
+    }
 }
 
 pub fn parse_bool(s: &str) -> Option<bool> {

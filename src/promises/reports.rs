@@ -5,44 +5,62 @@ use std::io::Write;
 
 pub struct Reports;
 
+/// How many lines `printfile` prints when `number_of_lines` is not given,
+/// as cf-agent does.
+const DEFAULT_PRINTFILE_LINES: usize = 5;
+
 impl Actuator for Reports {
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
+        // An action body that only warns keeps even a report from printing;
+        // cf-agent counts it as not kept. (A dry run still prints reports.)
+        if p.warn_only() {
+            tracing::warn!("Need to repair reports promise: {}", p.promiser);
+            return Outcome::Failed;
+        }
+        // As in cf-agent, a report is kept whether its line reached the
+        // output or a file (a file that cannot be opened is only logged);
+        // only a `printfile` that cannot be read makes it fail.
         if let Some(path) = p.scalar("report_to_file") {
             let opened = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(path);
-            return match opened.and_then(|mut f| writeln!(f, "{}", p.promiser)) {
-                Ok(()) => Outcome::Repaired,
-                Err(e) => {
-                    tracing::error!("Could not append report to '{path}': {e}");
-                    Outcome::Failed
-                }
-            };
+            if let Err(e) = opened.and_then(|mut f| writeln!(f, "{}", p.promiser)) {
+                tracing::error!(
+                    "Could not open log file '{path}', message '{}'. ({e})",
+                    p.promiser
+                );
+            }
+        } else {
+            act.output.report_line(&p.promiser);
         }
-        act.output.report_line(&p.promiser);
-        if let Some(pf) = p.body("printfile") {
-            print_file(act, pf);
+        match p.body("printfile") {
+            Some(pf) if !print_file(act, pf) => Outcome::Failed,
+            _ => Outcome::Kept,
         }
-        Outcome::Kept
     }
 }
 
-/// `printfile` body: print the first `number_of_lines` lines of a file.
-fn print_file(act: &mut ActContext<'_>, body: &super::ResolvedBody) {
+/// `printfile` body: print the first `number_of_lines` lines of a file as
+/// report lines. False when the file cannot be read.
+fn print_file(act: &mut ActContext<'_>, body: &super::ResolvedBody) -> bool {
     let Some(path) = body.scalar("file_to_print") else {
-        return;
+        return false;
     };
     let limit = body
         .scalar("number_of_lines")
         .and_then(|n| n.parse::<usize>().ok())
-        .unwrap_or(usize::MAX);
+        .unwrap_or(DEFAULT_PRINTFILE_LINES);
     match std::fs::read_to_string(path) {
         Ok(text) => {
             for line in text.lines().take(limit) {
                 act.output.report_line(line);
             }
+            true
         }
-        Err(e) => tracing::error!("Could not open file '{path}' to print it: {e}"),
+        Err(e) => {
+            tracing::error!("Printing of file '{path}' was not possible. ({e})");
+            false
+        }
     }
 }

@@ -145,6 +145,7 @@ pub(crate) fn edit_file(
             changed_any: false,
             failed: false,
             warned: false,
+            done: Default::default(),
         };
         editor.run_bundle(act, &file, &bundle, args);
         if editor.failed {
@@ -214,6 +215,9 @@ struct Editor<'l> {
     changed_any: bool,
     failed: bool,
     warned: bool,
+    /// The edit promises already verified in this edit of the file: as
+    /// in cf-agent, each acts once per run, whatever the later passes see.
+    done: std::collections::HashSet<String>,
 }
 
 impl Editor<'_> {
@@ -312,6 +316,14 @@ impl Editor<'_> {
             }
         });
         for ep in work {
+            let key = format!(
+                "{ptype}\u{1}{}\u{1}{}",
+                ep.promiser,
+                crate::eval::agent::attrs_key(&ep.attrs)
+            );
+            if !self.done.insert(key) {
+                continue;
+            }
             let Some((start, end)) = self.region(act, &ep) else {
                 continue;
             };
