@@ -178,6 +178,7 @@ fn load_persistent_classes(ctx: &mut EvalContext, st: &mut StateStore, negates: 
     }
 }
 
+/// Seconds since the epoch (0 for a clock set before it).
 pub fn now_secs() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -10,21 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-fn policy(dir: &Path, text: &str) -> PathBuf {
-    let p = dir.join("p.cf");
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
-fn ours(wd: &Path, policy: &Path, extra: &[&str]) -> Captured {
-    run(Command::new(agent_bin())
-        .args(["-K", "-I", "-w"])
-        .arg(wd)
-        .args(extra)
-        .arg("-f")
-        .arg(policy))
-}
-
 /// The -I lines that describe changes, without the lines that only one of
 /// the agents prints about itself.
 fn change_lines(out: &str) -> Vec<String> {
@@ -43,7 +28,7 @@ fn is_root() -> bool {
 fn commands_match_cf_agent_and_never_use_a_shell_unasked() {
     let tmp = tempfile::tempdir().unwrap();
     let marker = tmp.path().join("injected");
-    let p = policy(
+    let p = write_policy(
         tmp.path(),
         &format!(
             r#"body common control {{ bundlesequence => {{ "main" }}; }}
@@ -66,7 +51,7 @@ body classes rc(p) {{ promise_kept => {{ "$(p)_ok" }}; repair_failed => {{ "$(p)
             marker = marker.display()
         ),
     );
-    let out = ours(&tmp.path().join("wd"), &p, &[]);
+    let out = agent_inform(&tmp.path().join("wd"), &p, &[]);
     assert!(
         !marker.exists(),
         "a variable became a shell command: {out:?}"
@@ -89,7 +74,7 @@ body classes rc(p) {{ promise_kept => {{ "$(p)_ok" }}; repair_failed => {{ "$(p)
 #[test]
 fn a_hanging_command_times_out_alone() {
     let tmp = tempfile::tempdir().unwrap();
-    let p = policy(
+    let p = write_policy(
         tmp.path(),
         r#"bundle agent main
 {
@@ -106,7 +91,7 @@ body classes rc(p) { repair_timeout => { "$(p)_timeout" }; }
 "#,
     );
     let start = std::time::Instant::now();
-    let out = ours(&tmp.path().join("wd"), &p, &[]);
+    let out = agent_inform(&tmp.path().join("wd"), &p, &[]);
     assert!(start.elapsed() < Duration::from_secs(15), "{out:?}");
     assert!(out.stdout.contains("R: timed out"), "{out:?}");
     assert!(out.stdout.contains("R: still running"), "{out:?}");
@@ -117,14 +102,14 @@ body classes rc(p) { repair_timeout => { "$(p)_timeout" }; }
 fn dry_run_runs_no_command() {
     let tmp = tempfile::tempdir().unwrap();
     let marker = tmp.path().join("ran");
-    let p = policy(
+    let p = write_policy(
         tmp.path(),
         &format!(
             "bundle agent main {{ commands: \"/usr/bin/touch {}\"; }}\n",
             marker.display()
         ),
     );
-    let out = ours(&tmp.path().join("wd"), &p, &["--dry-run"]);
+    let out = agent_inform(&tmp.path().join("wd"), &p, &["--dry-run"]);
     assert!(!marker.exists());
     assert!(out.stdout.contains("Would execute script"), "{out:?}");
 }
@@ -156,7 +141,7 @@ fn processes_are_counted_and_signalled() {
     let mut s1 = sleeper(&tag);
     let mut s2 = sleeper(&tag);
     std::thread::sleep(Duration::from_millis(100));
-    let count = policy(
+    let count = write_policy(
         tmp.path(),
         &format!(
             r#"bundle agent main
@@ -174,7 +159,7 @@ body process_count two {{ match_range => "2,2"; in_range_define => {{ "two_in" }
 "#
         ),
     );
-    let out = ours(&tmp.path().join("wd"), &count, &[]);
+    let out = agent_inform(&tmp.path().join("wd"), &count, &[]);
     assert!(out.stdout.contains("R: two running"), "{out:?}");
     assert!(out.stdout.contains("R: restart class set"), "{out:?}");
     let kill = tmp.path().join("kill.cf");
@@ -183,17 +168,17 @@ body process_count two {{ match_range => "2,2"; in_range_define => {{ "two_in" }
         format!("bundle agent main {{ processes: \"sleep {tag}\" signals => {{ \"term\" }}; }}\n"),
     )
     .unwrap();
-    let dry = ours(&tmp.path().join("wd"), &kill, &["--dry-run"]);
+    let dry = agent_inform(&tmp.path().join("wd"), &kill, &["--dry-run"]);
     assert!(dry.stdout.contains("Should signal 'term'"), "{dry:?}");
     assert!(
         s1.0.try_wait().unwrap().is_none(),
         "dry-run must not signal"
     );
-    let out = ours(&tmp.path().join("wd"), &kill, &[]);
+    let out = agent_inform(&tmp.path().join("wd"), &kill, &[]);
     assert!(out.stdout.contains("Signalled 'term' (15)"), "{out:?}");
     assert!(s1.0.wait().unwrap().signal_is(libc::SIGTERM));
     assert!(s2.0.wait().unwrap().signal_is(libc::SIGTERM));
-    let again = ours(&tmp.path().join("wd"), &kill, &[]);
+    let again = agent_inform(&tmp.path().join("wd"), &kill, &[]);
     assert!(
         !again.stdout.contains("Signalled"),
         "second run must be a no-op: {again:?}"
@@ -239,16 +224,16 @@ fn users_are_created_updated_and_removed() {
     let _guard = UserGuard(name.clone());
     let tmp = tempfile::tempdir().unwrap();
     let wd = tmp.path().join("wd");
-    let present = policy(
+    let present = write_policy(
         tmp.path(),
         &format!(
             "bundle agent main {{ users: \"{name}\" policy => \"present\", description => \"Convergent Test\", shell => \"/bin/sh\"; }}\n"
         ),
     );
-    let dry = ours(&wd, &present, &["--dry-run"]);
+    let dry = agent_inform(&wd, &present, &["--dry-run"]);
     assert!(dry.stdout.contains("Should create user"), "{dry:?}");
     assert!(passwd_line(&name).is_none(), "dry-run created the user");
-    let out = ours(&wd, &present, &[]);
+    let out = agent_inform(&wd, &present, &[]);
     assert!(
         out.stdout.contains(&format!("Created user '{name}'")),
         "{out:?}"
@@ -258,7 +243,7 @@ fn users_are_created_updated_and_removed() {
         line.contains(":Convergent Test:") && line.ends_with(":/bin/sh"),
         "{line}"
     );
-    let again = ours(&wd, &present, &[]);
+    let again = agent_inform(&wd, &present, &[]);
     assert!(
         !again.stdout.contains("user '"),
         "second run must be a no-op: {again:?}"
@@ -269,7 +254,7 @@ fn users_are_created_updated_and_removed() {
         format!("bundle agent main {{ users: \"{name}\" policy => \"absent\"; }}\n"),
     )
     .unwrap();
-    let out = ours(&wd, &absent, &[]);
+    let out = agent_inform(&wd, &absent, &[]);
     assert!(
         out.stdout.contains(&format!("Deleted user '{name}'")),
         "{out:?}"
@@ -280,11 +265,11 @@ fn users_are_created_updated_and_removed() {
 #[test]
 fn an_invalid_user_name_fails_alone() {
     let tmp = tempfile::tempdir().unwrap();
-    let p = policy(
+    let p = write_policy(
         tmp.path(),
         "bundle agent main { users: \"bad name;rm\" policy => \"present\"; reports: \"after\"; }\n",
     );
-    let out = ours(&tmp.path().join("wd"), &p, &[]);
+    let out = agent_inform(&tmp.path().join("wd"), &p, &[]);
     assert!(
         out.stdout
             .contains("'bad name;rm' is not a valid user name"),
@@ -333,21 +318,21 @@ fn services_through_init_scripts() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let wd = tmp.path().join("wd");
-    let start = policy(
+    let start = write_policy(
         tmp.path(),
         &format!("bundle agent main {{ services: \"{name}\" service_policy => \"start\"; }}\n"),
     );
-    let dry = ours(&wd, &start, &["--dry-run"]);
+    let dry = agent_inform(&wd, &start, &["--dry-run"]);
     assert!(dry.stdout.contains("Should run"), "{dry:?}");
     assert!(!Path::new(&pidfile).exists());
-    let out = ours(&wd, &start, &[]);
+    let out = agent_inform(&wd, &start, &[]);
     assert!(
         out.stdout
             .contains(&format!("Executed '/etc/init.d/{name} start'")),
         "{out:?}"
     );
     assert!(Path::new(&pidfile).exists());
-    let again = ours(&wd, &start, &[]);
+    let again = agent_inform(&wd, &start, &[]);
     assert!(!again.stdout.contains("Executed"), "{again:?}");
     let stop = tmp.path().join("stop.cf");
     std::fs::write(
@@ -355,7 +340,7 @@ fn services_through_init_scripts() {
         format!("bundle agent main {{ services: \"{name}\" service_policy => \"stop\"; }}\n"),
     )
     .unwrap();
-    let out = ours(&wd, &stop, &[]);
+    let out = agent_inform(&wd, &stop, &[]);
     assert!(out.stdout.contains("stop'"), "{out:?}");
     assert!(!Path::new(&pidfile).exists());
 }

@@ -42,8 +42,7 @@ fn lines(out: &Captured) -> Vec<String> {
 }
 
 fn run_both(dir: &Path, policy: &str) -> (Captured, Option<Captured>) {
-    let file = dir.join("p.cf");
-    std::fs::write(&file, policy).expect("write policy");
+    let file = write_policy(dir, policy);
     let ours = run(Command::new(agent_bin())
         .args(["-K", "-w"])
         .arg(dir.join("wd"))

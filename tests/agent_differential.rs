@@ -97,26 +97,5 @@ fn run_case(policy: &Path, with_reference: bool) -> Vec<String> {
 
 #[test]
 fn agent_runs_match_cf_agent() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agent");
-    let with_reference = have("cf-agent");
-    if !with_reference {
-        eprintln!("skipped: cf-agent not installed; comparing with the recorded outputs instead");
-    }
-    let cases = cf_files(&dir);
-    assert!(
-        cases.len() >= 5,
-        "expected the agent test corpus in {}",
-        dir.display()
-    );
-    let problems: Vec<String> = cases
-        .iter()
-        .flat_map(|c| run_case(c, with_reference))
-        .collect();
-    assert!(
-        problems.is_empty(),
-        "{} of {} cases differ:\n{}",
-        problems.len(),
-        cases.len(),
-        problems.join("\n\n")
-    );
+    check_corpus(&["agent"], "cf-agent", run_case);
 }

@@ -9,12 +9,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn write_policy(dir: &Path, text: &str) -> std::path::PathBuf {
-    let p = dir.join("p.cf");
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
 const REPORT: &str = "bundle agent main { reports: \"hello\"; }\n";
 
 #[test]

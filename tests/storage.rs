@@ -7,15 +7,6 @@ mod common;
 use common::*;
 use std::process::Command;
 
-fn agent(policy: &std::path::Path, wd: &std::path::Path, extra: &[&str]) -> Captured {
-    run(Command::new(agent_bin())
-        .args(["-K", "-I", "-w"])
-        .arg(wd)
-        .args(extra)
-        .arg("-f")
-        .arg(policy))
-}
-
 #[test]
 fn volume_free_space() {
     let tmp = tempfile::tempdir().unwrap();
@@ -36,7 +27,7 @@ body classes r(p) { promise_kept => { "$(p)_ok" }; repair_failed => { "$(p)_fail
 "#,
     )
     .unwrap();
-    let out = agent(&p, &tmp.path().join("wd"), &[]);
+    let out = agent_inform(&tmp.path().join("wd"), &p, &[]);
     assert!(out.stdout.contains("R: 1% free"), "{out:?}");
     assert!(out.stdout.contains("R: not 101% free"), "{out:?}");
     assert!(out.stdout.contains("below the promised 101%"), "{out:?}");
@@ -81,9 +72,9 @@ body mount nfs(server, src) {{ mount_type => "nfs"; mount_source => "$(src)"; mo
         ),
     )
     .unwrap();
-    let dry = agent(&p, &tmp.path().join("wd"), &["--dry-run"]);
+    let dry = agent_inform(&tmp.path().join("wd"), &p, &["--dry-run"]);
     assert!(dry.stdout.contains("Should run '/bin/umount"), "{dry:?}");
-    let out = agent(&p, &tmp.path().join("wd"), &[]);
+    let out = agent_inform(&tmp.path().join("wd"), &p, &[]);
     assert!(
         out.stdout
             .contains(&format!("Unmounted '{}'", mnt.display())),

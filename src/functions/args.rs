@@ -93,6 +93,21 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// One of a fixed set of words, `default` when the argument is absent.
+    pub fn opt_option(
+        &self,
+        i: usize,
+        param: &str,
+        choices: &[&str],
+        default: &'a str,
+    ) -> Result<&'a str, FnError> {
+        if i < self.args.len() {
+            self.option(i, param, choices)
+        } else {
+            Ok(default)
+        }
+    }
+
     /// A boolean option (`true`, `yes`, `on` / `false`, `no`, `off`).
     pub fn boolean(&self, i: usize, param: &str) -> Result<bool, FnError> {
         match self.option(i, param, &["true", "false", "yes", "no", "on", "off"])? {
@@ -112,6 +127,16 @@ impl<'a> Args<'a> {
         ctx.regexes
             .get(p)
             .map_err(|e| self.fail(format!("parameter '{param}': {e}")))
+    }
+
+    /// A list of strings: a collecting argument (see `collect`) as a list,
+    /// a single string as a list of one, a data container as its scalars.
+    pub fn list(&self, ctx: &EvalContext, i: usize, param: &str) -> Result<Vec<String>, FnError> {
+        Ok(match self.collect(ctx, i, param)? {
+            Value::List(l) => l,
+            Value::Scalar(s) => vec![s],
+            Value::Data(d) => crate::eval::rval::json_scalars(&d),
+        })
     }
 
     /// A collecting argument, resolved (see `collect`).
@@ -295,5 +320,17 @@ mod tests {
         );
         assert!(a.option(0, "mode", &["lex"]).is_err());
         assert!(a.str(1, "x").is_err());
+    }
+
+    #[test]
+    fn optional_options_and_lists() {
+        let v = [Value::str("int"), Value::str("[\"a\", 1]")];
+        let a = Args::new("sort", &v);
+        assert_eq!(a.opt_option(0, "mode", &["lex", "int"], "lex"), Ok("int"));
+        assert_eq!(a.opt_option(2, "mode", &["lex", "int"], "lex"), Ok("lex"));
+        assert!(a.opt_option(0, "mode", &["lex"], "lex").is_err());
+        let ctx = EvalContext::default();
+        assert_eq!(a.list(&ctx, 1, "items"), Ok(vec!["a".into(), "1".into()]));
+        assert_eq!(a.list(&ctx, 0, "items"), Err(FnError::Defer));
     }
 }

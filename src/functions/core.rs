@@ -1,21 +1,10 @@
 //! The functions that evaluation cannot do without: string comparison,
 //! regex matching, class and variable tests, and the boolean helpers.
 
-use super::{FnError, FnResult, FnSpec, class_result, scalar_arg};
+use super::args::Args;
+use super::{FnError, FnResult, FnSpec, class_result, spec};
 use crate::eval::classes::canonify;
 use crate::eval::{EvalContext, Value};
-
-const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: super::FnImpl) -> FnSpec {
-    FnSpec {
-        name,
-        min_args: min,
-        max_args: max,
-        raw_args: &[],
-        side_effects: false,
-        cached: false,
-        imp,
-    }
-}
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("strcmp", 2, Some(2), strcmp),
@@ -30,47 +19,47 @@ pub static FUNCTIONS: &[FnSpec] = &[
 ];
 
 fn strcmp(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    Ok(class_result(
-        scalar_arg("strcmp", a, 0)? == scalar_arg("strcmp", a, 1)?,
-    ))
+    let args = Args::new("strcmp", a);
+    Ok(class_result(args.str(0, "text1")? == args.str(1, "text2")?))
 }
 
 fn regcmp(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let pattern = scalar_arg("regcmp", a, 0)?;
-    let text = scalar_arg("regcmp", a, 1)?;
-    let re = ctx
-        .regexes
-        .get(pattern)
-        .map_err(|e| FnError::Failed(format!("regcmp: {e}")))?;
-    Ok(class_result(re.is_full_match(text)))
+    let args = Args::new("regcmp", a);
+    let re = args.regex(ctx, 0, "regex")?;
+    Ok(class_result(re.is_full_match(args.str(1, "text")?)))
 }
 
 fn isvariable(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let name = scalar_arg("isvariable", a, 0)?;
+    let name = Args::new("isvariable", a).str(0, "variable")?;
     Ok(class_result(ctx.lookup(name).is_some()))
 }
 
 fn canonify_fn(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    Ok(Value::str(canonify(scalar_arg("canonify", a, 0)?)))
+    Ok(Value::str(canonify(
+        Args::new("canonify", a).str(0, "text")?,
+    )))
 }
 
 fn concat(_: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("concat", a);
     let mut out = String::new();
     for i in 0..a.len() {
-        out.push_str(scalar_arg("concat", a, i)?);
+        out.push_str(args.str(i, "text")?);
     }
     Ok(Value::str(out))
 }
 
-fn truth(ctx: &mut EvalContext, name: &str, a: &[Value], i: usize) -> Result<bool, FnError> {
-    let expr = scalar_arg(name, a, i)?;
+/// Whether the class expression at `i` holds.
+fn truth(ctx: &mut EvalContext, args: &Args, i: usize, param: &str) -> Result<bool, FnError> {
+    let expr = args.str(i, param)?;
     ctx.eval_class_expr(expr)
-        .map_err(|e| FnError::Failed(format!("{name}: invalid class expression '{expr}': {e}")))
+        .map_err(|e| args.fail(format!("invalid class expression '{expr}': {e}")))
 }
 
 fn and(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("and", a);
     for i in 0..a.len() {
-        if !truth(ctx, "and", a, i)? {
+        if !truth(ctx, &args, i, "condition")? {
             return Ok(class_result(false));
         }
     }
@@ -78,8 +67,9 @@ fn and(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 }
 
 fn or(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("or", a);
     for i in 0..a.len() {
-        if truth(ctx, "or", a, i)? {
+        if truth(ctx, &args, i, "condition")? {
             return Ok(class_result(true));
         }
     }
@@ -87,20 +77,26 @@ fn or(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 }
 
 fn not(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    Ok(class_result(!truth(ctx, "not", a, 0)?))
+    Ok(class_result(!truth(
+        ctx,
+        &Args::new("not", a),
+        0,
+        "condition",
+    )?))
 }
 
 /// `ifelse(c1, v1, c2, v2, ..., default)`: the value after the first true
 /// class expression, else the last argument.
 fn ifelse(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("ifelse", a);
     if a.len().is_multiple_of(2) {
-        return Err(FnError::Failed(
-            "ifelse: needs an odd number of arguments (pairs of condition and value, then a default)".into(),
+        return Err(args.fail(
+            "needs an odd number of arguments (pairs of condition and value, then a default)",
         ));
     }
     let mut i = 0;
     while i + 1 < a.len() {
-        if truth(ctx, "ifelse", a, i)? {
+        if truth(ctx, &args, i, "condition")? {
             return Ok(a[i + 1].clone());
         }
         i += 2;

@@ -5,22 +5,11 @@
 use super::args::{Args, collect, value_to_arc_json};
 use super::regexes::define_var;
 use super::strings::{HASH_ALGORITHMS, digest, hex, split_regex};
-use super::{FnError, FnResult, FnSpec, class_result, json};
+use super::{FnError, FnResult, FnSpec, class_result, json, spec};
+use crate::eval::regex::Regex;
 use crate::eval::{DataType, EvalContext, Value};
 use serde_json::{Map, Value as Json};
 use std::sync::Arc;
-
-const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: super::FnImpl) -> FnSpec {
-    FnSpec {
-        name,
-        min_args: min,
-        max_args: max,
-        raw_args: &[],
-        side_effects: false,
-        cached: false,
-        imp,
-    }
-}
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("parsejson", 1, Some(1), parsejson),
@@ -379,6 +368,38 @@ enum Field {
     Real,
 }
 
+/// Text to split as the array and list functions take it: the arguments
+/// from `first` on are a comment pattern, a split pattern, the most entries
+/// and the most bytes (negative: no limit).
+struct Splitting {
+    /// The text cut to the most bytes (on a character boundary), comments
+    /// removed.
+    text: String,
+    split: Arc<Regex>,
+    max_entries: i64,
+}
+
+fn splitting(
+    ctx: &mut EvalContext,
+    args: &Args,
+    text: &str,
+    first: usize,
+) -> Result<Splitting, FnError> {
+    let comment = args.str(first, "comment")?;
+    let split = args.regex(ctx, first + 1, "split")?;
+    let max_entries = args.int(first + 2, "max_entries")?;
+    let max_bytes = args.int(first + 3, "max_bytes")?;
+    let text = match usize::try_from(max_bytes) {
+        Ok(max) => &text[..text.floor_char_boundary(max)],
+        Err(_) => text,
+    };
+    Ok(Splitting {
+        text: strip_comments(ctx, args, text, comment)?,
+        split,
+        max_entries,
+    })
+}
+
 /// The lines of `text` after removing comments, at most `max_entries`,
 /// each split into fields.
 fn table(
@@ -387,19 +408,11 @@ fn table(
     text: &str,
     first: usize,
 ) -> Result<Vec<Vec<String>>, FnError> {
-    let comment = args.str(first, "comment")?;
-    let split = args.regex(ctx, first + 1, "split")?;
-    let max_entries = args.int(first + 2, "max_entries")?;
-    let max_bytes = args.int(first + 3, "max_bytes")?;
-    let mut text = text.to_string();
-    if max_bytes >= 0 && (max_bytes as usize) < text.len() {
-        let mut cut = max_bytes as usize;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-    }
-    let text = strip_comments(ctx, args, &text, comment)?;
+    let Splitting {
+        text,
+        split,
+        max_entries,
+    } = splitting(ctx, args, text, first)?;
     let mut rows = Vec::new();
     for line in text.split('\n') {
         if line.trim().is_empty() {
@@ -551,19 +564,11 @@ fn readstringarrayidx(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 fn read_list(name: &'static str, ctx: &mut EvalContext, a: &[Value], kind: Field) -> FnResult {
     let args = Args::new(name, a);
     let text = read_text(&args, 0, None)?;
-    let comment = args.str(1, "comment")?;
-    let split = args.regex(ctx, 2, "split")?;
-    let max_entries = args.int(3, "max_entries")?;
-    let max_bytes = args.int(4, "max_bytes")?;
-    let mut text = text;
-    if max_bytes >= 0 && (max_bytes as usize) < text.len() {
-        let mut cut = max_bytes as usize;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-    }
-    let text = strip_comments(ctx, &args, &text, comment)?;
+    let Splitting {
+        text,
+        split,
+        max_entries,
+    } = splitting(ctx, &args, &text, 1)?;
     let mut out = Vec::new();
     for item in split_regex(&split, &text, usize::MAX) {
         if item.is_empty() {

@@ -6,8 +6,9 @@
 //! globs with the C library's `glob` so that sorting and hidden files come
 //! out the same.
 
-use super::params::{Params, int_value, spec};
-use super::{FnError, FnResult, FnSpec, class_result};
+use super::args::Args;
+use super::strings::{HASH_ALGORITHMS, digest, hex};
+use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
 use crate::eval::{EvalContext, Value};
 use serde_json::Value as Json;
 use std::ffi::{CStr, CString};
@@ -47,41 +48,43 @@ fn stat(path: &str) -> Option<Metadata> {
 
 /// Whether the path exists; a dangling symbolic link exists.
 fn fileexists(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("fileexists", a);
-    Ok(class_result(lstat(p.str(0)?).is_some()))
+    let p = Args::new("fileexists", a);
+    Ok(class_result(lstat(p.str(0, "path")?).is_some()))
 }
 
 fn isdir(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("isdir", a);
-    Ok(class_result(stat(p.str(0)?).is_some_and(|m| m.is_dir())))
+    let p = Args::new("isdir", a);
+    Ok(class_result(
+        stat(p.str(0, "path")?).is_some_and(|m| m.is_dir()),
+    ))
 }
 
 fn isplain(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("isplain", a);
+    let p = Args::new("isplain", a);
     Ok(class_result(
-        lstat(p.str(0)?).is_some_and(|m| m.file_type().is_file()),
+        lstat(p.str(0, "path")?).is_some_and(|m| m.file_type().is_file()),
     ))
 }
 
 fn islink(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("islink", a);
+    let p = Args::new("islink", a);
     Ok(class_result(
-        lstat(p.str(0)?).is_some_and(|m| m.file_type().is_symlink()),
+        lstat(p.str(0, "path")?).is_some_and(|m| m.file_type().is_symlink()),
     ))
 }
 
 /// Executable by someone: any execute bit (directories included, as in
 /// cf-agent).
 fn isexecutable(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("isexecutable", a);
+    let p = Args::new("isexecutable", a);
     Ok(class_result(
-        stat(p.str(0)?).is_some_and(|m| m.permissions().mode() & 0o111 != 0),
+        stat(p.str(0, "path")?).is_some_and(|m| m.permissions().mode() & 0o111 != 0),
     ))
 }
 
 fn filesize(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("filesize", a);
-    let path = p.str(0)?;
+    let p = Args::new("filesize", a);
+    let path = p.str(0, "path")?;
     match lstat(path) {
         Some(m) => Ok(int_value(m.len() as i64)),
         None => Err(p.fail(format!("cannot stat '{path}'"))),
@@ -156,10 +159,11 @@ fn resolve_links(path: &str) -> String {
 
 /// `filestat(path, field)`: one field of `lstat`, or a derived one.
 fn filestat(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("filestat", a);
-    let path = p.str(0)?;
+    let p = Args::new("filestat", a);
+    let path = p.str(0, "path")?;
     let field = p.option(
         1,
+        "field",
         &[
             "size",
             "gid",
@@ -222,8 +226,8 @@ fn filestat(_: &mut EvalContext, a: &[Value]) -> FnResult {
 
 /// True when every path of the list exists; an empty list is false.
 fn filesexist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("filesexist", a);
-    let paths = p.list(ctx, 0)?;
+    let p = Args::new("filesexist", a);
+    let paths = p.list(ctx, 0, "paths")?;
     Ok(class_result(
         !paths.is_empty() && paths.iter().all(|f| lstat(f).is_some()),
     ))
@@ -277,10 +281,10 @@ fn expand_double_star(pattern: &str) -> Vec<String> {
 /// `findfiles(glob...)`: matching paths of absolute globs; relative ones
 /// are skipped with a warning.
 fn findfiles(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("findfiles", a);
+    let p = Args::new("findfiles", a);
     let mut out: Vec<String> = Vec::new();
     for i in 0..p.len() {
-        let pattern = p.str(i)?;
+        let pattern = p.str(i, "glob")?;
         if !pattern.starts_with('/') {
             tracing::warn!("Non-absolute path in findfiles(), skipping: {pattern}");
             continue;
@@ -299,10 +303,10 @@ fn findfiles(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// Looks for a glob in a directory and its parents, up to `levels`
 /// directories (all the way up by default).
 fn search_upwards(name: &'static str, a: &[Value]) -> FnResult {
-    let p = Params::new(name, a);
-    let start = p.str(0)?;
-    let glob = p.str(1)?;
-    let levels = p.opt_int(2, i64::MAX)?;
+    let p = Args::new(name, a);
+    let start = p.str(0, "path")?;
+    let glob = p.str(1, "glob")?;
+    let levels = p.opt_int(2, "max_levels", i64::MAX)?;
     let mut out = Vec::new();
     let mut dir = std::path::PathBuf::from(start);
     // The start directory, then up to `levels` parents.
@@ -366,10 +370,10 @@ pub fn read_dir_raw(path: &str) -> std::io::Result<Vec<String>> {
 /// (an empty pattern matches all), optionally prefixed with the path and a
 /// slash.
 fn lsdir(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("lsdir", a);
-    let path = p.str(0)?;
-    let pattern = p.str(1)?;
-    let base = p.boolean(2)?;
+    let p = Args::new("lsdir", a);
+    let path = p.str(0, "path")?;
+    let pattern = p.str(1, "regex")?;
+    let base = p.boolean(2, "include_base")?;
     // An invalid pattern matches nothing (cf-agent logs it and lists
     // nothing).
     let re = if pattern.is_empty() {
@@ -402,8 +406,8 @@ fn lsdir(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 /// Paths are the same on every platform we run on.
 fn translatepath(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("translatepath", a);
-    Ok(Value::str(p.str(0)?))
+    let p = Args::new("translatepath", a);
+    Ok(Value::str(p.str(0, "path")?))
 }
 
 /// The directory part of a path, as `dirname(1)` computes it: trailing
@@ -431,53 +435,30 @@ pub fn dirname_of(path: &str) -> String {
 }
 
 fn dirname(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("dirname", a);
-    Ok(Value::str(dirname_of(p.str(0)?)))
-}
-
-/// A digest of bytes in lower-case hex.
-pub fn digest_hex(algorithm: &str, data: &[u8]) -> Option<String> {
-    use md5::Digest as _;
-    let bytes: Vec<u8> = match algorithm {
-        "md5" => md5::Md5::digest(data).to_vec(),
-        "sha1" => sha1::Sha1::digest(data).to_vec(),
-        "sha256" => sha2::Sha256::digest(data).to_vec(),
-        "sha384" => sha2::Sha384::digest(data).to_vec(),
-        "sha512" => sha2::Sha512::digest(data).to_vec(),
-        _ => return None,
-    };
-    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-fn digest_len(algorithm: &str) -> usize {
-    match algorithm {
-        "md5" => 16,
-        "sha1" => 20,
-        "sha256" => 32,
-        "sha384" => 48,
-        _ => 64,
-    }
+    let p = Args::new("dirname", a);
+    Ok(Value::str(dirname_of(p.str(0, "path")?)))
 }
 
 /// `file_hash(path, algorithm)`. A file that cannot be opened hashes to
 /// zeros and one that cannot be read to the digest of nothing, as in
 /// cf-agent.
 fn file_hash(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("file_hash", a);
-    let path = p.str(0)?;
-    let alg = p.option(1, &["md5", "sha1", "sha256", "sha384", "sha512"])?;
-    let hex = match std::fs::File::open(path) {
-        Err(_) => "0".repeat(digest_len(alg) * 2),
+    let p = Args::new("file_hash", a);
+    let path = p.str(0, "path")?;
+    let alg = p.option(1, "algorithm", HASH_ALGORITHMS)?;
+    let d = match std::fs::File::open(path) {
+        // Zeros, as many as the algorithm's digest has bytes.
+        Err(_) => vec![0; digest(alg, b"").unwrap_or_default().len()],
         Ok(mut f) => {
             let mut data = Vec::new();
             use std::io::Read as _;
             if f.read_to_end(&mut data).is_err() {
                 data.clear();
             }
-            digest_hex(alg, &data).unwrap_or_default()
+            digest(alg, &data).unwrap_or_default()
         }
     };
-    Ok(Value::str(hex))
+    Ok(Value::str(hex(&d)))
 }
 
 /// Compares a timestamp of two files: whether the first is earlier
@@ -488,8 +469,8 @@ fn compare_times(
     time: fn(&Metadata) -> i64,
     before: bool,
 ) -> Result<bool, FnError> {
-    let p = Params::new(name, a);
-    let (Some(m1), Some(m2)) = (stat(p.str(0)?), stat(p.str(1)?)) else {
+    let p = Args::new(name, a);
+    let (Some(m1), Some(m2)) = (stat(p.str(0, "path1")?), stat(p.str(1, "path2")?)) else {
         return Ok(false);
     };
     Ok(if before {
@@ -517,8 +498,8 @@ fn isnewerthan(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// `diskfree(path)`: kilobytes available to unprivileged users on the file
 /// system holding the path; 0 when it cannot be asked.
 fn diskfree(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("diskfree", a);
-    let path = p.str(0)?;
+    let p = Args::new("diskfree", a);
+    let path = p.str(0, "path")?;
     let Ok(cpath) = CString::new(path) else {
         return Ok(int_value(0));
     };
@@ -565,11 +546,7 @@ mod tests {
     }
 
     #[test]
-    fn hashes_and_listing() {
-        assert_eq!(
-            digest_hex("md5", b"").as_deref(),
-            Some("d41d8cd98f00b204e9800998ecf8427e")
-        );
+    fn listing() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("f"), "x").unwrap();
         let mut names = read_dir_raw(&dir.path().display().to_string()).unwrap();

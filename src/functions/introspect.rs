@@ -2,8 +2,8 @@
 //! the bundles of the policy, the state of bundles, the call stack, and
 //! the version tests (`cf_version_*`, answered for CFEngine 3.21.0).
 
-use super::params::{Params, int_value, spec};
-use super::{FnError, FnResult, FnSpec, class_result};
+use super::args::{Args, value_to_json};
+use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
 use crate::eval::context::scalar_text;
 use crate::eval::{EvalContext, Value};
 use serde_json::{Map, Value as Json};
@@ -52,8 +52,8 @@ fn all_classes(ctx: &EvalContext) -> Vec<(String, Vec<String>)> {
 /// The classes whose name fully matches the first argument (default `.*`)
 /// and, when tag patterns follow, that carry a tag matching one of them.
 /// An invalid pattern matches nothing, as in cf-agent (which logs it).
-fn matching_classes(ctx: &mut EvalContext, p: &Params) -> Result<Vec<String>, FnError> {
-    let pattern = p.opt_str(0)?.unwrap_or(".*");
+fn matching_classes(ctx: &mut EvalContext, p: &Args) -> Result<Vec<String>, FnError> {
+    let pattern = p.opt_str(0, "regex")?.unwrap_or(".*");
     let Ok(re) = ctx.regexes.get(pattern) else {
         tracing::error!(
             "function '{}': invalid regular expression '{pattern}'",
@@ -63,7 +63,7 @@ fn matching_classes(ctx: &mut EvalContext, p: &Params) -> Result<Vec<String>, Fn
     };
     let mut tag_res = Vec::new();
     for i in 1..p.len() {
-        let t = p.str(i)?;
+        let t = p.str(i, "tag_regex")?;
         match ctx.regexes.get(t) {
             Ok(r) => tag_res.push(r),
             Err(e) => tracing::error!("function '{}': {e}", p.name),
@@ -86,17 +86,17 @@ fn matching_classes(ctx: &mut EvalContext, p: &Params) -> Result<Vec<String>, Fn
 /// `classesmatching(regex, tag...)`. cf-agent lists them in hash order; we
 /// list them sorted.
 fn classesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("classesmatching", a);
+    let p = Args::new("classesmatching", a);
     Ok(Value::List(matching_classes(ctx, &p)?))
 }
 
 fn classmatch(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("classmatch", a);
+    let p = Args::new("classmatch", a);
     Ok(class_result(!matching_classes(ctx, &p)?.is_empty()))
 }
 
 fn countclassesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("countclassesmatching", a);
+    let p = Args::new("countclassesmatching", a);
     Ok(int_value(matching_classes(ctx, &p)?.len() as i64))
 }
 
@@ -113,9 +113,9 @@ fn select_tags(tags: &[String], key: Option<&str>) -> Vec<String> {
 }
 
 fn getclassmetatags(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("getclassmetatags", a);
-    let name = p.str(0)?;
-    let key = p.opt_str(1)?;
+    let p = Args::new("getclassmetatags", a);
+    let name = p.str(0, "class")?;
+    let key = p.opt_str(1, "tag_key")?;
     let bare = name.strip_prefix("default:").unwrap_or(name);
     let local = ctx.frame().and_then(|f| f.local_classes.get(bare).cloned());
     let info = local.or_else(|| ctx.classes.get(bare).cloned());
@@ -126,9 +126,9 @@ fn getclassmetatags(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 }
 
 fn getvariablemetatags(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("getvariablemetatags", a);
-    let name = p.str(0)?;
-    let key = p.opt_str(1)?;
+    let p = Args::new("getvariablemetatags", a);
+    let name = p.str(0, "variable")?;
+    let key = p.opt_str(1, "tag_key")?;
     match ctx.lookup_variable(name) {
         Some(v) => Ok(Value::List(select_tags(&v.tags, key))),
         None => Err(p.fail(format!("variable '{name}' is not defined"))),
@@ -141,11 +141,11 @@ fn getvariablemetatags(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 /// bundles that match, last defined first (cf-agent's order). Tags are
 /// the bundle's `meta: "tags"`, known once the bundle has run.
 fn bundlesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("bundlesmatching", a);
-    let re = p.regex(ctx, 0)?;
+    let p = Args::new("bundlesmatching", a);
+    let re = p.regex(ctx, 0, "regex")?;
     let mut tag_res = Vec::new();
     for i in 1..p.len() {
-        tag_res.push(p.regex(ctx, i)?);
+        tag_res.push(p.regex(ctx, i, "tag_regex")?);
     }
     let mut out = Vec::new();
     for b in ctx.policy_bundles.iter().rev() {
@@ -177,22 +177,13 @@ fn bundlesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(Value::List(out))
 }
 
-/// A value as JSON, the way cf-agent exports variables into data.
-pub fn value_json(v: &Value) -> Json {
-    match v {
-        Value::Scalar(s) => Json::String(s.clone()),
-        Value::List(l) => Json::Array(l.iter().cloned().map(Json::String).collect()),
-        Value::Data(d) => d.as_ref().clone(),
-    }
-}
-
 /// The variables of one scope as an object with sorted keys.
 fn scope_object(ctx: &EvalContext, ns: &str, scope: &str) -> Map<String, Json> {
     let mut vars: Vec<(&String, Json)> = ctx
         .vars
         .iter()
         .filter(|(k, _, _)| k.ns == ns && k.scope == scope)
-        .map(|(_, n, v)| (n, value_json(&v.value)))
+        .map(|(_, n, v)| (n, value_to_json(&v.value)))
         .collect();
     vars.sort_by(|a, b| a.0.cmp(b.0));
     vars.into_iter().map(|(n, v)| (n.clone(), v)).collect()
@@ -200,8 +191,8 @@ fn scope_object(ctx: &EvalContext, ns: &str, scope: &str) -> Map<String, Json> {
 
 /// `bundlestate(bundle)`: the variables of a bundle as a data container.
 fn bundlestate(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("bundlestate", a);
-    let name = p.str(0)?;
+    let p = Args::new("bundlestate", a);
+    let name = p.str(0, "bundle")?;
     let (ns, bundle) = match name.split_once(':') {
         Some((n, b)) => (n.to_string(), b.to_string()),
         None => ("default".to_string(), name.to_string()),
@@ -325,7 +316,7 @@ fn scan_int(s: &str) -> Option<(i64, &str)> {
 /// Up to three components of a version, read as cf-agent reads them
 /// (`sscanf("%d.%d.%d")`): reading stops at the first component that is
 /// not a number (`3.x` is `3`); a version without even the first fails.
-fn parse_version(p: &Params, s: &str) -> Result<Vec<i64>, FnError> {
+fn parse_version(p: &Args, s: &str) -> Result<Vec<i64>, FnError> {
     let Some((first, mut rest)) = scan_int(s) else {
         return Err(p.fail(format!(
             "format of version comparison string '{s}' is incorrect"
@@ -351,8 +342,8 @@ fn compare_version(given: &[i64]) -> std::cmp::Ordering {
 }
 
 fn version_test(name: &'static str, a: &[Value], ok: fn(std::cmp::Ordering) -> bool) -> FnResult {
-    let p = Params::new(name, a);
-    let v = parse_version(&p, p.str(0)?)?;
+    let p = Args::new(name, a);
+    let v = parse_version(&p, p.str(0, "version")?)?;
     Ok(class_result(ok(compare_version(&v))))
 }
 
@@ -377,9 +368,9 @@ fn cf_version_at(_: &mut EvalContext, a: &[Value]) -> FnResult {
 }
 
 fn cf_version_between(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("cf_version_between", a);
-    let low = parse_version(&p, p.str(0)?)?;
-    let high = parse_version(&p, p.str(1)?)?;
+    let p = Args::new("cf_version_between", a);
+    let low = parse_version(&p, p.str(0, "lower")?)?;
+    let high = parse_version(&p, p.str(1, "upper")?)?;
     Ok(class_result(
         compare_version(&low).is_ge() && compare_version(&high).is_le(),
     ))

@@ -2,43 +2,13 @@
 //! operations, mapping, statistics, and variable queries.
 
 use super::args::{Args, element_texts, value_to_arc_json};
-use super::{FnError, FnResult, FnSpec, class_result, json};
+use super::{FnError, FnResult, FnSpec, class_result, json, raw, spec};
 use crate::eval::classes::canonify;
 use crate::eval::{EvalContext, Value};
 use serde_json::Value as Json;
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::HashSet;
-
-const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: super::FnImpl) -> FnSpec {
-    FnSpec {
-        name,
-        min_args: min,
-        max_args: max,
-        raw_args: &[],
-        side_effects: false,
-        cached: false,
-        imp,
-    }
-}
-
-const fn raw(
-    name: &'static str,
-    min: usize,
-    max: Option<usize>,
-    raw_args: &'static [usize],
-    imp: super::FnImpl,
-) -> FnSpec {
-    FnSpec {
-        name,
-        min_args: min,
-        max_args: max,
-        raw_args,
-        side_effects: false,
-        cached: false,
-        imp,
-    }
-}
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("filter", 5, Some(5), filter),
@@ -128,13 +98,19 @@ fn grep(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     ))
 }
 
+/// The variable of `getindices` and `getvalues`; `None` when it is not
+/// defined, which has no indices or values: an empty list, as cf-agent
+/// gives (the MPF's def.cf relies on it).
+fn defined_or_none(ctx: &EvalContext, args: &Args) -> Result<Option<Value>, FnError> {
+    match args.collect(ctx, 0, "variable") {
+        Err(FnError::Defer) => Ok(None),
+        r => r.map(Some),
+    }
+}
+
 fn getindices(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let args = Args::new("getindices", a);
-    let v = match args.collect(ctx, 0, "variable") {
-        // An undefined variable has no indices or values: an empty list,
-        // as cf-agent gives (the MPF's def.cf relies on it).
-        Err(FnError::Defer) => return Ok(Value::List(Vec::new())),
-        r => r?,
+    let Some(v) = defined_or_none(ctx, &Args::new("getindices", a))? else {
+        return Ok(Value::List(Vec::new()));
     };
     Ok(Value::List(match &v {
         Value::Data(d) => match d.as_ref() {
@@ -147,12 +123,8 @@ fn getindices(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 }
 
 fn getvalues(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let args = Args::new("getvalues", a);
-    let v = match args.collect(ctx, 0, "variable") {
-        // An undefined variable has no indices or values: an empty list,
-        // as cf-agent gives (the MPF's def.cf relies on it).
-        Err(FnError::Defer) => return Ok(Value::List(Vec::new())),
-        r => r?,
+    let Some(v) = defined_or_none(ctx, &Args::new("getvalues", a))? else {
+        return Ok(Value::List(Vec::new()));
     };
     Ok(Value::List(match &v {
         Value::Scalar(s) => vec![s.clone()],
@@ -239,10 +211,7 @@ pub enum SortMode {
 const SORT_MODES: &[&str] = &["lex", "int", "real", "IP", "ip", "MAC", "mac"];
 
 fn sort_mode(args: &Args, i: usize) -> Result<SortMode, FnError> {
-    if i >= args.len() {
-        return Ok(SortMode::Lex);
-    }
-    Ok(match args.option(i, "mode", SORT_MODES)? {
+    Ok(match args.opt_option(i, "mode", SORT_MODES, "lex")? {
         "lex" => SortMode::Lex,
         "int" => SortMode::Int,
         "real" => SortMode::Real,

@@ -2,21 +2,9 @@
 //! comparisons, `int`, and `randomint`.
 
 use super::args::Args;
-use super::{FnResult, FnSpec, class_result};
+use super::{FnResult, FnSpec, class_result, spec};
 use crate::eval::promises::parse_int;
 use crate::eval::{EvalContext, Value};
-
-const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: super::FnImpl) -> FnSpec {
-    FnSpec {
-        name,
-        min_args: min,
-        max_args: max,
-        raw_args: &[],
-        side_effects: false,
-        cached: false,
-        imp,
-    }
-}
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("eval", 1, Some(3), eval),
@@ -29,14 +17,8 @@ pub static FUNCTIONS: &[FnSpec] = &[
 fn eval(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("eval", a);
     let expr = args.str(0, "expression")?;
-    let mode = if a.len() > 1 {
-        args.option(1, "mode", &["math", "class"])?
-    } else {
-        "math"
-    };
-    if a.len() > 2 {
-        args.option(2, "options", &["infix"])?;
-    }
+    let mode = args.opt_option(1, "mode", &["math", "class"], "math")?;
+    args.opt_option(2, "options", &["infix"], "infix")?;
     let v = MathParser::new(expr)
         .parse()
         .map_err(|e| args.fail(format!("cannot evaluate '{expr}': {e}")))?;
@@ -62,22 +44,20 @@ fn compare_values(a: &str, b: &str) -> std::cmp::Ordering {
     }
 }
 
+/// Whether the first argument compares to the second as `want`.
+fn compares(name: &'static str, a: &[Value], want: std::cmp::Ordering) -> FnResult {
+    let args = Args::new(name, a);
+    let x = args.str(0, "value1")?;
+    let y = args.str(1, "value2")?;
+    Ok(class_result(compare_values(x, y) == want))
+}
+
 fn isgreaterthan(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let args = Args::new("isgreaterthan", a);
-    let x = args.str(0, "larger")?;
-    let y = args.str(1, "smaller")?;
-    Ok(class_result(
-        compare_values(x, y) == std::cmp::Ordering::Greater,
-    ))
+    compares("isgreaterthan", a, std::cmp::Ordering::Greater)
 }
 
 fn islessthan(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let args = Args::new("islessthan", a);
-    let x = args.str(0, "smaller")?;
-    let y = args.str(1, "larger")?;
-    Ok(class_result(
-        compare_values(x, y) == std::cmp::Ordering::Less,
-    ))
+    compares("islessthan", a, std::cmp::Ordering::Less)
 }
 
 /// `int("123.7")` is 123; unit suffixes are read (`1k`); text that is no

@@ -5,6 +5,10 @@
 //! specification marks raw, which arrive unexpanded (`maplist`'s pattern).
 //! When an argument cannot be resolved yet, the call is deferred to a later
 //! pass instead of failing.
+//!
+//! Every function reads its arguments through [`args::Args`], which names
+//! the function and the parameter in its errors, and builds its table
+//! entry with [`spec`], [`raw`], [`effect`] or [`cached`].
 
 pub mod args;
 mod core;
@@ -18,7 +22,6 @@ mod math;
 mod modules;
 pub mod mustache;
 mod net;
-mod params;
 mod regexes;
 mod strings;
 mod system;
@@ -114,36 +117,63 @@ pub fn class_result(b: bool) -> Value {
     Value::str(if b { "any" } else { "!any" })
 }
 
-/// The scalar argument at `i`, or a clear failure.
-pub fn scalar_arg<'a>(name: &str, args: &'a [Value], i: usize) -> Result<&'a str, FnError> {
-    match args.get(i) {
-        Some(Value::Scalar(s)) => Ok(s),
-        Some(other) => Err(FnError::Failed(format!(
-            "function '{name}': argument {} must be a string, got {}",
-            i + 1,
-            other.natural_type().as_str()
-        ))),
-        None => Err(FnError::Failed(format!(
-            "function '{name}': missing argument {}",
-            i + 1
-        ))),
+/// An integer result.
+pub fn int_value(i: i64) -> Value {
+    Value::str(i.to_string())
+}
+
+// ---- the constructors of the families' tables ----------------------------
+
+/// A function without side effects taking `min` to `max` arguments (`None`:
+/// any number), all of them expanded.
+pub const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: FnImpl) -> FnSpec {
+    FnSpec {
+        name,
+        min_args: min,
+        max_args: max,
+        raw_args: &[],
+        side_effects: false,
+        cached: false,
+        imp,
     }
 }
 
-/// A collecting argument: a list or data value passed directly, or a
-/// string naming a variable (or holding inline JSON).
-pub fn collect_arg(ctx: &EvalContext, v: &Value) -> Result<Value, FnError> {
-    match v {
-        Value::Scalar(s) => {
-            let t = s.trim_start();
-            if t.starts_with('[') || t.starts_with('{') {
-                return json::parse(t)
-                    .map(Value::data)
-                    .map_err(|e| FnError::Failed(format!("invalid inline JSON '{s}': {e}")));
-            }
-            ctx.lookup(s).ok_or(FnError::Defer)
-        }
-        other => Ok(other.clone()),
+/// A function whose arguments at the positions `raw_args` arrive
+/// unexpanded (a pattern it expands itself for each element).
+pub const fn raw(
+    name: &'static str,
+    min: usize,
+    max: Option<usize>,
+    raw_args: &'static [usize],
+    imp: FnImpl,
+) -> FnSpec {
+    FnSpec {
+        raw_args,
+        ..spec(name, min, max, imp)
+    }
+}
+
+/// A function that runs commands, talks to the network or changes state.
+pub const fn effect(
+    name: &'static str,
+    min: usize,
+    max: Option<usize>,
+    cached: bool,
+    imp: FnImpl,
+) -> FnSpec {
+    FnSpec {
+        side_effects: true,
+        cached,
+        ..spec(name, min, max, imp)
+    }
+}
+
+/// A function without side effects whose result cf-agent computes once per
+/// run for the same arguments.
+pub const fn cached(name: &'static str, min: usize, max: Option<usize>, imp: FnImpl) -> FnSpec {
+    FnSpec {
+        cached: true,
+        ..spec(name, min, max, imp)
     }
 }
 

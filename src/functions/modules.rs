@@ -3,9 +3,9 @@
 //! applies the protocol to a file. The protocol itself is
 //! `crate::eval::module_protocol`, shared with `commands` promises.
 
+use super::args::Args;
 use super::exec::{self, Shell};
-use super::params::{Params, effect, spec};
-use super::{FnResult, FnSpec, class_result};
+use super::{FnResult, FnSpec, class_result, effect, spec};
 use crate::eval::classes::canonify;
 use crate::eval::module_protocol;
 use crate::eval::{EvalContext, Value};
@@ -39,9 +39,9 @@ fn modules_dir(ctx: &EvalContext) -> Option<std::path::PathBuf> {
 /// shell; the module must be owned by root or by us) and applies its
 /// output, variables going into the scope named after the module.
 fn usemodule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("usemodule", a);
-    let module = p.str(0)?;
-    let args = p.opt_str(1)?.unwrap_or("");
+    let p = Args::new("usemodule", a);
+    let module = p.str(0, "module")?;
+    let args = p.opt_str(1, "args")?.unwrap_or("");
     let Some(dir) = modules_dir(ctx) else {
         return Err(p.fail("the work directory is not known"));
     };
@@ -68,8 +68,8 @@ fn usemodule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 /// `read_module_protocol(file)`: applies the protocol lines of a file;
 /// variables go into the scope named after the file's base name.
 fn read_module_protocol(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("read_module_protocol", a);
-    let path = p.str(0)?;
+    let p = Args::new("read_module_protocol", a);
+    let path = p.str(0, "path")?;
     let text = std::fs::read(path).map_err(|e| p.fail(format!("cannot read '{path}': {e}")))?;
     let text = String::from_utf8_lossy(&text);
     let base = std::path::Path::new(path)

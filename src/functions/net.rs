@@ -3,8 +3,8 @@
 //! that need a CFEngine hub, LDAP or the Windows registry, which we do not
 //! support and say so.
 
-use super::params::{Params, cached, effect, spec};
-use super::{FnError, FnResult, FnSpec, class_result};
+use super::args::Args;
+use super::{FnError, FnResult, FnSpec, cached, class_result, effect, spec};
 use crate::eval::{EvalContext, Value};
 use serde_json::{Map, Value as Json, json};
 use std::io::{Read, Write};
@@ -57,8 +57,8 @@ pub fn host_name() -> String {
 /// `host2ip(name)`: the first address the resolver gives; the name itself
 /// when it does not resolve.
 fn host2ip(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("host2ip", a);
-    let name = p.str(0)?;
+    let p = Args::new("host2ip", a);
+    let name = p.str(0, "host")?;
     let addr = (name, 0u16)
         .to_socket_addrs()
         .ok()
@@ -70,8 +70,8 @@ fn host2ip(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// `ip2host(address)`: the name the resolver gives for the address; the
 /// address itself when it has none (or is not an address).
 fn ip2host(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("ip2host", a);
-    let ip = p.str(0)?;
+    let p = Args::new("ip2host", a);
+    let ip = p.str(0, "ip")?;
     let Ok(addr) = ip.parse::<IpAddr>() else {
         tracing::error!("Unable to convert IP address '{ip}'");
         return Ok(Value::str(ip));
@@ -82,44 +82,40 @@ fn ip2host(_: &mut EvalContext, a: &[Value]) -> FnResult {
 }
 
 fn reverse_lookup(addr: IpAddr) -> Option<String> {
-    let mut host = [0 as libc::c_char; 1025];
-    let rc = match addr {
+    match addr {
         IpAddr::V4(v4) => {
             // SAFETY: sockaddr_in is plain data.
             let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
             sa.sin_family = libc::AF_INET as libc::sa_family_t;
             sa.sin_addr.s_addr = u32::from_ne_bytes(v4.octets());
-            // SAFETY: valid socket address and buffer for the call.
-            unsafe {
-                libc::getnameinfo(
-                    &sa as *const _ as *const libc::sockaddr,
-                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-                    host.as_mut_ptr(),
-                    host.len() as libc::socklen_t,
-                    std::ptr::null_mut(),
-                    0,
-                    libc::NI_NAMEREQD,
-                )
-            }
+            name_info(&sa)
         }
         IpAddr::V6(v6) => {
             // SAFETY: sockaddr_in6 is plain data.
             let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
             sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
             sa.sin6_addr.s6_addr = v6.octets();
-            // SAFETY: as above.
-            unsafe {
-                libc::getnameinfo(
-                    &sa as *const _ as *const libc::sockaddr,
-                    std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-                    host.as_mut_ptr(),
-                    host.len() as libc::socklen_t,
-                    std::ptr::null_mut(),
-                    0,
-                    libc::NI_NAMEREQD,
-                )
-            }
+            name_info(&sa)
         }
+    }
+}
+
+/// The name `getnameinfo` gives a socket address (`sockaddr_in` or
+/// `sockaddr_in6`, family set); `None` when it has none.
+fn name_info<T>(sa: &T) -> Option<String> {
+    let mut host = [0 as libc::c_char; 1025];
+    // SAFETY: `sa` is a whole socket address of its type's size, and the
+    // buffer is writable for its length.
+    let rc = unsafe {
+        libc::getnameinfo(
+            sa as *const T as *const libc::sockaddr,
+            std::mem::size_of::<T>() as libc::socklen_t,
+            host.as_mut_ptr(),
+            host.len() as libc::socklen_t,
+            std::ptr::null_mut(),
+            0,
+            libc::NI_NAMEREQD,
+        )
     };
     if rc != 0 {
         return None;
@@ -135,9 +131,9 @@ fn reverse_lookup(addr: IpAddr) -> Option<String> {
 /// `hostrange(prefix, "a-b")`: this host's short name is the prefix
 /// followed by a number in the range.
 fn hostrange(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("hostrange", a);
-    let prefix = p.str(0)?;
-    let range = p.str(1)?;
+    let p = Args::new("hostrange", a);
+    let prefix = p.str(0, "prefix")?;
+    let range = p.str(1, "range")?;
     let host = ctx
         .lookup("sys.uqhost")
         .and_then(|v| v.as_scalar().map(str::to_string))
@@ -278,14 +274,14 @@ pub fn interface_addresses() -> Vec<(String, IpAddr)> {
 /// `iprange(range, interface...)`: one of this host's addresses (on the
 /// named interfaces, when given) is in the range.
 fn iprange(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("iprange", a);
-    let range = p.str(0)?;
+    let p = Args::new("iprange", a);
+    let range = p.str(0, "range")?;
     let Some(r) = IpRange::parse(range) else {
         return Ok(class_result(false));
     };
     let mut ifaces = Vec::new();
     for i in 1..p.len() {
-        ifaces.push(p.str(i)?);
+        ifaces.push(p.str(i, "interface")?);
     }
     let hit = interface_addresses()
         .into_iter()
@@ -296,12 +292,12 @@ fn iprange(_: &mut EvalContext, a: &[Value]) -> FnResult {
 
 /// `isipinsubnet(range, address...)`: one of the addresses is in the range.
 fn isipinsubnet(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("isipinsubnet", a);
-    let Some(r) = IpRange::parse(p.str(0)?) else {
+    let p = Args::new("isipinsubnet", a);
+    let Some(r) = IpRange::parse(p.str(0, "range")?) else {
         return Ok(class_result(false));
     };
     for i in 1..p.len() {
-        if let Ok(ip) = p.str(i)?.trim().parse::<IpAddr>()
+        if let Ok(ip) = p.str(i, "ip")?.trim().parse::<IpAddr>()
             && r.contains(ip)
         {
             return Ok(class_result(true));
@@ -387,7 +383,7 @@ fn network_connections(_: &mut EvalContext, _: &[Value]) -> FnResult {
 /// peers (there is no server component), so the call fails like
 /// cf-agent's does without its lastseen database.
 fn hostsseen(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("hostsseen", a);
+    let p = Args::new("hostsseen", a);
     Err(p.fail("no record of hosts seen is kept (there is no lastseen database)"))
 }
 
@@ -400,11 +396,11 @@ const READTCP_MAX: i64 = 4095;
 /// in cf-promises' role (the hard class `common`): checking a policy
 /// never talks to the network.
 fn readtcp(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("readtcp", a);
-    let host = p.str(0)?;
-    let port = p.str(1)?;
-    let send = p.str(2)?;
-    let mut max = p.int(3)?;
+    let p = Args::new("readtcp", a);
+    let host = p.str(0, "host")?;
+    let port = p.str(1, "port")?;
+    let send = p.str(2, "send")?;
+    let mut max = p.int(3, "max_bytes")?;
     if ctx.classes.get("common").is_some_and(|c| c.hard) {
         return Err(p.fail("not run while only checking a policy (as cf-promises)"));
     }
@@ -449,12 +445,12 @@ fn readtcp(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 /// "error_message"}`. Options may hold `url.max_content`,
 /// `url.max_headers` and `url.timeout` (seconds).
 fn url_get(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("url_get", a);
-    let url = p.str(0)?;
+    let p = Args::new("url_get", a);
+    let url = p.str(0, "url")?;
     let options = match a.get(1) {
         None => Json::Object(Map::new()),
         Some(Value::Scalar(s)) if s.trim().is_empty() => Json::Object(Map::new()),
-        Some(v) => match super::collect_arg(ctx, v)? {
+        Some(v) => match super::args::collect(ctx, v)? {
             Value::Data(d) => d.as_ref().clone(),
             _ => Json::Object(Map::new()),
         },

@@ -5,22 +5,10 @@
 //! anywhere.
 
 use super::args::{Args, collect, element_texts};
-use super::{FnError, FnResult, FnSpec, class_result};
+use super::{FnError, FnResult, FnSpec, class_result, spec};
 use crate::eval::regex::Regex;
 use crate::eval::{DataType, EvalContext, Origin, Value, vars::Variable};
 use serde_json::Value as Json;
-
-const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: super::FnImpl) -> FnSpec {
-    FnSpec {
-        name,
-        min_args: min,
-        max_args: max,
-        raw_args: &[],
-        side_effects: false,
-        cached: false,
-        imp,
-    }
-}
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("regextract", 3, Some(3), regextract),

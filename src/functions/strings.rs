@@ -5,24 +5,12 @@
 //! the result stays valid text.
 
 use super::args::{Args, element_texts};
-use super::{FnError, FnResult, FnSpec, class_result, json};
+use super::{FnError, FnResult, FnSpec, class_result, json, spec};
 use crate::eval::classes::canonify;
 use crate::eval::{EvalContext, Value};
 use md5::Md5;
 use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha384, Sha512};
-
-const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: super::FnImpl) -> FnSpec {
-    FnSpec {
-        name,
-        min_args: min,
-        max_args: max,
-        raw_args: &[],
-        side_effects: false,
-        cached: false,
-        imp,
-    }
-}
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("canonifyuniquely", 1, Some(1), canonifyuniquely),
@@ -113,32 +101,24 @@ fn string_length(_: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(Value::str(s.len().to_string()))
 }
 
-/// The nearest character boundary at or below `i`.
-fn floor_boundary(s: &str, mut i: usize) -> usize {
-    i = i.min(s.len());
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
+/// The string of `string_head` and `string_tail` and how many of its bytes
+/// they keep: at most `max`, or all but `-max` when it is negative.
+fn head_or_tail<'a>(args: &Args<'a>) -> Result<(&'a str, usize), FnError> {
+    let s = args.str(0, "string")?;
+    let n = args.int(1, "max")?;
+    let len = s.len() as i64;
+    let keep = if n < 0 { (len + n).max(0) } else { n.min(len) };
+    Ok((s, keep as usize))
 }
 
 fn string_head(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let args = Args::new("string_head", a);
-    let s = args.str(0, "string")?;
-    let n = args.int(1, "max")?;
-    let len = s.len() as i64;
-    let keep = if n < 0 { (len + n).max(0) } else { n.min(len) };
-    Ok(Value::str(&s[..floor_boundary(s, keep as usize)]))
+    let (s, keep) = head_or_tail(&Args::new("string_head", a))?;
+    Ok(Value::str(&s[..s.floor_char_boundary(keep)]))
 }
 
 fn string_tail(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let args = Args::new("string_tail", a);
-    let s = args.str(0, "string")?;
-    let n = args.int(1, "max")?;
-    let len = s.len() as i64;
-    let keep = if n < 0 { (len + n).max(0) } else { n.min(len) };
-    let start = floor_boundary(s, (len - keep) as usize);
-    Ok(Value::str(&s[start..]))
+    let (s, keep) = head_or_tail(&Args::new("string_tail", a))?;
+    Ok(Value::str(&s[s.floor_char_boundary(s.len() - keep)..]))
 }
 
 fn string_upcase(_: &mut EvalContext, a: &[Value]) -> FnResult {
@@ -382,7 +362,7 @@ fn format_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
                     other => serialize(other),
                 };
                 let s = match conv.precision {
-                    Some(p) => s[..floor_boundary(&s, p)].to_string(),
+                    Some(p) => s[..s.floor_char_boundary(p)].to_string(),
                     None => s,
                 };
                 pad(&conv, s)

@@ -1,9 +1,9 @@
 //! The system: commands and their output, the environment, users and
 //! groups, processes, kernel parameters, and the installed-packages cache.
 
+use super::args::Args;
 use super::exec::{self, Shell};
-use super::params::{Params, effect, int_value, spec};
-use super::{FnError, FnResult, FnSpec, class_result};
+use super::{FnError, FnResult, FnSpec, cached, class_result, effect, int_value, spec};
 use crate::eval::{EvalContext, Value};
 use crate::host::exec::OutputSelect;
 use crate::host::packages::{Inventory, read_inventory};
@@ -21,8 +21,8 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("getusers", 2, Some(2), getusers),
     spec("userexists", 1, Some(1), userexists),
     spec("groupexists", 1, Some(1), groupexists),
-    super::params::cached("findprocesses", 1, Some(1), findprocesses),
-    super::params::cached("processexists", 1, Some(1), processexists),
+    cached("findprocesses", 1, Some(1), findprocesses),
+    cached("processexists", 1, Some(1), processexists),
     spec("sysctlvalue", 1, Some(1), sysctlvalue),
     spec("data_sysctlvalues", 0, Some(0), data_sysctlvalues),
     spec("packagesmatching", 4, Some(4), packagesmatching),
@@ -32,32 +32,29 @@ pub static FUNCTIONS: &[FnSpec] = &[
 
 // ---- commands ---------------------------------------------------------------
 
-fn shell_arg(p: &Params, i: usize) -> Result<Shell, FnError> {
-    match p.opt_str(i)?.unwrap_or("noshell") {
-        "noshell" => Ok(Shell::No),
+fn shell_arg(p: &Args, i: usize) -> Result<Shell, FnError> {
+    match p.opt_option(
+        i,
+        "shell",
+        &["noshell", "useshell", "powershell"],
+        "noshell",
+    )? {
         "useshell" => Ok(Shell::Sh),
         "powershell" => Err(p.fail("powershell is only available on Windows")),
-        other => Err(p.fail(format!(
-            "argument {} must be one of noshell, useshell, powershell, got '{other}'",
-            i + 1
-        ))),
+        _ => Ok(Shell::No),
     }
 }
 
-fn capture_arg(p: &Params, i: usize) -> Result<OutputSelect, FnError> {
-    match p.opt_str(i)?.unwrap_or("stdout") {
-        "stdout" => Ok(OutputSelect::Stdout),
+fn capture_arg(p: &Args, i: usize) -> Result<OutputSelect, FnError> {
+    match p.opt_option(i, "output", &["both", "stdout", "stderr"], "stdout")? {
         "stderr" => Ok(OutputSelect::Stderr),
         "both" => Ok(OutputSelect::Both),
-        other => Err(p.fail(format!(
-            "argument {} must be one of both, stdout, stderr, got '{other}'",
-            i + 1
-        ))),
+        _ => Ok(OutputSelect::Stdout),
     }
 }
 
-fn run_for(p: &Params) -> Result<exec::Finished, FnError> {
-    let line = p.str(0)?;
+fn run_for(p: &Args) -> Result<exec::Finished, FnError> {
+    let line = p.str(0, "command")?;
     let shell = shell_arg(p, 1)?;
     let capture = capture_arg(p, 2)?;
     exec::run(line, shell, capture, exec::DEFAULT_TIMEOUT).map_err(|e| p.fail(e))
@@ -66,14 +63,14 @@ fn run_for(p: &Params) -> Result<exec::Finished, FnError> {
 /// `execresult(command, shell, output)`: the output with trailing white
 /// space removed, whatever the exit code.
 fn execresult(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("execresult", a);
+    let p = Args::new("execresult", a);
     let f = run_for(&p)?;
     Ok(Value::str(exec::trim_output(&f.output)))
 }
 
 /// `execresult_as_data(...)`: `{"exit_code": n, "output": "..."}`.
 fn execresult_as_data(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("execresult_as_data", a);
+    let p = Args::new("execresult_as_data", a);
     let f = run_for(&p)?;
     Ok(Value::data(json!({
         "exit_code": f.code.unwrap_or(-1),
@@ -83,8 +80,8 @@ fn execresult_as_data(_: &mut EvalContext, a: &[Value]) -> FnResult {
 
 /// `returnszero(command, shell)`: whether it ran and exited with 0.
 fn returnszero(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("returnszero", a);
-    let line = p.str(0)?;
+    let p = Args::new("returnszero", a);
+    let line = p.str(0, "command")?;
     let shell = shell_arg(&p, 1)?;
     match exec::run(line, shell, OutputSelect::Stdout, exec::DEFAULT_TIMEOUT) {
         Ok(f) => Ok(class_result(f.code == Some(0))),
@@ -100,17 +97,13 @@ fn returnszero(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// `getenv(name, maxlen)`: the value cut to `maxlen` bytes (on a character
 /// boundary); empty when unset.
 fn getenv(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("getenv", a);
-    let name = p.str(0)?;
-    let max = p.int(1)?.max(0) as usize;
+    let p = Args::new("getenv", a);
+    let name = p.str(0, "name")?;
+    let max = p.int(1, "max_length")?.max(0) as usize;
     let v = std::env::var_os(name)
         .map(|v| v.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut end = v.len().min(max);
-    while !v.is_char_boundary(end) {
-        end -= 1;
-    }
-    Ok(Value::str(&v[..end]))
+    Ok(Value::str(&v[..v.floor_char_boundary(max)]))
 }
 
 // ---- users and groups ------------------------------------------------------
@@ -247,8 +240,8 @@ fn numeric_id(s: &str) -> Option<u32> {
 }
 
 fn getuid(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("getuid", a);
-    let name = p.str(0)?;
+    let p = Args::new("getuid", a);
+    let name = p.str(0, "user")?;
     match lookup_account(PwKey::Name(name)) {
         Some(acc) => Ok(int_value(acc.uid as i64)),
         None => match numeric_id(name) {
@@ -259,8 +252,8 @@ fn getuid(_: &mut EvalContext, a: &[Value]) -> FnResult {
 }
 
 fn getgid(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("getgid", a);
-    let name = p.str(0)?;
+    let p = Args::new("getgid", a);
+    let name = p.str(0, "group")?;
     match lookup_group(GrKey::Name(name)) {
         Some((_, gid)) => Ok(int_value(gid as i64)),
         None => match numeric_id(name) {
@@ -286,8 +279,8 @@ fn account_json(acc: &Account) -> Json {
 /// the user running the agent. Like cf-agent, a name that is not found is
 /// read as a number (so an unknown name gives the account of uid 0).
 fn getuserinfo(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("getuserinfo", a);
-    let acc = match p.opt_str(0)? {
+    let p = Args::new("getuserinfo", a);
+    let acc = match p.opt_str(0, "user")? {
         // SAFETY: getuid cannot fail.
         None => lookup_account(PwKey::Uid(unsafe { libc::getuid() })),
         Some(s) => match numeric_id(s) {
@@ -304,9 +297,17 @@ fn getuserinfo(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// `getusers(exclude_names, exclude_uids)`: account names, in database
 /// order, less the comma-separated exclusions.
 fn getusers(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("getusers", a);
-    let names: Vec<&str> = p.str(0)?.split(',').filter(|s| !s.is_empty()).collect();
-    let ids: Vec<&str> = p.str(1)?.split(',').filter(|s| !s.is_empty()).collect();
+    let p = Args::new("getusers", a);
+    let names: Vec<&str> = p
+        .str(0, "exclude_names")?
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let ids: Vec<&str> = p
+        .str(1, "exclude_ids")?
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .collect();
     Ok(Value::List(
         all_accounts()
             .into_iter()
@@ -319,8 +320,8 @@ fn getusers(_: &mut EvalContext, a: &[Value]) -> FnResult {
 }
 
 fn userexists(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("userexists", a);
-    let s = p.str(0)?;
+    let p = Args::new("userexists", a);
+    let s = p.str(0, "user")?;
     let found = match numeric_id(s) {
         Some(u) => lookup_account(PwKey::Uid(u)).is_some(),
         None => lookup_account(PwKey::Name(s)).is_some(),
@@ -329,8 +330,8 @@ fn userexists(_: &mut EvalContext, a: &[Value]) -> FnResult {
 }
 
 fn groupexists(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("groupexists", a);
-    let s = p.str(0)?;
+    let p = Args::new("groupexists", a);
+    let s = p.str(0, "group")?;
     let found = match numeric_id(s) {
         Some(g) => lookup_group(GrKey::Gid(g)).is_some(),
         None => lookup_group(GrKey::Name(s)).is_some(),
@@ -344,9 +345,9 @@ fn groupexists(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// cf-agent's, the table includes the agent itself.
 fn matching_processes(
     ctx: &mut EvalContext,
-    p: &Params,
+    p: &Args,
 ) -> Result<Vec<crate::host::procs::ProcessInfo>, FnError> {
-    let re = p.regex(ctx, 0)?;
+    let re = p.regex(ctx, 0, "regex")?;
     Ok(crate::host::Host::real()
         .processes()
         .into_iter()
@@ -357,7 +358,7 @@ fn matching_processes(
 /// `findprocesses(regex)`: `[{"pid": n, "line": "..."}]` of the processes
 /// whose command line the pattern matches (anywhere in it).
 fn findprocesses(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("findprocesses", a);
+    let p = Args::new("findprocesses", a);
     let found = matching_processes(ctx, &p)?;
     Ok(Value::data(Json::Array(
         found
@@ -368,7 +369,7 @@ fn findprocesses(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 }
 
 fn processexists(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("processexists", a);
+    let p = Args::new("processexists", a);
     Ok(class_result(!matching_processes(ctx, &p)?.is_empty()))
 }
 
@@ -379,8 +380,8 @@ const SYSCTL_ROOT: &str = "/proc/sys";
 /// `sysctlvalue(key)`: `/proc/sys/<key with dots as slashes>`, without its
 /// trailing newline.
 fn sysctlvalue(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("sysctlvalue", a);
-    let key = p.str(0)?;
+    let p = Args::new("sysctlvalue", a);
+    let key = p.str(0, "key")?;
     let path = format!("{SYSCTL_ROOT}/{}", key.replace('.', "/"));
     match std::fs::read_to_string(&path) {
         Ok(v) => Ok(Value::str(v.trim_end_matches('\n'))),
@@ -428,12 +429,12 @@ fn package_query(
     a: &[Value],
     updates: bool,
 ) -> FnResult {
-    let p = Params::new(name, a);
+    let p = Args::new(name, a);
     let res = [
-        p.regex(ctx, 0)?,
-        p.regex(ctx, 1)?,
-        p.regex(ctx, 2)?,
-        p.regex(ctx, 3)?,
+        p.regex(ctx, 0, "name_regex")?,
+        p.regex(ctx, 1, "version_regex")?,
+        p.regex(ctx, 2, "arch_regex")?,
+        p.regex(ctx, 3, "method_regex")?,
     ];
     let workdir = ctx
         .lookup("sys.workdir")
@@ -482,8 +483,8 @@ unsafe extern "C" {
 
 /// `hostinnetgroup(netgroup)`: whether this host is in the NIS netgroup.
 fn hostinnetgroup(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("hostinnetgroup", a);
-    let group = p.str(0)?;
+    let p = Args::new("hostinnetgroup", a);
+    let group = p.str(0, "netgroup")?;
     let (Ok(g), Ok(h)) = (CString::new(group), CString::new(super::net::host_name())) else {
         return Ok(class_result(false));
     };

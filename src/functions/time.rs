@@ -5,9 +5,10 @@
 //! so that time zones, daylight saving and the formats behave exactly as
 //! they do for cf-agent on the same host.
 
-use super::params::{Params, int_value, spec};
-use super::{FnError, FnResult, FnSpec, class_result};
+use super::args::Args;
+use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
 use crate::eval::{EvalContext, Value};
+use crate::pipeline::now_secs;
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("now", 0, Some(0), now),
@@ -19,22 +20,16 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("splayclass", 2, Some(2), splayclass),
 ];
 
-/// Seconds since the epoch.
-pub fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
 fn now(_: &mut EvalContext, _: &[Value]) -> FnResult {
     Ok(int_value(now_secs()))
 }
 
-fn six(p: &Params) -> Result<[i64; 6], FnError> {
+/// The six fields of a date or a duration, largest first.
+fn six(p: &Args) -> Result<[i64; 6], FnError> {
+    const FIELDS: [&str; 6] = ["years", "months", "days", "hours", "minutes", "seconds"];
     let mut v = [0i64; 6];
     for (i, slot) in v.iter_mut().enumerate() {
-        *slot = p.int(i)?;
+        *slot = p.int(i, FIELDS[i])?;
     }
     Ok(v)
 }
@@ -78,7 +73,7 @@ fn clamp_i32(v: i64) -> i32 {
 /// since the epoch. As in cf-agent 3.21, month and day count from zero
 /// (`on(1970,0,0,0,0,0)` is the epoch in UTC).
 fn on(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("on", a);
+    let p = Args::new("on", a);
     let [y, mo, d, h, mi, s] = six(&p)?;
     Ok(int_value(on_epoch(y, mo, d, h, mi, s)))
 }
@@ -97,7 +92,7 @@ fn on_epoch(y: i64, mo: i64, d: i64, h: i64, mi: i64, s: i64) -> i64 {
 /// `ago(years, months, days, hours, minutes, seconds)`: the local time that
 /// long before now, counting calendar months and years.
 fn ago(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("ago", a);
+    let p = Args::new("ago", a);
     let [y, mo, d, h, mi, s] = six(&p)?;
     let Some(mut tm) = localtime(now_secs()) else {
         return Err(p.fail("cannot read the local time"));
@@ -115,7 +110,7 @@ fn ago(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// `accumulated(...)`: a duration in seconds, with years of 365 days and
 /// months of 30.
 fn accumulated(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("accumulated", a);
+    let p = Args::new("accumulated", a);
     let [y, mo, d, h, mi, s] = six(&p)?;
     let total = y
         .saturating_mul(365 * 86400)
@@ -131,7 +126,7 @@ fn accumulated(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// after that local date (months and days counted as for `on`, but from
 /// one: cf-agent subtracts one from the month here).
 fn laterthan(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("laterthan", a);
+    let p = Args::new("laterthan", a);
     let [y, mo, d, h, mi, s] = six(&p)?;
     let mut tm = empty_tm();
     tm.tm_year = clamp_i32(y - 1900);
@@ -146,10 +141,10 @@ fn laterthan(_: &mut EvalContext, a: &[Value]) -> FnResult {
 
 /// `strftime(gmtime|localtime, format, epoch)`: the C library's formatting.
 fn strftime(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("strftime", a);
-    let mode = p.option(0, &["gmtime", "localtime"])?;
-    let fmt = p.str(1)?;
-    let t = p.int(2)?;
+    let p = Args::new("strftime", a);
+    let mode = p.option(0, "mode", &["gmtime", "localtime"])?;
+    let fmt = p.str(1, "format")?;
+    let t = p.int(2, "time")?;
     let tm = if mode == "gmtime" {
         gmtime(t)
     } else {
@@ -224,9 +219,9 @@ pub fn splay_expression(name: &str, hourly: bool) -> String {
 /// `splayclass(name, daily|hourly)`: true in the five-minute slot of the
 /// day (or hour) that the name hashes to.
 fn splayclass(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    let p = Params::new("splayclass", a);
-    let name = p.str(0)?;
-    let hourly = p.option(1, &["daily", "hourly"])? == "hourly";
+    let p = Args::new("splayclass", a);
+    let name = p.str(0, "text")?;
+    let hourly = p.option(1, "period", &["daily", "hourly"])? == "hourly";
     let expr = splay_expression(name, hourly);
     Ok(class_result(ctx.eval_class_expr(&expr).unwrap_or(false)))
 }

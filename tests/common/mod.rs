@@ -10,6 +10,23 @@ pub fn agent_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_agent"))
 }
 
+/// Writes a policy as `p.cf` in a directory.
+pub fn write_policy(dir: &Path, text: &str) -> PathBuf {
+    let p = dir.join("p.cf");
+    std::fs::write(&p, text).expect("write policy");
+    p
+}
+
+/// One run of our agent with inform output (`-K -I`), in a work directory.
+pub fn agent_inform(workdir: &Path, policy: &Path, extra: &[&str]) -> Captured {
+    run(Command::new(agent_bin())
+        .args(["-K", "-I", "-w"])
+        .arg(workdir)
+        .args(extra)
+        .arg("-f")
+        .arg(policy))
+}
+
 /// The captured result of one command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Captured {
@@ -59,12 +76,18 @@ pub fn which(tool: &str) -> Option<PathBuf> {
     })
 }
 
-/// Reads `# key: value` lines from the header comment of a policy.
+/// Reads a `# key: value` line from the header comment of a policy.
 pub fn header(text: &str, key: &str) -> Option<String> {
+    headers(text, key).into_iter().next()
+}
+
+/// All values of a header key that may repeat, in order.
+pub fn headers(text: &str, key: &str) -> Vec<String> {
     let prefix = format!("# {key}:");
     text.lines()
         .take_while(|l| l.starts_with('#') || l.trim().is_empty())
-        .find_map(|l| l.strip_prefix(&prefix).map(|v| v.trim().to_string()))
+        .filter_map(|l| l.strip_prefix(&prefix).map(|v| v.trim().to_string()))
+        .collect()
 }
 
 /// All `.cf` files directly under a directory, sorted.
@@ -79,6 +102,35 @@ pub fn cf_files(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     v.sort();
     v
+}
+
+/// Runs a differential corpus: `run_case(policy, with_reference)` for every
+/// `.cf` file of the directories `tests/<dir>`, with the reference when
+/// `tool` is installed (else against the recorded expectations), and fails
+/// with every problem the cases report.
+pub fn check_corpus(dirs: &[&str], tool: &str, run_case: impl Fn(&Path, bool) -> Vec<String>) {
+    let with_reference = have(tool);
+    if !with_reference {
+        eprintln!("skipped: {tool} not installed; comparing with the recorded outputs instead");
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut cases = Vec::new();
+    for dir in dirs {
+        let found = cf_files(&root.join(dir));
+        assert!(found.len() >= 5, "expected the test corpus in tests/{dir}");
+        cases.extend(found);
+    }
+    let problems: Vec<String> = cases
+        .iter()
+        .flat_map(|c| run_case(c, with_reference))
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "{} problems in {} cases:\n{}",
+        problems.len(),
+        cases.len(),
+        problems.join("\n\n")
+    );
 }
 
 /// Compares our output with the reference. With the reference installed
