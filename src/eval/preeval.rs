@@ -193,6 +193,12 @@ fn file_inputs(
             continue;
         }
         ctx.push_frame(Frame::new(&body.namespace, "control_inputs", "common"));
+        // Inputs may be named relative to the file that lists them, as
+        // `$(this.promise_dirname)/x.cf` (the MPF's lib/stdlib.cf does).
+        let path = Path::new(&file.source.path);
+        let dir = path.parent().map(|p| p.display().to_string());
+        ctx.set_this("promise_filename", Value::str(file.source.path.clone()));
+        ctx.set_this("promise_dirname", Value::str(dir.unwrap_or_default()));
         for a in body.attributes_named("inputs") {
             if !ctx.eval_class_expr(a.guard.expr.trim()).unwrap_or(false) {
                 continue;

@@ -128,9 +128,12 @@ fn spec_from(
     argv: Vec<String>,
     shell: bool,
 ) -> Result<CommandSpec, String> {
+    // cf-agent runs commands with umask 077 unless the contain body says
+    // otherwise: what they create is private to its owner.
     let mut spec = CommandSpec {
         argv,
         shell,
+        umask: Some(0o077),
         ..CommandSpec::default()
     };
     let Some(c) = contain else { return Ok(spec) };

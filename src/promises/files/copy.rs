@@ -53,7 +53,7 @@ pub fn copy_from(
         });
         let Some(depth) = depth else {
             // A directory without depth_search: only the directory itself.
-            ensure_dir(act, p, target, v);
+            ensure_dir(act, p, target, DEFAULT_DIR_MODE, v);
             return;
         };
         copy_tree(act, p, &source, target, body, depth, v);
@@ -65,7 +65,14 @@ pub fn copy_from(
     copy_file(act, &source, &smeta, target, body, v);
 }
 
-fn ensure_dir(act: &mut ActContext<'_>, p: &ExpandedPromise, dir: &Path, v: &mut Verdict) {
+/// Makes `dir` (and its parents) when missing; `dir` itself gets `mode`.
+fn ensure_dir(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    dir: &Path,
+    mode: u32,
+    v: &mut Verdict,
+) {
     if act.host.stat(dir).ok().flatten().is_some() {
         return;
     }
@@ -77,7 +84,7 @@ fn ensure_dir(act: &mut ActContext<'_>, p: &ExpandedPromise, dir: &Path, v: &mut
         v.warned();
         return;
     }
-    match act.host.mkdir_all(dir, DEFAULT_DIR_MODE) {
+    match act.host.mkdir_all(dir, mode) {
         Ok(_) => {
             // cf-agent words the copy's own base directory this way.
             if dir == Path::new(&p.promiser) {
@@ -103,7 +110,14 @@ fn copy_tree(
     depth: usize,
     v: &mut Verdict,
 ) {
-    ensure_dir(act, p, dst, v);
+    // Directories made by the copy are 0700, or the source's mode with
+    // `preserve`, as cf-agent makes them.
+    let preserve = body.scalar("preserve").and_then(parse_bool) == Some(true);
+    let mode = match act.host.stat(src).ok().flatten() {
+        Some(m) if preserve => m.mode,
+        _ => DEFAULT_DIR_MODE,
+    };
+    ensure_dir(act, p, dst, mode, v);
     if depth == 0 {
         return;
     }
@@ -155,7 +169,8 @@ fn needs_copy(
     }
     match body.scalar("compare").unwrap_or("mtime") {
         "exists" => false,
-        "mtime" => smeta.mtime > d.mtime || smeta.size != d.size,
+        // Only a newer source is copied, whatever the sizes (cf-agent).
+        "mtime" => smeta.mtime > d.mtime,
         "ctime" => smeta.ctime > d.ctime,
         "atime" => smeta.atime > d.atime,
         // digest, hash, checksum, binary: the bytes decide.

@@ -242,11 +242,13 @@ fn rename(
     match act.host.rename(target, &newname) {
         Ok(()) => {
             if disable {
-                let mode = body
+                // cf-agent leaves the mode alone unless disable_mode is given.
+                if let Some(spec) = body
                     .scalar("disable_mode")
                     .and_then(|m| ModeSpec::parse(m).ok())
-                    .map_or(0o600, |s| s.apply(meta.mode));
-                let _ = act.host.chmod(&newname, mode);
+                {
+                    let _ = act.host.chmod(&newname, spec.apply(meta.mode));
+                }
                 tracing::info!("Disabled file '{shown}' as '{}'", newname.display());
             } else {
                 tracing::info!("Renamed file '{shown}' to '{}'", newname.display());
