@@ -76,6 +76,7 @@ fn build_fixture(fx: &Path) {
     std::fs::set_permissions(fx.join("suid"), std::fs::Permissions::from_mode(0o4751))
         .expect("chmod");
     write(&fx.join("hashme"), "abc");
+    write(&fx.join("nul.bin"), "argv0\0--flag\0");
     write(&fx.join("ünï cödé.txt"), "unicode\n");
     write(&fx.join(".hidden"), "");
     std::os::unix::fs::symlink("a.txt", fx.join("link")).expect("symlink");

@@ -596,10 +596,9 @@ pub(crate) fn networking(c: &mut Collector, root: &Root) {
         if let Some(text) = &if_inet6 {
             let mut addrs: Vec<(String, Json)> = Vec::new();
             for a in parse_if_inet6(text) {
-                // The first address of an interface is the one reported.
-                if addrs.iter().any(|(n, _)| n == &a.name) {
-                    continue;
-                }
+                // cf-agent keys the addresses by interface, so of several
+                // addresses of one interface the last one listed is kept.
+                addrs.retain(|(n, _)| n != &a.name);
                 addrs.push((
                     a.name.clone(),
                     json!({

@@ -103,11 +103,7 @@ fn preevaluate_file(ctx: &mut EvalContext, file: &LoadedFile, report: &mut PreEv
     ctx.note_policy_file(&file.source.path, &file.tree);
     for body in file.tree.bodies() {
         if body.kind == BodyKind::Body && body.name.name == "control" {
-            match body.body_type.name.as_str() {
-                "common" => eval_control_body(ctx, file, body, "control_common"),
-                "file" => eval_control_body(ctx, file, body, "control_file"),
-                _ => {}
-            }
+            eval_control_body(ctx, file, body);
         }
     }
     for bundle in file.tree.bundles() {
@@ -142,10 +138,15 @@ fn preevaluate_file(ctx: &mut EvalContext, file: &LoadedFile, report: &mut PreEv
     }
 }
 
-/// Defines `control_common.<attr>` (or `control_file.<attr>`) for each
-/// attribute of a control body whose guard holds.
-fn eval_control_body(ctx: &mut EvalContext, file: &LoadedFile, body: &Body, scope: &str) {
-    ctx.push_frame(Frame::new(&body.namespace, scope, "common"));
+/// Defines `control_<type>.<attr>` (`control_common.inputs`,
+/// `control_agent.ifelapsed`, ...) for each attribute of a control body
+/// whose guard holds, typed as the schema types the attribute. As in
+/// cf-promises, a value of the wrong shape (a string where a list belongs,
+/// or the reverse) defines nothing.
+fn eval_control_body(ctx: &mut EvalContext, file: &LoadedFile, body: &Body) {
+    let scope = format!("control_{}", body.body_type.name);
+    let schema = crate::schema::body_type(&body.body_type.name);
+    ctx.push_frame(Frame::new(&body.namespace, &scope, "common"));
     for a in &body.attributes {
         if !ctx.eval_class_expr(a.guard.expr.trim()).unwrap_or(false) {
             continue;
@@ -153,24 +154,47 @@ fn eval_control_body(ctx: &mut EvalContext, file: &LoadedFile, body: &Body, scop
         let Ok(e) = ctx.eval_rval(&a.attr.value) else {
             continue;
         };
+        let declared = schema
+            .and_then(|b| b.attribute(&a.attr.name.name))
+            .map(|d| d.ty);
+        let dtype = match declared {
+            Some(ty) => match control_data_type(ty) {
+                t if t.is_list() == matches!(e.value, Value::List(_)) => t,
+                _ => continue,
+            },
+            None => e.value.natural_type(),
+        };
         let line = file.source.line_of(a.attr.span.start);
-        let dtype = e.value.natural_type();
         let var = Variable::new(
             e.value,
-            if dtype == DataType::Data {
-                DataType::Data
-            } else {
-                dtype
-            },
+            dtype,
             Origin::Promise {
                 file: file.source.path.clone(),
                 line,
             },
         )
         .with_tags(vec!["source=promise".to_string()]);
-        ctx.vars.put(&body.namespace, scope, &a.attr.name.name, var);
+        ctx.vars
+            .put(&body.namespace, &scope, &a.attr.name.name, var);
     }
     ctx.pop_frame();
+}
+
+/// The variable type of a control attribute of schema type `ty` (a body
+/// or bundle name is a string).
+fn control_data_type(ty: crate::schema::ValueType) -> DataType {
+    use crate::schema::ValueType as T;
+    match ty {
+        T::String | T::Option | T::Context | T::Irange | T::Rrange | T::Body | T::Bundle => {
+            DataType::String
+        }
+        T::Int => DataType::Int,
+        T::Real => DataType::Real,
+        T::Slist | T::Olist | T::Clist => DataType::Slist,
+        T::Ilist => DataType::Ilist,
+        T::Rlist => DataType::Rlist,
+        T::Data => DataType::Data,
+    }
 }
 
 /// The input files a file names in its control bodies, resolved against

@@ -197,6 +197,12 @@ impl EvalContext {
             line,
             message: m,
         };
+        // `this.promiser` is the expanded name, which conditions may use
+        // (the MPF's `unless => isvariable($(this.promiser))`).
+        let name = self.expand(&promise.promiser.value);
+        if !name.unresolved {
+            self.set_this("promiser", Value::str(name.text.clone()));
+        }
         match self.promise_condition(promise) {
             Some(true) => {}
             Some(false) => return (res, vec![]),
@@ -205,7 +211,6 @@ impl EvalContext {
                 return (res, vec![]);
             }
         }
-        let name = self.expand(&promise.promiser.value);
         if name.unresolved {
             res.deferred = true;
             return (res, vec![]);
@@ -243,10 +248,15 @@ impl EvalContext {
             },
             _ => VarPolicy::Free,
         };
+        let mut evaluated = evaluated;
         if evaluated.unresolved {
             res.deferred = true;
-            if policy == VarPolicy::IfDefined {
-                return (res, vec![]);
+            // `ifdefined` drops the list references (`@(x)`) that name no
+            // variable; everything else stays as written, as without it.
+            if policy == VarPolicy::IfDefined
+                && let Value::List(items) = &mut evaluated.value
+            {
+                items.retain(|i| !is_naked_list_ref(i));
             }
         }
         let value = match convert(dtype, evaluated.value) {
@@ -320,6 +330,10 @@ impl EvalContext {
         line: usize,
     ) -> (PromiseResult, Vec<EvalMessage>) {
         let mut res = PromiseResult::default();
+        let name = self.expand(&promise.promiser.value);
+        if !name.unresolved {
+            self.set_this("promiser", Value::str(name.text.clone()));
+        }
         match self.promise_condition(promise) {
             Some(true) => {}
             Some(false) => return (res, vec![]),
@@ -328,7 +342,6 @@ impl EvalContext {
                 return (res, vec![]);
             }
         }
-        let name = self.expand(&promise.promiser.value);
         if name.unresolved {
             res.deferred = true;
             return (res, vec![]);
@@ -515,6 +528,12 @@ pub fn parse_real(s: &str) -> Result<f64, String> {
         .ok()
         .or_else(|| parse_int(t).ok().map(|i| i as f64))
         .ok_or_else(|| format!("'{s}' is not a real number"))
+}
+
+/// Whether a list item is a whole `@(name)` reference left unexpanded.
+fn is_naked_list_ref(item: &str) -> bool {
+    super::refs::next_ref(item, 0)
+        .is_some_and(|r| r.list_sigil && r.start == 0 && r.end == item.len())
 }
 
 #[cfg(test)]

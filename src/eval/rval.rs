@@ -110,7 +110,17 @@ impl EvalContext {
                 c.args.len()
             )));
         }
+        if spec.name == "maplist"
+            && let [Rval::Call(pattern), list] = c.args.as_slice()
+        {
+            let list = self.eval_rval(list)?;
+            if list.unresolved {
+                return Err(FnError::Defer);
+            }
+            return functions::maplist_call(self, pattern, &list.value).map(Evaluated::done);
+        }
         let mut args = Vec::with_capacity(c.args.len());
+        let mut unresolved = Vec::new();
         for (i, a) in c.args.iter().enumerate() {
             if spec.raw_args.contains(&i) {
                 args.push(match a {
@@ -123,9 +133,12 @@ impl EvalContext {
             }
             let e = self.eval_rval(a)?;
             if e.unresolved {
-                return Err(FnError::Defer);
+                unresolved.push(i);
             }
             args.push(e.value);
+        }
+        if !unresolved.is_empty() && !ifelse_may_go_on(spec.name, &args) {
+            return Err(FnError::Defer);
         }
         if spec.side_effects && self.settings.no_side_effects {
             return Err(FnError::Defer);
@@ -222,6 +235,14 @@ impl EvalContext {
             }
         }
     }
+}
+
+/// cf-agent defers a call whose arguments hold unresolved references, but
+/// lets every three-argument `ifelse` through (made for
+/// `ifelse(isvariable("x"), $(x), "default")`): its result may then hold
+/// the unresolved text, and an unresolved condition is simply false.
+fn ifelse_may_go_on(name: &str, args: &[Value]) -> bool {
+    name == "ifelse" && args.len() == 3
 }
 
 /// What the next step of iteration is.

@@ -164,10 +164,18 @@ pub fn collect(ctx: &EvalContext, v: &Value) -> Result<Value, FnError> {
                     .map(Value::data)
                     .map_err(|e| FnError::Failed(format!("invalid inline JSON '{s}': {e}")));
             }
-            if let Some(v) = ctx.lookup(s) {
-                return Ok(v);
+            match ctx.lookup(s) {
+                // cf-agent reads the name of a scalar as the classic array
+                // beside it (`sys.ipv4` names `sys.ipv4[eth0]`, ...), and
+                // fails when there is none.
+                Some(Value::Scalar(_)) => classic_array(ctx, s).ok_or_else(|| {
+                    FnError::Failed(format!(
+                        "'{s}' is a string, not a list, a data container or an array"
+                    ))
+                }),
+                Some(v) => Ok(v),
+                None => classic_array(ctx, s).ok_or(FnError::Defer),
             }
-            classic_array(ctx, s).ok_or(FnError::Defer)
         }
         other => Ok(other.clone()),
     }

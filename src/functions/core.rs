@@ -96,7 +96,12 @@ fn ifelse(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     }
     let mut i = 0;
     while i + 1 < a.len() {
-        if truth(ctx, &args, i, "condition")? {
+        // A condition still holding an unresolved reference (the call
+        // runs anyway, see `ifelse_may_go_on`) is not a defined class.
+        let unresolved = args
+            .str(i, "condition")
+            .is_ok_and(|c| c.contains("$(") || c.contains("${"));
+        if !unresolved && truth(ctx, &args, i, "condition")? {
             return Ok(a[i + 1].clone());
         }
         i += 2;

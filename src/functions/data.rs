@@ -71,7 +71,13 @@ fn read_text(args: &Args, i: usize, max_index: Option<usize>) -> Result<String, 
 
 fn readfile(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readfile", a);
-    Ok(Value::str(read_text(&args, 0, Some(1))?))
+    let mut text = read_text(&args, 0, Some(1))?;
+    // cf-agent keeps the contents as a C string, so they end at the first
+    // NUL byte (`readfile("/proc/1/cmdline")` is argv[0]).
+    if let Some(nul) = text.find('\0') {
+        text.truncate(nul);
+    }
+    Ok(Value::str(text))
 }
 
 /// JSON read by `parsejson`, `readjson` and `readdata`: an array or an

@@ -11,8 +11,16 @@ use std::borrow::Cow;
 /// Parses JSON text. Numbers keep the text they were written with until
 /// the container is stored in a variable (see `normalize`): cf-agent's
 /// `join(",", '[2.5]')` gives `2.5`, a stored container prints `2.5000`.
+///
+/// What strict JSON refuses but CFEngine's own parser accepts (a trailing
+/// comma, as in the MPF's dmidecode inventory) is read as CFEngine reads
+/// it, through the lenient reader of augments.
 pub fn parse(text: &str) -> Result<Json, String> {
-    serde_json::from_str(text.trim()).map_err(|e| e.to_string())
+    serde_json::from_str(text.trim()).or_else(|strict| {
+        crate::augments::json::parse(text)
+            .map(|node| node.to_serde())
+            .map_err(|_| strict.to_string())
+    })
 }
 
 /// Brings every number to what CFEngine stores in a variable: integers

@@ -5,6 +5,7 @@ use super::args::{Args, element_texts, value_to_arc_json};
 use super::{FnError, FnResult, FnSpec, class_result, json, raw, spec};
 use crate::eval::classes::canonify;
 use crate::eval::{EvalContext, Value};
+use crate::syntax::ast::FnCall;
 use serde_json::Value as Json;
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -506,6 +507,30 @@ fn maplist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let mut out = Vec::with_capacity(items.len());
     for it in items {
         out.push(expand_with(ctx, pattern, vec![("this", Value::Scalar(it))]));
+    }
+    Ok(Value::List(out))
+}
+
+/// `maplist` whose pattern is a function call: cf-agent evaluates such a
+/// pattern late, once per element with `$(this)` bound, so
+/// `maplist(regex_replace($(this), ":.*", "", "g"), l)` maps each element
+/// (and an empty list maps to nothing, calling nothing).
+pub(crate) fn maplist_call(ctx: &mut EvalContext, pattern: &FnCall, list: &Value) -> FnResult {
+    let v = super::args::collect(ctx, list)?;
+    let mut out = Vec::new();
+    for it in strings(&v) {
+        let mark = ctx.bindings_len();
+        ctx.bind("this".to_string(), Value::Scalar(it));
+        let r = ctx.call(pattern);
+        ctx.truncate_bindings(mark);
+        let e = r?;
+        if e.unresolved {
+            return Err(FnError::Defer);
+        }
+        match e.value {
+            Value::Scalar(s) => out.push(s),
+            other => out.extend(strings(&other)),
+        }
     }
     Ok(Value::List(out))
 }

@@ -11,6 +11,7 @@
 //! entry with [`spec`], [`raw`], [`effect`] or [`cached`].
 
 pub mod args;
+pub(crate) use lists::maplist_call;
 mod core;
 mod data;
 mod exec;
