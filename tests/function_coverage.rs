@@ -75,6 +75,10 @@ const NOTES: &[(&str, &str)] = &[
         "sorted (cf-agent lists classes in hash order)",
     ),
     (
+        "rrange",
+        "no attribute of CFEngine 3.21 takes an rrange, so no run can show its value; a unit test in src/functions/lists.rs checks the text",
+    ),
+    (
         "url_get",
         "plain http:// only, no TLS or redirects (the reference build has no libcurl and always fails)",
     ),

@@ -366,3 +366,46 @@ fn list_sorting_for_unordered_rows() {
     assert_eq!(list_end(r#"{"a"}"#), Some(5));
     assert_eq!(list_end("{"), None);
 }
+
+/// `url_get` cannot be compared: the reference build has no libcurl and
+/// always fails. Ours fetches from a loopback HTTP server the test runs.
+#[test]
+fn url_get_reads_from_a_loopback_server() {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("local addr").port();
+    // url_get is not a cached function: every pass of pre-evaluation
+    // fetches again, so the server answers every connection.
+    let (sent, requests) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let mut buf = [0u8; 2048];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let _ = sent.send(String::from_utf8_lossy(&buf[..n]).into_owned());
+            let _ = s.write_all(
+                b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello from loopback",
+            );
+        }
+    });
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let policy = write_policy(
+        tmp.path(),
+        &format!(
+            "bundle common test {{ vars: \"r\" data => url_get(\"http://127.0.0.1:{port}/path?q=1\", '{{\"url.max_content\": 5}}'); }}\nbundle agent main {{ }}\n"
+        ),
+    );
+    let out = run(Command::new(agent_bin())
+        .arg("--show-vars=default:test.r")
+        .arg("-w")
+        .arg(tmp.path().join("wd"))
+        .arg("-f")
+        .arg(&policy));
+    let request = requests.try_recv().expect("url_get made no request");
+    assert!(request.starts_with("GET /path?q=1 HTTP/1."), "{request:?}");
+    assert!(
+        out.stdout.contains(r#""content":"hello""#)
+            && out.stdout.contains(r#""returncode":200"#)
+            && out.stdout.contains(r#""success":true"#),
+        "{out:?}"
+    );
+}

@@ -852,11 +852,11 @@ fn classfiltercsv(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         .into_iter()
         .map(|row| {
             let mut m = Map::new();
-            for (i, f) in row.into_iter().enumerate() {
-                if i == class_col {
-                    continue;
-                }
-                let key = names.get(i).cloned().unwrap_or_else(|| i.to_string());
+            // Without a heading the fields are numbered as kept, the class
+            // column left out (`{"0": ..., "1": ...}`), as cf-agent does.
+            let fields = row.into_iter().enumerate().filter(|(i, _)| *i != class_col);
+            for (n, (i, f)) in fields.enumerate() {
+                let key = names.get(i).cloned().unwrap_or_else(|| n.to_string());
                 m.insert(key, Json::String(f));
             }
             Json::Object(m)

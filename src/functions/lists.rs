@@ -775,6 +775,17 @@ fn variablesmatching_as_data(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 mod tests {
     use super::*;
 
+    /// No attribute of CFEngine 3.21 takes an rrange, so no differential
+    /// case can show one; the text is cf-agent's `%lf,%lf`, low end first.
+    #[test]
+    fn ranges_are_low_then_high() {
+        let mut ctx = EvalContext::default();
+        let r = rrange(&mut ctx, &[Value::str("2.25"), Value::str("-1")]).unwrap();
+        assert_eq!(r, Value::str("-1.000000,2.250000"));
+        let i = irange(&mut ctx, &[Value::str("10"), Value::str("1k")]).unwrap();
+        assert_eq!(i, Value::str("10,1000"));
+    }
+
     #[test]
     fn glibc_rand_sequence() {
         let mut r = GlibcRand::new(1);

@@ -458,7 +458,7 @@ fn url_get(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let opt = |k: &str| {
         options
             .get(k)
-            .and_then(|v| v.as_u64().or(v.as_str()?.parse().ok()))
+            .and_then(|v| v.as_u64().or_else(|| v.as_str()?.parse().ok()))
     };
     let max_content = opt("url.max_content").unwrap_or(4096) as usize;
     let max_headers = opt("url.max_headers").unwrap_or(4096) as usize;
