@@ -8,7 +8,7 @@
 
 use pcre2::bytes::{Regex as Pcre, RegexBuilder};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use thiserror::Error;
 
 #[derive(Debug, Clone, Error, PartialEq)]
@@ -21,31 +21,56 @@ pub struct RegexError {
 #[derive(Debug)]
 pub struct Regex {
     re: Pcre,
+    pattern: String,
+    /// The same pattern compiled without UTF-8 mode, for ASCII texts, made
+    /// on first use (`None` if it does not compile so). PCRE2 validates the
+    /// whole subject as UTF-8 on every match call, which makes splitting a
+    /// long text quadratic; on ASCII text both modes match alike.
+    ascii: OnceLock<Option<Pcre>>,
+}
+
+fn build(pattern: &str, utf: bool) -> Result<Pcre, pcre2::Error> {
+    RegexBuilder::new()
+        .multi_line(true)
+        .dotall(true)
+        .utf(utf)
+        .jit_if_available(true)
+        .build(pattern)
 }
 
 impl Regex {
     pub fn new(pattern: &str) -> Result<Regex, RegexError> {
-        RegexBuilder::new()
-            .multi_line(true)
-            .dotall(true)
-            .utf(true)
-            .jit_if_available(true)
-            .build(pattern)
-            .map(|re| Regex { re })
+        build(pattern, true)
+            .map(|re| Regex {
+                re,
+                pattern: pattern.to_string(),
+                ascii: OnceLock::new(),
+            })
             .map_err(|e| RegexError {
                 pattern: pattern.to_string(),
                 message: e.to_string(),
             })
     }
 
+    /// The compiled pattern to match `text` with.
+    fn re(&self, text: &str) -> &Pcre {
+        if text.len() < 64 || !text.is_ascii() {
+            return &self.re;
+        }
+        self.ascii
+            .get_or_init(|| build(&self.pattern, false).ok())
+            .as_ref()
+            .unwrap_or(&self.re)
+    }
+
     /// Somewhere in the text.
     pub fn is_match(&self, text: &str) -> bool {
-        self.re.is_match(text.as_bytes()).unwrap_or(false)
+        self.re(text).is_match(text.as_bytes()).unwrap_or(false)
     }
 
     /// cf-agent's full match: the first match covers the whole text.
     pub fn is_full_match(&self, text: &str) -> bool {
-        match self.re.find(text.as_bytes()) {
+        match self.re(text).find(text.as_bytes()) {
             Ok(Some(m)) => m.start() == 0 && m.end() == text.len(),
             _ => false,
         }
@@ -54,7 +79,7 @@ impl Regex {
     /// The groups of the first match (group 0 is the whole match); `None`
     /// for groups that did not take part.
     pub fn captures(&self, text: &str) -> Option<Vec<Option<String>>> {
-        let caps = self.re.captures(text.as_bytes()).ok()??;
+        let caps = self.re(text).captures(text.as_bytes()).ok()??;
         Some(
             (0..caps.len())
                 .map(|i| {
@@ -67,7 +92,7 @@ impl Regex {
 
     /// Like `captures`, but only when the first match is a full match.
     pub fn full_captures(&self, text: &str) -> Option<Vec<Option<String>>> {
-        let caps = self.re.captures(text.as_bytes()).ok()??;
+        let caps = self.re(text).captures(text.as_bytes()).ok()??;
         let m = caps.get(0)?;
         if m.start() != 0 || m.end() != text.len() {
             return None;
@@ -89,7 +114,7 @@ impl Regex {
 
     /// Byte ranges of every non-overlapping match.
     pub fn find_all(&self, text: &str) -> Vec<(usize, usize)> {
-        self.re
+        self.re(text)
             .find_iter(text.as_bytes())
             .filter_map(Result::ok)
             .map(|m| (m.start(), m.end()))
@@ -99,7 +124,7 @@ impl Regex {
     /// The groups of the first match as byte ranges (group 0 is the whole
     /// match); `None` for groups that did not take part.
     pub fn first_captures(&self, text: &str) -> Option<Vec<Option<(usize, usize)>>> {
-        let c = self.re.captures(text.as_bytes()).ok()??;
+        let c = self.re(text).captures(text.as_bytes()).ok()??;
         Some(
             (0..c.len())
                 .map(|i| c.get(i).map(|m| (m.start(), m.end())))
@@ -109,7 +134,7 @@ impl Regex {
 
     /// Every non-overlapping match with its groups.
     pub fn captures_all(&self, text: &str) -> Vec<Vec<Option<(usize, usize)>>> {
-        self.re
+        self.re(text)
             .captures_iter(text.as_bytes())
             .filter_map(Result::ok)
             .map(|c| {
@@ -154,6 +179,26 @@ mod tests {
                 .is_full_match("MISSING")
         );
         assert!(Regex::new("(a)\\1").unwrap().is_match("aa"));
+    }
+
+    #[test]
+    fn long_ascii_texts_match_as_in_utf_mode() {
+        let text = "item_0001, item_0002,item_0003 ".repeat(20);
+        for pattern in [",\\s*", "(?i)ITEM_(\\d+)", "\\w+", ".", "[^a-z]+"] {
+            let r = Regex::new(pattern).unwrap();
+            let utf = build(pattern, true).unwrap();
+            let expected: Vec<(usize, usize)> = utf
+                .find_iter(text.as_bytes())
+                .map(|m| m.map(|m| (m.start(), m.end())).unwrap())
+                .collect();
+            assert_eq!(r.find_all(&text), expected, "{pattern}");
+        }
+        // Not ASCII: the UTF-8 pattern matches characters, not bytes.
+        let t = format!("{}é", "x".repeat(70));
+        assert_eq!(Regex::new("é$").unwrap().find_all(&t), vec![(70, 72)]);
+        // A pattern only UTF-8 mode compiles still matches ASCII text.
+        let wide = Regex::new("\\x{100}|x").unwrap();
+        assert_eq!(wide.find_all(&"x".repeat(70)).len(), 70);
     }
 
     #[test]

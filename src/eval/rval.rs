@@ -143,7 +143,13 @@ impl EvalContext {
         if spec.side_effects && self.settings.no_side_effects {
             return Err(FnError::Defer);
         }
-        let cache_key = spec.cached.then(|| cache_key(spec.name, &args));
+        let cache_key = if spec.cached {
+            Some(cache_key(spec.name, &args))
+        } else {
+            spec.parses_file
+                .and_then(|i| args.get(i)?.as_scalar().and_then(file_stamp))
+                .map(|stamp| format!("{}\u{3}{stamp}", cache_key(spec.name, &args)))
+        };
         if let Some(k) = &cache_key
             && let Some(v) = self.fn_cache.get(k)
         {
@@ -270,6 +276,20 @@ pub fn json_scalars(j: &Json) -> Vec<String> {
     items
         .filter_map(crate::functions::json::expansion_text)
         .collect()
+}
+
+/// What tells one version of a file from another, for functions that
+/// parse files: size, modification time and inode.
+fn file_stamp(path: &str) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(format!(
+        "{}:{}.{}:{}",
+        m.len(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ino()
+    ))
 }
 
 fn cache_key(name: &str, args: &[Value]) -> String {

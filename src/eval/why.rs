@@ -14,6 +14,7 @@ use crate::syntax::ast::Promise;
 use crate::syntax::classexpr::ClassExpr;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// The file the last run's log is saved in, under the state directory.
 pub const WHY_FILE: &str = "why.json";
@@ -63,6 +64,10 @@ pub struct WhyLog {
     pub promises: Vec<PromiseRecord>,
     #[serde(skip)]
     index: IndexMap<(String, usize), usize>,
+    /// Where each (promise, expanded promiser) is in its record's
+    /// iterations: a promise may iterate thousands of times.
+    #[serde(skip)]
+    iteration_index: HashMap<(usize, String), usize>,
 }
 
 /// Which promise an iteration belongs to.
@@ -103,17 +108,22 @@ impl WhyLog {
         if let Some(h) = handle {
             rec.handle = Some(h.to_string());
         }
-        match rec.iterations.iter_mut().find(|i| i.promiser == promiser) {
-            Some(it) => {
+        match self.iteration_index.get(&(idx, promiser.to_string())) {
+            Some(&i) => {
+                let it = &mut rec.iterations[i];
                 if matches!(status, Status::Ran { .. }) || !matches!(it.status, Status::Ran { .. })
                 {
                     it.status = status;
                 }
             }
-            None => rec.iterations.push(Iteration {
-                promiser: promiser.to_string(),
-                status,
-            }),
+            None => {
+                self.iteration_index
+                    .insert((idx, promiser.to_string()), rec.iterations.len());
+                rec.iterations.push(Iteration {
+                    promiser: promiser.to_string(),
+                    status,
+                });
+            }
         }
     }
 

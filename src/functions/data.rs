@@ -5,7 +5,7 @@
 use super::args::{Args, collect, value_to_arc_json};
 use super::regexes::define_var;
 use super::strings::{HASH_ALGORITHMS, digest, hex, split_regex};
-use super::{FnError, FnResult, FnSpec, class_result, json, spec};
+use super::{FnError, FnResult, FnSpec, class_result, json, parses_file, spec};
 use crate::eval::regex::Regex;
 use crate::eval::{DataType, EvalContext, Value};
 use serde_json::{Map, Value as Json};
@@ -13,11 +13,11 @@ use std::sync::Arc;
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("parsejson", 1, Some(1), parsejson),
-    spec("readjson", 1, Some(2), readjson),
+    parses_file("readjson", 1, Some(2), 0, readjson),
     spec("parseyaml", 1, Some(1), parseyaml),
-    spec("readyaml", 1, Some(2), readyaml),
-    spec("readcsv", 1, Some(2), readcsv),
-    spec("readdata", 2, Some(2), readdata),
+    parses_file("readyaml", 1, Some(2), 0, readyaml),
+    parses_file("readcsv", 1, Some(2), 0, readcsv),
+    parses_file("readdata", 2, Some(2), 0, readdata),
     spec("readenvfile", 1, Some(2), readenvfile),
     spec("readfile", 1, Some(2), readfile),
     spec("parseintarray", 6, Some(6), parseintarray),

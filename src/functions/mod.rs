@@ -61,6 +61,10 @@ pub struct FnSpec {
     pub side_effects: bool,
     /// Run once per agent run for the same arguments.
     pub cached: bool,
+    /// Reads and parses the file named by this argument: the result is
+    /// kept for the same arguments while the file stays the same (size,
+    /// modification time and inode), so passes do not parse it again.
+    pub parses_file: Option<usize>,
     pub imp: FnImpl,
 }
 
@@ -135,6 +139,7 @@ pub const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: FnImp
         raw_args: &[],
         side_effects: false,
         cached: false,
+        parses_file: None,
         imp,
     }
 }
@@ -174,6 +179,21 @@ pub const fn effect(
 pub const fn cached(name: &'static str, min: usize, max: Option<usize>, imp: FnImpl) -> FnSpec {
     FnSpec {
         cached: true,
+        ..spec(name, min, max, imp)
+    }
+}
+
+/// A function that reads the file named by argument `file_arg` and parses
+/// it (see `FnSpec::parses_file`).
+pub const fn parses_file(
+    name: &'static str,
+    min: usize,
+    max: Option<usize>,
+    file_arg: usize,
+    imp: FnImpl,
+) -> FnSpec {
+    FnSpec {
+        parses_file: Some(file_arg),
         ..spec(name, min, max, imp)
     }
 }
