@@ -1014,6 +1014,17 @@ impl<'a> AgentRun<'a> {
         });
         let (file, bundle) = (file.clone(), bundle.clone());
         let outcome = self.run_bundle(&file, &bundle, &args, inherit);
+        // cf-agent says so when a called bundle did not keep a promise.
+        match outcome {
+            Some(Outcome::Warned) => tracing::warn!(
+                "Method '{}' invoked repairs, but only warnings promised",
+                bundle.name.name
+            ),
+            Some(o) if o.is_not_kept() => {
+                tracing::error!("Method '{}' failed in some repairs", bundle.name.name)
+            }
+            _ => {}
+        }
         if let Some(AttrValue::Value(Value::Scalar(result))) = ep.attrs.get("useresult") {
             let returned = self.last_return_values.take().unwrap_or_default();
             let (ns, scope) = (ep.namespace.clone(), ep.bundle.clone());
