@@ -23,7 +23,6 @@ mod common;
 
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn modules_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/custom/modules")
@@ -108,14 +107,11 @@ fn ours(wd: &Path, policy: &Path, extra: &[&str]) -> Captured {
 }
 
 fn cf_agent(wd: &Path, policy: &Path, extra: &[&str]) -> Captured {
-    let base = wd.parent().expect("work directory in a base");
-    let wd = cf_workdir(base);
-    run(Command::new("cf-agent")
-        .args(["-K", "-I", "-w"])
-        .arg(&wd)
-        .args(extra)
-        .arg("-f")
-        .arg(policy))
+    cf_agent_inform(
+        wd.parent().expect("work directory in a base"),
+        policy,
+        extra,
+    )
 }
 
 fn run_scenario(s: &Scenario, with_reference: bool) -> Vec<String> {
@@ -147,53 +143,19 @@ fn run_scenario(s: &Scenario, with_reference: bool) -> Vec<String> {
 
 #[test]
 fn custom_promise_scenarios_match_cf_agent() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/custom");
     let with_reference = have("cf-agent");
     if !with_reference {
         eprintln!("skipped: cf-agent not installed; comparing with the recorded results instead");
     }
-    let filter = std::env::var("CUSTOM_SCENARIO").ok();
-    let mut scenarios: Vec<Scenario> = std::fs::read_dir(&dir)
-        .expect("tests/custom")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.join("policy.cf").is_file())
-        .filter(|p| {
-            filter
-                .as_deref()
-                .is_none_or(|f| p.to_string_lossy().contains(f))
-        })
+    let scenarios: Vec<Scenario> = scenario_dirs("custom", "CUSTOM_SCENARIO", 8)
+        .into_iter()
         .map(|p| Scenario {
             name: p.file_name().expect("name").to_string_lossy().into_owned(),
             policy: std::fs::read_to_string(p.join("policy.cf")).expect("read policy.cf"),
             dir: p,
         })
         .collect();
-    scenarios.sort_by(|a, b| a.name.cmp(&b.name));
-    if filter.is_none() {
-        assert!(
-            scenarios.len() >= 8,
-            "expected the custom promise scenarios in {}, found {}",
-            dir.display(),
-            scenarios.len()
-        );
-    }
-    // Two at a time: each run is mostly process start-up and waiting.
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let problems = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|sc| {
-        for _ in 0..2 {
-            sc.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let Some(s) = scenarios.get(i) else { break };
-                    let p = run_scenario(s, with_reference);
-                    problems.lock().expect("lock").extend(p);
-                }
-            });
-        }
-    });
-    let problems = problems.into_inner().expect("lock");
+    let problems = problems_in_parallel(&scenarios, 2, |s| run_scenario(s, with_reference));
     assert!(
         problems.is_empty(),
         "{} problems in {} scenarios:\n{}",
