@@ -59,41 +59,67 @@ impl Drop for ProcessGuard {
     }
 }
 
-/// Writes a bash module into `dir`.
-fn module(dir: &Path, name: &str, script: &str) -> PathBuf {
+/// Writes a bash module into `dir`, with a guard for the processes it
+/// starts.
+fn module(dir: &Path, name: &str, script: &str) -> (PathBuf, ProcessGuard) {
     let p = dir.join(name);
     std::fs::write(&p, script).expect("write module");
-    p
+    let guard = ProcessGuard {
+        marker: p.to_string_lossy().into_owned(),
+    };
+    (p, guard)
 }
 
-/// Answers the header, validates everything, keeps promises whose
-/// promiser starts with "keep", and on any other evaluation starts a
-/// child that sleeps (its command line names this module) and never
-/// answers.
-const HANGS: &str = r#"
-read -r _h; read -r _e
-echo "hangs 1.0.0 v1 line_based action_policy"; echo ""
+/// A module of the line protocol that validates every promise, and runs
+/// `on_evaluate` and `on_terminate` (bash, with `$promiser` set) to answer
+/// the other requests.
+fn line_module(
+    dir: &Path,
+    name: &str,
+    on_evaluate: &str,
+    on_terminate: &str,
+) -> (PathBuf, ProcessGuard) {
+    let script = format!(
+        r#"read -r _h; read -r _e
+echo "{name} 1.0.0 v1 line_based action_policy"; echo ""
 op="" promiser=""
 while IFS= read -r line; do
-  case "$line" in operation=*) op=${line#operation=} ;; promiser=*) promiser=${line#promiser=} ;; esac
+  case "$line" in operation=*) op=${{line#operation=}} ;; promiser=*) promiser=${{line#promiser=}} ;; esac
   [ -n "$line" ] && continue
-  case "$op:$promiser" in
-    validate_promise:*) echo "result=valid" ;;
-    evaluate_promise:keep*) echo "result=kept" ;;
-    evaluate_promise:*) bash -c 'sleep 1000; : "$0"' "$0" ;;
-    terminate:*) echo "result=success"; echo ""; exit 0 ;;
+  case "$op" in
+    validate_promise) echo "result=valid" ;;
+    evaluate_promise) {on_evaluate} ;;
+    terminate) {on_terminate}; echo "result=success"; echo ""; exit 0 ;;
   esac
   echo ""
 done
-"#;
+"#
+    );
+    module(dir, name, &script)
+}
+
+/// A command that sleeps in a child whose command line names the module,
+/// so that the guard sees it.
+const SLEEP_IN_A_CHILD: &str = r#"bash -c 'sleep 1000; : "$0"' "$0""#;
+
+/// The run's lines, with the test's directory written `@TMP@`.
+fn lines(out: &Captured, tmp: &Path) -> String {
+    out.stdout.replace(tmp.to_string_lossy().as_ref(), "@TMP@")
+}
 
 #[test]
 fn a_module_that_hangs_is_killed_and_the_run_goes_on() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let hangs = module(tmp.path(), "hangs.sh", HANGS);
-    let guard = ProcessGuard {
-        marker: hangs.to_string_lossy().into_owned(),
-    };
+    // Promises whose promiser starts with "keep" are kept; on any other
+    // the module never answers.
+    let (hangs, guard) = line_module(
+        tmp.path(),
+        "hangs.sh",
+        &format!(
+            r#"case "$promiser" in keep*) echo "result=kept" ;; *) {SLEEP_IN_A_CHILD} ;; esac"#
+        ),
+        ":",
+    );
     let content = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/custom/modules/content.sh");
     let out_file = tmp.path().join("after.conf");
     let policy = write_policy(
@@ -127,11 +153,8 @@ bundle agent main
     let took = started.elapsed();
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(took < Duration::from_secs(30), "the run took {took:?}");
-    let lines = out
-        .stdout
-        .replace(&tmp.path().to_string_lossy().to_string(), "@TMP@");
     assert_eq!(
-        lines,
+        lines(&out, tmp.path()),
         "   error: Promise module '@TMP@/hangs.sh' gave no answer to 'evaluate_promise' within 2 \
          seconds, so it was killed (hangs promise with promiser 'stuck', @TMP@/p.cf:8)\n   \
          error: Promise module '@TMP@/hangs.sh' was stopped earlier in this run (it gave no \
@@ -157,14 +180,11 @@ bundle agent main
 #[test]
 fn a_module_that_sends_no_header_is_killed() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let silent = module(
+    let (silent, guard) = module(
         tmp.path(),
         "silent.sh",
         "read -r _h; read -r _e; sleep 1000\n",
     );
-    let guard = ProcessGuard {
-        marker: silent.to_string_lossy().into_owned(),
-    };
     let policy = write_policy(
         tmp.path(),
         &format!(
@@ -186,16 +206,13 @@ bundle agent main
         &["--module-timeout", "1", "-n"],
     ] {
         let out = agent_inform(&tmp.path().join("wd"), &policy, extra);
-        let lines = out
-            .stdout
-            .replace(&tmp.path().to_string_lossy().to_string(), "@TMP@");
         let report = if extra.contains(&"-n") {
             " warning: Need to repair reports promise: the run goes on\n"
         } else {
             "R: the run goes on\n"
         };
         assert_eq!(
-            lines,
+            lines(&out, tmp.path()),
             format!(
                 "{report}   error: Promise module '@TMP@/silent.sh' sent no header within 1 seconds, \
                  so it was killed (silent promise with promiser 'one', @TMP@/p.cf:5)\n   \
@@ -213,27 +230,14 @@ bundle agent main
 #[test]
 fn a_module_that_does_not_exit_after_terminate_is_killed() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let stubborn = module(
+    let (stubborn, guard) = line_module(
         tmp.path(),
         "stubborn.sh",
-        r#"read -r _h; read -r _e
-echo "stubborn 1.0.0 v1 line_based"; echo ""
-op=""
-while IFS= read -r line; do
-  case "$line" in operation=*) op=${line#operation=} ;; esac
-  [ -n "$line" ] && continue
-  case "$op" in
-    validate_promise) echo "result=valid" ;;
-    evaluate_promise) echo "result=kept" ;;
-    terminate) echo "log_notice=not leaving"; echo "result=success"; echo ""; exec bash -c 'sleep 1000; : "$0"' "$0" ;;
-  esac
-  echo ""
-done
-"#,
+        r#"echo "result=kept""#,
+        &format!(
+            r#"echo "log_notice=not leaving"; echo "result=success"; echo ""; exec {SLEEP_IN_A_CHILD}"#
+        ),
     );
-    let guard = ProcessGuard {
-        marker: stubborn.to_string_lossy().into_owned(),
-    };
     let policy = write_policy(
         tmp.path(),
         &format!(
@@ -253,27 +257,12 @@ done
 #[test]
 fn a_log_level_no_one_knows_is_reported_and_the_run_goes_on() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let odd = module(
+    let (odd, _guard) = line_module(
         tmp.path(),
         "odd.sh",
-        r#"read -r _h; read -r _e
-echo "odd 1.0.0 v1 line_based"; echo ""
-op=""
-while IFS= read -r line; do
-  case "$line" in operation=*) op=${line#operation=} ;; esac
-  [ -n "$line" ] && continue
-  case "$op" in
-    validate_promise) echo "result=valid" ;;
-    evaluate_promise) echo "log_loud=hello"; echo "log_=empty"; echo "log_info=fine"; echo "result=kept" ;;
-    terminate) echo "result=success"; echo ""; exit 0 ;;
-  esac
-  echo ""
-done
-"#,
+        r#"echo "log_loud=hello"; echo "log_=empty"; echo "log_info=fine"; echo "result=kept""#,
+        ":",
     );
-    let _guard = ProcessGuard {
-        marker: odd.to_string_lossy().into_owned(),
-    };
     let policy = write_policy(
         tmp.path(),
         &format!(
@@ -284,11 +273,8 @@ done
     );
     eprintln!("not compared with cf-agent: it aborts on a log level it does not know");
     let out = agent_inform(&tmp.path().join("wd"), &policy, &[]);
-    let lines = out
-        .stdout
-        .replace(&tmp.path().to_string_lossy().to_string(), "@TMP@");
     assert_eq!(
-        lines,
+        lines(&out, tmp.path()),
         "R: after\n   error: Promise module '@TMP@/odd.sh' sent a log message with an unknown \
          level: 'log_loud=hello'\n   error: Promise module '@TMP@/odd.sh' sent a log message \
          with an unknown level: 'log_=empty'\n    info: fine\n"
@@ -317,12 +303,7 @@ fn a_promise_type_no_block_defines_fails_in_each_pass_as_in_cf_agent() {
         "R: after\n".to_string() + &"   error: Undefined promise type 'undeclared'\n".repeat(3);
     assert_eq!(out.stdout, expected);
     if have("cf-agent") {
-        let wd = cf_workdir(tmp.path());
-        let theirs = run(Command::new("cf-agent")
-            .args(["-K", "-I", "-w"])
-            .arg(&wd)
-            .arg("-f")
-            .arg(&policy));
+        let theirs = cf_agent_inform(tmp.path(), &policy, &[]);
         let theirs: String = theirs
             .stdout
             .lines()
