@@ -11,7 +11,6 @@ use crate::eval::preeval::{PreEvalReport, load_and_preevaluate};
 use crate::eval::vars::Variable;
 use crate::eval::{EvalContext, EvalSettings, Origin};
 use crate::load::{LoadError, LoadedFile, PolicySet, validate_together};
-use crate::promises::custom::protocol::Level;
 use crate::promises::custom::{ModuleSettings, PromiseModules};
 use crate::report::Sink;
 use crate::schema::Scope;
@@ -224,7 +223,7 @@ pub fn run_agent(
         run.state = Some(&mut state);
         run.state_dir = Some(state_dir.clone());
         run.modules = PromiseModules::new(ModuleSettings {
-            log_level: module_log_level(config.log_level),
+            log_level: config.log_level.into(),
             timeout: config.module_timeout,
         });
         let seq = run.bundlesequence(config.bundlesequence.as_deref())?;
@@ -234,19 +233,6 @@ pub fn run_agent(
     };
     state.flush()?;
     Ok(RunReport { prepared, summary })
-}
-
-/// The run's log level as a request to a promise module names it.
-fn module_log_level(l: crate::config::LogLevel) -> Level {
-    use crate::config::LogLevel;
-    match l {
-        LogLevel::Error => Level::Error,
-        LogLevel::Warning => Level::Warning,
-        LogLevel::Notice => Level::Notice,
-        LogLevel::Info => Level::Info,
-        LogLevel::Verbose => Level::Verbose,
-        LogLevel::Debug => Level::Debug,
-    }
 }
 
 /// Undoes the transactions of runs that were killed (their journals are

@@ -232,6 +232,21 @@ impl Level {
     }
 }
 
+impl From<crate::config::LogLevel> for Level {
+    /// The run's log level, as a request to a module names it.
+    fn from(l: crate::config::LogLevel) -> Level {
+        use crate::config::LogLevel as L;
+        match l {
+            L::Error => Level::Error,
+            L::Warning => Level::Warning,
+            L::Notice => Level::Notice,
+            L::Info => Level::Info,
+            L::Verbose => Level::Verbose,
+            L::Debug => Level::Debug,
+        }
+    }
+}
+
 /// Something to say while a response is read, in the order it happens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Note {
