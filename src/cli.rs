@@ -109,6 +109,10 @@ pub struct AgentArgs {
     #[arg(long = "wait-for-lock", value_name = "SECONDS", default_value_t = 10)]
     pub wait_for_lock: u64,
 
+    /// Seconds a custom promise module may stay silent before it is killed
+    #[arg(long = "module-timeout", value_name = "SECONDS", default_value_t = 600)]
+    pub module_timeout: u64,
+
     /// Print a unified diff of every file change (with --dry-run: of every change that would be made)
     #[arg(long = "diff")]
     pub diff: bool,

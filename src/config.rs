@@ -71,6 +71,9 @@ pub struct Config {
     pub show_evaluated_classes: Option<String>,
     pub detailed_exitcodes: bool,
     pub lock_wait: std::time::Duration,
+    /// How long a custom promise module may stay silent before it is
+    /// taken for hung and killed.
+    pub module_timeout: std::time::Duration,
     /// Print a unified diff of every file change (made, or under dry-run
     /// that would be made).
     pub diff: bool,
@@ -222,6 +225,12 @@ impl Config {
             diff: args.diff || args.simulate.is_some(),
             report_file: args.report_file.map(|f| normalize(&cwd.join(f))),
             lock_wait: std::time::Duration::from_secs(args.wait_for_lock),
+            // Zero is what a default-built argument set holds (the
+            // cf-promises front end's), not a limit anyone asked for.
+            module_timeout: match args.module_timeout {
+                0 => crate::promises::custom::DEFAULT_TIMEOUT,
+                n => std::time::Duration::from_secs(n),
+            },
         })
     }
 }

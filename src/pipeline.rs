@@ -11,6 +11,7 @@ use crate::eval::preeval::{PreEvalReport, load_and_preevaluate};
 use crate::eval::vars::Variable;
 use crate::eval::{EvalContext, EvalSettings, Origin};
 use crate::load::{LoadError, LoadedFile, PolicySet, validate_together};
+use crate::promises::custom::{ModuleSettings, PromiseModules};
 use crate::report::Sink;
 use crate::schema::Scope;
 use crate::state::{RunLock, RunLockError, StateError, StateStore};
@@ -221,6 +222,10 @@ pub fn run_agent(
         run.diff = config.diff;
         run.state = Some(&mut state);
         run.state_dir = Some(state_dir.clone());
+        run.modules = PromiseModules::new(ModuleSettings {
+            log_level: config.log_level.into(),
+            timeout: config.module_timeout,
+        });
         let seq = run.bundlesequence(config.bundlesequence.as_deref())?;
         run.run(&seq)?;
         save_why(&state_dir, config, &mut run.why);

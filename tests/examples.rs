@@ -115,3 +115,56 @@ fn graph_example() {
         "{why:?}"
     );
 }
+
+#[test]
+fn custom_promise_example() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = example("custom_promise/promises.cf");
+    let f = policy.to_str().unwrap();
+    // A dry run first, on a work directory of its own: it says what it
+    // would do and creates nothing.
+    let dry = tmp.path().join("dry");
+    let out = agent(&dry, &["-KI", "-n", "-f", f]);
+    let would = concat!(
+        " warning: Should set 'port = 8080' in [server] of 'WORKDIR/example/app.ini', but only warning promised\n",
+        " warning: Should set 'workers = 4' in [server] of 'WORKDIR/example/app.ini', but only warning promised\n",
+        " warning: Should link 'WORKDIR/example/app.conf' to 'WORKDIR/example/app.ini', but only warning promised\n",
+    );
+    assert_eq!(out.stdout, would, "{out:?}");
+    assert!(!dry.join("example").exists());
+    let wd = tmp.path().join("wd");
+    let first = "    info: Set 'port = 8080' in [server] of 'WORKDIR/example/app.ini'
+    info: Set 'workers = 4' in [server] of 'WORKDIR/example/app.ini'
+    info: Linked 'WORKDIR/example/app.conf' to 'WORKDIR/example/app.ini'
+R: app.ini changed: the app would be restarted now
+";
+    let out = agent(&wd, &["-KI", "-f", f]);
+    assert_eq!(out.stdout, first, "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(wd.join("example/app.conf")).unwrap(),
+        "[server]\nport = 8080\nworkers = 4\n"
+    );
+    let out = agent(&wd, &["-KI", "-f", f]);
+    assert_eq!(out.stdout, "", "the second run changed something: {out:?}");
+    // cf-agent runs the same modules the same way.
+    if have("cf-agent") {
+        let cf = cf_workdir(tmp.path());
+        let cf_agent = |extra: &[&str]| {
+            let out = run(Command::new("cf-agent")
+                .args(["-KI", "-w"])
+                .arg(&cf)
+                .args(extra)
+                .args(["-f", f]));
+            out.stdout
+                .lines()
+                .filter(|l| !l.contains("Setting workdir"))
+                .map(|l| format!("{}\n", l.replace(&cf.display().to_string(), "WORKDIR")))
+                .collect::<String>()
+        };
+        assert_eq!(cf_agent(&["-n"]), would);
+        assert_eq!(cf_agent(&[]), first);
+        assert_eq!(cf_agent(&[]), "");
+    } else {
+        eprintln!("skipped: cf-agent not installed; checked against the recorded lines only");
+    }
+}

@@ -341,49 +341,15 @@ fn run_scenario(s: &Scenario, with_reference: bool) -> Vec<String> {
 
 #[test]
 fn files_scenarios_match_cf_agent() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/files");
     let with_reference = have("cf-agent");
     if !with_reference {
         eprintln!("cf-agent not installed; comparing with the recorded results instead");
     }
-    let filter = std::env::var("FILES_SCENARIO").ok();
-    let mut scenarios: Vec<Scenario> = std::fs::read_dir(&dir)
-        .expect("tests/files")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.join("policy.cf").is_file())
-        .filter(|p| {
-            filter
-                .as_deref()
-                .is_none_or(|f| p.to_string_lossy().contains(f))
-        })
-        .map(|p| Scenario::load(&p))
+    let scenarios: Vec<Scenario> = scenario_dirs("files", "FILES_SCENARIO", 80)
+        .iter()
+        .map(|p| Scenario::load(p))
         .collect();
-    scenarios.sort_by(|a, b| a.name.cmp(&b.name));
-    if filter.is_none() {
-        assert!(
-            scenarios.len() >= 80,
-            "expected the files scenarios in {}, found {}",
-            dir.display(),
-            scenarios.len()
-        );
-    }
-    // A few at a time: each run is mostly process start-up and waiting.
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let problems = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|sc| {
-        for _ in 0..4 {
-            sc.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let Some(s) = scenarios.get(i) else { break };
-                    let p = run_scenario(s, with_reference);
-                    problems.lock().expect("lock").extend(p);
-                }
-            });
-        }
-    });
-    let problems = problems.into_inner().expect("lock");
+    let problems = problems_in_parallel(&scenarios, 4, |s| run_scenario(s, with_reference));
     assert!(
         problems.is_empty(),
         "{} problems in {} scenarios:\n{}",

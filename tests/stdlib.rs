@@ -619,21 +619,7 @@ fn library_cases() {
         .iter()
         .filter(|c| filter.as_deref().is_none_or(|f| c.name.contains(f)))
         .collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let problems = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|sc| {
-        for _ in 0..3 {
-            sc.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let Some(c) = cases.get(i) else { break };
-                    let p = run_case(c, with_mpf);
-                    problems.lock().expect("lock").extend(p);
-                }
-            });
-        }
-    });
-    let problems = problems.into_inner().expect("lock");
+    let problems = problems_in_parallel(&cases, 3, |c| run_case(c, with_mpf));
     assert!(
         problems.is_empty(),
         "{} problems:\n{}",

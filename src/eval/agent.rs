@@ -13,6 +13,7 @@ use super::vars::Variable;
 use super::why::{self, Status, WhyLog};
 use crate::host::{ChangeJournal, Host};
 use crate::load::{LoadedFile, PolicySet};
+use crate::promises::custom::PromiseModules;
 use crate::promises::{ActContext, AttrValue, ExpandedPromise, Outcome, ResolvedBody, actuator};
 use crate::report::json::JsonEvent;
 use crate::report::{Counts, PromiseEvent, Sink};
@@ -138,6 +139,10 @@ pub struct AgentRun<'a> {
     abort_run: Option<String>,
     /// A class of `abortbundleclasses` was defined: the bundle stops.
     abort_bundle: bool,
+    /// The promise modules of custom promise types, running for the run.
+    pub modules: PromiseModules,
+    /// The promise just acted ended before its once-per-run lock.
+    again_next_pass: bool,
 }
 
 /// A transactional bundle being run.
@@ -208,6 +213,8 @@ impl<'a> AgentRun<'a> {
             why: WhyLog::default(),
             abort_run: None,
             abort_bundle: false,
+            modules: PromiseModules::default(),
+            again_next_pass: false,
         }
     }
 
@@ -288,8 +295,16 @@ impl<'a> AgentRun<'a> {
     }
 
     /// Runs the whole sequence. Bundles that are missing stop the run
-    /// before anything acts, as cf-agent refuses such a policy.
+    /// before anything acts, as cf-agent refuses such a policy. The
+    /// promise modules the run started are told to terminate at its end,
+    /// however it ends.
     pub fn run(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
+        let r = self.run_sequence(seq);
+        self.modules.terminate_all();
+        r
+    }
+
+    fn run_sequence(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
         for call in seq {
             let Some((_, bundle)) = self.policy.bundle("default", &call.name) else {
                 return Err(RunError::UndefinedBundle(call.name.clone()));
@@ -624,6 +639,10 @@ impl<'a> AgentRun<'a> {
         let mut failures: Vec<(String, String)> = Vec::new();
         // Iterations that did not get as far as acting, and why (`--why`).
         let mut skipped: Vec<(String, String)> = Vec::new();
+        // cf-agent hands a custom promise to its module code even while
+        // parts of it are unresolved; that code fails it until they
+        // resolve (see `promises::custom`).
+        let custom = crate::schema::promise_type(ptype).is_none();
         self.ctx.for_each_iteration(&texts, &mut |ctx| {
             match ctx.promise_condition(promise) {
                 Some(true) => {}
@@ -646,7 +665,11 @@ impl<'a> AgentRun<'a> {
             let promiser = ctx.expand(&promise.promiser.value);
             // An unresolved promiser waits; reports print it as written in
             // the last pass, and methods run at once, as cf-agent does.
-            if promiser.unresolved && ptype != "methods" && !(last && ptype == "reports") {
+            if promiser.unresolved
+                && ptype != "methods"
+                && !custom
+                && !(last && ptype == "reports")
+            {
                 deferred = true;
                 let names = why::unresolved_variables(ctx, promise).join(", ");
                 skipped.push((
@@ -671,8 +694,20 @@ impl<'a> AgentRun<'a> {
                         file: file.source.path.clone(),
                         line,
                         handle,
+                        unresolved: false,
                     });
                 }
+                Err(BodyError::Defer) if custom => work.push(ExpandedPromise {
+                    promise_type: ptype.to_string(),
+                    promiser: promiser.text,
+                    attrs: IndexMap::new(),
+                    bundle: bundle.name.name.clone(),
+                    namespace: bundle.namespace.clone(),
+                    file: file.source.path.clone(),
+                    line,
+                    handle: None,
+                    unresolved: true,
+                }),
                 Err(BodyError::Defer) => {
                     deferred = true;
                     let names = why::unresolved_variables(ctx, promise).join(", ");
@@ -791,8 +826,16 @@ impl<'a> AgentRun<'a> {
             let duration = started.elapsed();
             let changes = crate::report::log::take_captured();
             drop(entered);
+            // A promise that ended before its once-per-run lock is tried
+            // again in the next pass, as cf-agent's passes do.
+            let again = std::mem::take(&mut self.again_next_pass);
+            state.changed |= again;
             let Some(outcome) = outcome else {
-                let reason = format!("promise type '{ptype}' is not supported yet");
+                let reason = if custom {
+                    format!("promise type '{ptype}' is not defined by any 'promise agent' block")
+                } else {
+                    format!("promise type '{ptype}' is not supported yet")
+                };
                 self.why
                     .record(&site, handle, &ep.promiser, Status::Skipped { reason });
                 continue;
@@ -822,12 +865,14 @@ impl<'a> AgentRun<'a> {
                     outcome.as_str()
                 ));
             }
-            self.done.insert(key);
             // Under -K cf-agent neither honours nor leaves promise locks.
-            if !self.no_lock
-                && let Some(st) = self.state.as_deref_mut()
-            {
-                st.record_done(&lock_key, self.now);
+            if !again {
+                self.done.insert(key);
+                if !self.no_lock
+                    && let Some(st) = self.state.as_deref_mut()
+                {
+                    st.record_done(&lock_key, self.now);
+                }
             }
             state.changed |= outcome == Outcome::Repaired;
             state.changed |= self.set_outcome_classes(&ep, outcome);
@@ -932,6 +977,21 @@ impl<'a> AgentRun<'a> {
             }
             return Some(Outcome::Kept);
         }
+        if crate::schema::promise_type(&ep.promise_type).is_none() {
+            let mut act_ctx = ActContext {
+                ctx: self.ctx,
+                policy: self.policy,
+                host: &self.host,
+                dry_run: self.dry_run,
+                diff: self.diff,
+                output: self.sink,
+                state: self.state.as_deref_mut(),
+                now: self.now,
+            };
+            let r = self.modules.evaluate(&mut act_ctx, ep);
+            self.again_next_pass = !r.once;
+            return r.outcome;
+        }
         let Some(act) = actuator(&ep.promise_type) else {
             if self.unsupported.insert(ep.promise_type.clone()) {
                 tracing::error!(
@@ -1014,6 +1074,17 @@ impl<'a> AgentRun<'a> {
         });
         let (file, bundle) = (file.clone(), bundle.clone());
         let outcome = self.run_bundle(&file, &bundle, &args, inherit);
+        // cf-agent says so when a called bundle did not keep a promise.
+        match outcome {
+            Some(Outcome::Warned) => tracing::warn!(
+                "Method '{}' invoked repairs, but only warnings promised",
+                bundle.name.name
+            ),
+            Some(o) if o.is_not_kept() => {
+                tracing::error!("Method '{}' failed in some repairs", bundle.name.name)
+            }
+            _ => {}
+        }
         if let Some(AttrValue::Value(Value::Scalar(result))) = ep.attrs.get("useresult") {
             let returned = self.last_return_values.take().unwrap_or_default();
             let (ns, scope) = (ep.namespace.clone(), ep.bundle.clone());

@@ -92,26 +92,70 @@ pub fn split_command_line(s: &str) -> Vec<String> {
     words
 }
 
+/// The process a spec describes, not yet started: its program (or the
+/// shell), environment, working directory, user and group, and what runs
+/// between fork and exec (a new session, so that a timeout can kill the
+/// whole group; the umask; the chroot). Standard streams are the caller's
+/// business.
+pub(crate) fn command_for(spec: &CommandSpec) -> std::io::Result<Command> {
+    let mut cmd = if spec.shell {
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c").arg(spec.argv.join(" "));
+        c
+    } else {
+        let Some((prog, args)) = spec.argv.split_first() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "empty command",
+            ));
+        };
+        let mut c = Command::new(prog);
+        c.args(args);
+        c
+    };
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    if let Some(d) = &spec.chdir {
+        cmd.current_dir(d);
+    }
+    if let Some(g) = spec.gid {
+        cmd.gid(g);
+    }
+    if let Some(u) = spec.uid {
+        cmd.uid(u);
+    }
+    let umask = spec.umask;
+    let chroot = spec
+        .chroot
+        .clone()
+        .map(|c| std::ffi::CString::new(c).unwrap_or_default());
+    // SAFETY: only async-signal-safe calls (setsid, umask, chroot,
+    // chdir) run between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setsid();
+            if let Some(m) = umask {
+                libc::umask(m as libc::mode_t);
+            }
+            if let Some(root) = &chroot {
+                if libc::chroot(root.as_ptr()) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::chdir(c"/".as_ptr());
+            }
+            Ok(())
+        });
+    }
+    Ok(cmd)
+}
+
 impl super::Host {
     /// Runs a command to completion (or its timeout) and returns its
     /// output. In a rooted host the command still runs on the real system:
     /// commands are the policy's own business.
     pub fn run(&self, spec: &CommandSpec) -> std::io::Result<CommandResult> {
-        let mut cmd = if spec.shell {
-            let mut c = Command::new("/bin/sh");
-            c.arg("-c").arg(spec.argv.join(" "));
-            c
-        } else {
-            let Some((prog, args)) = spec.argv.split_first() else {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    "empty command",
-                ));
-            };
-            let mut c = Command::new(prog);
-            c.args(args);
-            c
-        };
+        let mut cmd = command_for(spec)?;
         let (reader, writer) = std::io::pipe()?;
         match spec.output {
             OutputSelect::Both => cmd.stdout(writer.try_clone()?).stderr(writer),
@@ -123,40 +167,6 @@ impl super::Host {
         } else {
             Stdio::piped()
         });
-        for (k, v) in &spec.env {
-            cmd.env(k, v);
-        }
-        if let Some(d) = &spec.chdir {
-            cmd.current_dir(d);
-        }
-        if let Some(g) = spec.gid {
-            cmd.gid(g);
-        }
-        if let Some(u) = spec.uid {
-            cmd.uid(u);
-        }
-        let umask = spec.umask;
-        let chroot = spec
-            .chroot
-            .clone()
-            .map(|c| std::ffi::CString::new(c).unwrap_or_default());
-        // SAFETY: only async-signal-safe calls (setsid, umask, chroot,
-        // chdir) run between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::setsid();
-                if let Some(m) = umask {
-                    libc::umask(m as libc::mode_t);
-                }
-                if let Some(root) = &chroot {
-                    if libc::chroot(root.as_ptr()) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    libc::chdir(c"/".as_ptr());
-                }
-                Ok(())
-            });
-        }
         let mut child = cmd.spawn()?;
         drop(cmd);
         if let Some(mut input) = child.stdin.take() {

@@ -3,6 +3,7 @@
 //! them a promise already expanded for one iteration.
 
 pub mod commands;
+pub mod custom;
 pub mod files;
 pub mod processes;
 pub mod reports;
@@ -104,6 +105,10 @@ pub struct ExpandedPromise {
     pub file: String,
     pub line: usize,
     pub handle: Option<String>,
+    /// Some reference in the promise could not be resolved (yet). Only
+    /// custom promise types act on such a promise: cf-agent fails it until
+    /// it resolves.
+    pub unresolved: bool,
 }
 
 impl ExpandedPromise {

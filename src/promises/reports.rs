@@ -12,10 +12,15 @@ const DEFAULT_PRINTFILE_LINES: usize = 5;
 impl Actuator for Reports {
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
         // An action body that only warns keeps even a report from printing;
-        // cf-agent counts it as not kept. (A dry run still prints reports.)
+        // cf-agent counts it as not kept. A dry run (`-n`) prints no report
+        // either: cf-agent 3.21 says the same of each.
         if p.warn_only() {
             tracing::warn!("Need to repair reports promise: {}", p.promiser);
             return Outcome::Failed;
+        }
+        if act.ctx.settings.dry_run {
+            tracing::warn!("Need to repair reports promise: {}", p.promiser);
+            return Outcome::Warned;
         }
         // As in cf-agent, a report is kept whether its line reached the
         // output or a file (a file that cannot be opened is only logged);

@@ -1,6 +1,7 @@
 //! Log lines in cf-agent's shape (`    info: ...`, `   error: ...`),
-//! through `tracing`. CFEngine has six levels and tracing five, so notice
-//! and info share INFO and are told apart by their target.
+//! through `tracing`. CFEngine has seven levels and tracing five, so notice
+//! and info share INFO, and critical and error share ERROR, told apart by
+//! their target.
 
 use crate::config::LogLevel;
 use std::fmt;
@@ -12,10 +13,15 @@ use tracing_subscriber::registry::LookupSpan;
 
 pub const NOTICE_TARGET: &str = "cf_notice";
 
+/// The target of critical messages (`CRITICAL: ...`), which cf-agent prints
+/// for bugs it detects in promise modules.
+pub const CRITICAL_TARGET: &str = "cf_critical";
+
 /// The CFEngine level word of an event, right-aligned to eight columns as
 /// cf-agent prints it.
 fn prefix(level: &Level, target: &str) -> &'static str {
     match *level {
+        Level::ERROR if target == CRITICAL_TARGET => "CRITICAL",
         Level::ERROR => "   error",
         Level::WARN => " warning",
         Level::INFO if target == NOTICE_TARGET => "  notice",
@@ -195,5 +201,7 @@ mod tests {
         assert!(!enabled(LogLevel::Info, &Level::DEBUG, "convergent::x"));
         assert_eq!(prefix(&Level::INFO, "x"), "    info");
         assert_eq!(prefix(&Level::INFO, NOTICE_TARGET), "  notice");
+        assert_eq!(prefix(&Level::ERROR, CRITICAL_TARGET), "CRITICAL");
+        assert!(enabled(LogLevel::Error, &Level::ERROR, CRITICAL_TARGET));
     }
 }

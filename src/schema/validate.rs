@@ -328,6 +328,16 @@ impl<'a> Validator<'a> {
             .iter()
             .any(|a| matches!(a.name.name.as_str(), "if" | "ifvarclass" | "unless"));
         for a in &p.attributes {
+            // cf-promises refuses the old spelling for custom promise types.
+            if a.name.name == "ifvarclass" && promise_type(type_name).is_none() {
+                self.error(
+                    a.name.span,
+                    format!(
+                        "Common attribute 'ifvarclass' not supported for custom promises, use 'if' instead ({type_name} promises)"
+                    ),
+                )
+                .help = Some("write: if => ...".into());
+            }
             let is_condition = matches!(a.name.name.as_str(), "if" | "ifvarclass" | "unless");
             let site = if evaluating_type && unguarded && (is_condition || !conditional) {
                 CallSite::Evaluated
@@ -342,7 +352,8 @@ impl<'a> Validator<'a> {
                 self.class_literal_value(&a.value);
             }
             let refs =
-                is_reference_attribute(def.and_then(|d| d.attribute(&a.name.name)), &a.name.name);
+                is_reference_attribute(def.and_then(|d| d.attribute(&a.name.name)), &a.name.name)
+                    || (promise_type(type_name).is_none() && self.names_custom_body(a));
             self.calls(&a.value, site, checked_top, refs);
             if a.name.name == "handle"
                 && let Rval::String(h) = &a.value
@@ -811,6 +822,22 @@ impl<'a> Validator<'a> {
             let refs = is_reference_attribute(Some(ad), ad.name);
             self.calls(&a.value, site, checked, refs);
         }
+    }
+
+    /// Whether an attribute of a custom promise names a body: a common one
+    /// (`action`, `classes`), or one of a type named after the attribute
+    /// (a custom body, which modules of the JSON protocol receive).
+    fn names_custom_body(&self, a: &Attribute) -> bool {
+        let n = a.name.name.as_str();
+        let called = match &a.value {
+            Rval::Call(c) => c.name.name.as_str(),
+            Rval::Symbol(s) => s.name.as_str(),
+            _ => return false,
+        };
+        matches!(n, "action" | "classes")
+            || self
+                .bodies
+                .contains_key(&(n, split_ns("default", called).1))
     }
 
     /// `promise agent NAME { path => ...; interpreter => ...; }`.

@@ -312,3 +312,70 @@ pub fn scrubbed(mut out: Captured, root: &Path) -> Captured {
     out.stderr = out.stderr.replace(&root, "[TMP]");
     out
 }
+
+/// Runs `job` on every item, `threads` at a time (the runs are mostly
+/// process start-up and waiting), and gathers the problems each reports.
+pub fn problems_in_parallel<T: Sync>(
+    items: &[T],
+    threads: usize,
+    job: impl Fn(&T) -> Vec<String> + Sync,
+) -> Vec<String> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let problems = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|sc| {
+        for _ in 0..threads {
+            sc.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(item) = items.get(i) else { break };
+                    let p = job(item);
+                    problems.lock().expect("lock").extend(p);
+                }
+            });
+        }
+    });
+    problems.into_inner().expect("lock")
+}
+
+/// One run of cf-agent with inform output (`-K -I`), in a private work
+/// directory below `root` (see [`cf_workdir`]).
+pub fn cf_agent_inform(root: &Path, policy: &Path, extra: &[&str]) -> Captured {
+    run(Command::new("cf-agent")
+        .args(["-K", "-I", "-w"])
+        .arg(cf_workdir(root))
+        .args(extra)
+        .arg("-f")
+        .arg(policy))
+}
+
+/// The scenario directories of `tests/<dir>` (those holding a
+/// `policy.cf`), sorted by name. When the environment variable `filter_var`
+/// is set, only those whose path contains its value; otherwise there must
+/// be at least `min` of them.
+pub fn scenario_dirs(dir: &str, filter_var: &str, min: usize) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(dir);
+    let filter = std::env::var(filter_var).ok();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join("policy.cf").is_file())
+        .filter(|p| {
+            filter
+                .as_deref()
+                .is_none_or(|f| p.to_string_lossy().contains(f))
+        })
+        .collect();
+    dirs.sort();
+    if filter.is_none() {
+        assert!(
+            dirs.len() >= min,
+            "expected at least {min} scenarios in {}, found {}",
+            root.display(),
+            dirs.len()
+        );
+    }
+    dirs
+}

@@ -676,6 +676,7 @@ impl Editor<'_> {
                     file: file.source.path.clone(),
                     line,
                     handle: None,
+                    unresolved: false,
                 });
             }
         });

@@ -1,0 +1,3 @@
+#!/bin/bash
+# Exits at once, before sending a header.
+exit 3

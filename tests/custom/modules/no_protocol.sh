@@ -1,0 +1,1 @@
+no_action_policy.sh
