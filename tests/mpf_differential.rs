@@ -78,9 +78,10 @@ const KNOWN: &[(&str, &str)] = &[
     ),
     (
         "default:host_info_report_software.packages",
-        "with `package_inventory` set, cf-promises reads packagesmatching() from the package \
-         modules' inventory, which this work directory does not have yet, and fails; we read \
-         the legacy CSV inventory, which is empty",
+        "cf-promises keeps the first `package_inventory` it resolves, taken before \
+         package_module_knowledge is defined, so it holds an unresolved reference and \
+         packagesmatching() fails (\"No valid package module inventory found\"); we read the \
+         apt_get module's inventory the final value names",
     ),
 ];
 

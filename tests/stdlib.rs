@@ -27,7 +27,8 @@ struct Case {
     before: &'static [(&'static str, &'static str, u32)],
     /// Paths (files or directories) made ten days old before the runs.
     old: &'static [&'static str],
-    /// The policy after the control body; `@ROOT@` is the tree.
+    /// The policy after the control body; `@ROOT@` is the tree,
+    /// `@MODULES@` our `policies/modules`.
     policy: &'static str,
     /// Whether every name it uses is also in the MPF (then cf-agent with
     /// the MPF's library is the reference).
@@ -447,6 +448,30 @@ reports:
         mpf: false,
         reports: &["R: checked"],
     },
+    Case {
+        name: "package_module",
+        covers: &["package_module_knowledge", "apt_get"],
+        before: &[],
+        old: &[],
+        // The MPF's apt_get body runs its Python module through
+        // cfengine-selected-python; ours is a shell script.
+        policy: r##"
+bundle agent main {
+files:
+  "$(sys.workdir)/modules/packages/apt_get"
+    copy_from => local_cp("@MODULES@/packages/apt_get"), perms => m("755");
+packages:
+  "convergent-no-such-package" policy => "absent", package_module => apt_get,
+    classes => if_ok("absent");
+reports:
+  "default: $(package_module_knowledge.platform_default)";
+  absent::
+    "not installed";
+}
+"##,
+        mpf: false,
+        reports: &["R: default: apt_get", "R: not installed"],
+    },
 ];
 
 fn lib_dir() -> PathBuf {
@@ -501,7 +526,14 @@ fn prepare(case: &Case, base: &Path, lib: &Path) -> (PathBuf, PathBuf) {
     let text = format!(
         "body common control {{ inputs => {{ \"{}\" }}; bundlesequence => {{ \"main\" }}; }}\n{}",
         lib.display(),
-        case.policy.replace("@ROOT@", &root.to_string_lossy())
+        case.policy
+            .replace("@ROOT@", &root.to_string_lossy())
+            .replace(
+                "@MODULES@",
+                &Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("policies/modules")
+                    .to_string_lossy()
+            )
     );
     std::fs::write(&policy, text).expect("write policy");
     (root, policy)
@@ -599,6 +631,7 @@ fn every_library_name_has_a_case() {
         for n in c.covers {
             assert!(
                 c.policy.contains(&format!("{n}("))
+                    || c.policy.contains(&format!("$({n}."))
                     || c.policy.contains(&format!("=> {n};"))
                     || c.policy.contains(&format!("=> {n},")),
                 "case {} claims to cover {n} but does not use it",

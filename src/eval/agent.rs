@@ -143,6 +143,8 @@ pub struct AgentRun<'a> {
     pub modules: PromiseModules,
     /// The promise just acted ended before its once-per-run lock.
     again_next_pass: bool,
+    /// What this run knows of the package modules' caches.
+    packages: crate::promises::packages::Session,
 }
 
 /// A transactional bundle being run.
@@ -215,6 +217,7 @@ impl<'a> AgentRun<'a> {
             abort_bundle: false,
             modules: PromiseModules::default(),
             again_next_pass: false,
+            packages: Default::default(),
         }
     }
 
@@ -339,7 +342,30 @@ impl<'a> AgentRun<'a> {
                 break;
             }
         }
+        self.update_package_inventory();
         Ok(())
+    }
+
+    /// cf-agent refreshes the package inventory after the bundles ran.
+    fn update_package_inventory(&mut self) {
+        let dry_run = self.dry_run;
+        crate::promises::packages::update_inventory(&mut self.act_context(dry_run));
+    }
+
+    /// What an actuator may use of the run; `dry_run` changes nothing.
+    fn act_context(&mut self, dry_run: bool) -> ActContext<'_> {
+        ActContext {
+            ctx: self.ctx,
+            policy: self.policy,
+            host: &self.host,
+            dry_run,
+            diff: self.diff,
+            output: self.sink,
+            state: self.state.as_deref_mut(),
+            now: self.now,
+            no_lock: self.no_lock,
+            packages: &mut self.packages,
+        }
     }
 
     /// Checks the classes defined since the last look against agent
@@ -987,6 +1013,8 @@ impl<'a> AgentRun<'a> {
                 output: self.sink,
                 state: self.state.as_deref_mut(),
                 now: self.now,
+                no_lock: self.no_lock,
+                packages: &mut self.packages,
             };
             let r = self.modules.evaluate(&mut act_ctx, ep);
             self.again_next_pass = !r.once;
@@ -1003,18 +1031,8 @@ impl<'a> AgentRun<'a> {
             }
             return None;
         };
-        let warn_only = ep.warn_only();
-        let mut act_ctx = ActContext {
-            ctx: self.ctx,
-            policy: self.policy,
-            host: &self.host,
-            dry_run: self.dry_run || warn_only,
-            diff: self.diff,
-            output: self.sink,
-            state: self.state.as_deref_mut(),
-            now: self.now,
-        };
-        Some(act.evaluate(&mut act_ctx, ep))
+        let dry_run = self.dry_run || ep.warn_only();
+        Some(act.evaluate(&mut self.act_context(dry_run), ep))
     }
 
     /// `methods`: run the named bundle and take its outcome.

@@ -141,6 +141,22 @@ pub fn resolve_body(
     Ok(out)
 }
 
+/// Resolves the body of `body_type` with this name and no arguments, as
+/// body common control names one (`package_module => "apt_get"`).
+pub fn resolve_named_body(
+    ctx: &mut EvalContext,
+    policy: &PolicySet,
+    body_type: &str,
+    name: &str,
+) -> Result<ResolvedBody, BodyError> {
+    let mut out = ResolvedBody {
+        name: name.to_string(),
+        attrs: Default::default(),
+    };
+    resolve_into(ctx, policy, body_type, name, Vec::new(), &mut out, 0)?;
+    Ok(out)
+}
+
 fn resolve_into(
     ctx: &mut EvalContext,
     policy: &PolicySet,

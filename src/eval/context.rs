@@ -230,6 +230,14 @@ impl EvalContext {
         Some(json_to_value(cur))
     }
 
+    /// An attribute of the default namespace's `body common control`, as
+    /// pre-evaluation resolved it (`package_module`, `package_inventory`).
+    pub fn common_control(&self, attr: &str) -> Option<&Value> {
+        self.vars
+            .get("default", "control_common", attr)
+            .map(|v| &v.value)
+    }
+
     pub fn lookup_variable(&self, text: &str) -> Option<&Variable> {
         let r = VarRef::parse(text);
         let (ns, scope) = self.resolve_scope(&r);

@@ -28,6 +28,10 @@ mod strings;
 mod system;
 mod time;
 
+/// C's `strtol`/`atoi` reading of a number, for what reads program output
+/// as cf-agent does.
+pub(crate) use strings::parse_c_long;
+
 use crate::eval::{EvalContext, Value};
 use std::collections::HashMap;
 use std::sync::OnceLock;

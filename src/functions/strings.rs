@@ -406,8 +406,9 @@ fn pad(conv: &Conv, s: String) -> String {
     }
 }
 
-/// `strtol`: leading spaces, a sign and digits; what follows is ignored.
-fn parse_c_long(s: &str) -> i64 {
+/// `strtol` (and `atoi`): leading spaces, a sign and digits; what follows
+/// is ignored, and no digits at all is 0.
+pub(crate) fn parse_c_long(s: &str) -> i64 {
     let t = s.trim_start();
     let (neg, digits) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),

@@ -6,7 +6,7 @@ use super::exec::{self, Shell};
 use super::{FnError, FnResult, FnSpec, cached, class_result, effect, int_value, spec};
 use crate::eval::{EvalContext, Value};
 use crate::host::exec::OutputSelect;
-use crate::host::packages::{Inventory, read_inventory};
+use crate::host::packages::{Inventory, read_inventory, read_module_inventory};
 use serde_json::{Map, Value as Json, json};
 use std::ffi::{CStr, CString};
 
@@ -430,12 +430,20 @@ fn package_query(
     updates: bool,
 ) -> FnResult {
     let p = Args::new(name, a);
-    let res = [
-        p.regex(ctx, 0, "name_regex")?,
-        p.regex(ctx, 1, "version_regex")?,
-        p.regex(ctx, 2, "arch_regex")?,
-        p.regex(ctx, 3, "method_regex")?,
-    ];
+    // As cf-agent, one regular expression over the whole
+    // `name,version,arch,method` line, which its first match must cover
+    // (so `a|b` in the name matches `a` only if that is the whole line).
+    let pattern = format!(
+        "^{},{},{},{}$",
+        p.str(0, "name_regex")?,
+        p.str(1, "version_regex")?,
+        p.str(2, "arch_regex")?,
+        p.str(3, "method_regex")?
+    );
+    let re = ctx
+        .regexes
+        .get(&pattern)
+        .map_err(|e| p.fail(format!("'{pattern}': {e}")))?;
     let workdir = ctx
         .lookup("sys.workdir")
         .and_then(|v| v.as_scalar().map(std::path::PathBuf::from));
@@ -444,17 +452,25 @@ fn package_query(
     } else {
         Inventory::Installed
     };
-    let packages = workdir
-        .map(|w| read_inventory(&w, which))
-        .unwrap_or_default();
+    // With `package_inventory` in body common control the caches of those
+    // package modules are read; without it, the legacy inventory.
+    let modules: Vec<String> = match ctx.common_control("package_inventory") {
+        Some(Value::List(l)) => l.clone(),
+        Some(Value::Scalar(s)) => vec![s.clone()],
+        _ => Vec::new(),
+    };
+    let packages = match workdir {
+        None => Vec::new(),
+        Some(w) if modules.is_empty() => read_inventory(&w, which),
+        Some(w) => modules
+            .iter()
+            .filter(|m| m.as_str() != "cf_null")
+            .flat_map(|m| read_module_inventory(&w, which, m).unwrap_or_default())
+            .collect(),
+    };
     let out: Vec<Json> = packages
         .into_iter()
-        .filter(|r| {
-            res[0].is_full_match(&r.name)
-                && res[1].is_full_match(&r.version)
-                && res[2].is_full_match(&r.arch)
-                && res[3].is_full_match(&r.method)
-        })
+        .filter(|r| re.is_full_match(&format!("{},{},{},{}", r.name, r.version, r.arch, r.method)))
         .map(|r| json!({"arch": r.arch, "method": r.method, "name": r.name, "version": r.version}))
         .collect();
     Ok(Value::data(Json::Array(out)))
@@ -582,6 +598,75 @@ mod tests {
         );
         let u = packageupdatesmatching(&mut c, &s(&[".*", ".*", ".*", ".*"])).unwrap();
         assert_eq!(u, Value::data(json!([])));
+    }
+
+    #[test]
+    fn with_package_inventory_the_module_caches_are_read() {
+        use crate::eval::Origin;
+        use crate::eval::vars::Variable;
+        use crate::host::packages::{PackageRecord, write_inventory, write_module_inventory};
+        let dir = tempfile::tempdir().unwrap();
+        let rec = |n: &str, v: &str, m: &str| PackageRecord {
+            name: n.into(),
+            version: v.into(),
+            arch: "amd64".into(),
+            method: m.into(),
+        };
+        write_inventory(dir.path(), Inventory::Installed, &[rec("legacy", "1", "x")]).unwrap();
+        write_module_inventory(
+            dir.path(),
+            Inventory::Installed,
+            "apt_get",
+            &[rec("bash", "5.2", "apt_get"), rec("zsh", "5.9", "apt_get")],
+        )
+        .unwrap();
+        write_module_inventory(
+            dir.path(),
+            Inventory::Updates,
+            "apt_get",
+            &[rec("bash", "5.3", "apt_get")],
+        )
+        .unwrap();
+        let mut c = EvalContext::default();
+        let put = |c: &mut EvalContext, scope: &str, name: &str, v: Value| {
+            let t = v.natural_type();
+            c.vars
+                .put("default", scope, name, Variable::new(v, t, Origin::Agent));
+        };
+        put(
+            &mut c,
+            "sys",
+            "workdir",
+            Value::str(dir.path().display().to_string()),
+        );
+        put(
+            &mut c,
+            "control_common",
+            "package_inventory",
+            Value::List(vec!["apt_get".into(), "cf_null".into()]),
+        );
+        let names = |v: Value| -> Vec<String> {
+            v.as_data()
+                .and_then(|d| d.as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .map(|p| format!("{} {} {}", p["name"], p["version"], p["method"]))
+                .collect()
+        };
+        let all = packagesmatching(&mut c, &s(&[".*", ".*", ".*", ".*"])).unwrap();
+        assert_eq!(
+            names(all),
+            vec![
+                "\"bash\" \"5.2\" \"apt_get\"",
+                "\"zsh\" \"5.9\" \"apt_get\""
+            ]
+        );
+        // One expression over the whole line, matched in full: `zsh|bash`
+        // in the name matches only where the whole line follows.
+        let alt = packagesmatching(&mut c, &s(&["bash|zsh", ".*", ".*", ".*"])).unwrap();
+        assert_eq!(names(alt), vec!["\"zsh\" \"5.9\" \"apt_get\""]);
+        let u = packageupdatesmatching(&mut c, &s(&[".*", ".*", ".*", "apt_get"])).unwrap();
+        assert_eq!(names(u), vec!["\"bash\" \"5.3\" \"apt_get\""]);
     }
 
     #[test]

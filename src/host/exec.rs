@@ -36,6 +36,9 @@ pub enum OutputSelect {
     Both,
     Stdout,
     Stderr,
+    /// Standard output; standard error goes where the agent's own goes, as
+    /// cf-agent lets a package module's diagnostics through.
+    StdoutPassStderr,
 }
 
 /// What a command did.
@@ -150,7 +153,34 @@ pub(crate) fn command_for(spec: &CommandSpec) -> std::io::Result<Command> {
     Ok(cmd)
 }
 
+/// What [`Host::access`] asks of a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Execute,
+    Read,
+}
+
 impl super::Host {
+    /// Whether this process may run (or read) the program at `path`, as
+    /// `access(2)` says; the path is one of this machine, never taken
+    /// below the host's root (programs run on the real system).
+    pub fn access(&self, path: &std::path::Path, what: Access) -> std::io::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "path contains a NUL byte")
+        })?;
+        let mode = match what {
+            Access::Execute => libc::X_OK,
+            Access::Read => libc::R_OK,
+        };
+        // SAFETY: `c` is a valid NUL-terminated string for the call.
+        if unsafe { libc::access(c.as_ptr(), mode) } == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+
     /// Runs a command to completion (or its timeout) and returns its
     /// output. In a rooted host the command still runs on the real system:
     /// commands are the policy's own business.
@@ -161,6 +191,7 @@ impl super::Host {
             OutputSelect::Both => cmd.stdout(writer.try_clone()?).stderr(writer),
             OutputSelect::Stdout => cmd.stdout(writer).stderr(Stdio::null()),
             OutputSelect::Stderr => cmd.stdout(Stdio::null()).stderr(writer),
+            OutputSelect::StdoutPassStderr => cmd.stdout(writer).stderr(Stdio::inherit()),
         };
         cmd.stdin(if spec.stdin.is_empty() {
             Stdio::null()

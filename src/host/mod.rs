@@ -126,6 +126,20 @@ impl Host {
     }
 }
 
+/// The reason of an I/O error in the words of C's `strerror`, as
+/// cf-agent prints it ("No such file or directory", without Rust's
+/// " (os error 2)").
+pub fn strerror(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "No such file or directory".into(),
+        std::io::ErrorKind::PermissionDenied => "Permission denied".into(),
+        _ => {
+            let s = e.to_string();
+            s.split(" (os error").next().unwrap_or(&s).to_string()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,11 +1,19 @@
 //! The package inventory caches of the work directory: what is installed
-//! and which updates are available, one `name,version,arch,method` line per
-//! package ending in CRLF (cf-agent's CSV reader needs it), in cf-agent's
-//! files `state/software_packages.csv` and `state/software_patches_avail.csv`.
+//! and which updates are available.
 //!
-//! The package promises write these (`write_inventory`) and the functions
-//! `packagesmatching` and `packageupdatesmatching` read them
-//! (`read_inventory`); this module is the one place that knows the format.
+//! Two kinds, as cf-agent 3.21 has them:
+//! - the legacy inventory of `package_method` promises, one
+//!   `name,version,arch,method` line per package ending in CRLF (cf-agent's
+//!   CSV reader needs it), in `state/software_packages.csv` and
+//!   `state/software_patches_avail.csv`;
+//! - one cache per package module (`packages` promises with
+//!   `package_module`), `name,version,arch` lines (cf-agent's `<inventory>`
+//!   record) in `state/packages_installed_MODULE.csv` and
+//!   `state/packages_updates_MODULE.csv`.
+//!
+//! The package promises write these and the functions `packagesmatching`
+//! and `packageupdatesmatching` read them; this module is the one place
+//! that knows the formats.
 
 use std::path::{Path, PathBuf};
 
@@ -75,6 +83,57 @@ pub fn parse_inventory(text: &str) -> Vec<PackageRecord> {
         .collect()
 }
 
+/// The cache of one package module in a work directory.
+pub fn module_inventory_path(workdir: &Path, which: Inventory, module: &str) -> PathBuf {
+    workdir.join("state").join(match which {
+        Inventory::Installed => format!("packages_installed_{module}.csv"),
+        Inventory::Updates => format!("packages_updates_{module}.csv"),
+    })
+}
+
+/// The packages a module's cache holds (`method` is the module's name);
+/// `None` when the module has no cache yet.
+pub fn read_module_inventory(
+    workdir: &Path,
+    which: Inventory,
+    module: &str,
+) -> Option<Vec<PackageRecord>> {
+    let text = std::fs::read_to_string(module_inventory_path(workdir, which, module)).ok()?;
+    Some(
+        text.lines()
+            .filter_map(|l| {
+                let mut f = l.splitn(3, ',');
+                Some(PackageRecord {
+                    name: f.next()?.to_string(),
+                    version: f.next()?.to_string(),
+                    arch: f.next()?.to_string(),
+                    method: module.to_string(),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Replaces a module's cache (written whole, then renamed into place).
+pub fn write_module_inventory(
+    workdir: &Path,
+    which: Inventory,
+    module: &str,
+    packages: &[PackageRecord],
+) -> std::io::Result<()> {
+    let path = module_inventory_path(workdir, which, module);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let text: String = packages
+        .iter()
+        .map(|p| format!("{},{},{}\n", p.name, p.version, p.arch))
+        .collect();
+    let tmp = path.with_extension("csv.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, &path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +155,33 @@ mod tests {
         assert_eq!(text, "bash,5.2,amd64,apt_get\r\n");
         assert!(read_inventory(dir.path(), Inventory::Updates).is_empty());
         assert_eq!(parse_inventory("a,1,x,m\r\nshort,1\n").len(), 1);
+    }
+
+    #[test]
+    fn module_caches_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            read_module_inventory(dir.path(), Inventory::Installed, "apt_get"),
+            None
+        );
+        let p = vec![PackageRecord {
+            name: "zip".into(),
+            version: "3.0-4".into(),
+            arch: "amd64".into(),
+            method: "apt_get".into(),
+        }];
+        write_module_inventory(dir.path(), Inventory::Installed, "apt_get", &p).unwrap();
+        assert_eq!(
+            read_module_inventory(dir.path(), Inventory::Installed, "apt_get"),
+            Some(p)
+        );
+        let path = module_inventory_path(dir.path(), Inventory::Installed, "apt_get");
+        assert!(path.ends_with("state/packages_installed_apt_get.csv"));
+        assert_eq!(std::fs::read_to_string(path).unwrap(), "zip,3.0-4,amd64\n");
+        write_module_inventory(dir.path(), Inventory::Updates, "apt_get", &[]).unwrap();
+        assert_eq!(
+            read_module_inventory(dir.path(), Inventory::Updates, "apt_get"),
+            Some(Vec::new())
+        );
     }
 }

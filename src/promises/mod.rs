@@ -5,6 +5,7 @@
 pub mod commands;
 pub mod custom;
 pub mod files;
+pub mod packages;
 pub mod processes;
 pub mod reports;
 pub mod services;
@@ -33,12 +34,16 @@ impl Outcome {
         !matches!(self, Outcome::Kept | Outcome::Repaired)
     }
 
-    /// The worse of two outcomes, for aggregating (a method's bundle).
+    /// The worse of two outcomes, for aggregating (a method's bundle, the
+    /// steps of one promise), as cf-agent's PromiseResultUpdate: a warning
+    /// is worse than a repair, a failure worse than a warning; of two
+    /// failures the first stays.
     pub fn worst(self, other: Outcome) -> Outcome {
         let rank = |o: Outcome| match o {
             Outcome::Kept => 0,
             Outcome::Repaired => 1,
-            _ => 2,
+            Outcome::Warned => 2,
+            _ => 3,
         };
         if rank(other) > rank(self) {
             other
@@ -172,6 +177,10 @@ pub struct ActContext<'a> {
     pub state: Option<&'a mut crate::state::StateStore>,
     /// The run's clock, seconds since the epoch.
     pub now: i64,
+    /// `-K`: locks do not hold across runs.
+    pub no_lock: bool,
+    /// What this run knows of the package modules' caches.
+    pub packages: &'a mut packages::Session,
 }
 
 /// A promise type that acts on the system (or the output).
@@ -191,6 +200,7 @@ pub fn actuator(promise_type: &str) -> Option<&'static dyn Actuator> {
         "users" => Some(&users::Users),
         "services" => Some(&services::Services),
         "storage" => Some(&storage::Storage),
+        "packages" => Some(&packages::Packages),
         _ => None,
     }
 }
