@@ -669,7 +669,7 @@ impl<'a> AgentRun<'a> {
         // parts of it are unresolved; that code fails it until they
         // resolve (see `promises::custom`).
         let custom = crate::schema::promise_type(ptype).is_none();
-        self.ctx.for_each_iteration(&texts, &mut |ctx| {
+        self.ctx.for_each_promise_iteration(promise, &texts, &mut |ctx| {
             match ctx.promise_condition(promise) {
                 Some(true) => {}
                 Some(false) => {

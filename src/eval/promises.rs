@@ -176,7 +176,7 @@ impl EvalContext {
         let texts = Self::promise_texts(promise, &["meta", "comment"]);
         let mut result = PromiseResult::default();
         let mut messages = Vec::new();
-        self.for_each_iteration(&texts, &mut |ctx| {
+        self.for_each_promise_iteration(promise, &texts, &mut |ctx| {
             let (r, m) = ctx.eval_vars_iteration(promise, &origin, &file.source.path, line);
             result.merge(r);
             messages.extend(m);
@@ -312,7 +312,7 @@ impl EvalContext {
         let texts = Self::promise_texts(promise, &["meta", "comment"]);
         let mut result = PromiseResult::default();
         let mut messages = Vec::new();
-        self.for_each_iteration(&texts, &mut |ctx| {
+        self.for_each_promise_iteration(promise, &texts, &mut |ctx| {
             let (r, m) =
                 ctx.eval_classes_iteration(promise, common, &origin, &file.source.path, line);
             result.merge(r);

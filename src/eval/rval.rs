@@ -251,6 +251,32 @@ fn ifelse_may_go_on(name: &str, args: &[Value]) -> bool {
     name == "ifelse" && args.len() == 3
 }
 
+impl EvalContext {
+    /// `for_each_iteration` for a promise: in each iteration its `with`
+    /// attribute, once it resolves to a string, is what `$(with)` reads.
+    pub fn for_each_promise_iteration(
+        &mut self,
+        promise: &crate::syntax::ast::Promise,
+        texts: &[&str],
+        f: &mut dyn FnMut(&mut EvalContext),
+    ) {
+        let with = promise.attribute("with");
+        self.for_each_iteration(texts, &mut |ctx| {
+            let mark = ctx.bindings_len();
+            if let Some(a) = with
+                && let Ok(Evaluated {
+                    value: Value::Scalar(s),
+                    unresolved: false,
+                }) = ctx.eval_rval(&a.value)
+            {
+                ctx.bind("with".to_string(), Value::Scalar(s));
+            }
+            f(ctx);
+            ctx.truncate_bindings(mark);
+        });
+    }
+}
+
 /// What the next step of iteration is.
 enum Wheel {
     /// Nothing left to iterate: evaluate the promise.

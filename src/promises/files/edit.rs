@@ -657,29 +657,30 @@ impl Editor<'_> {
         let policy = act.policy;
         let line = file.source.line_of(promise.promiser.span.start);
         let mut work = Vec::new();
-        act.ctx.for_each_iteration(&texts, &mut |ctx| {
-            if ctx.promise_condition(promise) != Some(true) {
-                return;
-            }
-            let promiser = ctx.expand(&promise.promiser.value);
-            if promiser.unresolved && ptype != "reports" {
-                return;
-            }
-            ctx.set_this("promiser", Value::str(promiser.text.clone()));
-            if let Ok(attrs) = expand_attributes(ctx, policy, promise) {
-                work.push(ExpandedPromise {
-                    promise_type: ptype.to_string(),
-                    promiser: promiser.text,
-                    attrs,
-                    bundle: bundle.name.name.clone(),
-                    namespace: bundle.namespace.clone(),
-                    file: file.source.path.clone(),
-                    line,
-                    handle: None,
-                    unresolved: false,
-                });
-            }
-        });
+        act.ctx
+            .for_each_promise_iteration(promise, &texts, &mut |ctx| {
+                if ctx.promise_condition(promise) != Some(true) {
+                    return;
+                }
+                let promiser = ctx.expand(&promise.promiser.value);
+                if promiser.unresolved && ptype != "reports" {
+                    return;
+                }
+                ctx.set_this("promiser", Value::str(promiser.text.clone()));
+                if let Ok(attrs) = expand_attributes(ctx, policy, promise) {
+                    work.push(ExpandedPromise {
+                        promise_type: ptype.to_string(),
+                        promiser: promiser.text,
+                        attrs,
+                        bundle: bundle.name.name.clone(),
+                        namespace: bundle.namespace.clone(),
+                        file: file.source.path.clone(),
+                        line,
+                        handle: None,
+                        unresolved: false,
+                    });
+                }
+            });
         for ep in work {
             if ptype == "reports" {
                 let key = format!("reports\u{1}{}\u{1}{line}", ep.promiser);
