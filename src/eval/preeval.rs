@@ -168,7 +168,9 @@ fn eval_control_body(ctx: &mut EvalContext, file: &LoadedFile, body: &Body, scop
             },
         )
         .with_tags(vec!["source=promise".to_string()]);
-        ctx.vars.put(&body.namespace, scope, &a.attr.name.name, var);
+        // Control bodies' variables live in the default namespace, whatever
+        // namespace the file declares, as in cf-promises.
+        ctx.vars.put("default", scope, &a.attr.name.name, var);
     }
     ctx.pop_frame();
 }
@@ -192,13 +194,10 @@ fn file_inputs(
         if body.body_type.name != "common" && body.body_type.name != "file" {
             continue;
         }
+        // A control body is no promise: `this.promise_dirname` does not
+        // resolve in its inputs, as in cf-promises (policies name inputs
+        // relative to themselves through a common bundle's variable).
         ctx.push_frame(Frame::new(&body.namespace, "control_inputs", "common"));
-        // Inputs may be named relative to the file that lists them, as
-        // `$(this.promise_dirname)/x.cf` (the MPF's lib/stdlib.cf does).
-        let path = Path::new(&file.source.path);
-        let dir = path.parent().map(|p| p.display().to_string());
-        ctx.set_this("promise_filename", Value::str(file.source.path.clone()));
-        ctx.set_this("promise_dirname", Value::str(dir.unwrap_or_default()));
         for a in body.attributes_named("inputs") {
             if !ctx.eval_class_expr(a.guard.expr.trim()).unwrap_or(false) {
                 continue;
@@ -221,14 +220,49 @@ fn file_inputs(
                     continue;
                 }
                 let p = Path::new(&item);
-                out.push(if p.is_absolute() {
+                out.push(normalize(&if p.is_absolute() {
                     p.to_path_buf()
                 } else {
                     entry_dir.join(p)
-                });
+                }));
             }
         }
         ctx.pop_frame();
     }
     out
+}
+
+/// A path with its `.` components dropped and `..` applied, so that one
+/// file named two ways (`x.cf`, `./x.cf`) is read once.
+fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if out.file_name().is_some() => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_file_named_two_ways_is_one_path() {
+        assert_eq!(
+            normalize(Path::new("/a/./b/../c.cf")),
+            PathBuf::from("/a/c.cf")
+        );
+        assert_eq!(
+            normalize(Path::new("/a/./x.cf")),
+            normalize(Path::new("/a/x.cf"))
+        );
+        assert_eq!(normalize(Path::new("../x.cf")), PathBuf::from("../x.cf"));
+    }
 }
