@@ -18,6 +18,7 @@ mod files;
 pub mod introspect;
 pub mod json;
 mod lists;
+pub use lists::oat_hash as string_hash;
 mod math;
 mod modules;
 pub mod mustache;
