@@ -628,13 +628,13 @@ impl<'a> AgentRun<'a> {
             match ctx.promise_condition(promise) {
                 Some(true) => {}
                 Some(false) => {
-                    let shown = ctx.expand(&promise.promiser.value).text;
+                    let shown = ctx.expand_promiser(&promise.promiser.value).text;
                     skipped.push((shown, why::condition_reason(ctx, promise)));
                     return;
                 }
                 None => {
                     deferred = true;
-                    let shown = ctx.expand(&promise.promiser.value).text;
+                    let shown = ctx.expand_promiser(&promise.promiser.value).text;
                     let names = why::unresolved_variables(ctx, promise).join(", ");
                     skipped.push((
                         shown,
@@ -643,7 +643,7 @@ impl<'a> AgentRun<'a> {
                     return;
                 }
             }
-            let promiser = ctx.expand(&promise.promiser.value);
+            let promiser = ctx.expand_promiser(&promise.promiser.value);
             // An unresolved promiser waits; reports print it as written in
             // the last pass, and methods run at once, as cf-agent does.
             if promiser.unresolved && ptype != "methods" && !(last && ptype == "reports") {

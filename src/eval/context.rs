@@ -277,16 +277,23 @@ impl EvalContext {
     /// Expands every `$(...)`/`${...}` in `s`. References that cannot be
     /// resolved to a scalar stay as written and mark the result unresolved.
     pub fn expand(&self, s: &str) -> Expanded {
-        self.expand_at(s, 0, MAX_EXPANSION_DEPTH)
+        self.expand_at(s, 0, MAX_EXPANSION_DEPTH, NsSearch::DefaultThenOwn)
+    }
+
+    /// Expands a promiser. Unlike the promise's attributes, a promiser's
+    /// `bundle.name` reference made in a named namespace means that
+    /// namespace's bundle, as cf-agent expands promisers.
+    pub fn expand_promiser(&self, s: &str) -> Expanded {
+        self.expand_at(s, 0, MAX_EXPANSION_DEPTH, NsSearch::OwnOnly)
     }
 
     /// Expands references once, leaving references inside the values found
     /// as they are: augments files expand this way, as cf-agent reads them.
     pub fn expand_once(&self, s: &str) -> Expanded {
-        self.expand_at(s, 0, 0)
+        self.expand_at(s, 0, 0, NsSearch::DefaultThenOwn)
     }
 
-    fn expand_at(&self, s: &str, depth: usize, max: usize) -> Expanded {
+    fn expand_at(&self, s: &str, depth: usize, max: usize, search: NsSearch) -> Expanded {
         if !s.contains("$(") && !s.contains("${") && !s.contains("@(") && !s.contains("@{") {
             return Expanded {
                 text: s.to_string(),
@@ -326,18 +333,22 @@ impl EvalContext {
                 pos = r.end;
                 continue;
             }
-            let inner = self.expand_at(&s[r.inner_start..r.inner_end], depth, max);
+            let inner = self.expand_at(&s[r.inner_start..r.inner_end], depth, max, search);
             if inner.unresolved {
                 unresolved = true;
                 out.push_str(&s[r.start..r.end]);
             } else {
-                match self.lookup(&inner.text).as_ref().and_then(scalar_text) {
+                match self
+                    .lookup_in(&inner.text, search)
+                    .as_ref()
+                    .and_then(scalar_text)
+                {
                     // A value that holds references is expanded in turn, as
                     // cf-agent does (`"d" string => "$(c)+d"` stored before
                     // `c` resolved still reads as its final text).
                     Some(text) if max == 0 => out.push_str(&text),
                     Some(text) if depth < max && has_reference(&text) => {
-                        let again = self.expand_at(&text, depth + 1, max);
+                        let again = self.expand_at(&text, depth + 1, max, search);
                         unresolved |= again.unresolved;
                         out.push_str(&again.text);
                     }

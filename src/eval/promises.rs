@@ -213,7 +213,7 @@ impl EvalContext {
                 return (res, vec![]);
             }
         }
-        let name = self.expand(&promise.promiser.value);
+        let name = self.expand_promiser(&promise.promiser.value);
         if name.unresolved {
             res.deferred = true;
             return (res, vec![]);
@@ -430,7 +430,7 @@ impl EvalContext {
                 return (res, vec![]);
             }
         }
-        let name = self.expand(&promise.promiser.value);
+        let name = self.expand_promiser(&promise.promiser.value);
         if name.unresolved {
             res.deferred = true;
             return (res, vec![]);

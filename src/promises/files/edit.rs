@@ -661,7 +661,7 @@ impl Editor<'_> {
             if ctx.promise_condition(promise) != Some(true) {
                 return;
             }
-            let promiser = ctx.expand(&promise.promiser.value);
+            let promiser = ctx.expand_promiser(&promise.promiser.value);
             if promiser.unresolved && ptype != "reports" {
                 return;
             }
