@@ -578,8 +578,9 @@ impl<'a> AgentRun<'a> {
                 let (r, msgs) = self.ctx.eval_vars_promise(file, promise);
                 state.changed |= r.changed;
                 state.deferred |= r.deferred;
-                if state.last {
-                    self.summary.messages.extend(msgs);
+                // A failure is final; what waits is told in the last pass.
+                if state.last || r.failed {
+                    self.note_messages(msgs);
                 }
             }
             "classes" => {
@@ -587,8 +588,8 @@ impl<'a> AgentRun<'a> {
                 self.store_persistent_classes();
                 state.changed |= r.changed;
                 state.deferred |= r.deferred;
-                if state.last {
-                    self.summary.messages.extend(msgs);
+                if state.last || r.failed {
+                    self.note_messages(msgs);
                 }
             }
             "meta" => {
@@ -1026,6 +1027,16 @@ impl<'a> AgentRun<'a> {
             }
         }
         Some(outcome.unwrap_or(Outcome::Kept))
+    }
+
+    /// Keeps messages for the end of the run, each once: a promise that
+    /// fails in every pass says so once.
+    fn note_messages(&mut self, msgs: Vec<EvalMessage>) {
+        for m in msgs {
+            if !self.summary.messages.contains(&m) {
+                self.summary.messages.push(m);
+            }
+        }
     }
 
     /// Defines (and cancels) the classes a `classes` body asks for.

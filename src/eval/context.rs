@@ -95,6 +95,10 @@ pub struct EvalContext {
     /// their minutes; the agent run stores them.
     pub persist_requests: Vec<(String, i64)>,
     noted_files: std::collections::HashSet<String>,
+    /// Variables whose stored value still holds references that did not
+    /// resolve, by `ns:scope.name`, with where they were promised and the
+    /// value: what is left of them at the end is reported.
+    pub unresolved_vars: std::collections::BTreeMap<String, (String, usize, String)>,
 }
 
 /// A bundle of the loaded policy, as introspection sees it.

@@ -25,6 +25,16 @@ pub struct PreEvalReport {
     /// Some `inputs` entry never resolved, so files of the policy may be
     /// missing from what was loaded.
     pub inputs_incomplete: bool,
+    /// Variables left with references to variables that were never
+    /// defined (bundles with parameters aside: their arguments come later).
+    pub unresolved: Vec<EvalMessage>,
+}
+
+impl PreEvalReport {
+    /// Every problem to show after pre-evaluation, in order.
+    pub fn problems(&self) -> impl Iterator<Item = &EvalMessage> {
+        self.messages.iter().chain(&self.unresolved)
+    }
 }
 
 /// Loads `entry` and everything its inputs name into `policy`, and
@@ -92,9 +102,55 @@ pub fn load_and_preevaluate(
             break;
         }
     }
-    // Messages of deferred promises may repeat over passes; keep one each.
-    report.messages.dedup();
+    // A promise that fails in every pass says so once.
+    let mut unique: Vec<EvalMessage> = Vec::with_capacity(report.messages.len());
+    for m in std::mem::take(&mut report.messages) {
+        if !unique.contains(&m) {
+            unique.push(m);
+        }
+    }
+    report.messages = unique;
+    report.unresolved = unresolved_at_end(ctx, policy);
     Ok(report)
+}
+
+/// The variables that still refer to undefined variables once
+/// pre-evaluation is over, each with the references that did not resolve.
+fn unresolved_at_end(ctx: &EvalContext, policy: &PolicySet) -> Vec<EvalMessage> {
+    let with_params = |ns: &str, scope: &str| {
+        policy.files.iter().any(|f| {
+            f.tree
+                .bundles()
+                .any(|b| b.namespace == ns && b.name.name == scope && !b.params.is_empty())
+        })
+    };
+    let mut out = Vec::new();
+    for (key, (file, line, text)) in &ctx.unresolved_vars {
+        let (ns, rest) = key.split_once(':').unwrap_or(("default", key));
+        let scope = rest.split_once('.').map_or(rest, |(s, _)| s);
+        if with_params(ns, scope) {
+            continue;
+        }
+        let mut refs = Vec::new();
+        let mut pos = 0;
+        while let Some(r) = crate::eval::refs::next_ref(text, pos) {
+            refs.push(format!("'{}'", &text[r.start..r.end]));
+            pos = r.end;
+        }
+        if refs.is_empty() {
+            continue;
+        }
+        out.push(EvalMessage {
+            file: file.clone(),
+            line: *line,
+            message: format!(
+                "variable '{key}' refers to {}, which is not defined; its value stays '{text}'",
+                refs.join(", ")
+            ),
+        });
+    }
+    out.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+    out
 }
 
 /// One file's pre-evaluation: control bodies, then per bundle the vars and

@@ -343,6 +343,20 @@ impl EvalContext {
             origin: origin.clone(),
             policy,
         };
+        let key = format!("{ns}:{scope}.{var_name}");
+        if unresolved {
+            let shown = super::context::scalar_text(&var.value)
+                .or_else(|| {
+                    var.value
+                        .as_list()
+                        .map(|l| format!("{{ {} }}", l.join(", ")))
+                })
+                .unwrap_or_default();
+            self.unresolved_vars
+                .insert(key, (path.to_string(), line, shown));
+        } else {
+            self.unresolved_vars.remove(&key);
+        }
         match self.vars.put(&ns, &scope, &var_name, var) {
             PutResult::New | PutResult::Changed => res.changed = true,
             PutResult::Unchanged => {}
