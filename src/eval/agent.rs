@@ -434,7 +434,7 @@ impl<'a> AgentRun<'a> {
                     self.ctx.last_pass = state.last;
                     for (_, promises) in order.iter().filter(|s| s.0 == "vars") {
                         for promise in *promises {
-                            let (r, _) = self.ctx.eval_vars_promise(file, promise);
+                            let (r, _) = self.ctx.eval_vars_promise(file, promise, Some(policy));
                             state.changed |= r.changed;
                         }
                     }
@@ -575,7 +575,7 @@ impl<'a> AgentRun<'a> {
     ) {
         match ptype {
             "vars" => {
-                let (r, msgs) = self.ctx.eval_vars_promise(file, promise);
+                let (r, msgs) = self.ctx.eval_vars_promise(file, promise, Some(self.policy));
                 state.changed |= r.changed;
                 state.deferred |= r.deferred;
                 // A failure is final; what waits is told in the last pass.
@@ -597,7 +597,7 @@ impl<'a> AgentRun<'a> {
                 let name = format!("{}_meta", bundle.name.name);
                 let ns = bundle.namespace.clone();
                 self.ctx.push_frame(Frame::new(&ns, &name, "meta"));
-                let (r, _) = self.ctx.eval_vars_promise(file, promise);
+                let (r, _) = self.ctx.eval_vars_promise(file, promise, Some(self.policy));
                 self.ctx.pop_frame();
                 state.changed |= r.changed;
             }

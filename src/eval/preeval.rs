@@ -53,7 +53,7 @@ pub fn load_and_preevaluate(
         // Files loaded in this round, each pre-evaluated as it arrives.
         while done < policy.files.len() {
             let file = policy.files[done].clone();
-            preevaluate_file(ctx, &file, &mut report);
+            preevaluate_file(ctx, policy, &file, &mut report);
             for path in file_inputs(ctx, &file, &entry_dir, &mut false) {
                 let key = path.display().to_string();
                 if policy.contains_path(&key) || failed_paths.contains(&path) {
@@ -75,7 +75,7 @@ pub fn load_and_preevaluate(
         let before = policy.files.len();
         for i in 0..policy.files.len() {
             let file = policy.files[i].clone();
-            preevaluate_file(ctx, &file, &mut report);
+            preevaluate_file(ctx, policy, &file, &mut report);
         }
         // Whether inputs are complete is decided by this last look.
         let mut unresolved = false;
@@ -155,7 +155,12 @@ fn unresolved_at_end(ctx: &EvalContext, policy: &PolicySet) -> Vec<EvalMessage> 
 
 /// One file's pre-evaluation: control bodies, then per bundle the vars and
 /// classes of common bundles and the vars of all.
-fn preevaluate_file(ctx: &mut EvalContext, file: &LoadedFile, report: &mut PreEvalReport) {
+fn preevaluate_file(
+    ctx: &mut EvalContext,
+    policy: &PolicySet,
+    file: &LoadedFile,
+    report: &mut PreEvalReport,
+) {
     ctx.note_policy_file(&file.source.path, &file.tree);
     for body in file.tree.bodies() {
         if body.kind == BodyKind::Body && body.name.name == "control" {
@@ -186,7 +191,7 @@ fn preevaluate_file(ctx: &mut EvalContext, file: &LoadedFile, report: &mut PreEv
             {
                 for promise in &section.promises {
                     let (_, msgs) = if kind == "vars" {
-                        ctx.eval_vars_promise(file, promise)
+                        ctx.eval_vars_promise(file, promise, Some(policy))
                     } else {
                         ctx.eval_classes_promise(file, promise, true)
                     };

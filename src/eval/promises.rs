@@ -1,13 +1,16 @@
 //! Evaluating the promise types that only change the evaluation state:
 //! `vars` and `classes`. Pre-evaluation and the agent run share these.
 
+use super::agent::define_outcome_classes;
+use super::bodies::resolve_body;
 use super::classes::{ClassInfo, canonify, canonify_class};
 use super::context::EvalContext;
 use super::rval::{Evaluated, iteration_texts};
 use super::value::{DataType, Origin, Value};
 use super::vars::{PutResult, VarPolicy, Variable};
 use crate::functions::FnError;
-use crate::load::LoadedFile;
+use crate::load::{LoadedFile, PolicySet};
+use crate::promises::Outcome;
 use crate::syntax::ast::{Promise, Rval};
 use std::path::Path;
 
@@ -20,6 +23,8 @@ pub struct PromiseResult {
     pub deferred: bool,
     /// Some iteration failed.
     pub failed: bool,
+    /// Some iteration stored its variable (new or not).
+    pub stored: bool,
 }
 
 impl PromiseResult {
@@ -27,6 +32,7 @@ impl PromiseResult {
         self.changed |= o.changed;
         self.deferred |= o.deferred;
         self.failed |= o.failed;
+        self.stored |= o.stored;
     }
 }
 
@@ -173,19 +179,33 @@ impl EvalContext {
     }
 
     /// Evaluates one `vars` promise in the current frame.
+    /// Evaluates one `vars` promise in the current frame. With the policy
+    /// at hand, a `classes` body on it defines its outcome classes.
     pub fn eval_vars_promise(
         &mut self,
         file: &LoadedFile,
         promise: &Promise,
+        policy: Option<&PolicySet>,
     ) -> (PromiseResult, Vec<EvalMessage>) {
         self.enter_promise(file, promise);
         let line = file.source.line_of(promise.promiser.span.start);
         let origin = self.origin_here(&file.source.path, line);
-        let texts = Self::promise_texts(promise, &["meta", "comment"]);
+        let texts = Self::promise_texts(promise, &["meta", "comment", "classes"]);
         let mut result = PromiseResult::default();
         let mut messages = Vec::new();
         self.for_each_iteration(&texts, &mut |ctx| {
             let (r, m) = ctx.eval_vars_iteration(promise, &origin, &file.source.path, line);
+            if let (Some(policy), Some(attr)) = (policy, promise.attribute("classes")) {
+                // cf-agent audits a vars promise only when it got as far as
+                // storing its variable, and calls that kept; a promise that
+                // failed earlier defines no outcome class. A body that does
+                // not resolve yet defines nothing now.
+                if r.stored
+                    && let Ok(body) = resolve_body(ctx, policy, "classes", &attr.value)
+                {
+                    define_outcome_classes(ctx, None, 0, &body, Outcome::Kept);
+                }
+            }
             result.merge(r);
             messages.extend(m);
         });
@@ -229,8 +249,11 @@ impl EvalContext {
         };
         let (ns, scope, var_name) = match self.vars_target(&name.text) {
             Ok(t) => t,
-            Err(m) => {
+            Err((m, refused_when_stored)) => {
                 res.failed = true;
+                // cf-agent refuses an injection only when it stores the
+                // variable, so the promise counts as having got that far.
+                res.stored = refused_when_stored;
                 return (res, vec![msg(m)]);
             }
         };
@@ -361,6 +384,7 @@ impl EvalContext {
             PutResult::New | PutResult::Changed => res.changed = true,
             PutResult::Unchanged => {}
         }
+        res.stored = true;
         (res, vec![])
     }
 
@@ -369,7 +393,9 @@ impl EvalContext {
     /// `other` (which must not be another bundle of the policy), and a
     /// namespace prefix or characters outside cf-agent's variable names
     /// make it illegal.
-    fn vars_target(&self, name: &str) -> Result<(String, String, String), String> {
+    /// The error says whether the name was refused only when storing (an
+    /// injection into another bundle).
+    fn vars_target(&self, name: &str) -> Result<(String, String, String), (String, bool)> {
         let head_end = name.find('[').unwrap_or(name.len());
         let (head, indices) = name.split_at(head_end);
         let valid_head = !head.is_empty()
@@ -382,7 +408,7 @@ impl EvalContext {
                 && indices.ends_with(']')
                 && !indices.contains('\n'));
         if !valid_head || !valid_indices {
-            return Err(format!("variable identifier '{name}' is not legal"));
+            return Err((format!("variable identifier '{name}' is not legal"), false));
         }
         let (ns, bundle) = self
             .frame()
@@ -397,8 +423,11 @@ impl EvalContext {
                 .iter()
                 .any(|b| b.ns == ns && b.name == scope)
         {
-            return Err(format!(
-                "variable identifier '{name}' is not legal: only the bundle '{scope}' itself may set its variables"
+            return Err((
+                format!(
+                    "variable identifier '{name}' is not legal: only the bundle '{scope}' itself may set its variables"
+                ),
+                true,
             ));
         }
         Ok((ns, scope.to_string(), rest.to_string()))

@@ -640,7 +640,7 @@ impl Editor<'_> {
     ) {
         match ptype {
             "vars" => {
-                act.ctx.eval_vars_promise(file, promise);
+                act.ctx.eval_vars_promise(file, promise, Some(act.policy));
                 return;
             }
             "classes" => {
