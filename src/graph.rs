@@ -127,7 +127,7 @@ impl PromiseGraph {
                         namespace: bundle.namespace.clone(),
                         bundle: bundle.name.name.clone(),
                         promise_type: ptype.to_string(),
-                        promiser: ctx.expand(&p.promiser.value).text,
+                        promiser: ctx.expand_promiser(&p.promiser.value).text,
                         file: file.source.path.clone(),
                         line: file.source.line_of(p.promiser.span.start),
                         handle,
@@ -366,7 +366,7 @@ fn describe_classes(
     node: &mut Node,
 ) {
     if ptype == "classes" {
-        let name = ctx.expand(&p.promiser.value);
+        let name = ctx.expand_promiser(&p.promiser.value);
         if !name.unresolved {
             node.sets.push(canonify_class(&name.text));
         }

@@ -150,6 +150,11 @@ fn run(config: &Config) -> ExitCode {
                 for e in &p.report.load_errors {
                     tracing::error!("{e}");
                 }
+                // Promises that failed while pre-evaluating, as cf-agent
+                // reports them before it runs anything.
+                for m in &p.report.messages {
+                    tracing::error!("{} ({}:{})", m.message, m.file, m.line);
+                }
             };
             let report = match run_agent(config, &mut sink, &mut on_loaded) {
                 Ok(r) => r,
@@ -160,7 +165,9 @@ fn run(config: &Config) -> ExitCode {
                 }
             };
             for m in &report.summary.messages {
-                tracing::error!("{} ({}:{})", m.message, m.file, m.line);
+                if !report.prepared.report.messages.contains(m) {
+                    tracing::error!("{} ({}:{})", m.message, m.file, m.line);
+                }
             }
             drop(sink);
             let c = if config.json {
@@ -261,6 +268,12 @@ fn run(config: &Config) -> ExitCode {
             }
             if prepared.has_errors() {
                 return ExitCode::from(EXIT_POLICY_ERROR);
+            }
+            // Promises that failed, and variables left with references to
+            // nothing: one located line each. They fail alone, as in
+            // cf-promises, so they do not change the exit code.
+            for m in prepared.report.problems() {
+                eprintln!("   error: {}:{}: {}", m.file, m.line, m.message);
             }
             if let Mode::Show { vars, classes } = &config.mode {
                 match show_tables(&prepared.ctx, classes.as_ref(), vars.as_ref()) {

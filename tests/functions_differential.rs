@@ -1,17 +1,20 @@
-//! Differential tests of the built-in functions: each policy in
-//! tests/functions/ (pure functions) and tests/functions_b/ (files, system,
-//! time, introspection, versions, network, module protocol) is
-//! pre-evaluated by `agent` and by `cf-promises` with `--show-vars` and
-//! `--show-classes`, each with a private work directory, against one
-//! fixture tree this test builds in a temporary directory. The rows must be
-//! the same. The reference's rows are recorded beside each policy
-//! (`.expected`) for machines without CFEngine (`UPDATE_EXPECTED=1`
+//! Differential tests of everything `--show-vars` and `--show-classes`
+//! show: each policy in tests/functions/ (pure functions),
+//! tests/functions_b/ (files, system, time, introspection, versions,
+//! network, module protocol) and tests/differential/ (the evaluation core:
+//! values, namespaces and scopes, expansion and iteration, classes,
+//! pre-evaluation) is pre-evaluated by `agent` and by `cf-promises` with
+//! `--show-vars` and `--show-classes`, each with a private work directory,
+//! against one fixture tree this test builds in a temporary directory. The
+//! rows must be the same. The reference's rows are recorded beside each
+//! policy (`.expected`) for machines without CFEngine (`UPDATE_EXPECTED=1`
 //! rewrites them from the reference).
 //!
 //! The policy names the fixture as `$(fixture.dir)` and its own directory
 //! (where its data files are) as `$(fixture.cases)`: the test prepends a
 //! `fixture` common bundle to a copy of the policy, and writes the
-//! fixture's path as `$FX` in what it compares.
+//! fixture's path as `$FX` and the temporary directory that holds the
+//! copy as `$TMP` in what it compares.
 //!
 //! Header keys, each on its own `# key: value` line:
 //! - `vars: REGEX`: the variables compared (default: those of the bundles
@@ -28,6 +31,9 @@
 //!   package inventory caches of both work directories (may repeat)
 //! - `tcp-server: yes`: a loopback TCP server answers `echo:` and what it
 //!   was sent; its port is `$(fixture.port)`
+//! - `files: DIR`: the files of DIR beside the policy (inputs, `def.json`)
+//!   are copied beside the copy of the policy, so that relative inputs and
+//!   augments are found as cf-promises finds them
 
 mod common;
 
@@ -250,6 +256,7 @@ fn observe(out: &str, fx: &Path, text: &str, side: &str, problems: &mut Vec<Stri
     let volatile = rules(text, "volatile");
     let unordered = rules(text, "unordered");
     let fxs = fx.display().to_string();
+    let tmps = fx.parent().map(|t| t.display().to_string());
     let mut rows = Vec::new();
     let mut in_table = false;
     for line in out.lines() {
@@ -262,7 +269,11 @@ fn observe(out: &str, fx: &Path, text: &str, side: &str, problems: &mut Vec<Stri
         if !in_table || t.starts_with("error:") || t.starts_with("warning:") {
             continue;
         }
-        let row = collapse(&line.replace(&fxs, "$FX"));
+        let mut row = line.replace(&fxs, "$FX");
+        if let Some(t) = &tmps {
+            row = row.replace(t.as_str(), "$TMP");
+        }
+        let row = collapse(&row);
         let (name, rest) = row.split_once(' ').unwrap_or((row.as_str(), ""));
         let rest = rest.trim_start();
         if let Some(r) = volatile.iter().find(|r| r.name == name) {
@@ -329,6 +340,9 @@ fn run_case(case: &Path, with_reference: bool) -> Vec<String> {
     };
     let case_dir = case.parent().expect("case dir");
     std::fs::write(&policy, case_policy(&text, &fx, case_dir, port)).expect("write policy");
+    if let Some(dir) = header(&text, "files") {
+        copy_tree(&case_dir.join(dir), tmp.path());
+    }
     let module_src = case_dir.join("modules");
 
     let mut problems = Vec::new();
@@ -356,6 +370,11 @@ fn run_case(case: &Path, with_reference: bool) -> Vec<String> {
 #[test]
 fn functions_match_cf_promises() {
     check_corpus(&["functions", "functions_b"], "cf-promises", run_case);
+}
+
+#[test]
+fn evaluation_core_matches_cf_promises() {
+    check_corpus(&["differential"], "cf-promises", run_case);
 }
 
 #[test]

@@ -491,7 +491,9 @@ fn library_names() -> Vec<String> {
                 continue;
             };
             let name = name.split('(').next().unwrap_or_default();
-            if kind == "body" && name == "control" {
+            // Control bodies and the bundle that lists the library's own
+            // files are plumbing, not names that policies use.
+            if (kind == "body" && name == "control") || name == "convergent_stdlib" {
                 continue;
             }
             names.push(name.to_string());

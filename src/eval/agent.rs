@@ -475,7 +475,7 @@ impl<'a> AgentRun<'a> {
                     self.ctx.last_pass = state.last;
                     for (_, promises) in order.iter().filter(|s| s.0 == "vars") {
                         for promise in *promises {
-                            let (r, _) = self.ctx.eval_vars_promise(file, promise);
+                            let (r, _) = self.ctx.eval_vars_promise(file, promise, Some(policy));
                             state.changed |= r.changed;
                         }
                     }
@@ -616,11 +616,12 @@ impl<'a> AgentRun<'a> {
     ) {
         match ptype {
             "vars" => {
-                let (r, msgs) = self.ctx.eval_vars_promise(file, promise);
+                let (r, msgs) = self.ctx.eval_vars_promise(file, promise, Some(self.policy));
                 state.changed |= r.changed;
                 state.deferred |= r.deferred;
-                if state.last {
-                    self.summary.messages.extend(msgs);
+                // A failure is final; what waits is told in the last pass.
+                if state.last || r.failed {
+                    self.note_messages(msgs);
                 }
             }
             "classes" => {
@@ -628,8 +629,8 @@ impl<'a> AgentRun<'a> {
                 self.store_persistent_classes();
                 state.changed |= r.changed;
                 state.deferred |= r.deferred;
-                if state.last {
-                    self.summary.messages.extend(msgs);
+                if state.last || r.failed {
+                    self.note_messages(msgs);
                 }
             }
             "meta" => {
@@ -637,7 +638,7 @@ impl<'a> AgentRun<'a> {
                 let name = format!("{}_meta", bundle.name.name);
                 let ns = bundle.namespace.clone();
                 self.ctx.push_frame(Frame::new(&ns, &name, "meta"));
-                let (r, _) = self.ctx.eval_vars_promise(file, promise);
+                let (r, _) = self.ctx.eval_vars_promise(file, promise, Some(self.policy));
                 self.ctx.pop_frame();
                 state.changed |= r.changed;
             }
@@ -673,13 +674,13 @@ impl<'a> AgentRun<'a> {
             match ctx.promise_condition(promise) {
                 Some(true) => {}
                 Some(false) => {
-                    let shown = ctx.expand(&promise.promiser.value).text;
+                    let shown = ctx.expand_promiser(&promise.promiser.value).text;
                     skipped.push((shown, why::condition_reason(ctx, promise)));
                     return;
                 }
                 None => {
                     deferred = true;
-                    let shown = ctx.expand(&promise.promiser.value).text;
+                    let shown = ctx.expand_promiser(&promise.promiser.value).text;
                     let names = why::unresolved_variables(ctx, promise).join(", ");
                     skipped.push((
                         shown,
@@ -688,7 +689,7 @@ impl<'a> AgentRun<'a> {
                     return;
                 }
             }
-            let promiser = ctx.expand(&promise.promiser.value);
+            let promiser = ctx.expand_promiser(&promise.promiser.value);
             // An unresolved promiser waits; reports print it as written in
             // the last pass, and methods run at once, as cf-agent does.
             if promiser.unresolved
@@ -1115,6 +1116,16 @@ impl<'a> AgentRun<'a> {
             }
         }
         Some(outcome.unwrap_or(Outcome::Kept))
+    }
+
+    /// Keeps messages for the end of the run, each once: a promise that
+    /// fails in every pass says so once.
+    fn note_messages(&mut self, msgs: Vec<EvalMessage>) {
+        for m in msgs {
+            if !self.summary.messages.contains(&m) {
+                self.summary.messages.push(m);
+            }
+        }
     }
 
     /// Defines (and cancels) the classes a `classes` body asks for.

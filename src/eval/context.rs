@@ -35,6 +35,19 @@ impl Frame {
     }
 }
 
+/// Where a reference with a bundle but no namespace is looked for, when it
+/// is made in a bundle of a named namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NsSearch {
+    /// Scalars: the default namespace, then the bundle's own.
+    DefaultThenOwn,
+    /// `@(bundle.list)`: the default namespace only.
+    DefaultOnly,
+    /// Lists and containers a promise iterates over: the bundle's own
+    /// namespace only.
+    OwnOnly,
+}
+
 /// Settings that change how evaluation behaves.
 #[derive(Debug, Clone, Default)]
 pub struct EvalSettings {
@@ -82,6 +95,10 @@ pub struct EvalContext {
     /// their minutes; the agent run stores them.
     pub persist_requests: Vec<(String, i64)>,
     noted_files: std::collections::HashSet<String>,
+    /// Variables whose stored value still holds references that did not
+    /// resolve, by `ns:scope.name`, with where they were promised and the
+    /// value: what is left of them at the end is reported.
+    pub unresolved_vars: std::collections::BTreeMap<String, (String, usize, String)>,
 }
 
 /// A bundle of the loaded policy, as introspection sees it.
@@ -190,8 +207,33 @@ impl EvalContext {
     }
 
     /// Looks up a reference (already free of nested references) in the
-    /// current context.
+    /// current context. A reference with a bundle but no namespace made in a
+    /// named namespace means the default namespace's bundle first, then the
+    /// bundle's own namespace, as cf-agent expands scalars.
     pub fn lookup(&self, text: &str) -> Option<Value> {
+        self.lookup_in(text, NsSearch::DefaultThenOwn)
+    }
+
+    /// Looks up a reference, searching namespaces for `bundle.name` as
+    /// `search` says: cf-agent looks differently for scalars, for `@(...)`
+    /// lists and for the lists a promise iterates over.
+    pub fn lookup_in(&self, text: &str, search: NsSearch) -> Option<Value> {
+        let r = VarRef::parse(text);
+        if let (None, Some(scope)) = (r.ns, r.scope)
+            && !is_special_scope(scope)
+            && self.current_ns() != "default"
+            && !self.overlay.iter().any(|(k, _)| k == text)
+        {
+            let first = match search {
+                NsSearch::OwnOnly => self.current_ns(),
+                _ => "default",
+            };
+            let found = self.lookup(&format!("{first}:{text}"));
+            if found.is_some() || search != NsSearch::DefaultThenOwn {
+                return found;
+            }
+            return self.lookup(&format!("{}:{text}", self.current_ns()));
+        }
         if let Some((_, v)) = self.overlay.iter().rev().find(|(k, _)| k == text) {
             return Some(v.clone());
         }
@@ -247,16 +289,23 @@ impl EvalContext {
     /// Expands every `$(...)`/`${...}` in `s`. References that cannot be
     /// resolved to a scalar stay as written and mark the result unresolved.
     pub fn expand(&self, s: &str) -> Expanded {
-        self.expand_at(s, 0, MAX_EXPANSION_DEPTH)
+        self.expand_at(s, 0, MAX_EXPANSION_DEPTH, NsSearch::DefaultThenOwn)
+    }
+
+    /// Expands a promiser. Unlike the promise's attributes, a promiser's
+    /// `bundle.name` reference made in a named namespace means that
+    /// namespace's bundle, as cf-agent expands promisers.
+    pub fn expand_promiser(&self, s: &str) -> Expanded {
+        self.expand_at(s, 0, MAX_EXPANSION_DEPTH, NsSearch::OwnOnly)
     }
 
     /// Expands references once, leaving references inside the values found
     /// as they are: augments files expand this way, as cf-agent reads them.
     pub fn expand_once(&self, s: &str) -> Expanded {
-        self.expand_at(s, 0, 0)
+        self.expand_at(s, 0, 0, NsSearch::DefaultThenOwn)
     }
 
-    fn expand_at(&self, s: &str, depth: usize, max: usize) -> Expanded {
+    fn expand_at(&self, s: &str, depth: usize, max: usize, search: NsSearch) -> Expanded {
         if !s.contains("$(") && !s.contains("${") && !s.contains("@(") && !s.contains("@{") {
             return Expanded {
                 text: s.to_string(),
@@ -266,7 +315,27 @@ impl EvalContext {
         let mut out = String::with_capacity(s.len());
         let mut unresolved = false;
         let mut pos = 0;
-        while let Some(r) = next_ref(s, pos) {
+        loop {
+            let r = next_ref(s, pos);
+            // An opening `$(` or `${` that nothing closes loses the name
+            // after it: cf-agent expands `a $(x b` to `a $() b`.
+            let upto = r.map_or(s.len(), |r| r.start);
+            if let Some(q) = unclosed_dollar(&s[pos..upto]) {
+                let q = pos + q;
+                out.push_str(&s[pos..q]);
+                let brace = s.as_bytes()[q + 1] == b'{';
+                out.push_str(if brace { "${}" } else { "$()" });
+                let name_len = s[q + 2..]
+                    .bytes()
+                    .take_while(|b| {
+                        b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':') || *b >= 0x80
+                    })
+                    .count();
+                pos = q + 2 + name_len;
+                unresolved = true;
+                continue;
+            }
+            let Some(r) = r else { break };
             out.push_str(&s[pos..r.start]);
             if r.list_sigil {
                 // `@(x)` inside a string is never expanded, and cf-agent
@@ -276,18 +345,22 @@ impl EvalContext {
                 pos = r.end;
                 continue;
             }
-            let inner = self.expand_at(&s[r.inner_start..r.inner_end], depth, max);
+            let inner = self.expand_at(&s[r.inner_start..r.inner_end], depth, max, search);
             if inner.unresolved {
                 unresolved = true;
                 out.push_str(&s[r.start..r.end]);
             } else {
-                match self.lookup(&inner.text).as_ref().and_then(scalar_text) {
+                match self
+                    .lookup_in(&inner.text, search)
+                    .as_ref()
+                    .and_then(scalar_text)
+                {
                     // A value that holds references is expanded in turn, as
                     // cf-agent does (`"d" string => "$(c)+d"` stored before
                     // `c` resolved still reads as its final text).
                     Some(text) if max == 0 => out.push_str(&text),
                     Some(text) if depth < max && has_reference(&text) => {
-                        let again = self.expand_at(&text, depth + 1, max);
+                        let again = self.expand_at(&text, depth + 1, max, search);
                         unresolved |= again.unresolved;
                         out.push_str(&again.text);
                     }
@@ -407,6 +480,13 @@ impl EvalContext {
 /// self-referring value (`"a" string => "$(a)"`) counts as unresolved.
 const MAX_EXPANSION_DEPTH: usize = 16;
 
+/// Where the first `$(` or `${` of a text that holds no complete
+/// reference starts.
+fn unclosed_dollar(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    (0..b.len().saturating_sub(1)).find(|&i| b[i] == b'$' && matches!(b[i + 1], b'(' | b'{'))
+}
+
 fn has_reference(s: &str) -> bool {
     s.contains("$(") || s.contains("${")
 }
@@ -429,7 +509,7 @@ pub fn json_to_value(j: &Json) -> Value {
             Value::Scalar(crate::functions::json::expansion_text(j).unwrap_or_default())
         }
         Json::Bool(b) => Value::Scalar(b.to_string()),
-        Json::Null => Value::Scalar("null".to_string()),
+        // null is no text: a reference to it does not expand.
         other => Value::Data(Arc::new(other.clone())),
     }
 }

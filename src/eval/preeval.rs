@@ -25,6 +25,16 @@ pub struct PreEvalReport {
     /// Some `inputs` entry never resolved, so files of the policy may be
     /// missing from what was loaded.
     pub inputs_incomplete: bool,
+    /// Variables left with references to variables that were never
+    /// defined (bundles with parameters aside: their arguments come later).
+    pub unresolved: Vec<EvalMessage>,
+}
+
+impl PreEvalReport {
+    /// Every problem to show after pre-evaluation, in order.
+    pub fn problems(&self) -> impl Iterator<Item = &EvalMessage> {
+        self.messages.iter().chain(&self.unresolved)
+    }
 }
 
 /// Loads `entry` and everything its inputs name into `policy`, and
@@ -43,7 +53,7 @@ pub fn load_and_preevaluate(
         // Files loaded in this round, each pre-evaluated as it arrives.
         while done < policy.files.len() {
             let file = policy.files[done].clone();
-            preevaluate_file(ctx, &file, &mut report);
+            preevaluate_file(ctx, policy, &file, &mut report);
             for path in file_inputs(ctx, &file, &entry_dir, &mut false) {
                 let key = path.display().to_string();
                 if policy.contains_path(&key) || failed_paths.contains(&path) {
@@ -65,7 +75,7 @@ pub fn load_and_preevaluate(
         let before = policy.files.len();
         for i in 0..policy.files.len() {
             let file = policy.files[i].clone();
-            preevaluate_file(ctx, &file, &mut report);
+            preevaluate_file(ctx, policy, &file, &mut report);
         }
         // Whether inputs are complete is decided by this last look.
         let mut unresolved = false;
@@ -92,14 +102,65 @@ pub fn load_and_preevaluate(
             break;
         }
     }
-    // Messages of deferred promises may repeat over passes; keep one each.
-    report.messages.dedup();
+    // A promise that fails in every pass says so once.
+    let mut unique: Vec<EvalMessage> = Vec::with_capacity(report.messages.len());
+    for m in std::mem::take(&mut report.messages) {
+        if !unique.contains(&m) {
+            unique.push(m);
+        }
+    }
+    report.messages = unique;
+    report.unresolved = unresolved_at_end(ctx, policy);
     Ok(report)
+}
+
+/// The variables that still refer to undefined variables once
+/// pre-evaluation is over, each with the references that did not resolve.
+fn unresolved_at_end(ctx: &EvalContext, policy: &PolicySet) -> Vec<EvalMessage> {
+    let with_params = |ns: &str, scope: &str| {
+        policy.files.iter().any(|f| {
+            f.tree
+                .bundles()
+                .any(|b| b.namespace == ns && b.name.name == scope && !b.params.is_empty())
+        })
+    };
+    let mut out = Vec::new();
+    for (key, (file, line, text)) in &ctx.unresolved_vars {
+        let (ns, rest) = key.split_once(':').unwrap_or(("default", key));
+        let scope = rest.split_once('.').map_or(rest, |(s, _)| s);
+        if with_params(ns, scope) {
+            continue;
+        }
+        let mut refs = Vec::new();
+        let mut pos = 0;
+        while let Some(r) = crate::eval::refs::next_ref(text, pos) {
+            refs.push(format!("'{}'", &text[r.start..r.end]));
+            pos = r.end;
+        }
+        if refs.is_empty() {
+            continue;
+        }
+        out.push(EvalMessage {
+            file: file.clone(),
+            line: *line,
+            message: format!(
+                "variable '{key}' refers to {}, which is not defined; its value stays '{text}'",
+                refs.join(", ")
+            ),
+        });
+    }
+    out.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+    out
 }
 
 /// One file's pre-evaluation: control bodies, then per bundle the vars and
 /// classes of common bundles and the vars of all.
-fn preevaluate_file(ctx: &mut EvalContext, file: &LoadedFile, report: &mut PreEvalReport) {
+fn preevaluate_file(
+    ctx: &mut EvalContext,
+    policy: &PolicySet,
+    file: &LoadedFile,
+    report: &mut PreEvalReport,
+) {
     ctx.note_policy_file(&file.source.path, &file.tree);
     for body in file.tree.bodies() {
         if body.kind == BodyKind::Body && body.name.name == "control" {
@@ -126,7 +187,7 @@ fn preevaluate_file(ctx: &mut EvalContext, file: &LoadedFile, report: &mut PreEv
             {
                 for promise in &section.promises {
                     let (_, msgs) = if kind == "vars" {
-                        ctx.eval_vars_promise(file, promise)
+                        ctx.eval_vars_promise(file, promise, Some(policy))
                     } else {
                         ctx.eval_classes_promise(file, promise, true)
                     };
@@ -174,8 +235,9 @@ fn eval_control_body(ctx: &mut EvalContext, file: &LoadedFile, body: &Body) {
             },
         )
         .with_tags(vec!["source=promise".to_string()]);
-        ctx.vars
-            .put(&body.namespace, &scope, &a.attr.name.name, var);
+        // Control bodies' variables live in the default namespace, whatever
+        // namespace the file declares, as in cf-promises.
+        ctx.vars.put("default", &scope, &a.attr.name.name, var);
     }
     ctx.pop_frame();
 }
@@ -216,13 +278,10 @@ fn file_inputs(
         if body.body_type.name != "common" && body.body_type.name != "file" {
             continue;
         }
+        // A control body is no promise: `this.promise_dirname` does not
+        // resolve in its inputs, as in cf-promises (policies name inputs
+        // relative to themselves through a common bundle's variable).
         ctx.push_frame(Frame::new(&body.namespace, "control_inputs", "common"));
-        // Inputs may be named relative to the file that lists them, as
-        // `$(this.promise_dirname)/x.cf` (the MPF's lib/stdlib.cf does).
-        let path = Path::new(&file.source.path);
-        let dir = path.parent().map(|p| p.display().to_string());
-        ctx.set_this("promise_filename", Value::str(file.source.path.clone()));
-        ctx.set_this("promise_dirname", Value::str(dir.unwrap_or_default()));
         for a in body.attributes_named("inputs") {
             if !ctx.eval_class_expr(a.guard.expr.trim()).unwrap_or(false) {
                 continue;
@@ -245,14 +304,49 @@ fn file_inputs(
                     continue;
                 }
                 let p = Path::new(&item);
-                out.push(if p.is_absolute() {
+                out.push(normalize(&if p.is_absolute() {
                     p.to_path_buf()
                 } else {
                     entry_dir.join(p)
-                });
+                }));
             }
         }
         ctx.pop_frame();
     }
     out
+}
+
+/// A path with its `.` components dropped and `..` applied, so that one
+/// file named two ways (`x.cf`, `./x.cf`) is read once.
+fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if out.file_name().is_some() => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_file_named_two_ways_is_one_path() {
+        assert_eq!(
+            normalize(Path::new("/a/./b/../c.cf")),
+            PathBuf::from("/a/c.cf")
+        );
+        assert_eq!(
+            normalize(Path::new("/a/./x.cf")),
+            normalize(Path::new("/a/x.cf"))
+        );
+        assert_eq!(normalize(Path::new("../x.cf")), PathBuf::from("../x.cf"));
+    }
 }

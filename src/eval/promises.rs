@@ -1,13 +1,16 @@
 //! Evaluating the promise types that only change the evaluation state:
 //! `vars` and `classes`. Pre-evaluation and the agent run share these.
 
-use super::classes::{ClassInfo, canonify_class};
+use super::agent::define_outcome_classes;
+use super::bodies::resolve_body;
+use super::classes::{ClassInfo, canonify, canonify_class};
 use super::context::EvalContext;
 use super::rval::{Evaluated, iteration_texts};
 use super::value::{DataType, Origin, Value};
 use super::vars::{PutResult, VarPolicy, Variable};
 use crate::functions::FnError;
-use crate::load::LoadedFile;
+use crate::load::{LoadedFile, PolicySet};
+use crate::promises::Outcome;
 use crate::syntax::ast::{Promise, Rval};
 use std::path::Path;
 
@@ -20,6 +23,8 @@ pub struct PromiseResult {
     pub deferred: bool,
     /// Some iteration failed.
     pub failed: bool,
+    /// Some iteration stored its variable (new or not).
+    pub stored: bool,
 }
 
 impl PromiseResult {
@@ -27,6 +32,7 @@ impl PromiseResult {
         self.changed |= o.changed;
         self.deferred |= o.deferred;
         self.failed |= o.failed;
+        self.stored |= o.stored;
     }
 }
 
@@ -56,14 +62,16 @@ impl EvalContext {
         self.set_this("promise_linenumber", Value::str(line.to_string()));
         self.set_this("bundle", Value::str(bundle));
         self.set_this("namespace", Value::str(ns));
-        if let Some(h) = promise.attribute("handle")
-            && let Rval::String(s) = &h.value
-        {
-            let handle = self.expand(&s.value).text;
-            self.set_this("handle", Value::str(handle));
-        } else if let Some(f) = self.frame_mut() {
-            f.this.remove("handle");
-        }
+        // this.handle is the handle canonified, as expanded before any
+        // iteration, or cf-agent's id for a promise without one.
+        let handle = match promise.attribute("handle").map(|h| &h.value) {
+            Some(Rval::String(s)) => canonify(&self.expand(&s.value).text),
+            _ => {
+                let base = path.file_name().map(|n| n.to_string_lossy());
+                format!("promise_{}_{line}", canonify(&base.unwrap_or_default()))
+            }
+        };
+        self.set_this("handle", Value::str(handle));
     }
 
     /// Whether a promise's guard and its `if`/`ifvarclass`/`unless` allow it
@@ -135,10 +143,16 @@ impl EvalContext {
         if let Some(meta) = promise.attribute("meta")
             && let Ok(e) = self.eval_rval(&meta.value)
         {
-            match e.value {
-                Value::List(l) => tags.extend(l),
-                Value::Scalar(s) => tags.push(s),
-                Value::Data(_) => {}
+            let given = match e.value {
+                Value::List(l) => l,
+                Value::Scalar(s) => vec![s],
+                Value::Data(_) => vec![],
+            };
+            // Tags are a set: a repeated tag is kept once.
+            for t in given {
+                if !tags.contains(&t) {
+                    tags.push(t);
+                }
             }
         }
         let comment = promise
@@ -165,19 +179,33 @@ impl EvalContext {
     }
 
     /// Evaluates one `vars` promise in the current frame.
+    /// Evaluates one `vars` promise in the current frame. With the policy
+    /// at hand, a `classes` body on it defines its outcome classes.
     pub fn eval_vars_promise(
         &mut self,
         file: &LoadedFile,
         promise: &Promise,
+        policy: Option<&PolicySet>,
     ) -> (PromiseResult, Vec<EvalMessage>) {
         self.enter_promise(file, promise);
         let line = file.source.line_of(promise.promiser.span.start);
         let origin = self.origin_here(&file.source.path, line);
-        let texts = Self::promise_texts(promise, &["meta", "comment"]);
+        let texts = Self::promise_texts(promise, &["meta", "comment", "classes"]);
         let mut result = PromiseResult::default();
         let mut messages = Vec::new();
         self.for_each_promise_iteration(promise, &texts, &mut |ctx| {
             let (r, m) = ctx.eval_vars_iteration(promise, &origin, &file.source.path, line);
+            if let (Some(policy), Some(attr)) = (policy, promise.attribute("classes")) {
+                // cf-agent audits a vars promise only when it got as far as
+                // storing its variable, and calls that kept; a promise that
+                // failed earlier defines no outcome class. A body that does
+                // not resolve yet defines nothing now.
+                if r.stored
+                    && let Ok(body) = resolve_body(ctx, policy, "classes", &attr.value)
+                {
+                    define_outcome_classes(ctx, None, 0, &body, Outcome::Kept);
+                }
+            }
             result.merge(r);
             messages.extend(m);
         });
@@ -199,7 +227,7 @@ impl EvalContext {
         };
         // `this.promiser` is the expanded name, which conditions may use
         // (the MPF's `unless => isvariable($(this.promiser))`).
-        let name = self.expand(&promise.promiser.value);
+        let name = self.expand_promiser(&promise.promiser.value);
         if !name.unresolved {
             self.set_this("promiser", Value::str(name.text.clone()));
         }
@@ -222,6 +250,16 @@ impl EvalContext {
         else {
             // A vars promise without a value (e.g. only `policy`) defines nothing.
             return (res, vec![]);
+        };
+        let (ns, scope, var_name) = match self.vars_target(&name.text) {
+            Ok(t) => t,
+            Err((m, refused_when_stored)) => {
+                res.failed = true;
+                // cf-agent refuses an injection only when it stores the
+                // variable, so the promise counts as having got that far.
+                res.stored = refused_when_stored;
+                return (res, vec![msg(m)]);
+            }
         };
         let evaluated = match self.eval_rval(&attr.value) {
             Ok(e) => e,
@@ -248,21 +286,75 @@ impl EvalContext {
             },
             _ => VarPolicy::Free,
         };
-        let mut evaluated = evaluated;
-        if evaluated.unresolved {
-            res.deferred = true;
-            // `ifdefined` drops the list references (`@(x)`) that name no
-            // variable; everything else stays as written, as without it.
-            if policy == VarPolicy::IfDefined
-                && let Value::List(items) = &mut evaluated.value
-            {
-                items.retain(|i| !is_naked_list_ref(i));
-            }
+        // A constant keeps a value that is complete; one that still waits
+        // for references is completed, as cf-agent does.
+        if policy == VarPolicy::Constant
+            && let Some(old) = self.vars.get(&ns, &scope, &var_name)
+            && !value_has_references(&old.value)
+        {
+            return (res, vec![]);
         }
-        let value = match convert(dtype, evaluated.value) {
+        let Evaluated {
+            mut value,
+            unresolved,
+        } = evaluated;
+        if refers_to_itself(&value, &name.text) {
+            res.failed = true;
+            return (
+                res,
+                vec![msg(format!(
+                    "variable '{}' refers to itself ({}), so its value cannot converge; it is not defined",
+                    name.text,
+                    super::context::scalar_text(&value)
+                        .or_else(|| value.as_list().map(|l| l.join(", ")))
+                        .unwrap_or_default()
+                ))],
+            );
+        }
+        // `ifdefined` drops the list items that are whole `@(...)`
+        // references to lists that do not exist.
+        if policy == VarPolicy::IfDefined
+            && let Value::List(items) = &mut value
+        {
+            items.retain(|i| !is_naked_list_ref(i));
+        }
+        if unresolved {
+            res.deferred = true;
+        }
+        if dtype == DataType::Data && var_name.contains('[') {
+            res.failed = true;
+            return (
+                res,
+                vec![msg(format!(
+                    "a data container cannot be assigned to the indexed name '{}'; assign it to '{}'",
+                    name.text,
+                    &var_name[..var_name.find('[').unwrap_or(var_name.len())]
+                ))],
+            );
+        }
+        // An array entry whose name is a path inside a data container of
+        // the same name cannot be set.
+        if let Some(i) = var_name.find('[')
+            && self
+                .vars
+                .get(&ns, &scope, &var_name[..i])
+                .is_some_and(|v| v.dtype == DataType::Data)
+            && self.lookup(&format!("{ns}:{scope}.{var_name}")).is_some()
+        {
+            res.failed = true;
+            return (
+                res,
+                vec![msg(format!(
+                    "'{}' cannot be set: '{}' is a data container",
+                    name.text,
+                    &var_name[..i]
+                ))],
+            );
+        }
+        let value = match convert(dtype, value) {
             Ok(v) => v,
             Err(m) => {
-                if evaluated.unresolved {
+                if unresolved {
                     return (res, vec![]);
                 }
                 res.failed = true;
@@ -278,24 +370,71 @@ impl EvalContext {
             origin: origin.clone(),
             policy,
         };
-        let (ns, scope) = self
-            .frame()
-            .map(|f| (f.ns.clone(), f.bundle.clone()))
-            .unwrap_or_else(|| ("default".into(), "".into()));
-        match self.vars.put(&ns, &scope, &name.text, var) {
+        let key = format!("{ns}:{scope}.{var_name}");
+        if unresolved {
+            let shown = super::context::scalar_text(&var.value)
+                .or_else(|| {
+                    var.value
+                        .as_list()
+                        .map(|l| format!("{{ {} }}", l.join(", ")))
+                })
+                .unwrap_or_default();
+            self.unresolved_vars
+                .insert(key, (path.to_string(), line, shown));
+        } else {
+            self.unresolved_vars.remove(&key);
+        }
+        match self.vars.put(&ns, &scope, &var_name, var) {
             PutResult::New | PutResult::Changed => res.changed = true,
             PutResult::Unchanged => {}
-            PutResult::Refused => {
-                return (
-                    res,
-                    vec![msg(format!(
-                        "variable '{}' is constant and cannot be redefined",
-                        name.text
-                    ))],
-                );
-            }
         }
+        res.stored = true;
         (res, vec![])
+    }
+
+    /// Where a vars promise's expanded promiser puts its variable: the
+    /// promiser is a variable reference, so `other.x` names the scope
+    /// `other` (which must not be another bundle of the policy), and a
+    /// namespace prefix or characters outside cf-agent's variable names
+    /// make it illegal.
+    /// The error says whether the name was refused only when storing (an
+    /// injection into another bundle).
+    fn vars_target(&self, name: &str) -> Result<(String, String, String), (String, bool)> {
+        let head_end = name.find('[').unwrap_or(name.len());
+        let (head, indices) = name.split_at(head_end);
+        let valid_head = !head.is_empty()
+            && head
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b >= 0x80);
+        let valid_indices = indices.is_empty()
+            || (indices.len() > 2
+                && indices.starts_with('[')
+                && indices.ends_with(']')
+                && !indices.contains('\n'));
+        if !valid_head || !valid_indices {
+            return Err((format!("variable identifier '{name}' is not legal"), false));
+        }
+        let (ns, bundle) = self
+            .frame()
+            .map(|f| (f.ns.clone(), f.bundle.clone()))
+            .unwrap_or_else(|| ("default".into(), String::new()));
+        let Some((scope, rest)) = name.split_once('.').filter(|(s, _)| s.len() < head_end) else {
+            return Ok((ns, bundle, name.to_string()));
+        };
+        if scope != bundle
+            && self
+                .policy_bundles
+                .iter()
+                .any(|b| b.ns == ns && b.name == scope)
+        {
+            return Err((
+                format!(
+                    "variable identifier '{name}' is not legal: only the bundle '{scope}' itself may set its variables"
+                ),
+                true,
+            ));
+        }
+        Ok((ns, scope.to_string(), rest.to_string()))
     }
 
     /// Evaluates one `classes` promise. `common` selects the default scope:
@@ -330,7 +469,7 @@ impl EvalContext {
         line: usize,
     ) -> (PromiseResult, Vec<EvalMessage>) {
         let mut res = PromiseResult::default();
-        let name = self.expand(&promise.promiser.value);
+        let name = self.expand_promiser(&promise.promiser.value);
         if !name.unresolved {
             self.set_this("promiser", Value::str(name.text.clone()));
         }
@@ -347,7 +486,8 @@ impl EvalContext {
             return (res, vec![]);
         }
         let name = canonify_class(&name.text);
-        let truth = match self.class_promise_truth(promise) {
+        let mut chosen = None;
+        let truth = match self.class_promise_truth(promise, &name, &mut chosen) {
             Ok(Some(t)) => t,
             Ok(None) => {
                 res.deferred = true;
@@ -373,16 +513,25 @@ impl EvalContext {
             .attribute("scope")
             .and_then(|a| self.eval_rval(&a.value).ok())
             .and_then(|e| e.value.as_scalar().map(str::to_string));
-        let local = match scope.as_deref() {
-            Some("bundle") => true,
-            Some("namespace") => false,
-            _ => !common,
-        };
         let persistence = promise
             .attribute("persistence")
             .and_then(|a| self.eval_rval(&a.value).ok())
             .and_then(|e| e.value.as_scalar().and_then(|v| parse_int(v).ok()))
             .filter(|&m| m > 0);
+        // Persistent classes are always global, whatever the scope says.
+        let local = persistence.is_none()
+            && match scope.as_deref() {
+                Some("bundle") => true,
+                Some("namespace") => false,
+                _ => !common,
+            };
+        // The class a distribution or selection picked: a distribution's
+        // is global in common bundles and local elsewhere, a selection's
+        // always global; both carry only `source=promise`.
+        if let Some((picked, global)) = chosen {
+            let picked_info = ClassInfo::soft(origin.clone(), vec!["source=promise".into()]);
+            self.define_class(&picked, !global && !common, picked_info);
+        }
         let info = ClassInfo {
             tags,
             comment,
@@ -397,8 +546,15 @@ impl EvalContext {
     }
 
     /// The truth of a classes promise's value attributes. `Ok(None)` when it
-    /// cannot be decided yet.
-    fn class_promise_truth(&mut self, promise: &Promise) -> Result<Option<bool>, String> {
+    /// cannot be decided yet. `dist` and `select_class` also name the class
+    /// they picked in `chosen` (with whether it is global regardless of the
+    /// bundle).
+    fn class_promise_truth(
+        &mut self,
+        promise: &Promise,
+        name: &str,
+        chosen: &mut Option<(String, bool)>,
+    ) -> Result<Option<bool>, String> {
         for attr in &promise.attributes {
             let kind = attr.name.name.as_str();
             if !matches!(
@@ -418,6 +574,20 @@ impl EvalContext {
                 Value::List(l) => l,
                 Value::Data(_) => return Err(format!("'{kind}' cannot take a data container")),
             };
+            match kind {
+                "dist" => {
+                    *chosen = Some((distribute(name, &items)?, false));
+                    return Ok(Some(true));
+                }
+                "select_class" => {
+                    let Some(pick) = self.select_class(&items) else {
+                        return Err("select_class needs at least one class".into());
+                    };
+                    *chosen = Some((canonify_class(&pick), true));
+                    return Ok(Some(true));
+                }
+                _ => {}
+            }
             let mut truths = Vec::with_capacity(items.len());
             for i in &items {
                 truths.push(
@@ -429,15 +599,94 @@ impl EvalContext {
                 "expression" | "and" => truths.iter().all(|&t| t),
                 "or" => truths.iter().any(|&t| t),
                 "xor" => truths.iter().filter(|&&t| t).count() % 2 == 1,
-                "not" => !truths.first().copied().unwrap_or(false),
-                // Random distributions define a class; which one is chosen
-                // is the job of the agent run, not of pre-evaluation.
-                _ => return Ok(None),
+                _ => !truths.first().copied().unwrap_or(false),
             }));
         }
         // A classes promise without a value attribute defines the class.
         Ok(Some(true))
     }
+}
+
+impl EvalContext {
+    /// The item of `select_class` this host picks: chosen by a hash of the
+    /// host's name, address and user, so that it stays the same from run
+    /// to run, as cf-agent chooses.
+    fn select_class(&self, items: &[String]) -> Option<String> {
+        if items.is_empty() {
+            return None;
+        }
+        let sys = |n: &str| {
+            self.vars
+                .get("default", "sys", n)
+                .and_then(|v| v.value.as_scalar().map(str::to_string))
+                .unwrap_or_default()
+        };
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let splay = format!("{}+{}+{uid}", sys("fqhost"), sys("ipv4"));
+        let n = crate::functions::string_hash(&splay) as usize % items.len();
+        Some(items[n].clone())
+    }
+}
+
+/// The class a `dist` distribution picks: `promiser_weight` of one weight,
+/// chosen at random in proportion to the weights.
+fn distribute(promiser: &str, weights: &[String]) -> Result<String, String> {
+    let mut parsed = Vec::with_capacity(weights.len());
+    for w in weights {
+        let n = parse_int(w)?;
+        if n < 0 {
+            return Err("a class distribution cannot have negative weights".into());
+        }
+        parsed.push(n as u64);
+    }
+    let total: u64 = parsed.iter().sum();
+    if total == 0 {
+        return Err("a class distribution needs a weight above zero".into());
+    }
+    use std::hash::{BuildHasher, Hasher};
+    // A freshly keyed hasher is random enough for picking a weight.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(total);
+    let mut fluct = h.finish() % total;
+    for (w, n) in weights.iter().zip(&parsed) {
+        if fluct < *n {
+            return Ok(canonify_class(&format!("{promiser}_{w}")));
+        }
+        fluct -= n;
+    }
+    Err("a class distribution picked no weight".into())
+}
+
+/// Whether a value still holds variable references.
+fn value_has_references(v: &Value) -> bool {
+    match v {
+        Value::Scalar(s) => super::refs::has_refs(s),
+        Value::List(l) => l.iter().any(|s| super::refs::has_refs(s)),
+        Value::Data(_) => false,
+    }
+}
+
+/// Whether a variable's evaluated value still refers to the variable
+/// itself (`$(x)`, `${x}`, `@(x)`), which cf-agent refuses as a value that
+/// cannot converge.
+fn refers_to_itself(v: &Value, name: &str) -> bool {
+    let refers = |s: &str| {
+        ["$(", "${", "@(", "@{"].iter().any(|open| {
+            let close = if open.ends_with('(') { ")" } else { "}" };
+            s.contains(&format!("{open}{name}{close}"))
+        })
+    };
+    match v {
+        Value::Scalar(s) => refers(s),
+        Value::List(l) => l.iter().any(|s| refers(s)),
+        Value::Data(_) => false,
+    }
+}
+
+/// A list item that is nothing but an `@(...)` reference.
+fn is_naked_list_ref(s: &str) -> bool {
+    super::refs::next_ref(s, 0).is_some_and(|r| r.list_sigil && r.start == 0 && r.end == s.len())
 }
 
 /// Converts an evaluated value to the declared type, as cf-agent stores it.
@@ -452,10 +701,11 @@ pub fn convert(dtype: DataType, v: Value) -> Result<Value, String> {
         (DataType::Ilist, Value::List(l)) => l
             .iter()
             .map(|s| {
+                // cf-agent keeps the text of each integer in a list.
                 if s.contains("$(") {
                     Ok(s.clone())
                 } else {
-                    parse_int(s).map(|i| i.to_string())
+                    parse_int(s).map(|_| s.clone())
                 }
             })
             .collect::<Result<_, _>>()
@@ -472,7 +722,6 @@ pub fn convert(dtype: DataType, v: Value) -> Result<Value, String> {
             })
             .collect::<Result<_, _>>()
             .map(Value::List),
-        (t, Value::Scalar(s)) if t.is_list() => Ok(Value::List(vec![s])),
         (DataType::Data, Value::Data(mut d)) => {
             // Stored containers hold numbers as cf-agent stores them.
             if crate::functions::json::needs_normalizing(&d) {
@@ -497,43 +746,102 @@ pub fn convert(dtype: DataType, v: Value) -> Result<Value, String> {
     }
 }
 
-/// Integers as CFEngine reads them: optional sign, digits, and an optional
-/// unit suffix (k, m, g are powers of 1000; K, M, G powers of 1024), or
-/// `inf`.
+/// Integers as cf-agent reads them: optional blanks and sign, digits, then
+/// at most one character, which is a unit (k, m, g are powers of 1000; K,
+/// M, G powers of 1024), a percentage (`50%`, kept as -50, as cf-agent
+/// represents percentages) or ignored, and then only blanks. `inf` is
+/// cf-agent's infinity.
 pub fn parse_int(s: &str) -> Result<i64, String> {
-    let t = s.trim();
-    if t == "inf" {
+    let t = s.trim_start();
+    if t.trim_end() == "inf" {
         return Ok(999_999_999);
     }
-    if t == "-inf" {
+    if t.trim_end() == "-inf" {
         return Ok(-999_999_999);
     }
-    let (num, mult) = match t.chars().last() {
-        Some('k') => (&t[..t.len() - 1], 1_000),
-        Some('m') => (&t[..t.len() - 1], 1_000_000),
-        Some('g') => (&t[..t.len() - 1], 1_000_000_000),
-        Some('K') => (&t[..t.len() - 1], 1_024),
-        Some('M') => (&t[..t.len() - 1], 1_048_576),
-        Some('G') => (&t[..t.len() - 1], 1_073_741_824),
-        _ => (t, 1),
-    };
-    num.parse::<i64>()
-        .map(|n| n.saturating_mul(mult))
-        .map_err(|_| format!("'{s}' is not an integer"))
+    let bad = || format!("'{s}' is not an integer");
+    let b = t.as_bytes();
+    let sign = usize::from(matches!(b.first(), Some(b'+' | b'-')));
+    let digits = b[sign..].iter().take_while(|c| c.is_ascii_digit()).count();
+    if digits == 0 {
+        return Err(bad());
+    }
+    let n: i64 = t[..sign + digits].parse().map_err(|_| bad())?;
+    let mut rest = t[sign + digits..].chars();
+    let unit = rest.next();
+    if !rest.as_str().trim().is_empty() {
+        return Err(bad());
+    }
+    Ok(match unit {
+        Some('k') => n.saturating_mul(1_000),
+        Some('K') => n.saturating_mul(1_024),
+        Some('m') => n.saturating_mul(1_000_000),
+        Some('M') => n.saturating_mul(1_048_576),
+        Some('g') => n.saturating_mul(1_000_000_000),
+        Some('G') => n.saturating_mul(1_073_741_824),
+        Some('%') if (0..=100).contains(&n) => -n,
+        Some('%') => return Err(format!("percentage '{s}' is out of range")),
+        _ => n,
+    })
 }
 
+/// Reals as cf-agent reads them: a number (sign, digits, fraction,
+/// exponent) with the same optional unit or percentage as integers, then
+/// only blanks.
 pub fn parse_real(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    t.parse::<f64>()
-        .ok()
-        .or_else(|| parse_int(t).ok().map(|i| i as f64))
-        .ok_or_else(|| format!("'{s}' is not a real number"))
+    let t = s.trim_start();
+    let bad = || format!("'{s}' is not a real number");
+    let len = float_prefix_len(t);
+    let d: f64 = t[..len].parse().map_err(|_| bad())?;
+    let mut rest = t[len..].chars();
+    let unit = rest.next();
+    if !rest.as_str().trim().is_empty() {
+        return Err(bad());
+    }
+    Ok(match unit {
+        Some('k') => d * 1e3,
+        Some('K') => d * 1024.0,
+        Some('m') => d * 1e6,
+        Some('M') => d * 1_048_576.0,
+        Some('g') => d * 1e9,
+        Some('G') => d * 1_073_741_824.0,
+        Some('%') if (0.0..=100.0).contains(&d) => -d,
+        Some('%') => return Err(format!("percentage '{s}' is out of range")),
+        _ => d,
+    })
 }
 
-/// Whether a list item is a whole `@(name)` reference left unexpanded.
-fn is_naked_list_ref(item: &str) -> bool {
-    super::refs::next_ref(item, 0)
-        .is_some_and(|r| r.list_sigil && r.start == 0 && r.end == item.len())
+/// How long the decimal number at the start of `t` is: sign, digits with
+/// an optional fraction, and an exponent only when digits follow it.
+fn float_prefix_len(t: &str) -> usize {
+    let b = t.as_bytes();
+    let digits_from = |i: usize| {
+        b[i.min(b.len())..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count()
+    };
+    let mut i = usize::from(matches!(b.first(), Some(b'+' | b'-')));
+    let int = digits_from(i);
+    i += int;
+    let mut frac = 0;
+    if b.get(i) == Some(&b'.') {
+        frac = digits_from(i + 1);
+        if int + frac > 0 {
+            i += 1 + frac;
+        }
+    }
+    if int + frac == 0 {
+        return 0;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        let sign = usize::from(matches!(b.get(i + 1), Some(b'+' | b'-')));
+        let exp = digits_from(i + 1 + sign);
+        if exp > 0 {
+            i += 1 + sign + exp;
+        }
+    }
+    i
 }
 
 #[cfg(test)]
@@ -546,6 +854,18 @@ mod tests {
         assert_eq!(parse_int("2K"), Ok(2048));
         assert_eq!(parse_int("-5"), Ok(-5));
         assert!(parse_int("x").is_err());
+        assert_eq!(parse_int("50%"), Ok(-50));
+        assert!(parse_int("150%").is_err());
+        assert_eq!(parse_int(" 42 "), Ok(42));
+        assert_eq!(parse_int("12x"), Ok(12));
+        assert!(parse_int("12xy").is_err());
+        assert_eq!(parse_real("50%"), Ok(-50.0));
+        assert_eq!(parse_real("1.5q"), Ok(1.5));
+        assert_eq!(parse_real(".5"), Ok(0.5));
+        assert_eq!(parse_real("2.5e-3"), Ok(0.0025));
+        assert_eq!(parse_real("1k"), Ok(1000.0));
+        assert!(parse_real("1.5qq").is_err());
+        assert!(parse_real("x").is_err());
         assert_eq!(
             convert(DataType::Real, Value::str("1.50")),
             Ok(Value::str("1.500000"))

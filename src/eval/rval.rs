@@ -1,7 +1,7 @@
 //! Turning right-hand values into values: expansion, lists, function calls,
 //! and the iteration over lists that a promise's references ask for.
 
-use super::context::{EvalContext, scalar_text};
+use super::context::{EvalContext, NsSearch, scalar_text};
 use super::refs::next_ref;
 use super::value::Value;
 use crate::functions::{self, FnError};
@@ -47,11 +47,30 @@ impl EvalContext {
                 let mut out = Vec::with_capacity(items.len());
                 let mut unresolved = false;
                 for item in items {
+                    // In a list, `@(x)` of a scalar is the scalar.
+                    if let Some(text) = list_ref_text(item)
+                        && let Some((_, inner)) = whole_ref(text)
+                        && let name = self.expand(inner)
+                        && !name.unresolved
+                        && let Some(Value::Scalar(v)) =
+                            self.lookup_in(&name.text, NsSearch::DefaultOnly)
+                    {
+                        out.push(v);
+                        continue;
+                    }
                     let e = self.eval_rval(item)?;
                     unresolved |= e.unresolved;
                     match e.value {
                         Value::Scalar(s) => out.push(s),
                         Value::List(l) => out.extend(l),
+                        // `@(container)` splices nothing into a list:
+                        // cf-agent warns that the variable is not a list.
+                        Value::Data(_) if is_list_ref(item) => {
+                            tracing::warn!(
+                                "'{}' failed - variable is not list but data",
+                                list_ref_text(item).unwrap_or_default()
+                            );
+                        }
                         Value::Data(d) => out.extend(json_scalars(&d)),
                     }
                 }
@@ -69,8 +88,10 @@ impl EvalContext {
     pub fn eval_string(&mut self, s: &str) -> Evaluated {
         if let Some((true, inner)) = whole_ref(s) {
             let name = self.expand(inner);
+            // `@(x)` of a scalar stays as written, as cf-agent keeps it.
             if !name.unresolved
-                && let Some(v) = self.lookup(&name.text)
+                && let Some(v) = self.lookup_in(&name.text, NsSearch::DefaultOnly)
+                && !matches!(v, Value::Scalar(_))
             {
                 return Evaluated::done(v);
             }
@@ -202,7 +223,12 @@ impl EvalContext {
             if self.is_bound(&name.text) {
                 continue;
             }
-            let Some(v) = self.lookup(&name.text) else {
+            let found = if dependent {
+                self.lookup_dependent(inner, &name.text)
+            } else {
+                self.lookup_in(&name.text, NsSearch::OwnOnly)
+            };
+            let Some(v) = found else {
                 if dependent {
                     return Wheel::Skip;
                 }
@@ -214,6 +240,9 @@ impl EvalContext {
                     Json::Array(_) | Json::Object(_) => {
                         json_scalars(d).into_iter().map(Value::Scalar).collect()
                     }
+                    // A reference to null has no value to iterate with: the
+                    // promise is skipped.
+                    Json::Null => Vec::new(),
                     _ => continue,
                 },
                 Value::Scalar(_) => continue,
@@ -221,6 +250,38 @@ impl EvalContext {
             return Wheel::Found(name.text, elems);
         }
         Wheel::None
+    }
+
+    /// Looks up a reference whose name was built from other references, as
+    /// cf-agent's iteration looks such a wheel up: a namespace or bundle
+    /// written literally before the first inner reference is kept apart from
+    /// the rest, so `$(ns:$(b).v)` names a variable `b.v` of the current
+    /// bundle (and so nothing), and `$(b.$(v))` means the current namespace.
+    fn lookup_dependent(&self, written: &str, name: &str) -> Option<Value> {
+        let cut = [written.find("$("), written.find("${"), written.find('[')]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(written.len());
+        let head = &written[..cut];
+        let (literal_ns, scope_part) = match head.split_once(':') {
+            Some((_, rest)) => (true, rest),
+            None => (false, head),
+        };
+        let literal_scope = scope_part.contains('.');
+        let name_head = &name[..name.find('[').unwrap_or(name.len())];
+        match (literal_ns, literal_scope) {
+            (true, false) => {
+                let after_ns = name_head.split_once(':').map_or(name_head, |(_, r)| r);
+                if after_ns.contains('.') {
+                    None
+                } else {
+                    self.lookup(name)
+                }
+            }
+            (false, true) => self.lookup_in(name, NsSearch::OwnOnly),
+            _ => self.lookup(name),
+        }
     }
 
     /// Calls `f` once per combination of the lists that `texts` iterate
@@ -275,6 +336,21 @@ impl EvalContext {
             ctx.truncate_bindings(mark);
         });
     }
+}
+
+/// Whether a list item is written as nothing but an `@(...)` reference.
+fn is_list_ref(item: &Rval) -> bool {
+    list_ref_text(item).is_some()
+}
+
+/// The text of a list item written as nothing but an `@(...)` reference.
+fn list_ref_text(item: &Rval) -> Option<&str> {
+    let text = match item {
+        Rval::String(s) => s.value.as_str(),
+        Rval::NakedVar { text, .. } => text.as_str(),
+        _ => return None,
+    };
+    matches!(whole_ref(text), Some((true, _))).then_some(text)
 }
 
 /// What the next step of iteration is.

@@ -76,8 +76,6 @@ pub enum PutResult {
     New,
     Changed,
     Unchanged,
-    /// Refused: the existing variable is `policy => "constant"`.
-    Refused,
 }
 
 impl VarStore {
@@ -96,9 +94,6 @@ impl VarStore {
             None => {
                 map.insert(name.to_string(), var);
                 PutResult::New
-            }
-            Some(old) if old.policy == VarPolicy::Constant && old.value != var.value => {
-                PutResult::Refused
             }
             Some(old) => {
                 if old.value == var.value && old.dtype == var.dtype {
@@ -172,9 +167,5 @@ mod tests {
             Value::str("2")
         );
         assert_eq!(s.history("default", "main", "a").len(), 1);
-        let mut c = v("c");
-        c.policy = VarPolicy::Constant;
-        s.put("default", "main", "k", c);
-        assert_eq!(s.put("default", "main", "k", v("d")), PutResult::Refused);
     }
 }

@@ -19,6 +19,7 @@ mod files;
 pub mod introspect;
 pub mod json;
 mod lists;
+pub use lists::oat_hash as string_hash;
 mod math;
 mod modules;
 pub mod mustache;

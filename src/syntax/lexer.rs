@@ -136,7 +136,7 @@ fn naked_var_len(i: &str) -> Option<usize> {
                     return None;
                 }
                 if stack.is_empty() {
-                    return if k > 2 { Some(k + 1) } else { None };
+                    return (k > 2 && naked_name_ok(&bytes[2..k])).then_some(k + 1);
                 }
             }
             b'\n' | b'"' | b'\'' | b';' | b',' | b' ' | b'\t' => return None,
@@ -145,6 +145,29 @@ fn naked_var_len(i: &str) -> Option<usize> {
         k += 1;
     }
     None
+}
+
+/// Whether the inside of a naked reference is one cf-promises' lexer takes:
+/// name characters (brackets included), or a name followed by one index
+/// that may hold references (`a[$(k)]`). `@($(x))` and `@(a[$(k)][x])` are
+/// not naked references.
+fn naked_name_ok(inner: &[u8]) -> bool {
+    let name = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':') || *b >= 0x80;
+    if inner.iter().all(|b| name(b) || matches!(b, b'[' | b']')) {
+        return true;
+    }
+    let Some(open) = inner.iter().position(|&b| b == b'[') else {
+        return false;
+    };
+    let closes = inner.iter().rev().take_while(|&&b| b == b']').count();
+    let index = &inner[open + 1..inner.len() - closes];
+    open > 0
+        && closes > 0
+        && inner[..open].iter().all(name)
+        && !index.is_empty()
+        && index
+            .iter()
+            .all(|b| name(b) || matches!(b, b'$' | b'(' | b')' | b'{' | b'}'))
 }
 
 /// The result of lexing a whole file.

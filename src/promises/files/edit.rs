@@ -640,7 +640,7 @@ impl Editor<'_> {
     ) {
         match ptype {
             "vars" => {
-                act.ctx.eval_vars_promise(file, promise);
+                act.ctx.eval_vars_promise(file, promise, Some(act.policy));
                 return;
             }
             "classes" => {
@@ -662,7 +662,7 @@ impl Editor<'_> {
                 if ctx.promise_condition(promise) != Some(true) {
                     return;
                 }
-                let promiser = ctx.expand(&promise.promiser.value);
+                let promiser = ctx.expand_promiser(&promise.promiser.value);
                 if promiser.unresolved && ptype != "reports" {
                     return;
                 }
@@ -1020,10 +1020,7 @@ impl Editor<'_> {
         let text = match act.host.read(Path::new(&path)) {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
             Err(e) => {
-                tracing::error!(
-                    "Could not read file '{path}'. (fopen: {})",
-                    crate::host::strerror(&e)
-                );
+                tracing::error!("Could not read file '{path}'. (fopen: {})", io_reason(&e));
                 sub.set(Res::Fail);
                 return;
             }
@@ -1833,6 +1830,18 @@ fn list_of(v: &Value) -> Vec<String> {
         Value::Scalar(s) => vec![s.clone()],
         Value::List(l) => l.clone(),
         Value::Data(_) => Vec::new(),
+    }
+}
+
+/// The reason of an I/O error as C's strerror words it.
+fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "No such file or directory".into(),
+        std::io::ErrorKind::PermissionDenied => "Permission denied".into(),
+        _ => {
+            let s = e.to_string();
+            s.split(" (os error").next().unwrap_or(&s).to_string()
+        }
     }
 }
 
