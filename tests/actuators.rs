@@ -87,7 +87,7 @@ fn a_hanging_command_times_out_alone() {
       "still running";
 }
 body contain short { exec_timeout => "1"; }
-body classes rc(p) { repair_timeout => { "$(p)_timeout" }; }
+body classes rc(p) { repair_failed => { "$(p)_timeout" }; }
 "#,
     );
     let start = std::time::Instant::now();
@@ -95,7 +95,12 @@ body classes rc(p) { repair_timeout => { "$(p)_timeout" }; }
     assert!(start.elapsed() < Duration::from_secs(15), "{out:?}");
     assert!(out.stdout.contains("R: timed out"), "{out:?}");
     assert!(out.stdout.contains("R: still running"), "{out:?}");
-    assert!(out.stdout.contains("exec_timeout"), "{out:?}");
+    // cf-agent's words and outcome: a killed command failed.
+    assert!(
+        out.stdout
+            .contains("Finished script '/bin/sleep 30' - failed (abnormal termination)"),
+        "{out:?}"
+    );
 }
 
 #[test]

@@ -14,8 +14,6 @@ use super::vars::Variable;
 /// What one module run left beyond variables and classes.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ModuleResult {
-    /// Classes to persist, with their minutes.
-    pub persistent: Vec<(String, u64)>,
     /// Lines that were not protocol lines (printed by the caller).
     pub other_lines: Vec<String>,
 }
@@ -91,8 +89,10 @@ pub fn apply(ctx: &mut EvalContext, scope: &str, output: &str) -> ModuleResult {
                 }
                 ctx.classes
                     .define(&name, ClassInfo::soft(Origin::Agent, module_tags()));
+                // Stored with the run's other persistent classes when it
+                // ends.
                 if let Some(m) = persistence {
-                    result.persistent.push((name, m));
+                    ctx.persist_requests.push((name.clone(), m as i64));
                 }
             }
             '-' => {

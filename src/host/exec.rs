@@ -92,6 +92,43 @@ pub fn split_command_line(s: &str) -> Vec<String> {
     words
 }
 
+/// Why a program cannot be run, as cf-agent checks it before it runs a
+/// command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotExecutable {
+    Missing,
+    /// Anyone could have changed it: cf-agent refuses it.
+    WorldWritable,
+    /// No execute bit for us (root needs the owner's).
+    NoPermission,
+}
+
+/// Checks that a program exists, is not world-writable and is executable
+/// by us, by cf-agent's rules (root needs the owner's execute bit). The
+/// program is on this machine even in a rooted host: commands run here.
+pub fn check_executable(program: &str) -> Result<(), NotExecutable> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(program).map_err(|_| NotExecutable::Missing)?;
+    let mode = meta.mode();
+    if mode & 0o002 != 0 {
+        return Err(NotExecutable::WorldWritable);
+    }
+    // SAFETY: getuid and getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let ok = if uid == 0 || uid == meta.uid() {
+        mode & 0o100 != 0
+    } else if gid == meta.gid() {
+        mode & 0o010 != 0
+    } else {
+        mode & 0o001 != 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(NotExecutable::NoPermission)
+    }
+}
+
 impl super::Host {
     /// Runs a command to completion (or its timeout) and returns its
     /// output. In a rooted host the command still runs on the real system:
