@@ -174,7 +174,10 @@ body process_count two {{ match_range => "2,2"; in_range_define => {{ "two_in" }
     )
     .unwrap();
     let dry = agent_inform(&tmp.path().join("wd"), &kill, &["--dry-run"]);
-    assert!(dry.stdout.contains("Should signal 'term'"), "{dry:?}");
+    assert!(
+        dry.stdout.contains("Need to keep signal promise 'term'"),
+        "{dry:?}"
+    );
     assert!(
         s1.0.try_wait().unwrap().is_none(),
         "dry-run must not signal"

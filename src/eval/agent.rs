@@ -403,6 +403,10 @@ impl<'a> AgentRun<'a> {
         let common = bundle.bundle_type.name == "common";
         let order = ordered_sections(bundle);
         let policy = self.policy;
+        // cf-agent always makes three passes; we stop when a pass changed
+        // nothing, unless the bundle has promises whose checks speak in
+        // every pass (processes), where the output would show the skip.
+        let every_pass = order.iter().any(|s| s.0 == "processes");
         let mut pass = 1;
         'passes: while pass <= MAX_PASSES {
             let mut state = PassState {
@@ -443,7 +447,7 @@ impl<'a> AgentRun<'a> {
             if self.fatal.is_some() {
                 break;
             }
-            if !state.changed {
+            if !state.changed && !every_pass {
                 if !state.deferred || state.last {
                     break;
                 }
@@ -734,6 +738,9 @@ impl<'a> AgentRun<'a> {
                 ep.promiser,
                 attrs_key(&ep.attrs)
             );
+            if let Some(a) = actuator(ptype) {
+                a.check_each_pass(&ep);
+            }
             if self.done.contains(&key) {
                 continue;
             }
@@ -953,8 +960,14 @@ impl<'a> AgentRun<'a> {
             output: self.sink,
             state: self.state.as_deref_mut(),
             now: self.now,
+            extra_outcomes: Vec::new(),
         };
-        Some(act.evaluate(&mut act_ctx, ep))
+        let outcome = act.evaluate(&mut act_ctx, ep);
+        let extra = act_ctx.extra_outcomes;
+        for o in extra {
+            self.set_outcome_classes(ep, o);
+        }
+        Some(outcome)
     }
 
     /// `methods`: run the named bundle and take its outcome.

@@ -137,6 +137,14 @@ impl ExpandedPromise {
         }
     }
 
+    /// Where the promise is, in cf-agent's words (its `PromiseRef`).
+    pub fn reference(&self) -> String {
+        format!(
+            "Promise belongs to bundle '{}' in file '{}' near line {}",
+            self.bundle, self.file, self.line
+        )
+    }
+
     /// A boolean option (`true/yes/on` or `false/no/off`).
     pub fn flag(&self, name: &str) -> Option<bool> {
         self.scalar(name).and_then(parse_bool)
@@ -167,6 +175,11 @@ pub struct ActContext<'a> {
     pub state: Option<&'a mut crate::state::StateStore>,
     /// The run's clock, seconds since the epoch.
     pub now: i64,
+    /// Outcomes the promise also had, beside the one it returns, whose
+    /// classes are defined too (cf-agent defines the classes of every
+    /// outcome a promise reports along the way: a processes promise that
+    /// signalled is repaired, and kept for its "no restart" step).
+    pub extra_outcomes: Vec<Outcome>,
 }
 
 /// A promise type that acts on the system (or the output).
@@ -174,6 +187,11 @@ pub trait Actuator {
     /// Brings the promise about (or checks it under dry-run) and says how
     /// it ended.
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome;
+
+    /// Checks that run each time the scheduler meets the promise, in every
+    /// pass, even when it has already acted (cf-agent's sanity checks of
+    /// processes promises warn once per pass).
+    fn check_each_pass(&self, _p: &ExpandedPromise) {}
 }
 
 /// The actuator for a promise type, if we have one.
