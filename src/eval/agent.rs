@@ -961,11 +961,24 @@ impl<'a> AgentRun<'a> {
             state: self.state.as_deref_mut(),
             now: self.now,
             extra_outcomes: Vec::new(),
+            followup: None,
         };
         let outcome = act.evaluate(&mut act_ctx, ep);
-        let extra = act_ctx.extra_outcomes;
+        let (extra, followup) = (act_ctx.extra_outcomes, act_ctx.followup);
         for o in extra {
             self.set_outcome_classes(ep, o);
+        }
+        if let Some(f) = followup {
+            // As cf-agent's VerifyMethod: the bundle's own outcome does not
+            // change the promise's.
+            let mut call = ep.clone();
+            call.attrs.insert("usebundle".into(), f.bundle);
+            if f.inherit {
+                call.attrs
+                    .insert("inherit".into(), AttrValue::Value(Value::str("true")));
+            }
+            self.eval_method(&call);
+            tracing::info!("{}", f.then_inform);
         }
         Some(outcome)
     }

@@ -180,6 +180,20 @@ pub struct ActContext<'a> {
     /// outcome a promise reports along the way: a processes promise that
     /// signalled is repaired, and kept for its "no restart" step).
     pub extra_outcomes: Vec<Outcome>,
+    /// A bundle the scheduler runs right after the promise (a new user's
+    /// `home_bundle`), then logs `then_inform`.
+    pub followup: Option<Followup>,
+}
+
+/// A bundle to run after a promise acted, as a methods promise would.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Followup {
+    /// An [`AttrValue::Bundle`].
+    pub bundle: AttrValue,
+    /// Whether the bundle sees the caller's classes (`inherit`).
+    pub inherit: bool,
+    /// What to log at inform level once the bundle ran.
+    pub then_inform: String,
 }
 
 /// A promise type that acts on the system (or the output).
