@@ -779,18 +779,16 @@ impl<'a> AgentRun<'a> {
             let started = std::time::Instant::now();
             let outcome = if ptype == "methods" {
                 self.eval_method(&ep)
-            } else if let Some(bundle) = self.service_bundle(&ep) {
+            } else if let Some((bundle, args)) = self.service_bundle(&ep) {
                 // A services promise handled by a bundle, as cf-agent hands
-                // it to standard_services(service, policy).
+                // it to standard_services(service, policy), or to the
+                // service_method's bundle with the arguments it gives.
                 let policy = ep.scalar("service_policy").unwrap_or("start").to_string();
+                let args = args
+                    .unwrap_or_else(|| vec![Value::str(ep.promiser.clone()), Value::str(policy)]);
                 let mut call = ep.clone();
-                call.attrs.insert(
-                    "usebundle".into(),
-                    AttrValue::Bundle {
-                        name: bundle,
-                        args: vec![Value::str(ep.promiser.clone()), Value::str(policy)],
-                    },
-                );
+                call.attrs
+                    .insert("usebundle".into(), AttrValue::Bundle { name: bundle, args });
                 self.eval_method(&call)
             } else {
                 self.act(&ep)
@@ -891,22 +889,23 @@ impl<'a> AgentRun<'a> {
         }
     }
 
-    /// The bundle that implements a services promise: the service_method's
-    /// `service_bundle`, else a `standard_services` bundle the policy
-    /// defines; `None` means our built-in service manager.
-    fn service_bundle(&self, ep: &ExpandedPromise) -> Option<String> {
+    /// The bundle that implements a services promise, with the arguments
+    /// the service_method gives it: its `service_bundle`, else a
+    /// `standard_services` bundle the policy defines (called with the
+    /// service and the policy); `None` means our built-in service manager.
+    fn service_bundle(&self, ep: &ExpandedPromise) -> Option<(String, Option<Vec<Value>>)> {
         if ep.promise_type != "services" {
             return None;
         }
-        if let Some(b) = ep
+        if let Some((b, args)) = ep
             .body("service_method")
-            .and_then(|m| m.scalar("service_bundle"))
+            .and_then(|m| m.bundle_call("service_bundle"))
         {
-            return Some(b.to_string());
+            return Some((b, (!args.is_empty()).then_some(args)));
         }
         self.policy
             .bundle(&ep.namespace, "standard_services")
-            .map(|_| "standard_services".to_string())
+            .map(|_| ("standard_services".to_string(), None))
     }
 
     /// The `depends_on` handles that are not (yet) kept or repaired, in
@@ -1040,6 +1039,19 @@ impl<'a> AgentRun<'a> {
         });
         let (file, bundle) = (file.clone(), bundle.clone());
         let outcome = self.run_bundle(&file, &bundle, &args, inherit);
+        // cf-agent's verdict on the call, in its words.
+        match outcome {
+            Some(Outcome::Warned) => {
+                tracing::warn!("Method '{name}' invoked repairs, but only warnings promised")
+            }
+            Some(Outcome::Failed | Outcome::Denied) => {
+                tracing::error!("Method '{name}' failed in some repairs")
+            }
+            Some(Outcome::Timeout | Outcome::Interrupted) => {
+                tracing::info!("Method '{name}' aborted in some repairs")
+            }
+            _ => {}
+        }
         if let Some(AttrValue::Value(Value::Scalar(result))) = ep.attrs.get("useresult") {
             let returned = self.last_return_values.take().unwrap_or_default();
             let (ns, scope) = (ep.namespace.clone(), ep.bundle.clone());

@@ -64,11 +64,21 @@ impl Outcome {
 pub struct ResolvedBody {
     pub name: String,
     pub attrs: IndexMap<String, Value>,
+    /// The arguments given to the bundles the body names (`service_bundle
+    /// => b("x")`), by attribute; the name itself is in `attrs`.
+    pub bundle_args: IndexMap<String, Vec<Value>>,
 }
 
 impl ResolvedBody {
     pub fn scalar(&self, name: &str) -> Option<&str> {
         self.attrs.get(name).and_then(Value::as_scalar)
+    }
+
+    /// A bundle the body names, with its arguments.
+    pub fn bundle_call(&self, name: &str) -> Option<(String, Vec<Value>)> {
+        let bundle = self.scalar(name)?.to_string();
+        let args = self.bundle_args.get(name).cloned().unwrap_or_default();
+        Some((bundle, args))
     }
 
     pub fn list(&self, name: &str) -> Vec<String> {
