@@ -138,6 +138,9 @@ pub struct AgentRun<'a> {
     abort_run: Option<String>,
     /// A class of `abortbundleclasses` was defined: the bundle stops.
     abort_bundle: bool,
+    /// The outcomes the last actuator reported, when not just its own
+    /// (see [`ActContext::reported_outcomes`]).
+    reported_outcomes: Option<Vec<Outcome>>,
 }
 
 /// A transactional bundle being run.
@@ -208,6 +211,7 @@ impl<'a> AgentRun<'a> {
             why: WhyLog::default(),
             abort_run: None,
             abort_bundle: false,
+            reported_outcomes: None,
         }
     }
 
@@ -405,8 +409,11 @@ impl<'a> AgentRun<'a> {
         let policy = self.policy;
         // cf-agent always makes three passes; we stop when a pass changed
         // nothing, unless the bundle has promises whose checks speak in
-        // every pass (processes), where the output would show the skip.
-        let every_pass = order.iter().any(|s| s.0 == "processes");
+        // every pass (processes, storage), where the output would show
+        // the skip.
+        let every_pass = order
+            .iter()
+            .any(|s| actuator(s.0).is_some_and(|a| a.speaks_each_pass()));
         let mut pass = 1;
         'passes: while pass <= MAX_PASSES {
             let mut state = PassState {
@@ -835,7 +842,14 @@ impl<'a> AgentRun<'a> {
                 st.record_done(&lock_key, self.now);
             }
             state.changed |= outcome == Outcome::Repaired;
-            state.changed |= self.set_outcome_classes(&ep, outcome);
+            match self.reported_outcomes.take() {
+                Some(reported) => {
+                    for o in reported {
+                        state.changed |= self.set_outcome_classes(&ep, o);
+                    }
+                }
+                None => state.changed |= self.set_outcome_classes(&ep, outcome),
+            }
             if let Some(h) = &ep.handle {
                 let prev = self.handles.get(h).copied();
                 self.handles
@@ -959,14 +973,11 @@ impl<'a> AgentRun<'a> {
             output: self.sink,
             state: self.state.as_deref_mut(),
             now: self.now,
-            extra_outcomes: Vec::new(),
+            reported_outcomes: None,
             followup: None,
         };
         let outcome = act.evaluate(&mut act_ctx, ep);
-        let (extra, followup) = (act_ctx.extra_outcomes, act_ctx.followup);
-        for o in extra {
-            self.set_outcome_classes(ep, o);
-        }
+        let (followup, reported) = (act_ctx.followup, act_ctx.reported_outcomes);
         if let Some(f) = followup {
             // As cf-agent's VerifyMethod: the bundle's own outcome does not
             // change the promise's.
@@ -979,6 +990,8 @@ impl<'a> AgentRun<'a> {
             self.eval_method(&call);
             tracing::info!("{}", f.then_inform);
         }
+        // After the follow-up, whose own promises report theirs.
+        self.reported_outcomes = reported;
         Some(outcome)
     }
 

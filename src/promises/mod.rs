@@ -185,11 +185,14 @@ pub struct ActContext<'a> {
     pub state: Option<&'a mut crate::state::StateStore>,
     /// The run's clock, seconds since the epoch.
     pub now: i64,
-    /// Outcomes the promise also had, beside the one it returns, whose
-    /// classes are defined too (cf-agent defines the classes of every
-    /// outcome a promise reports along the way: a processes promise that
-    /// signalled is repaired, and kept for its "no restart" step).
-    pub extra_outcomes: Vec<Outcome>,
+    /// The outcomes the promise reported along the way, when they are not
+    /// just the one it returns: cf-agent defines the classes of each
+    /// outcome a promise reports (a processes promise that signalled is
+    /// repaired, and kept for its "no restart" step; a volume short of
+    /// space is kept for its sensible content and failed for its space)
+    /// and of none when it reported nothing. When set, exactly these
+    /// outcomes' classes are defined.
+    pub reported_outcomes: Option<Vec<Outcome>>,
     /// A bundle the scheduler runs right after the promise (a new user's
     /// `home_bundle`), then logs `then_inform`.
     pub followup: Option<Followup>,
@@ -216,6 +219,13 @@ pub trait Actuator {
     /// pass, even when it has already acted (cf-agent's sanity checks of
     /// processes promises warn once per pass).
     fn check_each_pass(&self, _p: &ExpandedPromise) {}
+
+    /// Whether [`Actuator::check_each_pass`] may say something: a bundle
+    /// with such promises makes all three passes, as cf-agent always does,
+    /// so that what is said each pass is said as often.
+    fn speaks_each_pass(&self) -> bool {
+        false
+    }
 }
 
 /// The actuator for a promise type, if we have one.

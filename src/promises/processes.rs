@@ -30,6 +30,10 @@ fn count_range(p: &ExpandedPromise) -> Option<(i64, i64)> {
 }
 
 impl Actuator for Processes {
+    fn speaks_each_pass(&self) -> bool {
+        true
+    }
+
     /// cf-agent checks a processes promise's constraints each time it meets
     /// it, in every pass, whether or not it acts again.
     fn check_each_pass(&self, p: &ExpandedPromise) {
@@ -207,7 +211,7 @@ impl Actuator for Processes {
                 // beside whatever else the promise did.
                 tracing::debug!("No restart promised for {}", p.promiser);
                 if outcome != Outcome::Kept {
-                    act.extra_outcomes.push(Outcome::Kept);
+                    act.reported_outcomes = Some(vec![outcome, Outcome::Kept]);
                 }
             }
         }
