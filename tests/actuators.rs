@@ -19,11 +19,6 @@ fn change_lines(out: &str) -> Vec<String> {
         .collect()
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 #[test]
 fn commands_match_cf_agent_and_never_use_a_shell_unasked() {
     let tmp = tempfile::tempdir().unwrap();

@@ -363,11 +363,6 @@ fn run_case(policy: &Path, with_reference: bool) -> Vec<String> {
     problems
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 #[test]
 fn commands_match_cf_agent() {
     check_corpus(&["actuators/commands"], "cf-agent", run_case);
