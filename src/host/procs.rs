@@ -38,11 +38,7 @@ impl ProcessInfo {
     /// on Linux: what a `processes` promiser is matched against, and how
     /// cf-agent names a process it signals.
     pub fn ps_line(&self, now: i64) -> String {
-        let tty = if self.tty == 0 {
-            "?".to_string()
-        } else {
-            format!("{}:{}", (self.tty >> 8) & 0xfff, self.tty & 0xff)
-        };
+        let tty = self.tty_name();
         let start = if now - self.stime < 24 * 3600 {
             clock(self.stime, "%H:%M")
         } else {
@@ -66,6 +62,20 @@ impl ProcessInfo {
             duration(self.ttime_secs, true),
             self.command
         )
+    }
+}
+
+impl ProcessInfo {
+    /// The controlling terminal as ps names it (`pts/3`, `tty1`), or `?`.
+    pub fn tty_name(&self) -> String {
+        let major = (self.tty >> 8) & 0xfff;
+        let minor = (self.tty & 0xff) | ((self.tty >> 12) & 0xfff00);
+        match major {
+            0 => "?".to_string(),
+            4 => format!("tty{minor}"),
+            136..=143 => format!("pts/{}", (major - 136) * 256 + minor),
+            _ => format!("{major}:{minor}"),
+        }
     }
 }
 

@@ -98,7 +98,7 @@ impl Actuator for Processes {
                 continue;
             }
             if let Some(sel) = p.body("process_select")
-                && !selected(act, sel, &pr, now)
+                && !selected(act, sel, &pr)
             {
                 continue;
             }
@@ -292,7 +292,7 @@ fn in_range(body: &ResolvedBody, attr: &str, v: i64) -> Option<bool> {
 /// Whether a process passes `process_select`: each criterion given is
 /// tested, and `process_result` combines them by name (cf-agent defines
 /// no result without one).
-fn selected(act: &mut ActContext<'_>, body: &ResolvedBody, pr: &ProcessInfo, now: i64) -> bool {
+fn selected(act: &mut ActContext<'_>, body: &ResolvedBody, pr: &ProcessInfo) -> bool {
     let mut results: Vec<(&str, bool)> = Vec::new();
     let owners = body.list("process_owner");
     if !owners.is_empty() {
@@ -310,13 +310,19 @@ fn selected(act: &mut ActContext<'_>, body: &ResolvedBody, pr: &ProcessInfo, now
         ("rsize", "rsize", pr.rsize_kb as i64),
         ("vsize", "vsize", pr.vsize_kb as i64),
         ("ttime_range", "ttime", pr.ttime_secs as i64),
-        ("stime_range", "stime", now - pr.stime),
+        // cf-agent compares the start time itself, seconds since the epoch.
+        ("stime_range", "stime", pr.stime),
     ] {
         if let Some(ok) = in_range(body, attr, v) {
             results.push((name, ok));
         }
     }
-    for (attr, value) in [("command", &pr.command), ("status", &pr.status)] {
+    let tty = pr.tty_name();
+    for (attr, value) in [
+        ("command", &pr.command),
+        ("status", &pr.status),
+        ("tty", &tty),
+    ] {
         if let Some(pattern) = body.scalar(attr) {
             let ok = act
                 .ctx
