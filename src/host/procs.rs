@@ -286,6 +286,27 @@ mod tests {
     }
 
     #[test]
+    fn terminals_and_lines_as_ps_shows_them() {
+        let mut p = parse_stat(
+            7,
+            "7 (sleep) S 1 7 7 34817 -1 4194560 0 0 0 0 100 50 0 0 20 0 1 0 500 1048576 10 0",
+        )
+        .unwrap();
+        assert_eq!(p.tty_name(), "pts/1");
+        p.tty = 0;
+        assert_eq!(p.tty_name(), "?");
+        p.tty = 1025;
+        assert_eq!(p.tty_name(), "tty1");
+        p.user = "root".into();
+        p.command = "sleep 5".into();
+        p.stime = 1000;
+        let line = p.ps_line(1000 + 65);
+        assert!(line.starts_with("root "), "{line}");
+        assert!(line.ends_with(" 01:05 00:00:01 sleep 5"), "{line}");
+        assert_eq!(duration(90061, true), "1-01:01:01");
+    }
+
+    #[test]
     fn sees_itself() {
         let me = std::process::id() as i32;
         assert!(processes_in(Path::new("/proc")).iter().any(|p| p.pid == me));
