@@ -98,6 +98,29 @@ body classes rc(p) { repair_failed => { "$(p)_timeout" }; }
     );
 }
 
+/// Where we differ from cf-agent on purpose: cf-agent runs a command whose
+/// exec_owner does not exist as uid 4294967294; we refuse it, saying where.
+#[test]
+fn an_unknown_exec_owner_fails_alone_and_located() {
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("ran");
+    let p = write_policy(
+        tmp.path(),
+        &format!(
+            "bundle agent main\n{{\n  commands:\n      \"/usr/bin/touch {}\" contain => owner;\n  reports:\n      \"after\";\n}}\nbody contain owner {{ exec_owner => \"cvg_no_such_user\"; }}\n",
+            marker.display()
+        ),
+    );
+    let out = agent_inform(&tmp.path().join("wd"), &p, &[]);
+    assert!(!marker.exists(), "{out:?}");
+    assert!(
+        out.stdout.contains("unknown exec_owner 'cvg_no_such_user'")
+            && out.stdout.contains(&format!("{}:4", p.display())),
+        "{out:?}"
+    );
+    assert!(out.stdout.contains("R: after"), "{out:?}");
+}
+
 #[test]
 fn dry_run_runs_no_command() {
     let tmp = tempfile::tempdir().unwrap();

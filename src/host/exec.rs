@@ -163,7 +163,10 @@ impl super::Host {
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }
-        if let Some(d) = &spec.chdir {
+        // Inside a chroot the working directory is taken after entering it.
+        if spec.chroot.is_none()
+            && let Some(d) = &spec.chdir
+        {
             cmd.current_dir(d);
         }
         if let Some(g) = spec.gid {
@@ -177,6 +180,8 @@ impl super::Host {
             .chroot
             .clone()
             .map(|c| std::ffi::CString::new(c).unwrap_or_default());
+        let chroot_dir = std::ffi::CString::new(spec.chdir.clone().unwrap_or_else(|| "/".into()))
+            .unwrap_or_default();
         // SAFETY: only async-signal-safe calls (setsid, umask, chroot,
         // chdir) run between fork and exec.
         unsafe {
@@ -189,7 +194,9 @@ impl super::Host {
                     if libc::chroot(root.as_ptr()) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
-                    libc::chdir(c"/".as_ptr());
+                    if libc::chdir(chroot_dir.as_ptr()) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
