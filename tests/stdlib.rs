@@ -434,18 +434,38 @@ delete_lines:
     },
     Case {
         name: "standard_services",
-        covers: &["standard_services"],
+        covers: &["standard_services", "kept_successful_command"],
         before: &[],
         old: &[],
         policy: r##"
 bundle agent main {
 methods:
   "svc" usebundle => standard_services("convergent-no-such-service", "stop");
+commands:
+  "/bin/true" classes => kept_successful_command;
 reports:
   "checked";
 }
 "##,
-        mpf: false,
+        mpf: true,
+        reports: &["R: checked"],
+    },
+    Case {
+        // Without systemd (as on the test machines) the unit is not
+        // loaded, and nothing runs.
+        name: "systemd_services",
+        covers: &["systemd_services"],
+        before: &[],
+        old: &[],
+        policy: r##"
+bundle agent main {
+methods:
+  "svc" usebundle => systemd_services("convergent-no-such-service", "stop");
+reports:
+  "checked";
+}
+"##,
+        mpf: true,
         reports: &["R: checked"],
     },
     Case {

@@ -145,6 +145,9 @@ pub struct AgentRun<'a> {
     again_next_pass: bool,
     /// What this run knows of the package modules' caches.
     packages: crate::promises::packages::Session,
+    /// The outcomes the last actuator reported, when not just its own
+    /// (see [`ActContext::reported_outcomes`]).
+    reported_outcomes: Option<Vec<Outcome>>,
 }
 
 /// A transactional bundle being run.
@@ -218,6 +221,7 @@ impl<'a> AgentRun<'a> {
             modules: PromiseModules::default(),
             again_next_pass: false,
             packages: Default::default(),
+            reported_outcomes: None,
         }
     }
 
@@ -365,6 +369,8 @@ impl<'a> AgentRun<'a> {
             now: self.now,
             no_lock: self.no_lock,
             packages: &mut self.packages,
+            reported_outcomes: None,
+            followup: None,
         }
     }
 
@@ -444,6 +450,13 @@ impl<'a> AgentRun<'a> {
         let common = bundle.bundle_type.name == "common";
         let order = ordered_sections(bundle);
         let policy = self.policy;
+        // cf-agent always makes three passes; we stop when a pass changed
+        // nothing, unless the bundle has promises whose checks speak in
+        // every pass (processes, storage), where the output would show
+        // the skip.
+        let every_pass = order
+            .iter()
+            .any(|s| actuator(s.0).is_some_and(|a| a.speaks_each_pass()));
         let mut pass = 1;
         'passes: while pass <= MAX_PASSES {
             let mut state = PassState {
@@ -484,7 +497,7 @@ impl<'a> AgentRun<'a> {
             if self.fatal.is_some() {
                 break;
             }
-            if !state.changed {
+            if !state.changed && !every_pass {
                 if !state.deferred || state.last {
                     break;
                 }
@@ -796,6 +809,9 @@ impl<'a> AgentRun<'a> {
                 ep.promiser,
                 attrs_key(&ep.attrs)
             );
+            if let Some(a) = actuator(ptype) {
+                a.check_each_pass(&ep);
+            }
             if self.done.contains(&key) {
                 continue;
             }
@@ -834,18 +850,16 @@ impl<'a> AgentRun<'a> {
             let started = std::time::Instant::now();
             let outcome = if ptype == "methods" {
                 self.eval_method(&ep)
-            } else if let Some(bundle) = self.service_bundle(&ep) {
+            } else if let Some((bundle, args)) = self.service_bundle(&ep) {
                 // A services promise handled by a bundle, as cf-agent hands
-                // it to standard_services(service, policy).
+                // it to standard_services(service, policy), or to the
+                // service_method's bundle with the arguments it gives.
                 let policy = ep.scalar("service_policy").unwrap_or("start").to_string();
+                let args = args
+                    .unwrap_or_else(|| vec![Value::str(ep.promiser.clone()), Value::str(policy)]);
                 let mut call = ep.clone();
-                call.attrs.insert(
-                    "usebundle".into(),
-                    AttrValue::Bundle {
-                        name: bundle,
-                        args: vec![Value::str(ep.promiser.clone()), Value::str(policy)],
-                    },
-                );
+                call.attrs
+                    .insert("usebundle".into(), AttrValue::Bundle { name: bundle, args });
                 self.eval_method(&call)
             } else {
                 self.act(&ep)
@@ -902,7 +916,14 @@ impl<'a> AgentRun<'a> {
                 }
             }
             state.changed |= outcome == Outcome::Repaired;
-            state.changed |= self.set_outcome_classes(&ep, outcome);
+            match self.reported_outcomes.take() {
+                Some(reported) => {
+                    for o in reported {
+                        state.changed |= self.set_outcome_classes(&ep, o);
+                    }
+                }
+                None => state.changed |= self.set_outcome_classes(&ep, outcome),
+            }
             if let Some(h) = &ep.handle {
                 let prev = self.handles.get(h).copied();
                 self.handles
@@ -956,22 +977,23 @@ impl<'a> AgentRun<'a> {
         }
     }
 
-    /// The bundle that implements a services promise: the service_method's
-    /// `service_bundle`, else a `standard_services` bundle the policy
-    /// defines; `None` means our built-in service manager.
-    fn service_bundle(&self, ep: &ExpandedPromise) -> Option<String> {
+    /// The bundle that implements a services promise, with the arguments
+    /// the service_method gives it: its `service_bundle`, else a
+    /// `standard_services` bundle the policy defines (called with the
+    /// service and the policy); `None` means our built-in service manager.
+    fn service_bundle(&self, ep: &ExpandedPromise) -> Option<(String, Option<Vec<Value>>)> {
         if ep.promise_type != "services" {
             return None;
         }
-        if let Some(b) = ep
+        if let Some((b, args)) = ep
             .body("service_method")
-            .and_then(|m| m.scalar("service_bundle"))
+            .and_then(|m| m.bundle_call("service_bundle"))
         {
-            return Some(b.to_string());
+            return Some((b, (!args.is_empty()).then_some(args)));
         }
         self.policy
             .bundle(&ep.namespace, "standard_services")
-            .map(|_| "standard_services".to_string())
+            .map(|_| ("standard_services".to_string(), None))
     }
 
     /// The `depends_on` handles that are not (yet) kept or repaired, in
@@ -1016,6 +1038,8 @@ impl<'a> AgentRun<'a> {
                 now: self.now,
                 no_lock: self.no_lock,
                 packages: &mut self.packages,
+                reported_outcomes: None,
+                followup: None,
             };
             let r = self.modules.evaluate(&mut act_ctx, ep);
             self.again_next_pass = !r.once;
@@ -1033,7 +1057,24 @@ impl<'a> AgentRun<'a> {
             return None;
         };
         let dry_run = self.dry_run || ep.warn_only();
-        Some(act.evaluate(&mut self.act_context(dry_run), ep))
+        let mut act_ctx = self.act_context(dry_run);
+        let outcome = act.evaluate(&mut act_ctx, ep);
+        let (followup, reported) = (act_ctx.followup.take(), act_ctx.reported_outcomes.take());
+        if let Some(f) = followup {
+            // As cf-agent's VerifyMethod: the bundle's own outcome does not
+            // change the promise's.
+            let mut call = ep.clone();
+            call.attrs.insert("usebundle".into(), f.bundle);
+            if f.inherit {
+                call.attrs
+                    .insert("inherit".into(), AttrValue::Value(Value::str("true")));
+            }
+            self.eval_method(&call);
+            tracing::info!("{}", f.then_inform);
+        }
+        // After the follow-up, whose own promises report theirs.
+        self.reported_outcomes = reported;
+        Some(outcome)
     }
 
     /// `methods`: run the named bundle and take its outcome.
@@ -1093,14 +1134,19 @@ impl<'a> AgentRun<'a> {
         });
         let (file, bundle) = (file.clone(), bundle.clone());
         let outcome = self.run_bundle(&file, &bundle, &args, inherit);
-        // cf-agent says so when a called bundle did not keep a promise.
+        // cf-agent's verdict on the call, in its words.
         match outcome {
-            Some(Outcome::Warned) => tracing::warn!(
-                "Method '{}' invoked repairs, but only warnings promised",
-                bundle.name.name
-            ),
-            Some(o) if o.is_not_kept() => {
+            Some(Outcome::Warned) => {
+                tracing::warn!(
+                    "Method '{}' invoked repairs, but only warnings promised",
+                    bundle.name.name
+                )
+            }
+            Some(Outcome::Failed | Outcome::Denied) => {
                 tracing::error!("Method '{}' failed in some repairs", bundle.name.name)
+            }
+            Some(Outcome::Timeout | Outcome::Interrupted) => {
+                tracing::info!("Method '{}' aborted in some repairs", bundle.name.name)
             }
             _ => {}
         }

@@ -135,7 +135,7 @@ pub fn resolve_body(
     let (name, args) = reference_parts(ctx, r, false)?;
     let mut out = ResolvedBody {
         name: name.clone(),
-        attrs: Default::default(),
+        ..Default::default()
     };
     resolve_into(ctx, policy, body_type, &name, args, &mut out, 0)?;
     Ok(out)
@@ -151,7 +151,7 @@ pub fn resolve_named_body(
 ) -> Result<ResolvedBody, BodyError> {
     let mut out = ResolvedBody {
         name: name.to_string(),
-        attrs: Default::default(),
+        ..Default::default()
     };
     resolve_into(ctx, policy, body_type, name, Vec::new(), &mut out, 0)?;
     Ok(out)
@@ -206,7 +206,9 @@ fn resolve_into(
             // A bundle named inside a body (service_bundle) is a name, not a
             // function call.
             let value = if BUNDLE_ATTRIBUTES.contains(&a.attr.name.name.as_str()) {
-                Value::Scalar(reference_parts(ctx, &a.attr.value, false)?.0)
+                let (bundle, args) = reference_parts(ctx, &a.attr.value, false)?;
+                out.bundle_args.insert(a.attr.name.name.clone(), args);
+                Value::Scalar(bundle)
             } else {
                 ctx.eval_rval(&a.attr.value)?.value
             };

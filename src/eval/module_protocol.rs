@@ -14,8 +14,6 @@ use super::vars::Variable;
 /// What one module run left beyond variables and classes.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ModuleResult {
-    /// Classes to persist, with their minutes.
-    pub persistent: Vec<(String, u64)>,
     /// Lines that were not protocol lines (printed by the caller).
     pub other_lines: Vec<String>,
 }
@@ -70,7 +68,16 @@ pub fn apply(ctx: &mut EvalContext, scope: &str, output: &str) -> ModuleResult {
         match first {
             '^' => {
                 if let Some(c) = rest.strip_prefix("context=") {
-                    scope = canonify(c);
+                    // A context must be a plain name; anything else is
+                    // refused and the context stays, as with cf-agent.
+                    if !c.is_empty() && c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+                    {
+                        scope = canonify(c);
+                    } else {
+                        tracing::error!(
+                            "Module protocol was given an unacceptable ^context directive '{c}', skipping"
+                        );
+                    }
                 } else if let Some(m) = rest.strip_prefix("meta=") {
                     tags = m
                         .split(',')
@@ -91,31 +98,45 @@ pub fn apply(ctx: &mut EvalContext, scope: &str, output: &str) -> ModuleResult {
                 }
                 ctx.classes
                     .define(&name, ClassInfo::soft(Origin::Agent, module_tags()));
+                // Stored with the run's other persistent classes when it
+                // ends.
                 if let Some(m) = persistence {
-                    result.persistent.push((name, m));
+                    ctx.persist_requests.push((name.clone(), m as i64));
                 }
             }
             '-' => {
                 ctx.classes.undefine(&canonify_class(rest.trim()));
             }
             '=' | '@' | '%' => {
-                let Some((name, value)) = rest.split_once('=') else {
+                let Some((name, text)) = rest.split_once('=') else {
                     result.other_lines.push(line.to_string());
                     continue;
                 };
                 let (value, dtype) = match first {
-                    '=' => (Some(Value::str(value)), DataType::String),
-                    '@' => (parse_list(value).map(Value::List), DataType::Slist),
+                    '=' => (Some(Value::str(text)), DataType::String),
+                    '@' => (parse_list(text).map(Value::List), DataType::Slist),
                     _ => (
-                        serde_json::from_str(value).ok().map(Value::data),
+                        serde_json::from_str(text).ok().map(Value::data),
                         DataType::Data,
                     ),
                 };
                 let Some(value) = value else {
-                    tracing::error!(
-                        "Module line '{line}' does not hold a valid {}",
-                        dtype.as_str()
-                    );
+                    // cf-agent's words for a list that does not parse; for
+                    // data, its parser's reason.
+                    if first == '@' {
+                        tracing::error!("Parsing error : Malformed string");
+                        tracing::error!(
+                            "Module protocol could not parse variable {name}'s data content {text}"
+                        );
+                    } else {
+                        let reason = serde_json::from_str::<serde_json::Value>(text)
+                            .err()
+                            .map(|e| e.to_string())
+                            .unwrap_or_default();
+                        tracing::info!(
+                            "Failed to parse JSON '{text}' for module protocol: {reason}"
+                        );
+                    }
                     continue;
                 };
                 let var = Variable::new(value, dtype, Origin::Agent).with_tags(module_tags());

@@ -22,11 +22,6 @@ fn apply(ctx: &mut EvalContext, module: &str, scope: &str, text: &str) {
     for l in r.other_lines {
         tracing::info!("M '{module}': {l}");
     }
-    // Persistent classes need the state store, which functions do not
-    // reach; they are defined for this run only.
-    for (class, minutes) in r.persistent {
-        tracing::debug!("module class '{class}' asked to persist {minutes} minutes");
-    }
 }
 
 fn modules_dir(ctx: &EvalContext) -> Option<std::path::PathBuf> {

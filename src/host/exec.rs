@@ -119,7 +119,10 @@ pub(crate) fn command_for(spec: &CommandSpec) -> std::io::Result<Command> {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    if let Some(d) = &spec.chdir {
+    // Inside a chroot the working directory is taken after entering it.
+    if spec.chroot.is_none()
+        && let Some(d) = &spec.chdir
+    {
         cmd.current_dir(d);
     }
     if let Some(g) = spec.gid {
@@ -133,6 +136,8 @@ pub(crate) fn command_for(spec: &CommandSpec) -> std::io::Result<Command> {
         .chroot
         .clone()
         .map(|c| std::ffi::CString::new(c).unwrap_or_default());
+    let chroot_dir = std::ffi::CString::new(spec.chdir.clone().unwrap_or_else(|| "/".into()))
+        .unwrap_or_default();
     // SAFETY: only async-signal-safe calls (setsid, umask, chroot,
     // chdir) run between fork and exec.
     unsafe {
@@ -145,7 +150,9 @@ pub(crate) fn command_for(spec: &CommandSpec) -> std::io::Result<Command> {
                 if libc::chroot(root.as_ptr()) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                libc::chdir(c"/".as_ptr());
+                if libc::chdir(chroot_dir.as_ptr()) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             Ok(())
         });
@@ -158,6 +165,43 @@ pub(crate) fn command_for(spec: &CommandSpec) -> std::io::Result<Command> {
 pub enum Access {
     Execute,
     Read,
+}
+
+/// Why a program cannot be run, as cf-agent checks it before it runs a
+/// command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotExecutable {
+    Missing,
+    /// Anyone could have changed it: cf-agent refuses it.
+    WorldWritable,
+    /// No execute bit for us (root needs the owner's).
+    NoPermission,
+}
+
+/// Checks that a program exists, is not world-writable and is executable
+/// by us, by cf-agent's rules (root needs the owner's execute bit). The
+/// program is on this machine even in a rooted host: commands run here.
+pub fn check_executable(program: &str) -> Result<(), NotExecutable> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(program).map_err(|_| NotExecutable::Missing)?;
+    let mode = meta.mode();
+    if mode & 0o002 != 0 {
+        return Err(NotExecutable::WorldWritable);
+    }
+    // SAFETY: getuid and getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let ok = if uid == 0 || uid == meta.uid() {
+        mode & 0o100 != 0
+    } else if gid == meta.gid() {
+        mode & 0o010 != 0
+    } else {
+        mode & 0o001 != 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(NotExecutable::NoPermission)
+    }
 }
 
 impl super::Host {

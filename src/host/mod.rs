@@ -4,6 +4,7 @@
 //! a policy) act on a private tree while the policy names real paths.
 
 pub mod coprocess;
+pub mod disk;
 pub mod exec;
 pub mod fs;
 pub mod packages;

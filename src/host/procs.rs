@@ -25,6 +25,101 @@ pub struct ProcessInfo {
     /// Start time, seconds since the epoch.
     pub stime: i64,
     pub tty: i64,
+    /// The owner's name (the uid when it has none).
+    pub user: String,
+    /// Share of the CPU since it started and of the memory, in percent.
+    pub pcpu: f64,
+    pub pmem: f64,
+}
+
+impl ProcessInfo {
+    /// The process as one line in the columns cf-agent reads from
+    /// `ps -eo user:30,pid,ppid,pgid,pcpu,pmem,vsz,ni,rss:9,tname,nlwp,stime,etime,time,args`
+    /// on Linux: what a `processes` promiser is matched against, and how
+    /// cf-agent names a process it signals.
+    pub fn ps_line(&self, now: i64) -> String {
+        let tty = self.tty_name();
+        let start = if now - self.stime < 24 * 3600 {
+            clock(self.stime, "%H:%M")
+        } else {
+            clock(self.stime, "%b%d")
+        };
+        format!(
+            "{:<30} {:>7} {:>7} {:>7} {:>4.1} {:>4.1} {:>6} {:>3} {:>9} {:<8} {:>4} {:>5} {:>11} {:>8} {}",
+            self.user,
+            self.pid,
+            self.ppid,
+            self.pgid,
+            self.pcpu,
+            self.pmem,
+            self.vsize_kb,
+            self.nice,
+            self.rsize_kb,
+            tty,
+            self.threads,
+            start,
+            duration((now - self.stime).max(0) as u64, false),
+            duration(self.ttime_secs, true),
+            self.command
+        )
+    }
+}
+
+impl ProcessInfo {
+    /// The controlling terminal as ps names it (`pts/3`, `tty1`), or `?`.
+    pub fn tty_name(&self) -> String {
+        let major = (self.tty >> 8) & 0xfff;
+        let minor = (self.tty & 0xff) | ((self.tty >> 12) & 0xfff00);
+        match major {
+            0 => "?".to_string(),
+            4 => format!("tty{minor}"),
+            136..=143 => format!("pts/{}", (major - 136) * 256 + minor),
+            _ => format!("{major}:{minor}"),
+        }
+    }
+}
+
+/// `[[DD-]HH:]MM:SS` as ps prints an elapsed time; with `hours`, the hours
+/// always (`[DD-]HH:MM:SS`, ps's cumulative CPU time).
+fn duration(secs: u64, hours: bool) -> String {
+    let (d, h, m, s) = (secs / 86400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    match (d, h) {
+        (0, 0) if !hours => format!("{m:02}:{s:02}"),
+        (0, _) => format!("{h:02}:{m:02}:{s:02}"),
+        _ => format!("{d}-{h:02}:{m:02}:{s:02}"),
+    }
+}
+
+/// A local time in a strftime format.
+fn clock(t: i64, format: &str) -> String {
+    let tt = t as libc::time_t;
+    // SAFETY: zeroed tm is valid storage; localtime_r fills it.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid for the call.
+    if unsafe { libc::localtime_r(&tt, &mut tm) }.is_null() {
+        return "?".into();
+    }
+    let mut buf = [0u8; 32];
+    let Ok(fmt) = std::ffi::CString::new(format) else {
+        return "?".into();
+    };
+    // SAFETY: buf is writable for its length; fmt and tm are valid.
+    let n = unsafe { libc::strftime(buf.as_mut_ptr().cast(), buf.len(), fmt.as_ptr(), &tm) };
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// The name of a user id, or the id itself.
+fn user_name(uid: u32) -> String {
+    // SAFETY: getpwuid returns null or a pointer to static storage that we
+    // copy at once.
+    let pw = unsafe { libc::getpwuid(uid) };
+    if pw.is_null() {
+        return uid.to_string();
+    }
+    // SAFETY: pw is non-null and pw_name a valid C string.
+    unsafe { std::ffi::CStr::from_ptr((*pw).pw_name) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn parse_stat(pid: i32, stat: &str) -> Option<ProcessInfo> {
@@ -52,6 +147,9 @@ fn parse_stat(pid: i32, stat: &str) -> Option<ProcessInfo> {
         ttime_secs: ((num(11) + num(12)) / ticks) as u64,
         stime: num(19) / ticks,
         tty: num(4),
+        user: String::new(),
+        pcpu: 0.0,
+        pmem: 0.0,
     })
 }
 
@@ -66,6 +164,22 @@ pub fn processes_in(proc_dir: &Path) -> Vec<ProcessInfo> {
             })
         })
         .unwrap_or(0);
+    let uptime = std::fs::read_to_string(proc_dir.join("uptime"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    let mem_kb = std::fs::read_to_string(proc_dir.join("meminfo"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("MemTotal:")?
+                    .split_whitespace()
+                    .next()?
+                    .parse::<f64>()
+                    .ok()
+            })
+        })
+        .unwrap_or(0.0);
     let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir(proc_dir) else {
         return out;
@@ -81,7 +195,16 @@ pub fn processes_in(proc_dir: &Path) -> Vec<ProcessInfo> {
         let Some(mut info) = parse_stat(pid, &stat) else {
             continue;
         };
+        // The start time is in clock ticks since boot.
+        let started_after_boot = info.stime;
         info.stime += boot;
+        let elapsed = uptime - started_after_boot as f64;
+        if elapsed > 0.0 {
+            info.pcpu = info.ttime_secs as f64 * 100.0 / elapsed;
+        }
+        if mem_kb > 0.0 {
+            info.pmem = info.rsize_kb as f64 * 100.0 / mem_kb;
+        }
         if let Ok(cmdline) = std::fs::read(dir.join("cmdline"))
             && !cmdline.is_empty()
         {
@@ -100,6 +223,7 @@ pub fn processes_in(proc_dir: &Path) -> Vec<ProcessInfo> {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
         }
+        info.user = user_name(info.uid);
         out.push(info);
     }
     out.sort_by_key(|p| p.pid);
@@ -159,6 +283,27 @@ mod tests {
         assert_eq!(p.rsize_kb, 40);
         assert_eq!(p.vsize_kb, 1024);
         assert_eq!(p.ttime_secs, 1);
+    }
+
+    #[test]
+    fn terminals_and_lines_as_ps_shows_them() {
+        let mut p = parse_stat(
+            7,
+            "7 (sleep) S 1 7 7 34817 -1 4194560 0 0 0 0 100 50 0 0 20 0 1 0 500 1048576 10 0",
+        )
+        .unwrap();
+        assert_eq!(p.tty_name(), "pts/1");
+        p.tty = 0;
+        assert_eq!(p.tty_name(), "?");
+        p.tty = 1025;
+        assert_eq!(p.tty_name(), "tty1");
+        p.user = "root".into();
+        p.command = "sleep 5".into();
+        p.stime = 1000;
+        let line = p.ps_line(1000 + 65);
+        assert!(line.starts_with("root "), "{line}");
+        assert!(line.ends_with(" 01:05 00:00:01 sleep 5"), "{line}");
+        assert_eq!(duration(90061, true), "1-01:01:01");
     }
 
     #[test]

@@ -4,58 +4,140 @@
 
 use super::{ActContext, Actuator, ExpandedPromise, Outcome, ResolvedBody, parse_bool};
 use crate::eval::Value;
-use crate::host::exec::{CommandSpec, split_command_line};
+use crate::host::exec::{CommandSpec, NotExecutable, split_command_line};
 use std::time::Duration;
 
 pub struct Commands;
 
+/// How the contain body asks the command to be run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ShellType {
+    None,
+    Sh,
+    PowerShell,
+}
+
+fn shell_type(contain: Option<&ResolvedBody>) -> ShellType {
+    match contain.and_then(|c| c.scalar("useshell")) {
+        Some("useshell" | "true" | "yes" | "on") => ShellType::Sh,
+        Some("powershell") => ShellType::PowerShell,
+        _ => ShellType::None,
+    }
+}
+
+/// The command line as cf-agent shows it and runs it through a shell: the
+/// promiser, then `args`, then each `arglist` item, joined by spaces.
+fn command_line(p: &ExpandedPromise) -> String {
+    let mut line = p.promiser.clone();
+    if let Some(args) = p.scalar("args") {
+        line.push(' ');
+        line.push_str(args);
+    }
+    if let Some(Value::List(list)) = p.value("arglist") {
+        for a in list {
+            line.push(' ');
+            line.push_str(a);
+        }
+    }
+    line
+}
+
+/// The words of the command without a shell: the promiser and `args` split
+/// as cf-agent splits them, each `arglist` item one word as it stands.
+fn command_words(p: &ExpandedPromise) -> Vec<String> {
+    let mut argv = split_command_line(&p.promiser);
+    if let Some(args) = p.scalar("args") {
+        argv.extend(split_command_line(args));
+    }
+    if let Some(Value::List(list)) = p.value("arglist") {
+        argv.extend(list.iter().cloned());
+    }
+    argv
+}
+
+/// The 15 characters cf-agent labels quoted output with: those ending ten
+/// characters before the end of the program's name, or the first 15.
+fn quote_label(line: &str) -> String {
+    let end_of_program = line.find(' ').unwrap_or(line.len());
+    let start = end_of_program.saturating_sub(10);
+    let start = if end_of_program >= 10 { start } else { 0 };
+    line.get(start..).unwrap_or(line).chars().take(15).collect()
+}
+
 impl Actuator for Commands {
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
         let contain = p.body("contain");
-        let mut argv = split_command_line(&p.promiser);
-        let mut line = p.promiser.clone();
-        if let Some(args) = p.scalar("args") {
-            argv.extend(split_command_line(args));
-            line.push(' ');
-            line.push_str(args);
-        }
-        if let Some(Value::List(list)) = p.value("arglist") {
-            for a in list {
-                argv.push(a.clone());
-                line.push(' ');
-                line.push_str(a);
-            }
-        }
-        let shell = match contain.and_then(|c| c.scalar("useshell")) {
-            Some("useshell") | Some("true") | Some("yes") | Some("on") => true,
-            Some("powershell") => {
-                tracing::error!(
-                    "Command '{line}' asks for powershell, which this host does not have"
-                );
-                return Outcome::Failed;
-            }
-            _ => false,
+        let flag = |attr: &str| {
+            contain
+                .and_then(|c| c.scalar(attr))
+                .and_then(parse_bool)
+                .unwrap_or(false)
         };
-        if shell {
-            // The shell reads the line itself, quotes and all.
-            argv = vec![line.clone()];
-        }
-        if !shell && !argv.first().is_some_and(|a| a.starts_with('/')) {
+        let (no_output, preview) = (flag("no_output"), flag("preview"));
+        if no_output && preview {
             tracing::error!(
-                "Command '{line}' must be given with an absolute path when no shell is used (contain => in_shell to use one)"
+                "no_output and preview are mutually exclusive (broken promise) in the commands promise '{}' ({}:{})",
+                p.promiser,
+                p.file,
+                p.line
             );
             return Outcome::Failed;
         }
+        let shell = shell_type(contain);
+        let line = command_line(p);
+        let argv = command_words(p);
+        let program = argv.first().cloned().unwrap_or_default();
+        // cf-agent checks the program whenever it is named by an absolute
+        // path or no shell will look it up.
+        if (program.starts_with('/') || shell == ShellType::None)
+            && let Err(e) = crate::host::exec::check_executable(&program)
+        {
+            match e {
+                NotExecutable::Missing => {
+                    tracing::error!("Proposed executable file '{program}' doesn't exist")
+                }
+                NotExecutable::WorldWritable => {
+                    tracing::error!(
+                        "SECURITY ALERT: promised executable '{program}' is world writable! "
+                    );
+                    tracing::error!(
+                        "SECURITY ALERT: CFEngine will not execute this - requires human inspection"
+                    );
+                }
+                NotExecutable::NoPermission => {}
+            }
+            tracing::error!("'{}' promises to be executable but isn't", p.promiser);
+            return Outcome::Failed;
+        }
+        let spec = match spec_from(contain, argv, line.clone(), shell == ShellType::Sh) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("Command '{line}' ({}:{}): {e}", p.file, p.line);
+                return Outcome::Failed;
+            }
+        };
         let inform = p.flag("inform").unwrap_or(true);
-        if act.dry_run {
+        // Without inform, the lines around the execution are verbose only.
+        let say = |msg: &str| {
+            if inform {
+                tracing::info!("{msg}");
+            } else {
+                tracing::debug!("{msg}");
+            }
+        };
+        let mut banner = spec.timeout.map_or("no timeout".to_string(), |t| {
+            format!("timeout={}s", t.as_secs())
+        });
+        if let Some(uid) = spec.uid {
+            banner.push_str(&format!(",uid={uid}"));
+        }
+        if let Some(gid) = spec.gid {
+            banner.push_str(&format!(",gid={gid}"));
+        }
+        say(&format!("Executing '{banner}' ... '{line}'"));
+        if act.dry_run && !(preview && act.ctx.settings.dry_run) {
             // cf-agent's words: -n says it "would execute", a promise with
             // action_policy warn that the command "needs to be executed".
-            let timeout = contain
-                .and_then(|c| c.scalar("exec_timeout"))
-                .map_or("no timeout".to_string(), |t| format!("timeout {t}s"));
-            if inform {
-                tracing::info!("Executing '{timeout}' ... '{line}'");
-            }
             if act.ctx.settings.dry_run {
                 tracing::warn!("Would execute script '{line}'");
             } else {
@@ -65,60 +147,53 @@ impl Actuator for Commands {
             }
             return Outcome::Warned;
         }
-        let spec = match spec_from(contain, argv, shell) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!("Command '{line}': {e}");
-                return Outcome::Failed;
-            }
-        };
-        let timeout_text = spec.timeout.map_or("no timeout".to_string(), |t| {
-            format!("timeout {}s", t.as_secs())
-        });
-        if inform {
-            tracing::info!("Executing '{timeout_text}' ... '{line}'");
+        if shell == ShellType::PowerShell {
+            tracing::error!("Powershell is only supported on Windows");
+            return Outcome::Failed;
         }
         let result = match act.host.run(&spec) {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!("Could not execute '{line}': {e}");
+                tracing::error!("Couldn't open pipe to command '{line}'. (cf_popen: {e})");
                 return Outcome::Failed;
             }
         };
         let text = result.output_text();
-        let module = p.flag("module").unwrap_or(false);
-        let no_output = contain
-            .and_then(|c| c.scalar("no_output"))
-            .and_then(parse_bool)
-            .unwrap_or(false);
-        if module {
-            let scope = module_scope(&argv_zero(&line, shell));
-            let r = crate::eval::module_protocol::apply(act.ctx, &scope, &text);
-            for l in r.other_lines {
-                tracing::info!(target: crate::report::log::NOTICE_TARGET, "Q: \"...{}\": {l}", line.chars().take(15).collect::<String>());
-            }
-        } else if !no_output && !text.is_empty() {
-            let label: String = line.chars().take(15).collect();
-            let lines: Vec<&str> = text.lines().collect();
-            for l in &lines {
-                tracing::info!(target: crate::report::log::NOTICE_TARGET, "Q: \"...{label}\": {l}");
-            }
-            if inform {
+        // A line holding `cfengine-die` ends what is read of the output.
+        let lines: Vec<&str> = text
+            .lines()
+            .take_while(|l| !l.contains("cfengine-die"))
+            .collect();
+        let outcome = if result.timed_out || result.code.is_none() {
+            tracing::error!(
+                "Finished script '{}' - failed (abnormal termination)",
+                p.promiser
+            );
+            Outcome::Failed
+        } else {
+            judge(p.body("classes"), result.code.unwrap_or(-1), &p.promiser)
+        };
+        if p.flag("module").unwrap_or(false) {
+            let scope = module_scope(&program);
+            crate::eval::module_protocol::apply(act.ctx, &scope, &lines.join("\n"));
+        } else if !no_output {
+            // The output is quoted after the verdict, in one message, as
+            // cf-agent buffers it; empty lines are left out.
+            let label = quote_label(&line);
+            let quoted: Vec<String> = lines
+                .iter()
+                .filter(|l| !l.is_empty())
+                .map(|l| format!("Q: \"...{label}\": {l}"))
+                .collect();
+            if !quoted.is_empty() {
+                tracing::info!(target: crate::report::log::NOTICE_TARGET, "{}", quoted.join("\n"));
                 tracing::info!(
                     "Last {} quoted lines were generated by promiser '{line}'",
-                    lines.len()
+                    quoted.len()
                 );
             }
         }
-        let outcome = if result.timed_out {
-            tracing::error!("Command '{line}' ran past its exec_timeout and was killed");
-            Outcome::Timeout
-        } else {
-            judge(p.body("classes"), &result, &line)
-        };
-        if inform {
-            tracing::info!("Completed execution of '{line}'");
-        }
+        say(&format!("Completed execution of '{line}'"));
         outcome
     }
 }
@@ -126,12 +201,14 @@ impl Actuator for Commands {
 fn spec_from(
     contain: Option<&ResolvedBody>,
     argv: Vec<String>,
+    line: String,
     shell: bool,
 ) -> Result<CommandSpec, String> {
     // cf-agent runs commands with umask 077 unless the contain body says
     // otherwise: what they create is private to its owner.
     let mut spec = CommandSpec {
-        argv,
+        // The shell reads the line itself, quotes and all.
+        argv: if shell { vec![line] } else { argv },
         shell,
         umask: Some(0o077),
         ..CommandSpec::default()
@@ -162,64 +239,42 @@ fn spec_from(
     Ok(spec)
 }
 
-/// The outcome from the return code: 0 repaired, anything else failed,
-/// unless the classes body lists the code as kept, repaired or failed.
-fn judge(
-    classes: Option<&ResolvedBody>,
-    r: &crate::host::exec::CommandResult,
-    line: &str,
-) -> Outcome {
-    let Some(code) = r.code else {
+/// The outcome from the return code, as cf-agent 3.21 judges it: when the
+/// classes body lists return codes, a listed code is kept, repaired or
+/// failed as listed and any other code failed; otherwise 0 is repaired
+/// and anything else failed.
+fn judge(classes: Option<&ResolvedBody>, code: i32, promiser: &str) -> Outcome {
+    let listed = |attr: &str| -> Option<bool> {
+        let codes = classes.map(|c| c.list(attr)).unwrap_or_default();
+        (!codes.is_empty()).then(|| codes.iter().any(|x| x.trim().parse::<i32>() == Ok(code)))
+    };
+    let kept = listed("kept_returncodes");
+    let repaired = listed("repaired_returncodes");
+    let failed = listed("failed_returncodes");
+    if kept.is_none() && repaired.is_none() && failed.is_none() {
+        if code == 0 {
+            return Outcome::Repaired;
+        }
         tracing::error!(
-            "Finished command related to promiser '{line}' -- killed by signal {}",
-            r.signal.unwrap_or(0)
+            "Finished command related to promiser '{promiser}' -- an error occurred, returned {code}"
         );
         return Outcome::Failed;
-    };
-    if let Some(c) = classes {
-        let has = |attr: &str| {
-            c.list(attr)
-                .iter()
-                .any(|x| x.trim().parse::<i32>().ok() == Some(code))
-        };
-        let any_listed = [
-            "kept_returncodes",
-            "repaired_returncodes",
-            "failed_returncodes",
-        ]
-        .iter()
-        .any(|a| !c.list(a).is_empty());
-        if any_listed {
-            if has("kept_returncodes") {
-                return Outcome::Kept;
-            }
-            if has("repaired_returncodes") {
-                return Outcome::Repaired;
-            }
-            tracing::error!(
-                "Finished command related to promiser '{line}' -- an error occurred, returned {code}"
-            );
-            return Outcome::Failed;
-        }
     }
-    if code == 0 {
+    let prefix = format!("Command related to promiser '{promiser}' returned code '{code}'");
+    if kept == Some(true) {
+        tracing::info!("{prefix} defined as promise kept");
+        Outcome::Kept
+    } else if repaired == Some(true) {
+        tracing::info!("{prefix} defined as promise repaired");
         Outcome::Repaired
+    } else if failed == Some(true) {
+        tracing::error!("{prefix} defined as promise failed");
+        Outcome::Failed
     } else {
-        tracing::error!(
-            "Finished command related to promiser '{line}' -- an error occurred, returned {code}"
+        tracing::info!(
+            "{prefix} not defined as promise kept, not kept or repaired; setting to failed"
         );
         Outcome::Failed
-    }
-}
-
-fn argv_zero(line: &str, shell: bool) -> String {
-    if shell {
-        line.split_whitespace().next().unwrap_or("").to_string()
-    } else {
-        split_command_line(line)
-            .into_iter()
-            .next()
-            .unwrap_or_default()
     }
 }
 
@@ -227,4 +282,17 @@ fn argv_zero(line: &str, shell: bool) -> String {
 fn module_scope(program: &str) -> String {
     let base = program.rsplit('/').next().unwrap_or(program);
     crate::eval::classes::canonify(base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_like_cf_agent() {
+        assert_eq!(quote_label("/usr/bin/id -un"), "usr/bin/id -un");
+        assert_eq!(quote_label("/bin/echo hello ; x"), "/bin/echo hello");
+        assert_eq!(quote_label("echo shell | tr a-z"), "echo shell | tr");
+        assert_eq!(quote_label("/bin/pwd"), "/bin/pwd");
+    }
 }

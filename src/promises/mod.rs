@@ -70,11 +70,21 @@ impl Outcome {
 pub struct ResolvedBody {
     pub name: String,
     pub attrs: IndexMap<String, Value>,
+    /// The arguments given to the bundles the body names (`service_bundle
+    /// => b("x")`), by attribute; the name itself is in `attrs`.
+    pub bundle_args: IndexMap<String, Vec<Value>>,
 }
 
 impl ResolvedBody {
     pub fn scalar(&self, name: &str) -> Option<&str> {
         self.attrs.get(name).and_then(Value::as_scalar)
+    }
+
+    /// A bundle the body names, with its arguments.
+    pub fn bundle_call(&self, name: &str) -> Option<(String, Vec<Value>)> {
+        let bundle = self.scalar(name)?.to_string();
+        let args = self.bundle_args.get(name).cloned().unwrap_or_default();
+        Some((bundle, args))
     }
 
     pub fn list(&self, name: &str) -> Vec<String> {
@@ -147,6 +157,14 @@ impl ExpandedPromise {
         }
     }
 
+    /// Where the promise is, in cf-agent's words (its `PromiseRef`).
+    pub fn reference(&self) -> String {
+        format!(
+            "Promise belongs to bundle '{}' in file '{}' near line {}",
+            self.bundle, self.file, self.line
+        )
+    }
+
     /// A boolean option (`true/yes/on` or `false/no/off`).
     pub fn flag(&self, name: &str) -> Option<bool> {
         self.scalar(name).and_then(parse_bool)
@@ -181,6 +199,28 @@ pub struct ActContext<'a> {
     pub no_lock: bool,
     /// What this run knows of the package modules' caches.
     pub packages: &'a mut packages::Session,
+    /// The outcomes the promise reported along the way, when they are not
+    /// just the one it returns: cf-agent defines the classes of each
+    /// outcome a promise reports (a processes promise that signalled is
+    /// repaired, and kept for its "no restart" step; a volume short of
+    /// space is kept for its sensible content and failed for its space)
+    /// and of none when it reported nothing. When set, exactly these
+    /// outcomes' classes are defined.
+    pub reported_outcomes: Option<Vec<Outcome>>,
+    /// A bundle the scheduler runs right after the promise (a new user's
+    /// `home_bundle`), then logs `then_inform`.
+    pub followup: Option<Followup>,
+}
+
+/// A bundle to run after a promise acted, as a methods promise would.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Followup {
+    /// An [`AttrValue::Bundle`].
+    pub bundle: AttrValue,
+    /// Whether the bundle sees the caller's classes (`inherit`).
+    pub inherit: bool,
+    /// What to log at inform level once the bundle ran.
+    pub then_inform: String,
 }
 
 /// A promise type that acts on the system (or the output).
@@ -188,6 +228,18 @@ pub trait Actuator {
     /// Brings the promise about (or checks it under dry-run) and says how
     /// it ended.
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome;
+
+    /// Checks that run each time the scheduler meets the promise, in every
+    /// pass, even when it has already acted (cf-agent's sanity checks of
+    /// processes promises warn once per pass).
+    fn check_each_pass(&self, _p: &ExpandedPromise) {}
+
+    /// Whether [`Actuator::check_each_pass`] may say something: a bundle
+    /// with such promises makes all three passes, as cf-agent always does,
+    /// so that what is said each pass is said as often.
+    fn speaks_each_pass(&self) -> bool {
+        false
+    }
 }
 
 /// The actuator for a promise type, if we have one.

@@ -1,140 +1,272 @@
-//! `processes`: find processes by a regex on their command line (narrowed
-//! by `process_select`), check their count, signal them, or define a class
-//! when none runs.
+//! `processes`: find processes by a regex on their line in the process
+//! table (narrowed by `process_select`), check their count, stop or signal
+//! them, and define a class for a restart, with cf-agent 3.21's outcomes:
+//! a count out of range is a repair; a promise that did not restart
+//! anything is also kept (both classes are defined); signals and a stop
+//! command are repairs.
 
 use super::{ActContext, Actuator, ExpandedPromise, Outcome, ResolvedBody};
 use crate::eval::Value;
 use crate::eval::classes::{ClassInfo, canonify_class};
 use crate::eval::value::Origin;
+use crate::host::exec::{CommandSpec, NotExecutable, check_executable, split_command_line};
 use crate::host::procs::{ProcessInfo, signal_number};
 
 pub struct Processes;
 
+fn signals_of(p: &ExpandedPromise) -> Vec<String> {
+    match p.value("signals") {
+        Some(Value::List(l)) => l.clone(),
+        Some(Value::Scalar(s)) => vec![s.clone()],
+        _ => Vec::new(),
+    }
+}
+
+/// The `(min, max)` of `match_range`, if the promise counts.
+fn count_range(p: &ExpandedPromise) -> Option<(i64, i64)> {
+    p.body("process_count")
+        .and_then(|c| c.scalar("match_range"))
+        .map(range)
+}
+
 impl Actuator for Processes {
+    fn speaks_each_pass(&self) -> bool {
+        true
+    }
+
+    /// cf-agent checks a processes promise's constraints each time it meets
+    /// it, in every pass, whether or not it acts again.
+    fn check_each_pass(&self, p: &ExpandedPromise) {
+        let restart = p.scalar("restart_class").is_some();
+        let signals = signals_of(p);
+        if restart {
+            if signals.iter().any(|s| s == "term" || s == "kill") {
+                tracing::warn!(
+                    "Promise '{}' kills then restarts - never strictly converges",
+                    p.promiser
+                );
+                tracing::info!("{}", p.reference());
+            }
+            if p.body("process_count").is_some() {
+                tracing::error!(
+                    "process_count and restart_class should not be used in the same promise as this makes no sense"
+                );
+                tracing::info!("{}", p.reference());
+            }
+            if count_range(p) == Some((0, 0)) {
+                tracing::error!(
+                    "Promise constraint conflicts - '{}' processes cannot have zero count if restarted",
+                    p.promiser
+                );
+                tracing::error!("{}", p.reference());
+            }
+        }
+        if p.body("process_select")
+            .is_some_and(|s| s.scalar("process_result").is_none())
+        {
+            tracing::error!(
+                "Process select constraint body promised no result (check body definition)"
+            );
+            tracing::error!("{}", p.reference());
+        }
+    }
+
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
         let re = match act.ctx.regexes.get(&p.promiser) {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!("processes promise: {e}");
+                tracing::error!(
+                    "processes promise '{}' ({}:{}): {e}",
+                    p.promiser,
+                    p.file,
+                    p.line
+                );
                 return Outcome::Failed;
             }
         };
+        let signals = signals_of(p);
+        let now = crate::pipeline::now_secs();
         let me = std::process::id() as i32;
-        let mut found: Vec<ProcessInfo> = act
-            .host
-            .processes()
-            .into_iter()
-            .filter(|pr| pr.pid != me && re.is_match(&pr.command))
-            .collect();
-        if let Some(sel) = p.body("process_select") {
-            let now = crate::pipeline::now_secs();
-            found.retain(|pr| selected(act, sel, pr, now));
+        // As cf-agent: init only ever gets a lone HUP, pids below 4 and
+        // the agent itself no signal at all; without signals they count.
+        let only_hup = signals.len() == 1 && signals[0] == "hup";
+        let table = act.host.processes();
+        let mut found: Vec<(ProcessInfo, String)> = Vec::new();
+        for pr in table {
+            let line = pr.ps_line(now);
+            if !re.is_match(&line) {
+                continue;
+            }
+            if let Some(sel) = p.body("process_select")
+                && !selected(act, sel, &pr)
+            {
+                continue;
+            }
+            if !signals.is_empty() && ((pr.pid == 1 && !only_hup) || pr.pid < 4) {
+                continue;
+            }
+            if pr.pid == me && !signals.is_empty() {
+                continue;
+            }
+            tracing::debug!("Matched '{line}'");
+            found.push((pr, line));
         }
+        // cf-agent signals the matches newest entry first.
+        found.reverse();
+        let matches = found.len() as i64;
+
         let mut outcome = Outcome::Kept;
-        if let Some(count) = p.body("process_count") {
-            let (lo, hi) = range(count.scalar("match_range").unwrap_or("0,999999999"));
-            let n = found.len() as i64;
-            let (attr, inside) = if lo <= n && n <= hi {
-                ("in_range_define", true)
+        if let Some((lo, hi)) = count_range(p) {
+            let count = p.body("process_count").expect("counted above");
+            let inside = lo <= matches && matches <= hi;
+            let attr = if inside {
+                "in_range_define"
             } else {
-                ("out_of_range_define", false)
+                "out_of_range_define"
             };
             for c in count.list(attr) {
                 act.ctx.define_class(
                     &canonify_class(&c),
                     false,
-                    ClassInfo::soft(Origin::Agent, Vec::new()),
+                    ClassInfo::soft(Origin::Agent, vec!["source=promise".into()]),
                 );
             }
-            if !inside {
-                tracing::info!(
-                    "Process count for '{}' was out of promised range ({n} found)",
-                    p.promiser
-                );
+            if inside {
+                tracing::debug!("Process promise for '{}' is kept", p.promiser);
+                return Outcome::Kept;
             }
-            // Counting is all a process_count promise does.
-            return outcome;
+            tracing::debug!(
+                "Process count for '{}' was out of promised range ({matches} found)",
+                p.promiser
+            );
+            outcome = Outcome::Repaired;
         }
-        if found.is_empty() {
-            if let Some(Value::Scalar(class)) = p.value("restart_class") {
+
+        // A promise that only warns neither stops nor signals.
+        let warn_only = p.warn_only();
+        let mut killed = false;
+        if !warn_only && matches > 0 {
+            if let Some(stop) = p.scalar("process_stop") {
+                match self.stop(act, p, stop) {
+                    Some(o) => outcome = outcome.worst(o),
+                    None => return Outcome::Failed,
+                }
+            }
+            for (pr, line) in &found {
+                for sig in &signals {
+                    let Some(num) = signal_number(sig) else {
+                        tracing::error!(
+                            "Unknown signal '{sig}' in processes promise '{}' ({}:{})",
+                            p.promiser,
+                            p.file,
+                            p.line
+                        );
+                        outcome = outcome.worst(Outcome::Failed);
+                        continue;
+                    };
+                    if act.ctx.settings.dry_run {
+                        tracing::error!(
+                            "Need to keep signal promise '{sig}' in process entry '{line}'"
+                        );
+                        continue;
+                    }
+                    killed |= num == libc::SIGKILL || num == libc::SIGTERM;
+                    match act.host.signal(pr.pid, num) {
+                        Ok(()) => {
+                            tracing::info!(
+                                "Signalled '{sig}' ({num}) to process {} ({line})",
+                                pr.pid
+                            );
+                            outcome = outcome.worst(Outcome::Repaired);
+                        }
+                        Err(e) => {
+                            tracing::debug!(
+                                "Couldn't send promised signal '{sig}' ({num}) to pid {} (might be dead). (kill: {e})",
+                                pr.pid
+                            );
+                            outcome = outcome.worst(Outcome::Failed);
+                        }
+                    }
+                }
+            }
+        }
+
+        match p.scalar("restart_class") {
+            Some(class) if killed || matches == 0 => {
+                if warn_only {
+                    tracing::error!(
+                        "Need to keep restart promise for '{}', but only a warning is promised",
+                        p.promiser
+                    );
+                    return outcome.worst(Outcome::Warned);
+                }
                 act.ctx.define_class(
                     &canonify_class(class),
                     false,
-                    ClassInfo::soft(Origin::Agent, Vec::new()),
+                    ClassInfo::soft(Origin::Agent, vec!["source=promise".into()]),
                 );
-                tracing::info!("Making a one-time restart promise for '{}'", p.promiser);
-                outcome = Outcome::Repaired;
             }
-            return outcome;
-        }
-        if let Some(stop) = p.scalar("process_stop") {
-            if act.dry_run {
-                tracing::warn!("Should run '{stop}' to stop '{}'", p.promiser);
-                return Outcome::Warned;
-            }
-            let argv = crate::host::exec::split_command_line(stop);
-            let spec = crate::host::exec::CommandSpec {
-                argv,
-                ..Default::default()
-            };
-            return match act.host.run(&spec) {
-                Ok(r) if r.code == Some(0) => {
-                    tracing::info!("Ran '{stop}' to stop '{}'", p.promiser);
-                    Outcome::Repaired
-                }
-                Ok(r) => {
-                    tracing::error!("Stop command '{stop}' returned {:?}", r.code);
-                    Outcome::Failed
-                }
-                Err(e) => {
-                    tracing::error!("Could not run stop command '{stop}': {e}");
-                    Outcome::Failed
-                }
-            };
-        }
-        let signals = match p.value("signals") {
-            Some(Value::List(l)) => l.clone(),
-            Some(Value::Scalar(s)) => vec![s.clone()],
-            _ => Vec::new(),
-        };
-        for sig in &signals {
-            let Some(num) = signal_number(sig) else {
-                tracing::error!(
-                    "Unknown signal '{sig}' in processes promise '{}'",
-                    p.promiser
-                );
-                outcome = Outcome::Failed;
-                continue;
-            };
-            for pr in &found {
-                if act.dry_run {
-                    tracing::warn!(
-                        "Should signal '{sig}' ({num}) to process {} ({})",
-                        pr.pid,
-                        pr.command
-                    );
-                    outcome = outcome.worst(Outcome::Warned);
-                    continue;
-                }
-                match act.host.signal(pr.pid, num) {
-                    Ok(()) => {
-                        tracing::info!(
-                            "Signalled '{sig}' ({num}) to process {} ({})",
-                            pr.pid,
-                            pr.command
-                        );
-                        if outcome == Outcome::Kept {
-                            outcome = Outcome::Repaired;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::error!("Could not signal '{sig}' to process {}: {e}", pr.pid);
-                        outcome = Outcome::Failed;
-                    }
+            _ => {
+                // "No restart promised": cf-agent counts that step as kept,
+                // beside whatever else the promise did.
+                tracing::debug!("No restart promised for {}", p.promiser);
+                if outcome != Outcome::Kept {
+                    act.reported_outcomes = Some(vec![outcome, Outcome::Kept]);
                 }
             }
         }
         outcome
+    }
+}
+
+impl Processes {
+    /// Runs `process_stop` (its result is not judged, as cf-agent); `None`
+    /// when the promise fails because the stop command cannot run.
+    fn stop(&self, act: &mut ActContext<'_>, p: &ExpandedPromise, stop: &str) -> Option<Outcome> {
+        if act.ctx.settings.dry_run {
+            tracing::error!(
+                "Need to keep process-stop promise for '{}', but only a warning is promised",
+                p.promiser
+            );
+            return Some(Outcome::Warned);
+        }
+        let argv = split_command_line(stop);
+        let program = argv.first().cloned().unwrap_or_default();
+        if let Err(e) = check_executable(&program) {
+            if e == NotExecutable::Missing {
+                tracing::error!("Proposed executable file '{program}' doesn't exist");
+            }
+            tracing::error!(
+                "Process promise to stop '{}' could not be kept because '{stop}' is not executable",
+                p.promiser
+            );
+            return None;
+        }
+        let spec = CommandSpec {
+            argv,
+            ..Default::default()
+        };
+        match act.host.run(&spec) {
+            Ok(r) if r.code == Some(0) => {
+                tracing::info!(
+                    "Promise to stop '{}' repaired, '{stop}' returned zero",
+                    p.promiser
+                );
+                Some(Outcome::Repaired)
+            }
+            Ok(r) => {
+                tracing::error!(
+                    "Promise to stop '{}' not repaired, '{stop}' returned {}",
+                    p.promiser,
+                    r.code.map_or("a signal".to_string(), |c| c.to_string())
+                );
+                Some(Outcome::Failed)
+            }
+            Err(e) => {
+                tracing::error!("Could not run stop command '{stop}': {e}");
+                Some(Outcome::Failed)
+            }
+        }
     }
 }
 
@@ -157,9 +289,10 @@ fn in_range(body: &ResolvedBody, attr: &str, v: i64) -> Option<bool> {
     })
 }
 
-/// Whether a process passes `process_select`; the criteria given combine
-/// with `process_result` (default: all of them).
-fn selected(act: &mut ActContext<'_>, body: &ResolvedBody, pr: &ProcessInfo, now: i64) -> bool {
+/// Whether a process passes `process_select`: each criterion given is
+/// tested, and `process_result` combines them by name (cf-agent defines
+/// no result without one).
+fn selected(act: &mut ActContext<'_>, body: &ResolvedBody, pr: &ProcessInfo) -> bool {
     let mut results: Vec<(&str, bool)> = Vec::new();
     let owners = body.list("process_owner");
     if !owners.is_empty() {
@@ -168,41 +301,41 @@ fn selected(act: &mut ActContext<'_>, body: &ResolvedBody, pr: &ProcessInfo, now
             .any(|o| super::files::perms::uid_of(o) == Some(pr.uid));
         results.push(("process_owner", ok));
     }
-    for (attr, v) in [
-        ("pid", pr.pid as i64),
-        ("ppid", pr.ppid as i64),
-        ("pgid", pr.pgid as i64),
-        ("priority", pr.nice),
-        ("threads", pr.threads),
-        ("rsize", pr.rsize_kb as i64),
-        ("vsize", pr.vsize_kb as i64),
-        ("ttime_range", pr.ttime_secs as i64),
-        ("stime_range", now - pr.stime),
+    for (attr, name, v) in [
+        ("pid", "pid", pr.pid as i64),
+        ("ppid", "ppid", pr.ppid as i64),
+        ("pgid", "pgid", pr.pgid as i64),
+        ("priority", "priority", pr.nice),
+        ("threads", "threads", pr.threads),
+        ("rsize", "rsize", pr.rsize_kb as i64),
+        ("vsize", "vsize", pr.vsize_kb as i64),
+        ("ttime_range", "ttime", pr.ttime_secs as i64),
+        // cf-agent compares the start time itself, seconds since the epoch.
+        ("stime_range", "stime", pr.stime),
     ] {
         if let Some(ok) = in_range(body, attr, v) {
-            results.push((attr, ok));
+            results.push((name, ok));
         }
     }
-    if let Some(pattern) = body.scalar("command") {
-        let ok = act
-            .ctx
-            .regexes
-            .get(pattern)
-            .is_ok_and(|r| r.is_full_match(&pr.command));
-        results.push(("command", ok));
-    }
-    if let Some(pattern) = body.scalar("status") {
-        let ok = act
-            .ctx
-            .regexes
-            .get(pattern)
-            .is_ok_and(|r| r.is_full_match(&pr.status));
-        results.push(("status", ok));
+    let tty = pr.tty_name();
+    for (attr, value) in [
+        ("command", &pr.command),
+        ("status", &pr.status),
+        ("tty", &tty),
+    ] {
+        if let Some(pattern) = body.scalar(attr) {
+            let ok = act
+                .ctx
+                .regexes
+                .get(pattern)
+                .is_ok_and(|r| r.is_full_match(value));
+            results.push((attr, ok));
+        }
     }
     match body.scalar("process_result") {
         Some(expr) => crate::syntax::classexpr::ClassExpr::parse(expr)
             .map(|e| e.eval(&mut |n| results.iter().any(|(k, v)| *k == n && *v)))
             .unwrap_or(false),
-        None => results.iter().all(|(_, v)| *v),
+        None => false,
     }
 }

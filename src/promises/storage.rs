@@ -1,11 +1,20 @@
-//! `storage`: file systems mounted (and listed in fstab) or unmounted,
-//! and volumes checked for free space.
+//! `storage`: file systems mounted (and listed in fstab) or unmounted, and
+//! volumes checked for sensible content and free space, with cf-agent
+//! 3.21's decisions and words. Mounting needs the file system's server
+//! and its mount helper (NFS, CIFS); where they are missing the mount
+//! command's failure is reported as it is.
 
 use super::{ActContext, Actuator, ExpandedPromise, Outcome, ResolvedBody, parse_bool};
 use crate::host::exec::CommandSpec;
 use std::path::Path;
 
 pub struct Storage;
+
+const FSTAB: &str = "/etc/fstab";
+/// cf-agent's defaults for a volume's sensible content: at least this many
+/// entries, of at least this many bytes together.
+const SENSIBLE_COUNT: i64 = 2;
+const SENSIBLE_SIZE: i64 = 1000;
 
 /// One line of /proc/mounts or fstab: what is mounted where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,85 +40,150 @@ fn parse_mounts(text: &str) -> Vec<MountEntry> {
         .collect()
 }
 
+/// Whether the promise's mount body says too little to mount anything.
+fn insufficient(body: &ResolvedBody) -> bool {
+    let unmount = body.scalar("unmount").and_then(parse_bool).unwrap_or(false);
+    !unmount && (body.scalar("mount_source").is_none() || body.scalar("mount_server").is_none())
+}
+
 impl Actuator for Storage {
+    fn speaks_each_pass(&self) -> bool {
+        true
+    }
+
+    /// cf-agent checks a mount's specification each time it meets it.
+    fn check_each_pass(&self, p: &ExpandedPromise) {
+        if p.body("mount").is_some_and(insufficient) {
+            tracing::error!("Insufficient specification in mount promise - need source and server");
+        }
+    }
+
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
-        let mut outcome = Outcome::Kept;
+        // What cf-agent reports along the way decides the classes; nothing
+        // reported defines none.
+        let mut reported = Vec::new();
         if let Some(m) = p.body("mount") {
-            outcome = mount(act, p, m);
+            if insufficient(m) {
+                act.reported_outcomes = Some(Vec::new());
+                return Outcome::Kept;
+            }
+            mount(act, p, m, &mut reported);
         }
         if let Some(v) = p.body("volume") {
-            outcome = outcome.worst(volume(p, v));
+            volume(act, p, v, &mut reported);
         }
+        let outcome = reported.iter().fold(Outcome::Kept, |acc, o| acc.worst(*o));
+        act.reported_outcomes = Some(reported);
         outcome
     }
 }
 
-fn mount(act: &mut ActContext<'_>, p: &ExpandedPromise, body: &ResolvedBody) -> Outcome {
+fn mount(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    body: &ResolvedBody,
+    reported: &mut Vec<Outcome>,
+) {
     let target = p.promiser.trim_end_matches('/');
     let target = if target.is_empty() { "/" } else { target };
-    let fstype = body.scalar("mount_type").unwrap_or("nfs").to_string();
-    let source = match (body.scalar("mount_server"), body.scalar("mount_source")) {
-        (Some(server), Some(src)) if !server.is_empty() => format!("{server}:{src}"),
-        (_, Some(src)) => src.to_string(),
-        (_, None) => {
-            tracing::error!(
-                "storage promise '{}': the mount body '{}' has no mount_source",
-                p.promiser,
-                body.name
-            );
-            return Outcome::Failed;
-        }
-    };
-    let options = body.list("mount_options");
     let unmount = body.scalar("unmount").and_then(parse_bool).unwrap_or(false);
     let edit_fstab = body
         .scalar("edit_fstab")
         .and_then(parse_bool)
         .unwrap_or(false);
+    let server = body.scalar("mount_server").unwrap_or("");
+    let source = body.scalar("mount_source").unwrap_or("");
+    let fstype = body.scalar("mount_type").unwrap_or("nfs");
+    let options = body.list("mount_options").join(",");
     let mounted = act
         .host
         .read(Path::new("/proc/mounts"))
         .map(|b| parse_mounts(&String::from_utf8_lossy(&b)))
         .unwrap_or_default()
         .into_iter()
-        .any(|m| m.target == target);
-    let mut outcome = Outcome::Kept;
-    if edit_fstab {
-        outcome = fstab(act, target, &source, &fstype, &options, !unmount);
-        if outcome == Outcome::Failed {
-            return outcome;
+        .find(|m| m.target == target);
+    // As cf-agent, only the path of what is mounted is compared with the
+    // promised source, not the server.
+    let correct = match &mounted {
+        Some(m)
+            if !source.is_empty()
+                && m.source
+                    .split_once(':')
+                    .map_or(m.source.as_str(), |(_, p)| p)
+                    != source =>
+        {
+            let (host, path) = m.source.split_once(':').unwrap_or(("localhost", &m.source));
+            tracing::info!(
+                "A different file system '{host}:{path}' is mounted on '{target}' than what is promised"
+            );
+            false
+        }
+        Some(_) => true,
+        None => false,
+    };
+    match (correct, unmount) {
+        (true, false) => {
+            tracing::info!("Filesystem '{target}' seems to be mounted as promised");
+            reported.push(Outcome::Kept);
+        }
+        (true, true) => {
+            reported.push(run_mount_tool(
+                act,
+                vec!["/bin/umount".into(), target.into()],
+                &format!("Unmounting '{target}' to keep promise"),
+            ));
+            if edit_fstab {
+                not_in_fstab(act, target, reported);
+            }
+        }
+        (false, true) => {
+            if edit_fstab {
+                not_in_fstab(act, target, reported);
+            }
+        }
+        (false, false) => {
+            // The mount point is made first, as cf-agent does.
+            if !act.dry_run
+                && let Err(e) = act.host.mkdir_all(Path::new(target), 0o755)
+            {
+                tracing::error!("Could not make the mount point '{target}': {e}");
+            }
+            if edit_fstab {
+                in_fstab(act, target, server, source, fstype, &options, reported);
+            } else {
+                tracing::error!(
+                    "Filesystem '{target}' was not mounted as promised, and no edits were promised in '{FSTAB}'"
+                );
+                reported.push(Outcome::Failed);
+                let mut argv = vec!["/bin/mount".to_string(), "-t".into(), fstype.into()];
+                if !options.is_empty() {
+                    argv.extend(["-o".into(), options.clone()]);
+                }
+                argv.extend([format!("{server}:{source}"), target.to_string()]);
+                reported.push(run_mount_tool(
+                    act,
+                    argv,
+                    &format!("Mounting '{target}' to keep promise"),
+                ));
+            }
         }
     }
-    let argv: Vec<String> = if unmount && mounted {
-        vec!["/bin/umount".into(), target.into()]
-    } else if !unmount && !mounted {
-        let mut a = vec!["/bin/mount".to_string(), "-t".into(), fstype.clone()];
-        if !options.is_empty() {
-            a.extend(["-o".into(), options.join(",")]);
-        }
-        a.extend([source.clone(), target.to_string()]);
-        a
-    } else {
-        return outcome;
-    };
+}
+
+/// Runs mount or umount after saying so; under a dry run only warns.
+fn run_mount_tool(act: &mut ActContext<'_>, argv: Vec<String>, saying: &str) -> Outcome {
     if act.dry_run {
         tracing::warn!("Should run '{}', but only warning promised", argv.join(" "));
         return Outcome::Warned;
     }
+    tracing::info!("{saying}");
     let spec = CommandSpec {
         argv: argv.clone(),
         timeout: Some(std::time::Duration::from_secs(60)),
         ..CommandSpec::default()
     };
     match act.host.run(&spec) {
-        Ok(r) if r.code == Some(0) => {
-            if unmount {
-                tracing::info!("Unmounted '{target}'");
-            } else {
-                tracing::info!("Mounted '{source}' on '{target}'");
-            }
-            Outcome::Repaired
-        }
+        Ok(r) if r.code == Some(0) => Outcome::Repaired,
         Ok(r) => {
             tracing::error!("'{}' failed: {}", argv.join(" "), r.output_text().trim());
             Outcome::Failed
@@ -121,112 +195,205 @@ fn mount(act: &mut ActContext<'_>, p: &ExpandedPromise, body: &ResolvedBody) -> 
     }
 }
 
-/// Puts the mount in /etc/fstab (or takes it out).
-fn fstab(
-    act: &mut ActContext<'_>,
-    target: &str,
-    source: &str,
-    fstype: &str,
-    options: &[String],
-    present: bool,
-) -> Outcome {
-    let path = Path::new("/etc/fstab");
-    let text = act
-        .host
-        .read(path)
+fn read_fstab(act: &ActContext<'_>) -> String {
+    act.host
+        .read(Path::new(FSTAB))
         .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
-    let entries = parse_mounts(&text);
-    let has = entries.iter().any(|e| e.target == target);
-    if has == present {
-        return Outcome::Kept;
-    }
-    let new_text = if present {
-        let opts = if options.is_empty() {
-            "defaults".to_string()
-        } else {
-            options.join(",")
-        };
-        let mut t = text.clone();
-        if !t.is_empty() && !t.ends_with('\n') {
-            t.push('\n');
-        }
-        t.push_str(&format!("{source} {target} {fstype} {opts} 0 0\n"));
-        t
-    } else {
-        text.lines()
-            .filter(|l| parse_mounts(l).first().is_none_or(|e| e.target != target))
-            .map(|l| format!("{l}\n"))
-            .collect()
-    };
-    if act.dry_run {
-        tracing::warn!(
-            "Should {} '{target}' in /etc/fstab",
-            if present { "add" } else { "remove" }
-        );
-        return Outcome::Warned;
-    }
-    crate::promises::files::show_diff(act, path, text.as_bytes(), new_text.as_bytes());
+        .unwrap_or_default()
+}
+
+fn write_fstab(act: &mut ActContext<'_>, old: &str, new: &str) -> bool {
+    let path = Path::new(FSTAB);
+    crate::promises::files::show_diff(act, path, old.as_bytes(), new.as_bytes());
     let mode = act
         .host
         .lstat(path)
         .ok()
         .flatten()
         .map_or(0o644, |m| m.mode);
-    match act.host.write_atomic(path, new_text.as_bytes(), mode) {
-        Ok(()) => {
-            tracing::info!(
-                "{} '{target}' in /etc/fstab",
-                if present { "Added" } else { "Removed" }
-            );
-            Outcome::Repaired
-        }
+    match act.host.write_atomic(path, new.as_bytes(), mode) {
+        Ok(()) => true,
         Err(e) => {
-            tracing::error!("Could not update /etc/fstab: {e}");
-            Outcome::Failed
+            tracing::error!("Could not update '{FSTAB}': {e}");
+            false
         }
     }
 }
 
-/// `volume`: enough free space (`freespace` as a percentage or a size).
-fn volume(p: &ExpandedPromise, body: &ResolvedBody) -> Outcome {
-    let Some(free) = body.scalar("freespace") else {
-        return Outcome::Kept;
-    };
-    let Ok(c) = std::ffi::CString::new(p.promiser.as_str()) else {
-        return Outcome::Failed;
-    };
-    // SAFETY: statvfs fills the zeroed struct; c is a valid path.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        tracing::error!(
-            "Cannot check free space of '{}': {}",
-            p.promiser,
-            std::io::Error::last_os_error()
-        );
-        return Outcome::Failed;
+/// Adds the file system to fstab when no line mounts something on its
+/// mount point, in cf-agent's layout, then mounts what fstab lists.
+fn in_fstab(
+    act: &mut ActContext<'_>,
+    target: &str,
+    server: &str,
+    source: &str,
+    fstype: &str,
+    options: &str,
+    reported: &mut Vec<Outcome>,
+) {
+    let text = read_fstab(act);
+    if parse_mounts(&text).iter().any(|e| e.target == target) {
+        return;
     }
-    let block = st.f_frsize as u64;
-    let total = st.f_blocks as u64 * block;
-    let avail = st.f_bavail as u64 * block;
-    let ok = match free.strip_suffix('%') {
-        Some(pct) => pct
-            .trim()
-            .parse::<f64>()
-            .is_ok_and(|want| total > 0 && (avail as f64) * 100.0 / (total as f64) >= want),
-        None => {
-            crate::eval::promises::parse_int(free).is_ok_and(|want| avail as i64 >= want * 1024)
+    if act.dry_run {
+        tracing::warn!("Should add file system '{server}:{source}' to '{FSTAB}'");
+        reported.push(Outcome::Warned);
+        return;
+    }
+    tracing::info!("Adding file system '{server}:{source}' to '{FSTAB}'");
+    let mut new = text.clone();
+    if !new.is_empty() && !new.ends_with('\n') {
+        new.push('\n');
+    }
+    new.push_str(&format!(
+        "{server}:{source} \t {target} \t {fstype} \t {options}\n"
+    ));
+    if !write_fstab(act, &text, &new) {
+        reported.push(Outcome::Failed);
+        return;
+    }
+    reported.push(Outcome::Repaired);
+    // cf-agent mounts everything fstab lists once its storage promises
+    // changed it, and says why not only under -v.
+    let spec = CommandSpec {
+        argv: vec!["/bin/mount".into(), "-a".into()],
+        timeout: Some(std::time::Duration::from_secs(60)),
+        ..CommandSpec::default()
+    };
+    if let Ok(r) = act.host.run(&spec)
+        && r.code != Some(0)
+    {
+        tracing::debug!("mount -a: {}", r.output_text().trim());
+    }
+}
+
+/// Takes the lines that mount something on `target` out of fstab.
+fn not_in_fstab(act: &mut ActContext<'_>, target: &str, reported: &mut Vec<Outcome>) {
+    let text = read_fstab(act);
+    let keep: String = text
+        .lines()
+        .filter(|l| parse_mounts(l).first().is_none_or(|e| e.target != target))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if keep == text {
+        return;
+    }
+    if act.dry_run {
+        tracing::warn!("Should delete the file system mounted on '{target}' from '{FSTAB}'");
+        reported.push(Outcome::Warned);
+        return;
+    }
+    // cf-agent names the mount point '(null)' here; we name it.
+    tracing::info!("Deleting file system mounted on '{target}'");
+    reported.push(if write_fstab(act, &text, &keep) {
+        Outcome::Repaired
+    } else {
+        Outcome::Failed
+    });
+}
+
+/// `freespace`: a percentage (`10%`) or a size with cf-agent's units (k,
+/// m, g: thousands; K, M, G: powers of 1024; none or b/B: bytes). Returns
+/// the percentage as a negative number, as cf-agent keeps it.
+fn freespace(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: i64 = num.parse().ok()?;
+    let factor: i64 = match unit {
+        "" | "b" | "B" => 1,
+        "%" => return Some(-n),
+        "k" => 1000,
+        "K" => 1024,
+        "m" => 1_000_000,
+        "M" => 1024 * 1024,
+        "g" => 1_000_000_000,
+        "G" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    n.checked_mul(factor)
+}
+
+fn volume(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    body: &ResolvedBody,
+    reported: &mut Vec<Outcome>,
+) {
+    let name = p.promiser.as_str();
+    let Ok(Some(meta)) = act.host.stat(Path::new(name)) else {
+        // cf-agent checks nothing it cannot stat, and says so only for the
+        // free space.
+        if body.scalar("freespace").is_some() {
+            tracing::error!(
+                "Couldn't stat '{name}' while checking diskspace. (stat: No such file or directory)"
+            );
+        }
+        return;
+    };
+    let int = |attr: &str, default: i64| {
+        body.scalar(attr)
+            .and_then(|v| crate::eval::promises::parse_int(v).ok())
+            .unwrap_or(default)
+    };
+    if meta.kind == crate::host::fs::FileKind::Dir {
+        let entries = act.host.read_dir(Path::new(name)).unwrap_or_default();
+        let size: i64 = entries
+            .iter()
+            .filter_map(|e| act.host.lstat(&Path::new(name).join(e)).ok().flatten())
+            .map(|m| m.size as i64)
+            .sum();
+        if size < int("sensible_size", SENSIBLE_SIZE) {
+            tracing::error!("File system '{name}' is suspiciously small! ({size} bytes)");
+            reported.push(Outcome::Interrupted);
+            return;
+        }
+        if (entries.len() as i64) < int("sensible_count", SENSIBLE_COUNT) {
+            tracing::error!(
+                "Filesystem '{name}' has only {} files/directories.",
+                entries.len()
+            );
+            reported.push(Outcome::Interrupted);
+            return;
+        }
+    }
+    tracing::info!("Filesystem '{name}' content seems to be sensible as promised");
+    reported.push(Outcome::Kept);
+    let Some(want) = body.scalar("freespace") else {
+        return;
+    };
+    let Some(want) = freespace(want) else {
+        tracing::error!(
+            "freespace '{want}' of the volume body '{}' is not a size ({}:{})",
+            body.name,
+            p.file,
+            p.line
+        );
+        reported.push(Outcome::Failed);
+        return;
+    };
+    let usage = match act.host.disk_usage(Path::new(name)) {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::error!("Couldn't stat '{name}' while checking diskspace. (statvfs: {e})");
+            return;
         }
     };
-    if ok {
-        Outcome::Kept
-    } else {
+    if want < 0 {
+        let threshold = -want;
+        let free = usage.free_percent();
+        if free < threshold {
+            tracing::error!(
+                "Free disk space is under {threshold}% for volume containing '{name}', {free}% free"
+            );
+            reported.push(Outcome::Failed);
+        }
+    } else if (usage.avail as i64) < want {
         tracing::error!(
-            "Free space on '{}' is below the promised {free} ({} KiB available)",
-            p.promiser,
-            avail / 1024
+            "Disk space under {} kB for volume containing '{name}' ({} kB free)",
+            want / 1024,
+            usage.avail / 1024
         );
-        Outcome::Failed
+        reported.push(Outcome::Failed);
     }
 }
 
@@ -240,5 +407,15 @@ mod tests {
         assert_eq!(m.len(), 2);
         assert_eq!(m[0].target, "/mnt/x y");
         assert_eq!(m[1].options, "defaults");
+    }
+
+    #[test]
+    fn freespace_units_as_cf_agent() {
+        assert_eq!(freespace("10%"), Some(-10));
+        assert_eq!(freespace("10M"), Some(10 * 1024 * 1024));
+        assert_eq!(freespace("1k"), Some(1000));
+        assert_eq!(freespace("1K"), Some(1024));
+        assert_eq!(freespace("7"), Some(7));
+        assert_eq!(freespace("x"), None);
     }
 }

@@ -1,16 +1,28 @@
 //! `users`: local accounts through the system's own tools (useradd,
-//! usermod, userdel, chpasswd); /etc/passwd, /etc/shadow and /etc/group
-//! are read to decide what is already as promised.
+//! usermod, userdel, chpasswd), never through a shell; /etc/passwd,
+//! /etc/shadow and /etc/group are read to decide what is already as
+//! promised. The decisions, the order of the changes and the words follow
+//! cf-agent 3.21: a new account gets no home directory (`home_bundle` makes
+//! it) and the hash `x` until a password is set; locking puts `!` before the
+//! hash and expires the account on 1970-01-02.
 
-use super::{ActContext, Actuator, ExpandedPromise, Outcome};
+use super::{ActContext, Actuator, AttrValue, ExpandedPromise, Followup, Outcome};
 use crate::eval::Value;
 use crate::host::Host;
 use crate::host::exec::CommandSpec;
+use std::collections::BTreeSet;
 use std::path::Path;
 
 pub struct Users;
 
-/// One /etc/passwd entry (with its shadow password field).
+const USERADD: &str = "/usr/sbin/useradd";
+const USERMOD: &str = "/usr/sbin/usermod";
+const USERDEL: &str = "/usr/sbin/userdel";
+const CHPASSWD: &str = "/usr/sbin/chpasswd";
+/// The day cf-agent expires a locked account on (Linux's `usermod -e`).
+const LOCK_EXPIRY: &str = "1970-01-02";
+
+/// One /etc/passwd entry with its shadow password field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Account {
     name: String,
@@ -19,7 +31,7 @@ struct Account {
     gecos: String,
     home: String,
     shell: String,
-    password: String,
+    hash: String,
 }
 
 fn read_lines(host: &Host, path: &str) -> Vec<Vec<String>> {
@@ -37,12 +49,16 @@ fn account(host: &Host, name: &str) -> Option<Account> {
     let pw = read_lines(host, "/etc/passwd")
         .into_iter()
         .find(|f| f.first().map(String::as_str) == Some(name))?;
-    let shadow = read_lines(host, "/etc/shadow")
-        .into_iter()
-        .find(|f| f.first().map(String::as_str) == Some(name))
-        .and_then(|f| f.get(1).cloned())
-        .unwrap_or_default();
     let get = |i: usize| pw.get(i).cloned().unwrap_or_default();
+    // As cf-agent: a short passwd field is a stub for the shadow one.
+    let mut hash = get(1);
+    if hash.len() <= 4 {
+        hash = read_lines(host, "/etc/shadow")
+            .into_iter()
+            .find(|f| f.first().map(String::as_str) == Some(name))
+            .and_then(|f| f.get(1).cloned())
+            .unwrap_or_default();
+    }
     Some(Account {
         name: get(0),
         uid: get(2),
@@ -50,29 +66,34 @@ fn account(host: &Host, name: &str) -> Option<Account> {
         gecos: get(4),
         home: get(5),
         shell: get(6),
-        password: shadow,
+        hash,
     })
 }
 
 /// The groups (by name) that list `user` as a member.
-fn secondary_groups(host: &Host, user: &str) -> Vec<String> {
-    let mut v: Vec<String> = read_lines(host, "/etc/group")
+fn secondary_groups(host: &Host, user: &str) -> BTreeSet<String> {
+    read_lines(host, "/etc/group")
         .into_iter()
         .filter(|f| f.get(3).is_some_and(|m| m.split(',').any(|u| u == user)))
         .filter_map(|f| f.first().cloned())
-        .collect();
-    v.sort();
-    v
+        .collect()
 }
 
-fn group_gid(host: &Host, group: &str) -> Option<String> {
-    if group.chars().all(|c| c.is_ascii_digit()) {
-        return Some(group.to_string());
-    }
-    read_lines(host, "/etc/group")
-        .into_iter()
-        .find(|f| f.first().map(String::as_str) == Some(group))
-        .and_then(|f| f.get(2).cloned())
+/// A group named by name or, failing that, by number: its (name, gid).
+fn find_group(host: &Host, group: &str) -> Option<(String, String)> {
+    let groups = read_lines(host, "/etc/group");
+    let field = |f: &Vec<String>, i: usize| f.get(i).cloned().unwrap_or_default();
+    groups
+        .iter()
+        .find(|f| field(f, 0) == group)
+        .or_else(|| {
+            group
+                .chars()
+                .all(|c| c.is_ascii_digit())
+                .then(|| groups.iter().find(|f| field(f, 2) == group))
+                .flatten()
+        })
+        .map(|f| (field(f, 0), field(f, 2)))
 }
 
 /// A valid account name: what useradd accepts on Debian.
@@ -82,7 +103,137 @@ fn valid_name(name: &str) -> bool {
         && !name.starts_with('-')
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') || (c == '$'))
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '$'))
+}
+
+/// Whether the account is locked, as cf-agent reads it: its hash starts
+/// with `!`. A bare `!` (or `!!`, `!*`) is useradd's "no password yet":
+/// unlocking it would leave an account with an empty password, so it is
+/// not taken for a lock to undo (README, "Where we differ").
+fn locked(hash: &str) -> bool {
+    hash.starts_with('!')
+}
+
+fn lock_to_undo(hash: &str) -> bool {
+    locked(hash) && !matches!(hash, "!" | "!!" | "!*")
+}
+
+/// What the promise asks for.
+struct Wanted {
+    policy: String,
+    uid: Option<String>,
+    description: Option<String>,
+    group_primary: Option<String>,
+    groups_secondary: Option<Vec<String>>,
+    home_dir: Option<String>,
+    shell: Option<String>,
+    /// (plaintext?, data); an empty password is no password.
+    password: Option<(bool, String)>,
+}
+
+impl Wanted {
+    fn of(p: &ExpandedPromise) -> Wanted {
+        let s = |a: &str| p.scalar(a).map(str::to_string);
+        Wanted {
+            policy: s("policy").unwrap_or_else(|| "present".into()),
+            uid: s("uid"),
+            description: s("description"),
+            group_primary: s("group_primary").filter(|g| !g.is_empty()),
+            groups_secondary: match p.value("groups_secondary") {
+                Some(Value::List(l)) => Some(l.clone()),
+                Some(Value::Scalar(v)) => Some(vec![v.clone()]),
+                _ => None,
+            },
+            home_dir: s("home_dir").filter(|h| !h.is_empty()),
+            shell: s("shell").filter(|h| !h.is_empty()),
+            password: p
+                .body("password")
+                .map(|b| {
+                    (
+                        b.scalar("format") == Some("plaintext"),
+                        b.scalar("data").unwrap_or("").to_string(),
+                    )
+                })
+                .filter(|(_, d)| !d.is_empty()),
+        }
+    }
+
+    fn locking(&self) -> bool {
+        self.policy == "locked"
+    }
+}
+
+/// The attributes of an existing account that differ from the promise.
+#[derive(Debug, Default)]
+struct Changes {
+    uid: bool,
+    comment: bool,
+    group: bool,
+    groups: bool,
+    home: bool,
+    shell: bool,
+    password: bool,
+    lock: bool,
+}
+
+impl Changes {
+    fn any(&self) -> bool {
+        self.attributes() || self.password || self.lock
+    }
+
+    /// Whether usermod has something to change.
+    fn attributes(&self) -> bool {
+        self.uid || self.comment || self.group || self.groups || self.home || self.shell
+    }
+}
+
+fn changes(host: &Host, w: &Wanted, cur: &Account) -> Changes {
+    let differs = |want: &Option<String>, have: &str| want.as_deref().is_some_and(|x| x != have);
+    let mut c = Changes {
+        comment: differs(&w.description, &cur.gecos),
+        uid: w
+            .uid
+            .as_deref()
+            .is_some_and(|u| u.trim().parse::<i64>().ok() != cur.uid.parse::<i64>().ok()),
+        home: differs(&w.home_dir, &cur.home),
+        shell: differs(&w.shell, &cur.shell),
+        lock: if w.locking() {
+            !locked(&cur.hash)
+        } else {
+            lock_to_undo(&cur.hash)
+        },
+        ..Changes::default()
+    };
+    // The password does not matter for an account that is to be locked.
+    if let Some((plain, data)) = &w.password
+        && !w.locking()
+    {
+        c.password = if *plain {
+            !plaintext_matches(data, &cur.hash)
+        } else {
+            *data != cur.hash
+        };
+    }
+    if let Some(g) = &w.group_primary {
+        c.group = match find_group(host, g) {
+            Some((_, gid)) => gid != cur.gid,
+            None => {
+                tracing::error!("No such group '{g}'.");
+                true
+            }
+        };
+    }
+    if let Some(groups) = &w.groups_secondary {
+        let wanted: BTreeSet<String> = groups
+            .iter()
+            .map(|g| {
+                // A group name wins over a gid that looks the same.
+                find_group(host, g).map_or_else(|| g.clone(), |(name, _)| name)
+            })
+            .collect();
+        c.groups = wanted != secondary_groups(host, &cur.name);
+    }
+    c
 }
 
 fn run_tool(act: &mut ActContext<'_>, mut argv: Vec<String>, stdin: &str) -> Result<(), String> {
@@ -98,14 +249,77 @@ fn run_tool(act: &mut ActContext<'_>, mut argv: Vec<String>, stdin: &str) -> Res
     };
     match act.host.run(&spec) {
         Ok(r) if r.code == Some(0) => Ok(()),
-        Ok(r) => Err(format!(
-            "'{}' failed ({:?}): {}",
-            argv.join(" "),
-            r.code,
-            r.output_text().trim()
-        )),
+        Ok(r) => Err(r.output_text().trim().to_string()),
         Err(e) => Err(format!("could not run '{}': {e}", argv[0])),
     }
+}
+
+/// A command as cf-agent writes it in its messages: each value quoted.
+fn shown(argv: &[String]) -> String {
+    let mut out = argv.first().cloned().unwrap_or_default();
+    let mut words = argv.iter().skip(1).peekable();
+    while let Some(w) = words.next() {
+        if w.starts_with('-') && words.peek().is_some() {
+            out.push_str(&format!(" {w} \"{}\"", words.next().unwrap_or(w)));
+        } else {
+            out.push_str(&format!(" {w}"));
+        }
+    }
+    out
+}
+
+/// Runs a user tool, saying what failed as cf-agent does.
+fn user_command(
+    act: &mut ActContext<'_>,
+    name: &str,
+    argv: Vec<String>,
+    action: &str,
+) -> Result<(), ()> {
+    let line = shown(&argv);
+    tracing::debug!("{action} user '{name}'. (command: '{line}')");
+    run_tool(act, argv, "").map_err(|e| {
+        tracing::error!(
+            "Command returned error while {} user '{name}'. (Command line: '{line}')",
+            action.to_lowercase()
+        );
+        if !e.is_empty() {
+            tracing::error!("{e}");
+        }
+    })
+}
+
+/// Sets the password: a hash as it is, plaintext hashed by chpasswd.
+fn set_password(act: &mut ActContext<'_>, name: &str, data: &str, plain: bool) -> Result<(), ()> {
+    let mut argv = vec![CHPASSWD.to_string()];
+    if !plain {
+        argv.push("-e".into());
+    }
+    run_tool(act, argv, &format!("{name}:{data}\n")).map_err(|e| {
+        tracing::error!("Could not change password for user '{name}'. ({e})");
+    })
+}
+
+/// Locks (or unlocks) an account: `!` before the hash (taken away), and the
+/// expiry date set to the day after the epoch (cleared). Without a hash,
+/// only the expiry changes.
+fn set_locked(
+    act: &mut ActContext<'_>,
+    name: &str,
+    hash: Option<&str>,
+    lock: bool,
+) -> Result<(), ()> {
+    match hash {
+        Some(h) if lock && !h.starts_with('!') => set_password(act, name, &format!("!{h}"), false)?,
+        Some(h) if !lock && h.starts_with('!') => set_password(act, name, &h[1..], false)?,
+        _ => {}
+    }
+    let expiry = if lock { LOCK_EXPIRY } else { "" };
+    user_command(
+        act,
+        name,
+        vec![USERMOD.into(), "-e".into(), expiry.into(), name.into()],
+        if lock { "Locking" } else { "Unlocking" },
+    )
 }
 
 impl Actuator for Users {
@@ -113,161 +327,169 @@ impl Actuator for Users {
         let name = p.promiser.as_str();
         if !valid_name(name) {
             tracing::error!(
-                "'{name}' is not a valid user name (letters, digits, '_', '-', '.', at most 32 characters, not starting with '-')"
+                "'{name}' is not a valid user name (letters, digits, '_', '-', '.', at most 32 characters, not starting with '-'), in the users promise at {}:{}",
+                p.file,
+                p.line
             );
             return Outcome::Failed;
         }
-        let policy = p.scalar("policy").unwrap_or("present");
+        let w = Wanted::of(p);
         let current = account(act.host, name);
-        let password = p.body("password").map(|b| {
-            (
-                b.scalar("format").unwrap_or("hash").to_string(),
-                b.scalar("data").unwrap_or("").to_string(),
-            )
-        });
-        match (policy, &current) {
+        match (w.policy.as_str(), current) {
             ("absent", None) => Outcome::Kept,
             ("absent", Some(_)) => {
                 if act.dry_run {
-                    tracing::warn!("Should delete user '{name}', but only warning promised");
+                    tracing::warn!("Need to remove user '{name}'.");
                     return Outcome::Warned;
                 }
-                match run_tool(act, vec!["/usr/sbin/userdel".into(), name.into()], "") {
-                    Ok(()) => {
-                        tracing::info!("Deleted user '{name}'");
-                        Outcome::Repaired
-                    }
-                    Err(e) => {
-                        tracing::error!("Could not delete user '{name}': {e}");
-                        Outcome::Failed
-                    }
-                }
-            }
-            (_, None) => {
-                if act.dry_run {
-                    tracing::warn!("Should create user '{name}', but only warning promised");
-                    return Outcome::Warned;
-                }
-                let mut argv = vec!["/usr/sbin/useradd".to_string()];
-                push_opts(act.host, p, &mut argv, None);
-                // Like cf-agent, a new account without a hashed password gets
-                // "x" (no password, not locked).
-                match &password {
-                    Some((fmt, data)) if fmt == "hash" => argv.extend(["-p".into(), data.clone()]),
-                    _ => argv.extend(["-p".into(), "x".into()]),
-                }
-                argv.push(name.into());
-                if let Err(e) = run_tool(act, argv, "") {
-                    tracing::error!("Could not create user '{name}': {e}");
+                let argv = vec![USERDEL.to_string(), name.to_string()];
+                if user_command(act, name, argv, "Removing").is_err() {
+                    tracing::error!("Failed to remove user '{name}'");
                     return Outcome::Failed;
                 }
-                if let Some((fmt, data)) = &password
-                    && fmt == "plaintext"
-                    && let Err(e) = run_tool(
-                        act,
-                        vec!["/usr/sbin/chpasswd".into()],
-                        &format!("{name}:{data}\n"),
-                    )
-                {
-                    tracing::error!("Could not set the password of '{name}': {e}");
-                    return Outcome::Failed;
-                }
-                if policy == "locked"
-                    && let Err(e) = run_tool(
-                        act,
-                        vec![
-                            "/usr/sbin/usermod".into(),
-                            "-L".into(),
-                            "-e".into(),
-                            "1".into(),
-                            name.into(),
-                        ],
-                        "",
-                    )
-                {
-                    tracing::error!("Could not lock user '{name}': {e}");
-                    return Outcome::Failed;
-                }
-                tracing::info!("Created user '{name}'");
+                tracing::info!("Removed user '{name}'");
                 Outcome::Repaired
             }
-            (_, Some(cur)) => {
-                let mut argv = vec!["/usr/sbin/usermod".to_string()];
-                push_opts(act.host, p, &mut argv, Some(cur));
-                let locked = cur.password.starts_with('!');
-                let mut lock_change = None;
-                if policy == "locked" && !locked {
-                    lock_change = Some(vec!["-L".to_string(), "-e".into(), "1".into()]);
-                } else if policy == "present" && locked {
-                    lock_change = Some(vec!["-U".to_string(), "-e".into(), String::new()]);
-                }
-                let mut set_plain = None;
-                if let Some((fmt, data)) = &password {
-                    let current_hash = cur.password.trim_start_matches('!');
-                    if fmt == "hash" && current_hash != data {
-                        argv.extend([
-                            "-p".into(),
-                            if locked || policy == "locked" {
-                                format!("!{data}")
-                            } else {
-                                data.clone()
-                            },
-                        ]);
-                    } else if fmt == "plaintext" && !plaintext_matches(data, current_hash) {
-                        set_plain = Some(data.clone());
-                    }
-                }
-                if argv.len() == 1 && lock_change.is_none() && set_plain.is_none() {
-                    return Outcome::Kept;
-                }
-                if act.dry_run {
-                    tracing::warn!("Should update user '{name}', but only warning promised");
-                    return Outcome::Warned;
-                }
-                if argv.len() > 1 {
-                    argv.push(name.into());
-                    if let Err(e) = run_tool(act, argv, "") {
-                        tracing::error!("Could not update user '{name}': {e}");
-                        return Outcome::Failed;
-                    }
-                }
-                if let Some(data) = set_plain
-                    && let Err(e) = run_tool(
-                        act,
-                        vec!["/usr/sbin/chpasswd".into()],
-                        &format!("{name}:{data}\n"),
-                    )
-                {
-                    tracing::error!("Could not set the password of '{name}': {e}");
-                    return Outcome::Failed;
-                }
-                if let Some(mut flags) = lock_change {
-                    let mut argv = vec!["/usr/sbin/usermod".to_string()];
-                    argv.append(&mut flags);
-                    argv.push(name.into());
-                    if let Err(e) = run_tool(act, argv, "") {
-                        tracing::error!("Could not change the lock of user '{name}': {e}");
-                        return Outcome::Failed;
-                    }
-                    tracing::info!(
-                        "{} user '{name}'",
-                        if policy == "locked" {
-                            "Locked"
-                        } else {
-                            "Unlocked"
-                        }
-                    );
-                }
-                tracing::info!("Updated user '{name}'");
-                Outcome::Repaired
-            }
+            (_, None) => create(act, p, &w, name),
+            (_, Some(cur)) => modify(act, &w, &cur),
         }
     }
 }
 
-/// Whether a plaintext password already produces the stored hash.
+fn create(act: &mut ActContext<'_>, p: &ExpandedPromise, w: &Wanted, name: &str) -> Outcome {
+    if act.dry_run {
+        tracing::warn!("Need to create user '{name}'.");
+        return Outcome::Warned;
+    }
+    let mut argv = vec![USERADD.to_string()];
+    for (flag, value) in [
+        ("-u", w.uid.clone()),
+        ("-c", w.description.clone()),
+        ("-g", w.group_primary.clone()),
+        ("-G", w.groups_secondary.as_ref().map(|g| g.join(","))),
+        ("-d", w.home_dir.clone()),
+        ("-s", w.shell.clone()),
+    ] {
+        if let Some(v) = value {
+            argv.extend([flag.to_string(), v]);
+        }
+    }
+    // No home directory: home_bundle makes it, as with cf-agent.
+    argv.extend(["-M".to_string(), name.to_string()]);
+    let failed = |_| {
+        tracing::error!("Failed to create user '{name}'");
+        Outcome::Failed
+    };
+    if let Err(e) = user_command(act, name, argv, "Creating") {
+        return failed(e);
+    }
+    // useradd leaves `!`, which would read as locked; `x` matches no
+    // password at all.
+    if let Err(e) = set_password(act, name, "x", false) {
+        return failed(e);
+    }
+    if w.locking()
+        && let Err(e) = set_locked(act, name, Some("x"), true)
+    {
+        return failed(e);
+    }
+    if let Some((plain, data)) = &w.password
+        && !w.locking()
+        && let Err(e) = set_password(act, name, data, *plain)
+    {
+        return failed(e);
+    }
+    let created = format!("Created user '{name}'");
+    match p.attrs.get("home_bundle") {
+        // The bundle runs before the account is reported created.
+        Some(bundle @ AttrValue::Bundle { .. }) => {
+            act.followup = Some(Followup {
+                bundle: bundle.clone(),
+                inherit: p.flag("home_bundle_inherit").unwrap_or(false),
+                then_inform: created,
+            });
+        }
+        _ => tracing::info!("{created}"),
+    }
+    Outcome::Repaired
+}
+
+fn modify(act: &mut ActContext<'_>, w: &Wanted, cur: &Account) -> Outcome {
+    let name = cur.name.as_str();
+    let c = changes(act.host, w, cur);
+    if !c.any() {
+        return Outcome::Kept;
+    }
+    // cf-agent 3.21's order: the secondary groups last, sorted.
+    let groups = w.groups_secondary.as_ref().map(|g| {
+        g.iter()
+            .cloned()
+            .collect::<BTreeSet<String>>()
+            .into_iter()
+            .collect::<Vec<_>>()
+            .join(",")
+    });
+    let mut argv = vec![USERMOD.to_string()];
+    let mut add = |on: bool, flag: &str, value: Option<String>| {
+        if on && let Some(v) = value {
+            argv.extend([flag.to_string(), v]);
+        }
+    };
+    add(c.uid, "-u", w.uid.clone());
+    add(c.comment, "-c", w.description.clone());
+    add(c.group, "-g", w.group_primary.clone());
+    add(c.home, "-d", w.home_dir.clone());
+    add(c.shell, "-s", w.shell.clone());
+    add(c.groups, "-G", groups);
+    // cf-agent's message has two spaces before the name after a group list.
+    let mut shown_command = shown(&argv);
+    if c.groups {
+        shown_command.push(' ');
+    }
+    shown_command.push_str(&format!(" {name}"));
+    argv.push(name.to_string());
+    if act.dry_run {
+        // cf-agent names the first thing it would do.
+        if c.password {
+            tracing::warn!("Need to change password for user '{name}'.");
+        } else if c.lock {
+            let what = if w.locking() { "lock" } else { "unlock" };
+            tracing::warn!("Need to {what} account for user '{name}'.");
+        } else {
+            tracing::warn!("Need to update user attributes (command '{shown_command}').");
+        }
+        return Outcome::Warned;
+    }
+    let failed = |_| {
+        tracing::error!("Failed to modify user '{name}'");
+        Outcome::Failed
+    };
+    if c.password
+        && let Some((plain, data)) = &w.password
+        && let Err(e) = set_password(act, name, data, *plain)
+    {
+        return failed(e);
+    }
+    if c.lock {
+        // A password just set is already unlocked.
+        let hash = (!c.password).then_some(cur.hash.as_str());
+        if let Err(e) = set_locked(act, name, hash, w.locking()) {
+            return failed(e);
+        }
+    }
+    if c.attributes()
+        && let Err(e) = user_command(act, name, argv, "Modifying")
+    {
+        return failed(e);
+    }
+    tracing::info!("Modified user '{name}'");
+    Outcome::Repaired
+}
+
+/// Whether a plaintext password already produces the stored hash (cf-agent
+/// asks PAM to log in; the stored hash answers the same question).
 fn plaintext_matches(plain: &str, hash: &str) -> bool {
-    if hash.is_empty() || hash == "x" || hash == "*" {
+    if hash.len() < 3 || !hash.starts_with('$') {
         return false;
     }
     let (Ok(k), Ok(s)) = (std::ffi::CString::new(plain), std::ffi::CString::new(hash)) else {
@@ -286,46 +508,6 @@ fn plaintext_matches(plain: &str, hash: &str) -> bool {
 #[link(name = "crypt")]
 unsafe extern "C" {
     fn crypt(key: *const libc::c_char, salt: *const libc::c_char) -> *mut libc::c_char;
-}
-
-/// useradd/usermod options for the attributes that differ from `cur`
-/// (all given ones when creating).
-fn push_opts(host: &Host, p: &ExpandedPromise, argv: &mut Vec<String>, cur: Option<&Account>) {
-    let differs = |want: &str, have: fn(&Account) -> &str| cur.is_none_or(|c| have(c) != want);
-    if let Some(uid) = p.scalar("uid")
-        && differs(uid, |c| &c.uid)
-    {
-        argv.extend(["-u".into(), uid.into()]);
-    }
-    if let Some(g) = p.scalar("group_primary") {
-        let gid = group_gid(host, g).unwrap_or_else(|| g.to_string());
-        if cur.is_none_or(|c| c.gid != gid) {
-            argv.extend(["-g".into(), g.into()]);
-        }
-    }
-    if let Some(Value::List(groups)) = p.value("groups_secondary") {
-        let mut want = groups.clone();
-        want.sort();
-        let have = cur.map(|c| secondary_groups(host, &c.name));
-        if have.as_ref() != Some(&want) && !(cur.is_none() && want.is_empty()) {
-            argv.extend(["-G".into(), want.join(",")]);
-        }
-    }
-    if let Some(home) = p.scalar("home_dir")
-        && differs(home, |c| &c.home)
-    {
-        argv.extend(["-d".into(), home.into()]);
-    }
-    if let Some(desc) = p.scalar("description")
-        && differs(desc, |c| &c.gecos)
-    {
-        argv.extend(["-c".into(), desc.into()]);
-    }
-    if let Some(shell) = p.scalar("shell")
-        && differs(shell, |c| &c.shell)
-    {
-        argv.extend(["-s".into(), shell.into()]);
-    }
 }
 
 #[cfg(test)]
@@ -354,5 +536,31 @@ mod tests {
         };
         assert!(plaintext_matches("secret", &out));
         assert!(!plaintext_matches("other", &out));
+        assert!(!plaintext_matches("x", "x"));
+    }
+
+    #[test]
+    fn commands_shown_as_cf_agent_writes_them() {
+        let argv: Vec<String> = [
+            "/usr/sbin/usermod",
+            "-c",
+            "New Name",
+            "-s",
+            "/bin/sh",
+            "bob",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            shown(&argv),
+            "/usr/sbin/usermod -c \"New Name\" -s \"/bin/sh\" bob"
+        );
+    }
+
+    #[test]
+    fn a_bare_bang_is_no_lock_to_undo() {
+        assert!(locked("!$1$s$x") && lock_to_undo("!$1$s$x"));
+        assert!(locked("!") && !lock_to_undo("!"));
+        assert!(!locked("$1$s$x"));
     }
 }

@@ -87,6 +87,15 @@ impl Sink for HumanSink {
 
     fn promise_event(&mut self, event: &PromiseEvent) {
         self.counts.add(event.outcome);
+        // Where a promise that was not kept is written, in cf-agent's -v
+        // words (its -I lines say what failed, not where).
+        if event.outcome.is_not_kept() && event.outcome != Outcome::Warned {
+            tracing::debug!(
+                "Additional promise info: source path '{}' at line {}",
+                event.file,
+                event.line
+            );
+        }
     }
 }
 

@@ -46,6 +46,12 @@ pub fn run(cmd: &mut Command) -> Captured {
     }
 }
 
+/// Whether the tests run as root (as CI does, on a disposable machine).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// Whether a CFEngine binary is on PATH.
 pub fn have(tool: &str) -> bool {
     Command::new(tool)

@@ -1337,12 +1337,7 @@ impl Editor<'_> {
                     ep.promiser,
                     self.filename
                 );
-                tracing::error!(
-                    "Promise belongs to bundle '{}' in file '{}' near line {}",
-                    ep.bundle,
-                    ep.file,
-                    ep.line
-                );
+                tracing::error!("{}", ep.reference());
                 sub.set(Res::Fail);
                 break;
             }
