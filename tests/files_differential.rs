@@ -13,7 +13,9 @@
 //! tree, since git keeps no modes but the executable bit; `# converges: no`
 //! for a scenario where cf-agent itself changes the file on every run
 //! (`preserve_all_lines`, say): there both runs are still compared with
-//! cf-agent's, but the second need not be a no-op.
+//! cf-agent's, but the second need not be a no-op; `# dry-run: compare`
+//! also compares the `-n -I` lines of a run on a fresh copy, each distinct
+//! line once (cf-agent repeats a warning in every pass, we say it once).
 //!
 //! Each agent runs `-KI` twice on its own copy. What is compared: the `-I`
 //! lines of both runs (without cf-agent's "Setting workdir" and our
@@ -40,6 +42,7 @@ struct Scenario {
     args: Vec<String>,
     chmods: Vec<(u32, String)>,
     converges: bool,
+    compare_dry_run: bool,
 }
 
 impl Scenario {
@@ -59,8 +62,10 @@ impl Scenario {
             })
             .collect();
         let converges = header(&policy, "converges").is_none_or(|v| v != "no");
+        let compare_dry_run = header(&policy, "dry-run").is_some_and(|v| v == "compare");
         Scenario {
             converges,
+            compare_dry_run,
             name: dir
                 .file_name()
                 .expect("name")
@@ -259,6 +264,21 @@ fn two_runs(root: &Path, base: &Path, run: &mut dyn FnMut() -> Captured) -> Obse
     }
 }
 
+/// The distinct `-I` lines of a dry run on a fresh copy of the scenario,
+/// in the order first printed, under a heading for the expected text.
+fn dry_run_lines(s: &Scenario, base: &Path, run: &dyn Fn(&Path, &Path) -> Captured) -> String {
+    let (root, policy) = s.prepare(base);
+    let out = run(base, &policy);
+    let lines = inform_lines(&format!("{}{}", out.stdout, out.stderr), &root, base);
+    let mut seen = std::collections::HashSet::new();
+    let mut text = String::from("## dry run: -I lines\n");
+    for l in lines.lines().filter(|l| seen.insert(l.to_string())) {
+        text.push_str(l);
+        text.push('\n');
+    }
+    text
+}
+
 fn run_scenario(s: &Scenario, with_reference: bool) -> Vec<String> {
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut problems = Vec::new();
@@ -304,6 +324,21 @@ fn run_scenario(s: &Scenario, with_reference: bool) -> Vec<String> {
             out.stdout
         ));
     }
+    let mut ours_text = ours.text.clone();
+    if s.compare_dry_run {
+        ours_text.push_str(&dry_run_lines(
+            s,
+            &tmp.path().join("ours-n"),
+            &|base, policy| {
+                run(Command::new(agent_bin())
+                    .args(["-KIn", "-w"])
+                    .arg(base.join("wd"))
+                    .args(&s.args)
+                    .arg("-f")
+                    .arg(policy))
+            },
+        ));
+    }
     if s.converges && !ours.converged {
         problems.push(format!(
             "{}: our second run changed the tree\n{}",
@@ -329,11 +364,27 @@ fn run_scenario(s: &Scenario, with_reference: bool) -> Vec<String> {
                 s.name, theirs.text
             ));
         }
-        theirs.text
+        let mut text = theirs.text;
+        if s.compare_dry_run {
+            text.push_str(&dry_run_lines(
+                s,
+                &tmp.path().join("cf-n"),
+                &|base, policy| {
+                    let wd = cf_workdir(base);
+                    run(Command::new("cf-agent")
+                        .args(["-KIn", "-w"])
+                        .arg(&wd)
+                        .args(&s.args)
+                        .arg("-f")
+                        .arg(policy))
+                },
+            ));
+        }
+        text
     });
     problems.extend(check_expected(
         &s.dir.join("expected.txt"),
-        &ours.text,
+        &ours_text,
         reference.as_deref(),
     ));
     problems

@@ -62,7 +62,15 @@ pub fn copy_from(
         }
         return;
     }
-    copy_file(act, &source, &smeta, target, body, v);
+    copy_file(
+        act,
+        super::only_warning(p),
+        &source,
+        &smeta,
+        target,
+        body,
+        v,
+    );
 }
 
 /// Makes `dir` (and its parents) when missing; `dir` itself gets `mode`.
@@ -78,8 +86,9 @@ fn ensure_dir(
     }
     if act.dry_run {
         tracing::warn!(
-            "Should create directory '{}', but only warning promised",
-            dir.display()
+            "Should create directory '{}'{}",
+            dir.display(),
+            super::only_warning(p)
         );
         v.warned();
         return;
@@ -149,7 +158,15 @@ fn copy_tree(
     }
     for (name, meta) in files.into_iter().rev() {
         if meta.kind == FileKind::File {
-            copy_file(act, &src.join(&name), &meta, &dst.join(&name), body, v);
+            copy_file(
+                act,
+                super::only_warning(p),
+                &src.join(&name),
+                &meta,
+                &dst.join(&name),
+                body,
+                v,
+            );
         }
     }
 }
@@ -180,6 +197,7 @@ fn needs_copy(
 
 fn copy_file(
     act: &mut ActContext<'_>,
+    only: &str,
     src: &Path,
     smeta: &Meta,
     dst: &Path,
@@ -205,10 +223,12 @@ fn copy_file(
         super::show_diff(act, dst, &old, &new);
     }
     if act.dry_run {
+        // cf-agent's words: the destination first, then the source.
         tracing::warn!(
-            "Should copy '{}' to '{}', but only warning promised",
+            "Should copy '{}' to '{}'{}",
+            dst.display(),
             src.display(),
-            dst.display()
+            only
         );
         v.warned();
         return;

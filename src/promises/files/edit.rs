@@ -302,10 +302,14 @@ pub(crate) fn edit_file(
         if !warn_only {
             act.host.simulate_file(target, text.as_bytes(), meta.mode);
         }
-        tracing::warn!(
-            "Should edit file '{}', but only warning promised",
-            p.promiser
-        );
+        // A dry run names each line it would change; only a promise
+        // that itself only warns also says so of the whole file.
+        if warn_only {
+            tracing::warn!(
+                "Should edit file '{}', but only warning promised",
+                p.promiser
+            );
+        }
         v.warned();
         return;
     }
@@ -379,8 +383,9 @@ fn render_mustache(
     }
     if act.dry_run {
         tracing::warn!(
-            "Should update rendering of '{}' from mustache template '{label}', but only warning promised",
-            p.promiser
+            "Should update rendering of '{}' from mustache template '{label}'{}",
+            p.promiser,
+            super::only_warning(p)
         );
         v.warned();
         return;

@@ -147,9 +147,9 @@ fn make(
 ) {
     if act.dry_run {
         tracing::warn!(
-            "Should link '{}' -> '{}', but only warning promised",
+            "Should create link '{}'{}",
             p.promiser,
-            source.display()
+            super::only_warning(p)
         );
         v.warned();
         return;
@@ -175,12 +175,13 @@ fn make(
     }
 }
 
-/// `to` written relative to directory `from` (both absolute).
+/// `to` written relative to directory `from` (both absolute), starting
+/// with `./` as cf-agent writes relative links (`./../c/d`, `./x`).
 fn relative_to(from: &Path, to: &Path) -> PathBuf {
     let f: Vec<Component> = from.components().collect();
     let t: Vec<Component> = to.components().collect();
     let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
-    let mut out = PathBuf::new();
+    let mut out = PathBuf::from(".");
     for _ in common..f.len() {
         out.push("..");
     }
@@ -198,11 +199,11 @@ mod tests {
     fn relative_paths() {
         assert_eq!(
             relative_to(Path::new("/a/b"), Path::new("/a/c/d")),
-            PathBuf::from("../c/d")
+            PathBuf::from("./../c/d")
         );
         assert_eq!(
             relative_to(Path::new("/a"), Path::new("/a/x")),
-            PathBuf::from("x")
+            PathBuf::from("./x")
         );
     }
 }

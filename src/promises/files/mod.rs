@@ -120,11 +120,11 @@ fn leaf(
 ) {
     let shown = target.display().to_string();
     if let Some(del) = p.body("delete") {
-        delete(act, &shown, target, del, v);
+        delete(act, only_warning(p), &shown, target, del, v);
         return;
     }
     if let Some(ren) = p.body("rename") {
-        rename(act, &shown, target, ren, v);
+        rename(act, only_warning(p), &shown, target, ren, v);
         return;
     }
     let meta = match act.host.lstat(target) {
@@ -136,6 +136,9 @@ fn leaf(
         }
     };
     let wants_create = p.flag("create").unwrap_or(false) || p.scalar("content").is_some();
+    // A dry run that would create the file goes on with an empty one; it
+    // has said what it would create, which cf-agent says alone.
+    let would_create = meta.is_none() && act.dry_run;
     let meta = match meta {
         Some(m) => Some(m),
         None if wants_create => create(act, p, target, is_dir_promise, v),
@@ -156,7 +159,7 @@ fn leaf(
     }
     if meta.kind == FileKind::File {
         if let Some(content) = p.scalar("content") {
-            set_content(act, &shown, target, content, p.warn_only(), v);
+            set_content(act, &shown, target, content, p.warn_only(), would_create, v);
         }
         if p.attrs.contains_key("edit_line")
             || p.attrs.contains_key("edit_template")
@@ -167,7 +170,7 @@ fn leaf(
     }
     if p.flag("touch") == Some(true) {
         if act.dry_run {
-            tracing::warn!("Should touch '{shown}', but only warning promised");
+            tracing::warn!("Should update time stamps for '{shown}'{}", only_warning(p));
             v.warned();
         } else if let Err(e) = act.host.touch(target) {
             tracing::error!("Could not touch '{shown}': {e}");
@@ -182,6 +185,7 @@ fn leaf(
 /// `rename`: a new name, disabling (a suffix and a mode), or rotation.
 fn rename(
     act: &mut ActContext<'_>,
+    only: &str,
     shown: &str,
     target: &Path,
     body: &ResolvedBody,
@@ -196,7 +200,7 @@ fn rename(
         .filter(|&n| n > 0)
     {
         if act.dry_run {
-            tracing::warn!("Should rotate '{shown}', but only warning promised");
+            tracing::warn!("Should rotate file '{shown}' in {n} fifo{only}");
             v.warned();
             return;
         }
@@ -232,24 +236,50 @@ fn rename(
         None => return,
     };
     if act.dry_run {
-        tracing::warn!(
-            "Should rename '{shown}' to '{}', but only warning promised",
-            newname.display()
-        );
+        if disable && body.scalar("newname").is_none() {
+            // cf-agent's words for disabling.
+            let kind = if meta.kind == FileKind::Dir {
+                "directory"
+            } else {
+                "file"
+            };
+            tracing::warn!("File object '{shown}' exists, contrary to promise");
+            tracing::warn!("Should rename '{kind}' '{shown}'{only}");
+        } else {
+            tracing::warn!(
+                "Should rename file '{shown}' to '{}'{only}",
+                newname.display()
+            );
+        }
         v.warned();
         return;
     }
+    let disabling = disable && body.scalar("newname").is_none();
+    let mut mode = meta.mode;
+    if disabling {
+        // cf-agent's order and words: the warning, the mode (disable_mode,
+        // or the mode it has), then the rename.
+        tracing::warn!("File object '{shown}' exists, contrary to promise");
+        if let Some(spec) = body
+            .scalar("disable_mode")
+            .and_then(|m| ModeSpec::parse(m).ok())
+        {
+            mode = spec.apply(meta.mode);
+            if let Err(e) = act.host.chmod(target, mode) {
+                tracing::error!("Could not change permissions of '{shown}': {e}");
+                v.failed();
+                return;
+            }
+        }
+        tracing::info!("Changed permissions of '{shown}' to 'mode {mode:04o}'");
+    }
     match act.host.rename(target, &newname) {
         Ok(()) => {
-            if disable {
-                // cf-agent leaves the mode alone unless disable_mode is given.
-                if let Some(spec) = body
-                    .scalar("disable_mode")
-                    .and_then(|m| ModeSpec::parse(m).ok())
-                {
-                    let _ = act.host.chmod(&newname, spec.apply(meta.mode));
-                }
-                tracing::info!("Disabled file '{shown}' as '{}'", newname.display());
+            if disabling {
+                tracing::info!(
+                    "Disabled file '{shown}' by renaming to '{}' with mode {mode:04o}",
+                    newname.display()
+                );
             } else {
                 tracing::info!("Renamed file '{shown}' to '{}'", newname.display());
             }
@@ -297,6 +327,16 @@ fn creation_mode(p: &ExpandedPromise, is_dir: bool) -> u32 {
     }
 }
 
+/// What cf-agent adds to a "Should ..." warning when the promise itself
+/// only warns (`action_policy => "warn"`), as opposed to a `--dry-run`.
+pub(crate) fn only_warning(p: &ExpandedPromise) -> &'static str {
+    if p.warn_only() {
+        ", but only warning promised"
+    } else {
+        ""
+    }
+}
+
 fn create(
     act: &mut ActContext<'_>,
     p: &ExpandedPromise,
@@ -306,15 +346,28 @@ fn create(
 ) -> Option<Meta> {
     let mode = creation_mode(p, is_dir);
     if act.dry_run {
+        let only = only_warning(p);
         if is_dir {
-            tracing::warn!(
-                "Should create directory '{}', mode '{:04o}', but only warning promised",
-                p.promiser,
-                mode
-            );
+            tracing::warn!("Should create directory '{}'{only}", p.promiser);
         } else {
+            // cf-agent names each missing parent directory, outermost first.
+            let mut missing = Vec::new();
+            let mut dir = target.parent();
+            while let Some(d) = dir
+                && act.host.lstat(d).ok().flatten().is_none()
+            {
+                missing.push(d);
+                dir = d.parent();
+            }
+            for d in missing.iter().rev() {
+                tracing::warn!(
+                    "Should make directory '{}' for '{}'{only}",
+                    d.display(),
+                    p.promiser
+                );
+            }
             tracing::warn!(
-                "Should create file '{}', mode '{:04o}', but only warning promised",
+                "Should create file '{}', mode '{:04o}'{only}",
                 p.promiser,
                 mode
             );
@@ -498,6 +551,7 @@ fn set_content(
     target: &Path,
     content: &str,
     warn_only: bool,
+    just_created: bool,
     v: &mut Verdict,
 ) {
     let current = match act.host.read(target) {
@@ -524,11 +578,18 @@ fn set_content(
         if !warn_only {
             act.host.simulate_file(target, content.as_bytes(), mode);
         }
-        tracing::warn!(
-            "Should update file '{}' with content '{}', but only warning promised",
-            shown,
-            content
-        );
+        if !just_created {
+            tracing::warn!(
+                "Should update file '{}' with content '{}'{}",
+                shown,
+                content,
+                if warn_only {
+                    ", but only warning promised"
+                } else {
+                    ""
+                }
+            );
+        }
         v.warned();
         return;
     }
@@ -546,6 +607,7 @@ fn set_content(
 
 fn delete(
     act: &mut ActContext<'_>,
+    only: &str,
     shown: &str,
     target: &Path,
     body: &ResolvedBody,
@@ -569,7 +631,8 @@ fn delete(
         return;
     }
     if act.dry_run {
-        tracing::warn!("Should delete '{}', but only warning promised", shown);
+        let kind = if is_dir { "directory" } else { "file" };
+        tracing::warn!("Should delete {kind} '{shown}'{only}");
         v.warned();
         return;
     }
