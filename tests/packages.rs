@@ -815,3 +815,39 @@ body classes c(p) {{ promise_kept => {{ "$(p)_kept" }}; promise_repaired => {{ "
         assert_eq!(ours, theirs, "ours and cf-agent's runs differ");
     }
 }
+
+/// A module that exits without reading a request larger than a pipe holds
+/// leaves the agent writing into a closed pipe: the agent must take that
+/// as a failed promise, not die of SIGPIPE.
+#[test]
+fn a_module_that_reads_nothing_does_not_kill_the_agent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wd = tmp.path().join("wd");
+    install_module(
+        &wd,
+        "deaf_pm",
+        "#!/bin/sh\ncase \"$1\" in\n  supports-api-version) echo 1 ;;\n  get-package-data) cat >/dev/null; echo PackageType=repo; echo Name=deafpkg ;;\n  repo-install) exit 0 ;;\n  *) cat >/dev/null ;;\nesac\n",
+    );
+    // Options enough for the install request to fill the pipe (64 KiB).
+    let options: Vec<String> = (0..2000)
+        .map(|i| format!("\"option-{i:04}-{}\"", "x".repeat(40)))
+        .collect();
+    let p = write_policy(
+        tmp.path(),
+        &format!(
+            r#"body package_module deaf_pm {{ query_installed_ifelapsed => "0"; query_updates_ifelapsed => "0"; }}
+bundle agent main
+{{
+  packages:
+      "deafpkg" policy => "present", package_module => deaf_pm, options => {{ {} }};
+  reports:
+      "the run went on";
+}}
+"#,
+            options.join(", ")
+        ),
+    );
+    let out = agent_inform(&wd, &p, &[]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("R: the run went on"), "{out:?}");
+}

@@ -94,7 +94,7 @@ fn set_nonblocking(fd: i32) -> std::io::Result<()> {
 /// own output is closed): the signal is blocked for this thread during the
 /// write, and one it raised is taken off before it is unblocked. The
 /// writer sees a broken pipe error instead.
-fn write_without_sigpipe(fd: i32, data: &[u8]) -> std::io::Result<usize> {
+pub(crate) fn write_without_sigpipe(fd: i32, data: &[u8]) -> std::io::Result<usize> {
     // SAFETY: the signal set is initialised by sigemptyset before use; the
     // write is given a valid buffer and its length; the mask is restored.
     unsafe {

@@ -244,11 +244,21 @@ impl super::Host {
         });
         let mut child = cmd.spawn()?;
         drop(cmd);
-        if let Some(mut input) = child.stdin.take() {
+        if let Some(input) = child.stdin.take() {
             let data = spec.stdin.clone();
+            // A command that exits without reading its input must not take
+            // the agent down with SIGPIPE: the write sees a broken pipe.
             std::thread::spawn(move || {
-                use std::io::Write;
-                let _ = input.write_all(&data);
+                use std::os::fd::AsRawFd;
+                let mut rest = &data[..];
+                while !rest.is_empty() {
+                    match super::coprocess::write_without_sigpipe(input.as_raw_fd(), rest) {
+                        Ok(0) => break,
+                        Ok(n) => rest = &rest[n..],
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
             });
         }
         let pid = child.id() as i32;
