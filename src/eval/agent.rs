@@ -1027,21 +1027,12 @@ impl<'a> AgentRun<'a> {
             return Some(Outcome::Kept);
         }
         if crate::schema::promise_type(&ep.promise_type).is_none() {
-            let mut act_ctx = ActContext {
-                ctx: self.ctx,
-                policy: self.policy,
-                host: &self.host,
-                dry_run: self.dry_run,
-                diff: self.diff,
-                output: self.sink,
-                state: self.state.as_deref_mut(),
-                now: self.now,
-                no_lock: self.no_lock,
-                packages: &mut self.packages,
-                reported_outcomes: None,
-                followup: None,
-            };
-            let r = self.modules.evaluate(&mut act_ctx, ep);
+            // The modules are taken out while they act, since the context
+            // they act in borrows the rest of the run.
+            let mut modules = std::mem::take(&mut self.modules);
+            let dry_run = self.dry_run;
+            let r = modules.evaluate(&mut self.act_context(dry_run), ep);
+            self.modules = modules;
             self.again_next_pass = !r.once;
             return r.outcome;
         }

@@ -1025,7 +1025,10 @@ impl Editor<'_> {
         let text = match act.host.read(Path::new(&path)) {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
             Err(e) => {
-                tracing::error!("Could not read file '{path}'. (fopen: {})", io_reason(&e));
+                tracing::error!(
+                    "Could not read file '{path}'. (fopen: {})",
+                    crate::host::strerror(&e)
+                );
                 sub.set(Res::Fail);
                 return;
             }
@@ -1830,18 +1833,6 @@ fn list_of(v: &Value) -> Vec<String> {
         Value::Scalar(s) => vec![s.clone()],
         Value::List(l) => l.clone(),
         Value::Data(_) => Vec::new(),
-    }
-}
-
-/// The reason of an I/O error as C's strerror words it.
-fn io_reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "No such file or directory".into(),
-        std::io::ErrorKind::PermissionDenied => "Permission denied".into(),
-        _ => {
-            let s = e.to_string();
-            s.split(" (os error").next().unwrap_or(&s).to_string()
-        }
     }
 }
 
