@@ -97,7 +97,7 @@ pub struct AgentArgs {
     #[arg(long = "syntax-only", value_name = "FILE", num_args = 1..)]
     pub syntax_only: Option<Vec<String>>,
 
-    /// Prefix log lines with a timestamp (not supported yet)
+    /// Prefix log lines with the local time
     #[arg(short = 'l', long = "timestamp")]
     pub timestamp: bool,
 

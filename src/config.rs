@@ -66,6 +66,8 @@ pub struct Config {
     pub no_lock: bool,
     pub dry_run: bool,
     pub log_level: LogLevel,
+    /// `-l`: each log line starts with the local time.
+    pub timestamps: bool,
     pub ignore_preferred_augments: bool,
     pub show_evaluated_vars: Option<String>,
     pub show_evaluated_classes: Option<String>,
@@ -137,10 +139,7 @@ fn normalize(p: &Path) -> PathBuf {
 
 impl Config {
     pub fn from_args(args: AgentArgs, is_root: bool) -> Result<Config, ConfigError> {
-        let unsupported = [
-            (args.timestamp, "-l/--timestamp"),
-            (args.bootstrap.is_some(), "-B/--bootstrap"),
-        ];
+        let unsupported = [(args.bootstrap.is_some(), "-B/--bootstrap")];
         if let Some((_, flag)) = unsupported.iter().find(|(on, _)| *on) {
             return Err(ConfigError::NotSupported(flag.to_string()));
         }
@@ -217,6 +216,7 @@ impl Config {
             // cf-agent's --simulate never changes the system.
             dry_run: args.dry_run || args.simulate.is_some(),
             log_level,
+            timestamps: args.timestamp,
             ignore_preferred_augments: args.ignore_preferred_augments,
             show_evaluated_vars: args.show_evaluated_vars,
             show_evaluated_classes: args.show_evaluated_classes,

@@ -70,7 +70,7 @@ fn main() -> ExitCode {
     } else {
         LogTarget::Stdout
     };
-    convergent::report::log::init(config.log_level, false, log_target);
+    convergent::report::log::init(config.log_level, config.timestamps, log_target);
     run(&config)
 }
 

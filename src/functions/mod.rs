@@ -27,7 +27,7 @@ mod net;
 mod regexes;
 mod strings;
 mod system;
-mod time;
+pub mod time;
 
 /// C's `strtol`/`atoi` reading of a number, for what reads program output
 /// as cf-agent does.

@@ -155,6 +155,11 @@ fn strftime(_: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(Value::str(out))
 }
 
+/// `t` (seconds since the epoch) in local time, formatted by `strftime`.
+pub fn local_text(t: i64, fmt: &str) -> Option<String> {
+    format_tm(fmt, &localtime(t)?)
+}
+
 /// Formats with the C library; `None` when the result is empty (as
 /// cf-agent, which then fails the call).
 pub fn format_tm(fmt: &str, tm: &libc::tm) -> Option<String> {

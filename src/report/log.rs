@@ -67,11 +67,10 @@ where
         let mut msg = String::new();
         event.record(&mut MessageVisitor(&mut msg));
         if self.timestamps {
-            let secs = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0);
-            write!(w, "{secs} ")?;
+            // cf-agent's -l: the local time, ISO 8601 with the offset.
+            let now = crate::pipeline::now_secs();
+            let stamp = crate::functions::time::local_text(now, "%Y-%m-%dT%H:%M:%S%z");
+            write!(w, "{} ", stamp.unwrap_or_default())?;
         }
         writeln!(w, "{}: {}", prefix(meta.level(), meta.target()), msg)
     }

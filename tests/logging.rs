@@ -1,0 +1,43 @@
+//! `-l`: every log line starts with the local time as cf-agent writes it
+//! (`2026-11-24T07:02:54+0000     info: ...`); report lines do not.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+
+fn check_lines(out: &str, who: &str) {
+    let stamped = regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} +info: ").unwrap();
+    let created = out
+        .lines()
+        .find(|l| l.contains("Created file"))
+        .unwrap_or_else(|| panic!("{who}: no creation line in {out:?}"));
+    assert!(stamped.is_match(created), "{who}: {created:?}");
+    assert!(out.lines().any(|l| l == "R: hello"), "{who}: {out:?}");
+}
+
+#[test]
+fn timestamps_prefix_log_lines_not_reports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("made");
+    let policy = write_policy(
+        tmp.path(),
+        &format!(
+            "body common control {{ bundlesequence => {{ \"main\" }}; }}\nbundle agent main {{ files: \"{}\" create => \"true\"; reports: \"hello\"; }}\n",
+            target.display()
+        ),
+    );
+    let ours = agent_inform(&tmp.path().join("wd"), &policy, &["-l"]);
+    check_lines(&ours.stdout, "ours");
+    if have("cf-agent") {
+        std::fs::remove_file(&target).unwrap();
+        let theirs = run(Command::new("cf-agent")
+            .args(["-K", "-I", "-l", "-w"])
+            .arg(cf_workdir(tmp.path()))
+            .arg("-f")
+            .arg(&policy));
+        check_lines(&theirs.stdout, "cf-agent");
+    } else {
+        eprintln!("skipped the cf-agent comparison: cf-agent not installed");
+    }
+}
