@@ -101,6 +101,11 @@ pub struct AgentArgs {
     #[arg(short = 'l', long = "timestamp")]
     pub timestamp: bool,
 
+    /// Colour log lines by level: always, auto (on a terminal), never
+    #[arg(short = 'C', long = "color", num_args = 0..=1, default_missing_value = "auto",
+          value_parser = ["always", "auto", "never"])]
+    pub color: Option<String>,
+
     /// Exit with 0 all kept, 2 something repaired, 4 something not kept, 6 both
     #[arg(long = "detailed-exitcodes")]
     pub detailed_exitcodes: bool,

@@ -68,6 +68,9 @@ pub struct Config {
     pub log_level: LogLevel,
     /// `-l`: each log line starts with the local time.
     pub timestamps: bool,
+    /// `-C`: log lines coloured by level (decided here: `auto` means
+    /// standard output is a terminal).
+    pub color: bool,
     pub ignore_preferred_augments: bool,
     pub show_evaluated_vars: Option<String>,
     pub show_evaluated_classes: Option<String>,
@@ -217,6 +220,11 @@ impl Config {
             dry_run: args.dry_run || args.simulate.is_some(),
             log_level,
             timestamps: args.timestamp,
+            color: match args.color.as_deref() {
+                Some("always") => true,
+                Some("auto") => std::io::IsTerminal::is_terminal(&std::io::stdout()),
+                _ => false,
+            },
             ignore_preferred_augments: args.ignore_preferred_augments,
             show_evaluated_vars: args.show_evaluated_vars,
             show_evaluated_classes: args.show_evaluated_classes,

@@ -70,7 +70,14 @@ fn main() -> ExitCode {
     } else {
         LogTarget::Stdout
     };
-    convergent::report::log::init(config.log_level, config.timestamps, log_target);
+    convergent::report::log::init(
+        config.log_level,
+        convergent::report::log::LineStyle {
+            timestamps: config.timestamps,
+            color: config.color,
+        },
+        log_target,
+    );
     run(&config)
 }
 

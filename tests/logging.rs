@@ -41,3 +41,38 @@ fn timestamps_prefix_log_lines_not_reports() {
         eprintln!("skipped the cf-agent comparison: cf-agent not installed");
     }
 }
+
+/// `--color=always` colours each log line by level (info green) and
+/// resets after its newline, as cf-agent; `-C` alone means `auto`, which
+/// is no colour when the output is not a terminal (here, a pipe).
+#[test]
+fn colour_by_level_only_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("made");
+    let policy = write_policy(
+        tmp.path(),
+        &format!(
+            "body common control {{ bundlesequence => {{ \"main\" }}; }}\nbundle agent main {{ files: \"{}\" create => \"true\"; reports: \"hello\"; }}\n",
+            target.display()
+        ),
+    );
+    let coloured = |out: &str| {
+        out.contains("\x1b[32m    info: Created file") && out.contains("\n\x1b[0mR: hello")
+    };
+    let ours = agent_inform(&tmp.path().join("wd"), &policy, &["--color=always"]);
+    assert!(coloured(&ours.stdout), "{ours:?}");
+    std::fs::remove_file(&target).unwrap();
+    let auto = agent_inform(&tmp.path().join("wd"), &policy, &["-C"]);
+    assert!(!auto.stdout.contains('\x1b'), "{auto:?}");
+    if have("cf-agent") {
+        std::fs::remove_file(&target).unwrap();
+        let theirs = run(Command::new("cf-agent")
+            .args(["-K", "-I", "--color=always", "-w"])
+            .arg(cf_workdir(tmp.path()))
+            .arg("-f")
+            .arg(&policy));
+        assert!(coloured(&theirs.stdout), "{theirs:?}");
+    } else {
+        eprintln!("skipped the cf-agent comparison: cf-agent not installed");
+    }
+}

@@ -48,8 +48,28 @@ impl Visit for MessageVisitor<'_> {
     }
 }
 
+/// How each log line is dressed: cf-agent's `-l` and `-C`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineStyle {
+    /// Start with the local time.
+    pub timestamps: bool,
+    /// Colour by level, as cf-agent's `--color`.
+    pub color: bool,
+}
+
+/// cf-agent's colour of a level: errors red, warnings yellow, notices and
+/// infos green, the rest blue.
+fn color_of(level: &Level) -> &'static str {
+    match *level {
+        Level::ERROR => "\x1b[31m",
+        Level::WARN => "\x1b[33m",
+        Level::INFO => "\x1b[32m",
+        Level::DEBUG | Level::TRACE => "\x1b[34m",
+    }
+}
+
 struct CfFormat {
-    timestamps: bool,
+    style: LineStyle,
 }
 
 impl<S, N> FormatEvent<S, N> for CfFormat
@@ -66,13 +86,21 @@ where
         let meta = event.metadata();
         let mut msg = String::new();
         event.record(&mut MessageVisitor(&mut msg));
-        if self.timestamps {
+        if self.style.color {
+            write!(w, "{}", color_of(meta.level()))?;
+        }
+        if self.style.timestamps {
             // cf-agent's -l: the local time, ISO 8601 with the offset.
             let now = crate::pipeline::now_secs();
             let stamp = crate::functions::time::local_text(now, "%Y-%m-%dT%H:%M:%S%z");
             write!(w, "{} ", stamp.unwrap_or_default())?;
         }
-        writeln!(w, "{}: {}", prefix(meta.level(), meta.target()), msg)
+        writeln!(w, "{}: {}", prefix(meta.level(), meta.target()), msg)?;
+        if self.style.color {
+            // After the newline, as cf-agent resets it.
+            write!(w, "\x1b[0m")?;
+        }
+        Ok(())
     }
 }
 
@@ -99,12 +127,12 @@ pub enum LogTarget {
 }
 
 /// Installs the global subscriber. Calling it twice is harmless.
-pub fn init(max: LogLevel, timestamps: bool, target: LogTarget) {
+pub fn init(max: LogLevel, style: LineStyle, target: LogTarget) {
     use tracing_subscriber::layer::SubscriberExt;
     let filter = tracing_subscriber::filter::filter_fn(move |m| {
         m.is_span() || enabled(max, m.level(), m.target())
     });
-    let format = CfFormat { timestamps };
+    let format = CfFormat { style };
     let fmt = match target {
         LogTarget::Stdout => tracing_subscriber::fmt::layer()
             .event_format(format)
