@@ -103,13 +103,8 @@ pub fn load_and_preevaluate(
         }
     }
     // A promise that fails in every pass says so once.
-    let mut unique: Vec<EvalMessage> = Vec::with_capacity(report.messages.len());
-    for m in std::mem::take(&mut report.messages) {
-        if !unique.contains(&m) {
-            unique.push(m);
-        }
-    }
-    report.messages = unique;
+    let mut seen = std::collections::HashSet::new();
+    report.messages.retain(|m| seen.insert(m.clone()));
     report.unresolved = unresolved_at_end(ctx, policy);
     Ok(report)
 }
@@ -117,13 +112,15 @@ pub fn load_and_preevaluate(
 /// The variables that still refer to undefined variables once
 /// pre-evaluation is over, each with the references that did not resolve.
 fn unresolved_at_end(ctx: &EvalContext, policy: &PolicySet) -> Vec<EvalMessage> {
-    let with_params = |ns: &str, scope: &str| {
-        policy.files.iter().any(|f| {
-            f.tree
-                .bundles()
-                .any(|b| b.namespace == ns && b.name.name == scope && !b.params.is_empty())
-        })
-    };
+    // Bundles with parameters: their variables resolve when they are called.
+    let parametrised: std::collections::HashSet<(&str, &str)> = policy
+        .files
+        .iter()
+        .flat_map(|f| f.tree.bundles())
+        .filter(|b| !b.params.is_empty())
+        .map(|b| (b.namespace.as_str(), b.name.name.as_str()))
+        .collect();
+    let with_params = |ns: &str, scope: &str| parametrised.contains(&(ns, scope));
     let mut out = Vec::new();
     for (key, (file, line, text)) in &ctx.unresolved_vars {
         let (ns, rest) = key.split_once(':').unwrap_or(("default", key));

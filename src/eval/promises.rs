@@ -37,7 +37,7 @@ impl PromiseResult {
 }
 
 /// A problem met while evaluating, reported at the end or at once.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EvalMessage {
     pub file: String,
     pub line: usize,
