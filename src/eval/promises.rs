@@ -671,11 +671,15 @@ fn value_has_references(v: &Value) -> bool {
 /// itself (`$(x)`, `${x}`, `@(x)`), which cf-agent refuses as a value that
 /// cannot converge.
 fn refers_to_itself(v: &Value, name: &str) -> bool {
+    // The four spellings are made once: a list may be long.
+    let needles = [
+        format!("$({name})"),
+        format!("${{{name}}}"),
+        format!("@({name})"),
+        format!("@{{{name}}}"),
+    ];
     let refers = |s: &str| {
-        ["$(", "${", "@(", "@{"].iter().any(|open| {
-            let close = if open.ends_with('(') { ")" } else { "}" };
-            s.contains(&format!("{open}{name}{close}"))
-        })
+        (s.contains('$') || s.contains('@')) && needles.iter().any(|n| s.contains(n.as_str()))
     };
     match v {
         Value::Scalar(s) => refers(s),
