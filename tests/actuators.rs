@@ -15,7 +15,7 @@ use std::time::Duration;
 fn change_lines(out: &str) -> Vec<String> {
     out.lines()
         .filter(|l| !l.contains("Setting workdir") && !l.contains("Summary:"))
-        .map(str::to_string)
+        .map(|l| without_location(l).to_string())
         .collect()
 }
 

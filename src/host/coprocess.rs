@@ -93,7 +93,7 @@ fn set_nonblocking(fd: i32) -> std::io::Result<()> {
 /// SIGPIPE (the agent keeps its default action, to die quietly when its
 /// own output is closed): the signal is blocked for this thread during the
 /// write, and one it raised is taken off before it is unblocked. The
-/// writer sees a broken pipe error instead.
+/// writer sees a broken pipe error (or a short write) instead.
 pub(crate) fn write_without_sigpipe(fd: i32, data: &[u8]) -> std::io::Result<usize> {
     // SAFETY: the signal set is initialised by sigemptyset before use; the
     // write is given a valid buffer and its length; the mask is restored.
@@ -105,11 +105,15 @@ pub(crate) fn write_without_sigpipe(fd: i32, data: &[u8]) -> std::io::Result<usi
         libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old);
         let n = libc::write(fd, data.as_ptr().cast(), data.len());
         let err = std::io::Error::last_os_error();
-        if n < 0 && err.raw_os_error() == Some(libc::EPIPE) {
-            let zero = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
+        // Linux raises SIGPIPE also for a write that got part of its data
+        // through before the reader went, so a pending one is taken off
+        // whatever the write returned.
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        if libc::sigpending(&mut pending) == 0 && libc::sigismember(&pending, libc::SIGPIPE) == 1 {
             libc::sigtimedwait(&pipe, std::ptr::null_mut(), &zero);
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());

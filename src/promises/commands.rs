@@ -106,7 +106,11 @@ impl Actuator for Commands {
                 }
                 NotExecutable::NoPermission => {}
             }
-            tracing::error!("'{}' promises to be executable but isn't", p.promiser);
+            tracing::error!(
+                "'{}' promises to be executable but isn't {}",
+                p.promiser,
+                p.located()
+            );
             return Outcome::Failed;
         }
         let spec = match spec_from(contain, argv, line.clone(), shell == ShellType::Sh) {
@@ -166,12 +170,18 @@ impl Actuator for Commands {
             .collect();
         let outcome = if result.timed_out || result.code.is_none() {
             tracing::error!(
-                "Finished script '{}' - failed (abnormal termination)",
-                p.promiser
+                "Finished script '{}' - failed (abnormal termination) {}",
+                p.promiser,
+                p.located()
             );
             Outcome::Failed
         } else {
-            judge(p.body("classes"), result.code.unwrap_or(-1), &p.promiser)
+            judge(
+                p.body("classes"),
+                result.code.unwrap_or(-1),
+                &p.promiser,
+                &p.located(),
+            )
         };
         if p.flag("module").unwrap_or(false) {
             let scope = module_scope(&program);
@@ -243,7 +253,7 @@ fn spec_from(
 /// classes body lists return codes, a listed code is kept, repaired or
 /// failed as listed and any other code failed; otherwise 0 is repaired
 /// and anything else failed.
-fn judge(classes: Option<&ResolvedBody>, code: i32, promiser: &str) -> Outcome {
+fn judge(classes: Option<&ResolvedBody>, code: i32, promiser: &str, located: &str) -> Outcome {
     let listed = |attr: &str| -> Option<bool> {
         let codes = classes.map(|c| c.list(attr)).unwrap_or_default();
         (!codes.is_empty()).then(|| codes.iter().any(|x| x.trim().parse::<i32>() == Ok(code)))
@@ -256,7 +266,7 @@ fn judge(classes: Option<&ResolvedBody>, code: i32, promiser: &str) -> Outcome {
             return Outcome::Repaired;
         }
         tracing::error!(
-            "Finished command related to promiser '{promiser}' -- an error occurred, returned {code}"
+            "Finished command related to promiser '{promiser}' -- an error occurred, returned {code} {located}"
         );
         return Outcome::Failed;
     }
@@ -268,7 +278,7 @@ fn judge(classes: Option<&ResolvedBody>, code: i32, promiser: &str) -> Outcome {
         tracing::info!("{prefix} defined as promise repaired");
         Outcome::Repaired
     } else if failed == Some(true) {
-        tracing::error!("{prefix} defined as promise failed");
+        tracing::error!("{prefix} defined as promise failed {located}");
         Outcome::Failed
     } else {
         tracing::info!(

@@ -127,6 +127,15 @@ pub struct ExpandedPromise {
 }
 
 impl ExpandedPromise {
+    /// Where the promise is written, to end an error line with: cf-agent
+    /// names it only under `-v`, we at every level.
+    pub fn located(&self) -> String {
+        format!(
+            "(in a {} promise at {}:{})",
+            self.promise_type, self.file, self.line
+        )
+    }
+
     /// Whether the promise only warns (`action_policy => "warn"` or
     /// `"nop"`): it says what differs and changes nothing, even in a real
     /// run.

@@ -301,6 +301,7 @@ pub fn inform_lines(out: &str, root: &Path, base: &Path) -> String {
         if l.contains("info: Setting workdir to") || l.contains("info: Summary: ") {
             continue;
         }
+        let l = without_location(l);
         let l = l
             .replace(root.as_ref(), "@ROOT@")
             .replace(base.as_ref(), "@BASE@");
@@ -308,6 +309,15 @@ pub fn inform_lines(out: &str, root: &Path, base: &Path) -> String {
         s.push('\n');
     }
     s
+}
+
+/// A log line without the ` (in a TYPE promise at FILE:LINE)` that ends
+/// our error lines where cf-agent names no place (it does under `-v`).
+pub fn without_location(line: &str) -> &str {
+    match line.rfind(" (in a") {
+        Some(i) if line.ends_with(')') && line[i..].contains(" promise at ") => &line[..i],
+        _ => line,
+    }
 }
 
 /// The output with every occurrence of a temporary directory replaced by

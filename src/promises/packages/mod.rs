@@ -51,7 +51,7 @@ struct Wanted<'p> {
 
 impl Actuator for Packages {
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
-        let at = format!("(in a packages promise at {}:{})", p.file, p.line);
+        let at = p.located();
         let has = |a: &str| match p.attrs.get(a) {
             Some(super::AttrValue::Value(Value::List(l))) => !l.is_empty(),
             Some(_) => true,
