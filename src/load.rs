@@ -48,10 +48,7 @@ impl LoadedFile {
 
     /// Every diagnostic rendered, in source order.
     pub fn render_diagnostics(&self) -> String {
-        self.diagnostics
-            .iter()
-            .map(|d| d.render(&self.source))
-            .collect()
+        crate::syntax::diagnostic::render_all(&self.diagnostics, &self.source)
     }
 }
 

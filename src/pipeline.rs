@@ -56,9 +56,7 @@ impl Prepared {
             .iter()
             .zip(&self.validation)
             .map(|(f, v)| {
-                let mut text = f.render_diagnostics();
-                text.extend(v.iter().map(|d| d.render(&f.source)));
-                text
+                crate::syntax::diagnostic::render_all(f.diagnostics.iter().chain(v), &f.source)
             })
             .chain(
                 self.properties

@@ -72,7 +72,6 @@ impl Diagnostic {
         let gutter = line.to_string();
         let pad = " ".repeat(gutter.len());
         let _ = writeln!(out, "{pad} |");
-        let _ = writeln!(out, "{gutter} | {}", text.replace('\t', " "));
         // The caret covers the span's part on this line, at least one column.
         let (end_line, end_col) = file.line_col(self.span.end);
         let width = if end_line == line && end_col > col {
@@ -80,12 +79,63 @@ impl Diagnostic {
         } else {
             1
         };
-        let _ = writeln!(out, "{pad} | {}{}", " ".repeat(col - 1), "^".repeat(width));
+        // A very long line is shown as a window around the caret.
+        let chars: Vec<char> = text.chars().collect();
+        let (from, to) = if chars.len() > SHOWN_LINE_CHARS {
+            let from = (col - 1).saturating_sub(SHOWN_LINE_CHARS / 2);
+            (from, (from + SHOWN_LINE_CHARS).min(chars.len()))
+        } else {
+            (0, chars.len())
+        };
+        let lead = if from > 0 { "..." } else { "" };
+        let tail = if to < chars.len() { "..." } else { "" };
+        let shown: String = chars[from..to].iter().collect();
+        let _ = writeln!(out, "{gutter} | {lead}{}{tail}", shown.replace('\t', " "));
+        let caret_col = col - 1 - from + lead.len();
+        let width = width.min((to + lead.len()).saturating_sub(caret_col).max(1));
+        let _ = writeln!(
+            out,
+            "{pad} | {}{}",
+            " ".repeat(caret_col),
+            "^".repeat(width)
+        );
         if let Some(help) = &self.help {
             let _ = writeln!(out, "{pad} = help: {help}");
         }
         out
     }
+}
+
+/// How much of a long source line a diagnostic shows.
+const SHOWN_LINE_CHARS: usize = 120;
+
+/// How many diagnostics of one file are shown; a file that is not policy
+/// at all would otherwise print one per token.
+pub const SHOWN_PER_FILE: usize = 100;
+
+/// The diagnostics of one file rendered, at most [`SHOWN_PER_FILE`] of
+/// them, then how many more there are.
+pub fn render_all<'a>(
+    diags: impl IntoIterator<Item = &'a Diagnostic>,
+    file: &SourceFile,
+) -> String {
+    let mut out = String::new();
+    let mut more = 0;
+    for (i, d) in diags.into_iter().enumerate() {
+        if i < SHOWN_PER_FILE {
+            out.push_str(&d.render(file));
+        } else {
+            more += 1;
+        }
+    }
+    if more > 0 {
+        let _ = writeln!(
+            out,
+            "{}: {more} more errors and warnings not shown",
+            file.path
+        );
+    }
+    out
 }
 
 /// The nearest candidate to `name` by edit distance, if it is near enough to
@@ -150,5 +200,40 @@ mod tests {
         assert!(text.contains("3 |   varz:\n"));
         assert!(text.contains("  |   ^^^^^\n"));
         assert!(text.contains("did you mean 'vars'?"));
+    }
+
+    /// A fuzzer-found file was one 28 KB line of `;`: each of its errors
+    /// printed the whole line (1.2 GB in all).
+    #[test]
+    fn long_lines_show_a_window_around_the_caret() {
+        let line = format!("{}X{}", "a".repeat(500), "b".repeat(500));
+        let f = SourceFile::new("p.cf", &format!("{line}\n"));
+        let text = Diagnostic::error(Span::new(500, 501), "here").render(&f);
+        let shown = text.lines().nth(2).unwrap();
+        let caret = text.lines().nth(3).unwrap();
+        assert!(
+            shown.starts_with("1 | ...") && shown.ends_with("..."),
+            "{shown}"
+        );
+        assert!(shown.len() < 140, "{shown}");
+        let x = shown.find('X').unwrap();
+        assert_eq!(caret.find('^'), Some(x), "{text}");
+    }
+
+    #[test]
+    fn a_file_shows_its_first_hundred_diagnostics() {
+        let f = SourceFile::new("p.cf", &";".repeat(150));
+        let diags: Vec<Diagnostic> = (0..150)
+            .map(|i| Diagnostic::error(Span::new(i, i + 1), "unexpected ';'"))
+            .collect();
+        let text = render_all(&diags, &f);
+        assert_eq!(
+            text.matches("error: unexpected ';'").count(),
+            SHOWN_PER_FILE
+        );
+        assert!(
+            text.ends_with("p.cf: 50 more errors and warnings not shown\n"),
+            "{text}"
+        );
     }
 }

@@ -30,6 +30,14 @@ pub fn parse(path: &str, src: &str) -> Parsed {
         pos: 0,
         diags: lexed.diagnostics,
         namespace: "default".to_string(),
+        line_starts: std::iter::once(0)
+            .chain(
+                src.bytes()
+                    .enumerate()
+                    .filter(|(_, b)| *b == b'\n')
+                    .map(|(i, _)| i as u32 + 1),
+            )
+            .collect(),
         ends_unterminated: lexed
             .tokens
             .last()
@@ -57,6 +65,9 @@ struct Parser<'a> {
     /// The text ends inside a string that is never closed; errors at the
     /// end of the file are consequences of it and are not reported.
     ends_unterminated: bool,
+    /// Where each line starts, so that the line of an offset is a binary
+    /// search, not a scan of the text before it.
+    line_starts: Vec<u32>,
 }
 
 const BLOCK_KEYWORDS: [&str; 3] = ["bundle", "body", "promise"];
@@ -101,11 +112,20 @@ impl<'a> Parser<'a> {
         t.kind == Tok::Word && BLOCK_KEYWORDS.contains(&self.text(t))
     }
 
-    /// True when the token is the first on its line.
+    /// The line (from 1) of a byte offset.
+    fn line_of(&self, offset: u32) -> usize {
+        match self.line_starts.binary_search(&offset) {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        }
+    }
+
+    /// True when the token is the first on its line: no token ends on its
+    /// line before it.
     fn starts_line(&self, t: Token) -> bool {
-        let before = &self.src[..t.span.start as usize];
-        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        before[line_start..].trim().is_empty()
+        let line_start = self.line_starts[self.line_of(t.span.start) - 1];
+        let idx = self.toks.partition_point(|x| x.span.start < t.span.start);
+        idx == 0 || self.toks[idx - 1].span.end <= line_start
     }
 
     fn describe(&self, t: Option<Token>) -> String {
@@ -139,8 +159,8 @@ impl<'a> Parser<'a> {
         let Some(t) = self.peek() else {
             return found;
         };
-        let line = line_col_of(self.src, t.span.start).0;
-        if line_col_of(self.src, span.start).0 < line {
+        let line = self.line_of(t.span.start);
+        if self.line_of(span.start) < line {
             format!("{found} on line {line}")
         } else {
             found
@@ -237,7 +257,7 @@ impl<'a> Parser<'a> {
         }
         let first_line = text.find('\n').unwrap_or(text.len());
         let start = prev.span.start as usize;
-        let end_line = line_col_of(self.src, prev.span.end).0;
+        let end_line = self.line_of(prev.span.end);
         self.diags.push(
             Diagnostic::error(
                 Span::new(start, start + first_line),
@@ -400,7 +420,7 @@ impl<'a> Parser<'a> {
         }
         let span = self.after_previous().unwrap_or_else(|| self.here());
         let found = self.describe_from(span);
-        let (line, _) = line_col_of(self.src, open.span.start);
+        let line = self.line_of(open.span.start);
         self.diags.push(
             Diagnostic::error(
                 span,
@@ -645,7 +665,7 @@ impl<'a> Parser<'a> {
                                     )
                                     .with_help(format!(
                                         "remove the ',' on line {} or add an attribute",
-                                        line_col_of(self.src, comma.span.start).0
+                                        self.line_of(comma.span.start)
                                     )),
                                 );
                                 if self.peek_kind() == Some(Tok::Semi) {
@@ -1077,6 +1097,7 @@ fn starts_value(kind: Tok) -> bool {
     matches!(kind, Tok::Str | Tok::Word | Tok::NakedVar | Tok::LBrace)
 }
 
+#[cfg(test)]
 fn line_col_of(src: &str, offset: u32) -> (usize, usize) {
     let before = &src[..(offset as usize).min(src.len())];
     let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
