@@ -207,7 +207,7 @@ mod tests {
     #[test]
     fn long_lines_show_a_window_around_the_caret() {
         let line = format!("{}X{}", "a".repeat(500), "b".repeat(500));
-        let f = SourceFile::new("p.cf", &format!("{line}\n"));
+        let f = SourceFile::new("p.cf", format!("{line}\n"));
         let text = Diagnostic::error(Span::new(500, 501), "here").render(&f);
         let shown = text.lines().nth(2).unwrap();
         let caret = text.lines().nth(3).unwrap();
@@ -222,7 +222,7 @@ mod tests {
 
     #[test]
     fn a_file_shows_its_first_hundred_diagnostics() {
-        let f = SourceFile::new("p.cf", &";".repeat(150));
+        let f = SourceFile::new("p.cf", ";".repeat(150));
         let diags: Vec<Diagnostic> = (0..150)
             .map(|i| Diagnostic::error(Span::new(i, i + 1), "unexpected ';'"))
             .collect();
