@@ -279,8 +279,13 @@ fn run(config: &Config) -> ExitCode {
             // Promises that failed, and variables left with references to
             // nothing: one located line each. They fail alone, as in
             // cf-promises, so they do not change the exit code.
-            for m in prepared.report.problems() {
+            for m in &prepared.report.messages {
                 eprintln!("   error: {}:{}: {}", m.file, m.line, m.message);
+            }
+            // cf-promises says nothing of these; the MPF has some on every
+            // platform, so they warn rather than err.
+            for m in &prepared.report.unresolved {
+                eprintln!(" warning: {}:{}: {}", m.file, m.line, m.message);
             }
             if let Mode::Show { vars, classes } = &config.mode {
                 match show_tables(&prepared.ctx, classes.as_ref(), vars.as_ref()) {

@@ -81,7 +81,7 @@ impl From<FnError> for BodyError {
     fn from(e: FnError) -> BodyError {
         match e {
             FnError::Defer => BodyError::Defer,
-            FnError::Failed(m) => BodyError::Function(m),
+            FnError::Failed(m) | FnError::Quiet(m) => BodyError::Function(m),
         }
     }
 }

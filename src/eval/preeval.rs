@@ -30,13 +30,6 @@ pub struct PreEvalReport {
     pub unresolved: Vec<EvalMessage>,
 }
 
-impl PreEvalReport {
-    /// Every problem to show after pre-evaluation, in order.
-    pub fn problems(&self) -> impl Iterator<Item = &EvalMessage> {
-        self.messages.iter().chain(&self.unresolved)
-    }
-}
-
 /// Loads `entry` and everything its inputs name into `policy`, and
 /// pre-evaluates it into `ctx`.
 pub fn load_and_preevaluate(
@@ -131,7 +124,12 @@ fn unresolved_at_end(ctx: &EvalContext, policy: &PolicySet) -> Vec<EvalMessage> 
         let mut refs = Vec::new();
         let mut pos = 0;
         while let Some(r) = crate::eval::refs::next_ref(text, pos) {
-            refs.push(format!("'{}'", &text[r.start..r.end]));
+            // `@(...)` inside a longer string is never expanded (a regex's
+            // `@([\d.]+)` is text), so it refers to nothing.
+            let whole = r.start == 0 && r.end == text.len();
+            if !r.list_sigil || whole {
+                refs.push(format!("'{}'", &text[r.start..r.end]));
+            }
             pos = r.end;
         }
         if refs.is_empty() {

@@ -119,7 +119,7 @@ impl EvalContext {
                     }
                     return None;
                 }
-                Err(FnError::Failed(_)) => false,
+                Err(FnError::Failed(_) | FnError::Quiet(_)) => false,
             };
             if truth == negate {
                 return Some(false);
@@ -270,6 +270,11 @@ impl EvalContext {
             Err(FnError::Failed(m)) => {
                 res.failed = true;
                 return (res, vec![msg(m)]);
+            }
+            Err(FnError::Quiet(m)) => {
+                res.failed = true;
+                tracing::debug!("{path}:{line}: {m}");
+                return (res, vec![]);
             }
         };
         let policy = match promise
@@ -567,7 +572,7 @@ impl EvalContext {
                 Ok(e) if e.unresolved => return Ok(None),
                 Ok(e) => e,
                 Err(FnError::Defer) => return Ok(None),
-                Err(FnError::Failed(m)) => return Err(m),
+                Err(FnError::Failed(m) | FnError::Quiet(m)) => return Err(m),
             };
             let items: Vec<String> = match e.value {
                 Value::Scalar(s) => vec![s],

@@ -36,6 +36,11 @@ impl<'a> Args<'a> {
         FnError::Failed(format!("function '{}': {msg}", self.name))
     }
 
+    /// A failure cf-agent does not report (see [`FnError::Quiet`]).
+    pub fn fail_quietly(&self, msg: impl std::fmt::Display) -> FnError {
+        FnError::Quiet(format!("function '{}': {msg}", self.name))
+    }
+
     fn bad(&self, i: usize, param: &str, expected: &str, got: &str) -> FnError {
         self.fail(format!(
             "parameter '{param}' (argument {}) must be {expected}, got '{got}'",

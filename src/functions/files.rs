@@ -87,7 +87,7 @@ fn filesize(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let path = p.str(0, "path")?;
     match lstat(path) {
         Some(m) => Ok(int_value(m.len() as i64)),
-        None => Err(p.fail(format!("cannot stat '{path}'"))),
+        None => Err(p.fail_quietly(format!("cannot stat '{path}'"))),
     }
 }
 
@@ -189,7 +189,7 @@ fn filestat(_: &mut EvalContext, a: &[Value]) -> FnResult {
         ],
     )?;
     let Some(m) = lstat(path) else {
-        return Err(p.fail(format!("cannot stat '{path}'")));
+        return Err(p.fail_quietly(format!("cannot stat '{path}'")));
     };
     let v = match field {
         "size" => m.len().to_string(),

@@ -46,6 +46,10 @@ pub enum FnError {
     /// The call failed; the message says why.
     #[error("{0}")]
     Failed(String),
+    /// The call failed where cf-agent fails it without a word (`filestat`
+    /// of a missing file): the message is for `-v` only.
+    #[error("{0}")]
+    Quiet(String),
 }
 
 pub type FnResult = Result<Value, FnError>;
