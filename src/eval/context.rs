@@ -306,7 +306,7 @@ impl EvalContext {
     }
 
     fn expand_at(&self, s: &str, depth: usize, max: usize, search: NsSearch) -> Expanded {
-        if !s.contains("$(") && !s.contains("${") && !s.contains("@(") && !s.contains("@{") {
+        if !may_hold_reference(s) {
             return Expanded {
                 text: s.to_string(),
                 unresolved: false,
@@ -499,6 +499,15 @@ pub fn scalar_text(v: &Value) -> Option<String> {
         Value::Data(d) => crate::functions::json::expansion_text(d),
         Value::List(_) => None,
     }
+}
+
+/// Whether `s` holds `$(`, `${`, `@(` or `@{`: one pass over the text, as
+/// this is asked of every string expanded.
+pub(crate) fn may_hold_reference(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.iter()
+        .enumerate()
+        .any(|(i, &c)| (c == b'$' || c == b'@') && matches!(b.get(i + 1), Some(b'(' | b'{')))
 }
 
 /// A JSON node as a value: primitives become scalars, the rest stays data.

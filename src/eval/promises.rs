@@ -684,7 +684,7 @@ fn refers_to_itself(v: &Value, name: &str) -> bool {
         format!("@{{{name}}}"),
     ];
     let refers = |s: &str| {
-        (s.contains('$') || s.contains('@')) && needles.iter().any(|n| s.contains(n.as_str()))
+        super::context::may_hold_reference(s) && needles.iter().any(|n| s.contains(n.as_str()))
     };
     match v {
         Value::Scalar(s) => refers(s),
