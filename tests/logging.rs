@@ -16,17 +16,24 @@ fn check_lines(out: &str, who: &str) {
     assert!(out.lines().any(|l| l == "R: hello"), "{who}: {out:?}");
 }
 
-#[test]
-fn timestamps_prefix_log_lines_not_reports() {
-    let tmp = tempfile::tempdir().unwrap();
-    let target = tmp.path().join("made");
+/// A policy that creates `made` in `dir` (one log line) and reports
+/// `hello`; returns the file it creates and the policy.
+fn creating_policy(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let target = dir.join("made");
     let policy = write_policy(
-        tmp.path(),
+        dir,
         &format!(
             "body common control {{ bundlesequence => {{ \"main\" }}; }}\nbundle agent main {{ files: \"{}\" create => \"true\"; reports: \"hello\"; }}\n",
             target.display()
         ),
     );
+    (target, policy)
+}
+
+#[test]
+fn timestamps_prefix_log_lines_not_reports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (target, policy) = creating_policy(tmp.path());
     let ours = agent_inform(&tmp.path().join("wd"), &policy, &["-l"]);
     check_lines(&ours.stdout, "ours");
     if have("cf-agent") {
@@ -48,14 +55,7 @@ fn timestamps_prefix_log_lines_not_reports() {
 #[test]
 fn colour_by_level_only_when_asked() {
     let tmp = tempfile::tempdir().unwrap();
-    let target = tmp.path().join("made");
-    let policy = write_policy(
-        tmp.path(),
-        &format!(
-            "body common control {{ bundlesequence => {{ \"main\" }}; }}\nbundle agent main {{ files: \"{}\" create => \"true\"; reports: \"hello\"; }}\n",
-            target.display()
-        ),
-    );
+    let (target, policy) = creating_policy(tmp.path());
     let coloured = |out: &str| {
         out.contains("\x1b[32m    info: Created file") && out.contains("\n\x1b[0mR: hello")
     };
