@@ -15,12 +15,15 @@ use std::borrow::Cow;
 /// What strict JSON refuses but CFEngine's own parser accepts (a trailing
 /// comma, as in the MPF's dmidecode inventory) is read as CFEngine reads
 /// it, through the lenient reader of augments.
+///
+/// CFEngine keeps a `\uXXXX` escape as written, backslash and all, so text
+/// holding one is read by that same lenient reader too.
 pub fn parse(text: &str) -> Result<Json, String> {
-    serde_json::from_str(text.trim()).or_else(|strict| {
-        crate::augments::json::parse(text)
-            .map(|node| node.to_serde())
-            .map_err(|_| strict.to_string())
-    })
+    let lenient = || crate::augments::json::parse(text).map(|node| node.to_serde());
+    if text.contains("\\u") {
+        return lenient().map_err(|e| e.to_string());
+    }
+    serde_json::from_str(text.trim()).or_else(|strict| lenient().map_err(|_| strict.to_string()))
 }
 
 /// Brings every number to what CFEngine stores in a variable: integers
