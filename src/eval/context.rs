@@ -159,7 +159,13 @@ impl EvalContext {
 
     pub fn set_this(&mut self, name: &str, value: Value) {
         if let Some(f) = self.frame_mut() {
-            f.this.insert(name.to_string(), value);
+            // Set for every promise: the key is made only the first time.
+            match f.this.get_mut(name) {
+                Some(v) => *v = value,
+                None => {
+                    f.this.insert(name.to_string(), value);
+                }
+            }
         }
     }
 
