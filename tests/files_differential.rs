@@ -78,6 +78,13 @@ impl Scenario {
         }
     }
 
+    /// The extra flags of a dry run: `-n` and the scenario's own.
+    fn dry_run_args(&self) -> Vec<&str> {
+        std::iter::once("-n")
+            .chain(self.args.iter().map(String::as_str))
+            .collect()
+    }
+
     /// A fresh copy of the scenario under `base`: the root tree and the
     /// policy naming it. Returns (root, policy file).
     fn prepare(&self, base: &Path) -> (PathBuf, PathBuf) {
@@ -329,14 +336,7 @@ fn run_scenario(s: &Scenario, with_reference: bool) -> Vec<String> {
         ours_text.push_str(&dry_run_lines(
             s,
             &tmp.path().join("ours-n"),
-            &|base, policy| {
-                run(Command::new(agent_bin())
-                    .args(["-KIn", "-w"])
-                    .arg(base.join("wd"))
-                    .args(&s.args)
-                    .arg("-f")
-                    .arg(policy))
-            },
+            &|base, policy| agent_inform(&base.join("wd"), policy, &s.dry_run_args()),
         ));
     }
     if s.converges && !ours.converged {
@@ -369,15 +369,7 @@ fn run_scenario(s: &Scenario, with_reference: bool) -> Vec<String> {
             text.push_str(&dry_run_lines(
                 s,
                 &tmp.path().join("cf-n"),
-                &|base, policy| {
-                    let wd = cf_workdir(base);
-                    run(Command::new("cf-agent")
-                        .args(["-KIn", "-w"])
-                        .arg(&wd)
-                        .args(&s.args)
-                        .arg("-f")
-                        .arg(policy))
-                },
+                &|base, policy| cf_agent_inform(base, policy, &s.dry_run_args()),
             ));
         }
         text

@@ -4,7 +4,6 @@
 mod common;
 
 use common::*;
-use std::process::Command;
 
 fn check_lines(out: &str, who: &str) {
     let stamped = regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} +info: ").unwrap();
@@ -38,11 +37,7 @@ fn timestamps_prefix_log_lines_not_reports() {
     check_lines(&ours.stdout, "ours");
     if have("cf-agent") {
         std::fs::remove_file(&target).unwrap();
-        let theirs = run(Command::new("cf-agent")
-            .args(["-K", "-I", "-l", "-w"])
-            .arg(cf_workdir(tmp.path()))
-            .arg("-f")
-            .arg(&policy));
+        let theirs = cf_agent_inform(tmp.path(), &policy, &["-l"]);
         check_lines(&theirs.stdout, "cf-agent");
     } else {
         eprintln!("skipped the cf-agent comparison: cf-agent not installed");
@@ -66,11 +61,7 @@ fn colour_by_level_only_when_asked() {
     assert!(!auto.stdout.contains('\x1b'), "{auto:?}");
     if have("cf-agent") {
         std::fs::remove_file(&target).unwrap();
-        let theirs = run(Command::new("cf-agent")
-            .args(["-K", "-I", "--color=always", "-w"])
-            .arg(cf_workdir(tmp.path()))
-            .arg("-f")
-            .arg(&policy));
+        let theirs = cf_agent_inform(tmp.path(), &policy, &["--color=always"]);
         assert!(coloured(&theirs.stdout), "{theirs:?}");
     } else {
         eprintln!("skipped the cf-agent comparison: cf-agent not installed");

@@ -141,7 +141,7 @@ impl EvalContext {
             return functions::maplist_call(self, pattern, &list.value).map(Evaluated::done);
         }
         let mut args = Vec::with_capacity(c.args.len());
-        let mut unresolved = Vec::new();
+        let mut unresolved = false;
         for (i, a) in c.args.iter().enumerate() {
             if spec.raw_args.contains(&i) {
                 args.push(match a {
@@ -154,11 +154,11 @@ impl EvalContext {
             }
             let e = self.eval_rval(a)?;
             if e.unresolved {
-                unresolved.push(i);
+                unresolved = true;
             }
             args.push(e.value);
         }
-        if !unresolved.is_empty() && !ifelse_may_go_on(spec.name, &args) {
+        if unresolved && !ifelse_may_go_on(spec.name, &args) {
             return Err(FnError::Defer);
         }
         if spec.side_effects && self.settings.no_side_effects {

@@ -64,7 +64,7 @@ pub fn copy_from(
     }
     copy_file(
         act,
-        super::only_warning(p),
+        super::only_warning(p.warn_only()),
         &source,
         &smeta,
         target,
@@ -88,7 +88,7 @@ fn ensure_dir(
         tracing::warn!(
             "Should create directory '{}'{}",
             dir.display(),
-            super::only_warning(p)
+            super::only_warning(p.warn_only())
         );
         v.warned();
         return;
@@ -160,7 +160,7 @@ fn copy_tree(
         if meta.kind == FileKind::File {
             copy_file(
                 act,
-                super::only_warning(p),
+                super::only_warning(p.warn_only()),
                 &src.join(&name),
                 &meta,
                 &dst.join(&name),

@@ -385,7 +385,7 @@ fn render_mustache(
         tracing::warn!(
             "Should update rendering of '{}' from mustache template '{label}'{}",
             p.promiser,
-            super::only_warning(p)
+            super::only_warning(p.warn_only())
         );
         v.warned();
         return;

@@ -149,7 +149,7 @@ fn make(
         tracing::warn!(
             "Should create link '{}'{}",
             p.promiser,
-            super::only_warning(p)
+            super::only_warning(p.warn_only())
         );
         v.warned();
         return;

@@ -120,11 +120,11 @@ fn leaf(
 ) {
     let shown = target.display().to_string();
     if let Some(del) = p.body("delete") {
-        delete(act, only_warning(p), &shown, target, del, v);
+        delete(act, only_warning(p.warn_only()), &shown, target, del, v);
         return;
     }
     if let Some(ren) = p.body("rename") {
-        rename(act, only_warning(p), &shown, target, ren, v);
+        rename(act, only_warning(p.warn_only()), &shown, target, ren, v);
         return;
     }
     let meta = match act.host.lstat(target) {
@@ -170,7 +170,10 @@ fn leaf(
     }
     if p.flag("touch") == Some(true) {
         if act.dry_run {
-            tracing::warn!("Should update time stamps for '{shown}'{}", only_warning(p));
+            tracing::warn!(
+                "Should update time stamps for '{shown}'{}",
+                only_warning(p.warn_only())
+            );
             v.warned();
         } else if let Err(e) = act.host.touch(target) {
             tracing::error!("Could not touch '{shown}': {e}");
@@ -329,8 +332,8 @@ fn creation_mode(p: &ExpandedPromise, is_dir: bool) -> u32 {
 
 /// What cf-agent adds to a "Should ..." warning when the promise itself
 /// only warns (`action_policy => "warn"`), as opposed to a `--dry-run`.
-pub(crate) fn only_warning(p: &ExpandedPromise) -> &'static str {
-    if p.warn_only() {
+pub(crate) fn only_warning(warn_only: bool) -> &'static str {
+    if warn_only {
         ", but only warning promised"
     } else {
         ""
@@ -346,7 +349,7 @@ fn create(
 ) -> Option<Meta> {
     let mode = creation_mode(p, is_dir);
     if act.dry_run {
-        let only = only_warning(p);
+        let only = only_warning(p.warn_only());
         if is_dir {
             tracing::warn!("Should create directory '{}'{only}", p.promiser);
         } else {
@@ -583,11 +586,7 @@ fn set_content(
                 "Should update file '{}' with content '{}'{}",
                 shown,
                 content,
-                if warn_only {
-                    ", but only warning promised"
-                } else {
-                    ""
-                }
+                only_warning(warn_only)
             );
         }
         v.warned();
