@@ -4,11 +4,13 @@
 //! change journal, if it has one (see [`super::ChangeJournal`]).
 
 use super::Host;
-use std::ffi::CString;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use super::safe::{self, Final, Located};
+use rustix::fs::{AtFlags, Mode, OFlags};
+use std::ffi::{CString, OsStr};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,32 +40,53 @@ pub struct Meta {
 }
 
 impl Meta {
-    fn from_std(m: &fs::Metadata) -> Meta {
-        let ft = m.file_type();
-        use std::os::unix::fs::FileTypeExt;
-        let kind = if ft.is_symlink() {
-            FileKind::Symlink
-        } else if ft.is_dir() {
-            FileKind::Dir
-        } else if ft.is_file() {
-            FileKind::File
-        } else if ft.is_fifo() {
-            FileKind::Fifo
-        } else {
-            FileKind::Other
+    // `struct stat`'s field types differ between architectures.
+    #[allow(clippy::useless_conversion)]
+    fn from_stat(st: &rustix::fs::Stat) -> Meta {
+        use rustix::fs::FileType;
+        let kind = match FileType::from_raw_mode(st.st_mode) {
+            FileType::Symlink => FileKind::Symlink,
+            FileType::Directory => FileKind::Dir,
+            FileType::RegularFile => FileKind::File,
+            FileType::Fifo => FileKind::Fifo,
+            _ => FileKind::Other,
         };
         Meta {
             kind,
-            mode: m.mode() & 0o7777,
-            uid: m.uid(),
-            gid: m.gid(),
-            size: m.size(),
-            mtime: m.mtime(),
-            ctime: m.ctime(),
-            atime: m.atime(),
-            ino: m.ino(),
-            dev: m.dev(),
-            nlink: m.nlink(),
+            mode: st.st_mode & 0o7777,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            mtime: i64::from(st.st_mtime),
+            ctime: i64::from(st.st_ctime),
+            atime: i64::from(st.st_atime),
+            ino: u64::from(st.st_ino),
+            dev: u64::from(st.st_dev),
+            nlink: u64::from(st.st_nlink),
+        }
+    }
+}
+
+/// What an edit saw of the file it read, to tell at write time whether
+/// someone else changed it in between (see [`Host::write_atomic_unless_changed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: i64,
+    mtime: (i64, u64),
+    ctime: (i64, u64),
+}
+
+impl Stamp {
+    #[allow(clippy::useless_conversion)]
+    fn of(st: &rustix::fs::Stat) -> Stamp {
+        Stamp {
+            dev: u64::from(st.st_dev),
+            ino: u64::from(st.st_ino),
+            size: i64::from(st.st_size),
+            mtime: (i64::from(st.st_mtime), u64::from(st.st_mtime_nsec)),
+            ctime: (i64::from(st.st_ctime), u64::from(st.st_ctime_nsec)),
         }
     }
 }
@@ -76,36 +99,46 @@ fn not_found_is_none<T>(r: io::Result<T>) -> io::Result<Option<T>> {
     }
 }
 
-fn cstr(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
-}
-
-fn check(rc: libc::c_int) -> io::Result<()> {
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 /// Whether we may change ownership (only root can give files away).
 pub fn can_chown() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
+}
+
+fn uid_gid(
+    uid: Option<u32>,
+    gid: Option<u32>,
+) -> (Option<rustix::fs::Uid>, Option<rustix::fs::Gid>) {
+    (
+        uid.map(rustix::fs::Uid::from_raw),
+        gid.map(rustix::fs::Gid::from_raw),
+    )
 }
 
 impl Host {
-    /// `lstat`: the link itself for symlinks. `None` when nothing is there.
-    pub fn lstat(&self, p: &Path) -> io::Result<Option<Meta>> {
-        let m = not_found_is_none(fs::symlink_metadata(self.map(p)))?;
-        Ok(self.with_simulated(p, m.as_ref().map(Meta::from_std)))
+    /// Walks to `p` safely (see [`safe`]).
+    fn locate(&self, p: &Path, last: Final) -> io::Result<Located> {
+        safe::locate(self.root(), p, last)
     }
 
-    /// `stat`: follows symlinks. `None` when nothing (or a dangling link) is there.
+    /// `lstat`: the link itself for symlinks. `None` when nothing is there.
+    pub fn lstat(&self, p: &Path) -> io::Result<Option<Meta>> {
+        let m = match not_found_is_none(self.locate(p, Final::Keep))? {
+            Some(l) => l.lstat()?.as_ref().map(Meta::from_stat),
+            None => None,
+        };
+        Ok(self.with_simulated(p, m))
+    }
+
+    /// `stat`: follows symlinks that cf-agent would follow (an error names
+    /// one it would not). `None` when nothing (or a dangling link) is there.
     pub fn stat(&self, p: &Path) -> io::Result<Option<Meta>> {
-        let m = not_found_is_none(fs::metadata(self.map(p)))?;
-        Ok(self.with_simulated(p, m.as_ref().map(Meta::from_std)))
+        let m = match not_found_is_none(self.locate(p, Final::Follow))? {
+            Some(l) => l.lstat()?.as_ref().map(Meta::from_stat),
+            None => None,
+        };
+        // A dangling link is not followed to anything.
+        let m = m.filter(|m| m.kind != FileKind::Symlink);
+        Ok(self.with_simulated(p, m))
     }
 
     /// Metadata as a dry run sees it: a file it would have created, or
@@ -121,9 +154,8 @@ impl Host {
             None => Meta {
                 kind: FileKind::File,
                 mode,
-                // SAFETY: geteuid and getegid have no preconditions.
-                uid: unsafe { libc::geteuid() },
-                gid: unsafe { libc::getegid() },
+                uid: rustix::process::geteuid().as_raw(),
+                gid: rustix::process::getegid().as_raw(),
                 size,
                 mtime: 0,
                 ctime: 0,
@@ -135,23 +167,45 @@ impl Host {
         })
     }
 
+    /// The content of a file, read through the descriptor the safe walk
+    /// opened (so a link swapped in after a check is never read).
     pub fn read(&self, p: &Path) -> io::Result<Vec<u8>> {
+        Ok(self.read_stamped(p)?.0)
+    }
+
+    /// The content of a file and what it was when read, for an edit that
+    /// will write it back with [`Host::write_atomic_unless_changed`].
+    pub fn read_stamped(&self, p: &Path) -> io::Result<(Vec<u8>, Option<Stamp>)> {
         if let Some((data, _)) = self.simulated(p) {
-            return Ok(data);
+            return Ok((data, None));
         }
-        fs::read(self.map(p))
+        let l = self.locate(p, Final::Follow)?;
+        let fd = l.open(OFlags::RDONLY | OFlags::NOCTTY)?;
+        let st = rustix::fs::fstat(&fd).map_err(safe::errno)?;
+        let mut data = Vec::new();
+        File::from(fd).read_to_end(&mut data)?;
+        Ok((data, Some(Stamp::of(&st))))
     }
 
     pub fn read_link(&self, p: &Path) -> io::Result<PathBuf> {
-        fs::read_link(self.map(p))
+        let l = self.locate(p, Final::Keep)?;
+        let text = rustix::fs::readlinkat(&l.dir, &l.name, Vec::new()).map_err(safe::errno)?;
+        Ok(PathBuf::from(OsStr::from_bytes(text.as_bytes())))
     }
 
     /// Entries of a directory (names only), sorted.
     pub fn read_dir(&self, p: &Path) -> io::Result<Vec<String>> {
-        let mut v: Vec<String> = fs::read_dir(self.map(p))?
-            .filter_map(Result::ok)
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
+        let l = self.locate(p, Final::Follow)?;
+        let fd = l.open(OFlags::RDONLY | OFlags::DIRECTORY)?;
+        let mut dir = rustix::fs::Dir::read_from(&fd).map_err(safe::errno)?;
+        let mut v = Vec::new();
+        while let Some(e) = dir.read() {
+            let e = e.map_err(safe::errno)?;
+            let name = e.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                v.push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
         v.sort();
         Ok(v)
     }
@@ -159,24 +213,19 @@ impl Host {
     /// Creates an empty file that must not exist yet, with exactly `mode`.
     pub fn create_empty(&self, p: &Path, mode: u32) -> io::Result<()> {
         self.before_change(p)?;
-        let real = self.map(p);
-        let f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&real)?;
+        let l = self.locate(p, Final::Keep)?;
+        let fd = l.open_new(mode)?;
         // The umask may have cleared bits; set the mode we promised.
-        f.set_permissions(fs::Permissions::from_mode(mode))?;
-        f.sync_all()
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(safe::errno)?;
+        rustix::fs::fsync(&fd).map_err(safe::errno)
     }
 
     /// Creates a FIFO with `mode`.
     pub fn create_fifo(&self, p: &Path, mode: u32) -> io::Result<()> {
         self.before_change(p)?;
-        let c = cstr(&self.map(p))?;
-        // SAFETY: c is a valid NUL-terminated path.
-        check(unsafe { libc::mkfifo(c.as_ptr(), mode as libc::mode_t) })?;
-        self.chmod(p, mode)
+        let l = self.locate(p, Final::Keep)?;
+        rustix::fs::mkfifoat(&l.dir, &l.name, Mode::from_raw_mode(mode)).map_err(safe::errno)?;
+        l.chmod(mode)
     }
 
     /// Creates a directory and its missing parents, each with `mode`.
@@ -194,59 +243,103 @@ impl Host {
         missing.reverse();
         for d in &missing {
             self.before_change(d)?;
-            match fs::create_dir(self.map(d)) {
-                Ok(()) => fs::set_permissions(self.map(d), fs::Permissions::from_mode(mode))?,
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e),
+            let l = self.locate(d, Final::Follow)?;
+            match rustix::fs::mkdirat(&l.dir, &l.name, Mode::from_raw_mode(mode)) {
+                Ok(()) => l.chmod(mode)?,
+                Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(safe::errno(e)),
             }
         }
         Ok(missing)
     }
 
+    /// Sets the mode of `p`, or of what a link there points to when
+    /// cf-agent would follow it.
     pub fn chmod(&self, p: &Path, mode: u32) -> io::Result<()> {
         self.before_change(p)?;
-        fs::set_permissions(self.map(p), fs::Permissions::from_mode(mode))
+        self.locate(p, Final::Follow)?.chmod(mode)
     }
 
     /// Changes owner and group without following a final symlink.
     pub fn lchown(&self, p: &Path, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
         self.before_change(p)?;
-        std::os::unix::fs::lchown(self.map(p), uid, gid)
+        let l = self.locate(p, Final::Keep)?;
+        let (u, g) = uid_gid(uid, gid);
+        rustix::fs::chownat(&l.dir, &l.name, u, g, AtFlags::SYMLINK_NOFOLLOW).map_err(safe::errno)
+    }
+
+    /// Changes owner and group of `p`, or of what a link there points to
+    /// when cf-agent would follow it.
+    pub fn chown(&self, p: &Path, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+        self.before_change(p)?;
+        let l = self.locate(p, Final::Follow)?;
+        let (u, g) = uid_gid(uid, gid);
+        rustix::fs::chownat(&l.dir, &l.name, u, g, AtFlags::SYMLINK_NOFOLLOW).map_err(safe::errno)
     }
 
     pub fn remove_file(&self, p: &Path) -> io::Result<()> {
         self.before_change(p)?;
-        fs::remove_file(self.map(p))
+        let l = self.locate(p, Final::Keep)?;
+        rustix::fs::unlinkat(&l.dir, &l.name, AtFlags::empty()).map_err(safe::errno)
     }
 
     pub fn remove_dir(&self, p: &Path) -> io::Result<()> {
         self.before_change(p)?;
-        fs::remove_dir(self.map(p))
+        let l = self.locate(p, Final::Keep)?;
+        rustix::fs::unlinkat(&l.dir, &l.name, AtFlags::REMOVEDIR).map_err(safe::errno)
+    }
+
+    /// Removes a directory and everything below it, never following a
+    /// link inside it.
+    pub fn remove_dir_all(&self, p: &Path) -> io::Result<()> {
+        for name in self.read_dir(p)? {
+            let child = p.join(&name);
+            match self.lstat(&child)? {
+                Some(m) if m.kind == FileKind::Dir => self.remove_dir_all(&child)?,
+                Some(_) => self.remove_file(&child)?,
+                None => {}
+            }
+        }
+        self.remove_dir(p)
     }
 
     pub fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.before_change(from)?;
         self.before_change(to)?;
-        fs::rename(self.map(from), self.map(to))
+        let f = self.locate(from, Final::Keep)?;
+        let t = self.locate(to, Final::Keep)?;
+        rustix::fs::renameat(&f.dir, &f.name, &t.dir, &t.name).map_err(safe::errno)
     }
 
     /// Creates a symlink at `link` whose target is `target` as written
     /// (not mapped: a link's text is what the policy says).
     pub fn symlink(&self, target: &Path, link: &Path) -> io::Result<()> {
         self.before_change(link)?;
-        std::os::unix::fs::symlink(target, self.map(link))
+        let l = self.locate(link, Final::Keep)?;
+        rustix::fs::symlinkat(target, &l.dir, &l.name).map_err(safe::errno)
     }
 
     pub fn hard_link(&self, existing: &Path, link: &Path) -> io::Result<()> {
         self.before_change(link)?;
-        fs::hard_link(self.map(existing), self.map(link))
+        let e = self.locate(existing, Final::Keep)?;
+        let l = self.locate(link, Final::Keep)?;
+        rustix::fs::linkat(&e.dir, &e.name, &l.dir, &l.name, AtFlags::empty()).map_err(safe::errno)
     }
 
     /// Sets access and modification times to now.
     pub fn touch(&self, p: &Path) -> io::Result<()> {
-        let c = cstr(&self.map(p))?;
-        // SAFETY: a null times pointer means "now"; c is a valid path.
-        check(unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), std::ptr::null(), 0) })
+        let l = self.locate(p, Final::Follow)?;
+        let now = rustix::fs::Timestamps {
+            last_access: rustix::fs::Timespec {
+                tv_sec: 0,
+                tv_nsec: rustix::fs::UTIME_NOW,
+            },
+            last_modification: rustix::fs::Timespec {
+                tv_sec: 0,
+                tv_nsec: rustix::fs::UTIME_NOW,
+            },
+        };
+        rustix::fs::utimensat(&l.dir, &l.name, &now, AtFlags::SYMLINK_NOFOLLOW).map_err(safe::errno)
     }
 
     /// Replaces a file's content atomically: a new file beside the target
@@ -254,41 +347,64 @@ impl Host {
     /// the file it replaces, when there is one), is synced, and is renamed
     /// over the target; then the directory is synced. A crash at any moment
     /// leaves the old file or the new one, never a mix.
+    ///
+    /// The new file is created exclusively (`O_EXCL`, `O_NOFOLLOW`) under a
+    /// name nobody can predict, and its owner and mode are set through its
+    /// descriptor; a link at the target that cf-agent would follow is
+    /// written through (the file it points to is replaced), one it would
+    /// not is refused.
     pub fn write_atomic(&self, p: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+        self.write_atomic_unless_changed(p, data, mode, None)
+    }
+
+    /// [`Host::write_atomic`], refusing when the file is no longer what
+    /// `read` saw (another writer changed it since): that writer's change
+    /// is kept, and the error says so.
+    pub fn write_atomic_unless_changed(
+        &self,
+        p: &Path,
+        data: &[u8],
+        mode: u32,
+        read: Option<Stamp>,
+    ) -> io::Result<()> {
         self.before_change(p)?;
-        let real = self.map(p);
-        let dir = real
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("/"));
-        let name = real
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let old = fs::metadata(&real).ok();
-        let tmp = dir.join(format!(".{name}.convergent-{}", std::process::id()));
+        let l = self.locate(p, Final::Follow)?;
+        self.clean_stale_temps(&l.dir);
+        let old = l.lstat()?;
+        let tmp = Located {
+            dir: l.dir.try_clone()?,
+            name: safe::temp_name(&l.name),
+        };
         let result = (|| {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)?;
+            let fd = tmp.open_new(0o600)?;
+            let mut f = File::from(fd);
             f.write_all(data)?;
-            if let Some(m) = &old {
+            if let Some(st) = &old {
                 if can_chown() {
-                    std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))?;
+                    let (u, g) = uid_gid(Some(st.st_uid), Some(st.st_gid));
+                    rustix::fs::fchown(&f, u, g).map_err(safe::errno)?;
                 }
-                copy_xattrs(&real, &tmp);
+                if let Ok(from) = l.open(OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY) {
+                    copy_xattrs(&from, &f);
+                }
             }
-            f.set_permissions(fs::Permissions::from_mode(mode))?;
+            rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(safe::errno)?;
             f.sync_all()?;
             drop(f);
-            fs::rename(&tmp, &real)?;
-            File::open(&dir)?.sync_all()
+            if let Some(seen) = read {
+                let now = l.lstat()?.map(|st| Stamp::of(&st));
+                if now != Some(seen) {
+                    return Err(io::Error::other(format!(
+                        "'{}' changed since it was read; not overwriting the other change",
+                        p.display()
+                    )));
+                }
+            }
+            rustix::fs::renameat(&tmp.dir, &tmp.name, &l.dir, &l.name).map_err(safe::errno)?;
+            l.sync_dir()
         })();
         if result.is_err() {
-            let _ = fs::remove_file(&tmp);
+            let _ = rustix::fs::unlinkat(&tmp.dir, &tmp.name, AtFlags::empty());
         }
         result
     }
@@ -298,22 +414,49 @@ impl Host {
         let data = self.read(from)?;
         self.write_atomic(to, &data, mode)
     }
+
+    /// Once per directory and run: removes what killed runs left there.
+    fn clean_stale_temps(&self, dir: &std::os::fd::OwnedFd) {
+        let Ok(st) = rustix::fs::fstat(dir) else {
+            return;
+        };
+        let Stamp { dev, ino, .. } = Stamp::of(&st);
+        let key = (dev, ino);
+        if let Ok(mut seen) = self.cleaned_dirs.lock()
+            && !seen.insert(key)
+        {
+            return;
+        }
+        let _ = safe::remove_stale_temps(dir);
+    }
 }
 
-/// Extended attributes of `from` onto `to`, best effort (file systems
-/// without xattr support simply have none).
-fn copy_xattrs(from: &Path, to: &Path) {
-    let (Ok(f), Ok(t)) = (cstr(from), cstr(to)) else {
-        return;
-    };
-    // SAFETY: valid paths; a null buffer asks for the needed size.
-    let size = unsafe { libc::llistxattr(f.as_ptr(), std::ptr::null_mut(), 0) };
+impl Located {
+    /// Creates the entry as a new regular file, exclusively: never through
+    /// a link, never an existing file.
+    fn open_new(&self, mode: u32) -> io::Result<std::os::fd::OwnedFd> {
+        rustix::fs::openat(
+            &self.dir,
+            &self.name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode),
+        )
+        .map_err(safe::errno)
+    }
+}
+
+/// Extended attributes of `from` onto `to`, through their descriptors,
+/// best effort (file systems without xattr support simply have none).
+fn copy_xattrs(from: &impl AsRawFd, to: &impl AsRawFd) {
+    let (f, t) = (from.as_raw_fd(), to.as_raw_fd());
+    // SAFETY: valid descriptors; a null buffer asks for the needed size.
+    let size = unsafe { libc::flistxattr(f, std::ptr::null_mut(), 0) };
     if size <= 0 {
         return;
     }
     let mut names = vec![0u8; size as usize];
     // SAFETY: the buffer has `size` bytes.
-    let size = unsafe { libc::llistxattr(f.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+    let size = unsafe { libc::flistxattr(f, names.as_mut_ptr().cast(), names.len()) };
     if size <= 0 {
         return;
     }
@@ -324,33 +467,21 @@ fn copy_xattrs(from: &Path, to: &Path) {
         let Ok(cname) = CString::new(name) else {
             continue;
         };
-        // SAFETY: valid path and attribute name; null buffer asks the size.
-        let len = unsafe { libc::lgetxattr(f.as_ptr(), cname.as_ptr(), std::ptr::null_mut(), 0) };
+        // SAFETY: valid descriptor and attribute name; null buffer asks the size.
+        let len = unsafe { libc::fgetxattr(f, cname.as_ptr(), std::ptr::null_mut(), 0) };
         if len < 0 {
             continue;
         }
         let mut value = vec![0u8; len as usize];
         // SAFETY: the buffer has `len` bytes.
-        let len = unsafe {
-            libc::lgetxattr(
-                f.as_ptr(),
-                cname.as_ptr(),
-                value.as_mut_ptr().cast(),
-                value.len(),
-            )
-        };
+        let len =
+            unsafe { libc::fgetxattr(f, cname.as_ptr(), value.as_mut_ptr().cast(), value.len()) };
         if len < 0 {
             continue;
         }
-        // SAFETY: valid path, name and value buffer of `len` bytes.
+        // SAFETY: valid descriptor, name and value buffer of `len` bytes.
         unsafe {
-            libc::lsetxattr(
-                t.as_ptr(),
-                cname.as_ptr(),
-                value.as_ptr().cast(),
-                len as usize,
-                0,
-            );
+            libc::fsetxattr(t, cname.as_ptr(), value.as_ptr().cast(), len as usize, 0);
         }
     }
 }

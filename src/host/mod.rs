@@ -9,8 +9,9 @@ pub mod exec;
 pub mod fs;
 pub mod packages;
 pub mod procs;
+pub mod safe;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +31,9 @@ pub struct Host {
     /// Under a dry run: what the run would have written, so that later
     /// promises see it (see [`Host::simulate_file`]).
     overlay: Option<Arc<Mutex<Overlay>>>,
+    /// Directories (device, inode) already rid of the temporary files that
+    /// killed runs left, so that each is read once per run.
+    cleaned_dirs: Arc<Mutex<HashSet<(u64, u64)>>>,
 }
 
 /// The files a dry run would have created or rewritten, by policy path:
@@ -49,8 +53,7 @@ impl Host {
     pub fn rooted(root: impl Into<PathBuf>) -> Host {
         Host {
             root: Some(root.into()),
-            journal: None,
-            overlay: None,
+            ..Host::default()
         }
     }
 

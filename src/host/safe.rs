@@ -1,0 +1,485 @@
+//! The safe walk: every path the policy names is opened one component at a
+//! time with `openat` and `O_NOFOLLOW`, from a root we trust, as cf-agent's
+//! `safe_open` does. A symlink met on the way is followed only when cf-agent
+//! would follow it: the link is owned by root or by the agent's effective
+//! uid, or its owner and group both equal those of what it points to. So a
+//! user who owns a directory the agent works in cannot redirect it, by a
+//! link planted in advance or swapped in during the run, to a file the user
+//! does not own.
+//!
+//! The walk ends at a [`Located`]: the directory that holds the last
+//! component, as an open descriptor, and the component's name. Every
+//! operation then works on that pair (`*at` calls) or on a descriptor opened
+//! from it, so what was checked is what is changed.
+//!
+//! The syscalls come from `rustix`: safe wrappers over the raw calls with
+//! owned descriptors (no `unsafe` of ours), maintained by the Bytecode
+//! Alliance and already in our tree through `tempfile`. `cap-std` sandboxes
+//! a directory too, but it refuses every link that leaves it and knows
+//! nothing of cf-agent's ownership rule, which policies rely on (a
+//! root-owned `/etc/resolv.conf` link is edited through).
+
+use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, Stat};
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path};
+
+/// More links than this in one walk is a loop, as for the kernel.
+const MAX_LINKS: u32 = 40;
+
+/// The directory holding a path's last component, opened safely, and that
+/// component's name in it (`.` when the path names a directory with no
+/// last name, such as `/`).
+#[derive(Debug)]
+pub struct Located {
+    pub dir: OwnedFd,
+    pub name: OsString,
+}
+
+/// Whether the last component is followed when it is a symlink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Final {
+    /// The link itself (lstat, unlink, rename, lchown, readlink).
+    Keep,
+    /// What it points to, when cf-agent would follow it (stat, read, edit,
+    /// chmod).
+    Follow,
+}
+
+pub(crate) fn errno(e: rustix::io::Errno) -> io::Error {
+    io::Error::from_raw_os_error(e.raw_os_error())
+}
+
+/// Opens a trusted directory by its real path (the root of the walk).
+fn open_root(root: &Path) -> io::Result<OwnedFd> {
+    rustix::fs::openat(
+        CWD,
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(errno)
+}
+
+fn open_subdir(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(errno)
+}
+
+pub(crate) fn lstat_at(dir: &OwnedFd, name: &OsStr) -> io::Result<Stat> {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)
+}
+
+fn dup(fd: &OwnedFd) -> io::Result<OwnedFd> {
+    fd.try_clone()
+}
+
+/// The error cf-agent gives for a link it will not follow.
+fn refused(link: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "Cannot follow symlink '{}'; it is not owned by root or the user running this process, \
+             and the target owner and/or group differs from that of the symlink itself",
+            link.display()
+        ),
+    )
+}
+
+fn is_symlink(st: &Stat) -> bool {
+    FileType::from_raw_mode(st.st_mode) == FileType::Symlink
+}
+
+fn is_dir(st: &Stat) -> bool {
+    FileType::from_raw_mode(st.st_mode) == FileType::Directory
+}
+
+/// Resolves `path` below the trusted directory `root` (`/` on the real
+/// system, the test tree on a rooted host): `..` never climbs above it and
+/// an absolute link target starts again from it. A relative `path` is taken
+/// from the current directory on the real system.
+pub fn locate(root: Option<&Path>, path: &Path, last: Final) -> io::Result<Located> {
+    let (anchor, path) = match root {
+        Some(r) => (r.to_path_buf(), path.to_path_buf()),
+        None if path.is_absolute() => (Path::new("/").to_path_buf(), path.to_path_buf()),
+        None => (
+            Path::new("/").to_path_buf(),
+            std::env::current_dir()?.join(path),
+        ),
+    };
+    let root_fd = open_root(&anchor)?;
+    let mut walk = Walk {
+        stack: vec![root_fd],
+        links: 0,
+        shown: path.clone(),
+    };
+    let queue = components(path.as_os_str());
+    walk.run(queue, last)
+}
+
+/// The names of a path (or a link's text), `.` dropped, `..` kept; whether
+/// it was absolute is told by the first entry being empty.
+fn components(p: &OsStr) -> VecDeque<OsString> {
+    let path = Path::new(p);
+    let mut out = VecDeque::new();
+    for c in path.components() {
+        match c {
+            Component::RootDir | Component::Prefix(_) => out.push_back(OsString::new()),
+            Component::CurDir => {}
+            Component::ParentDir => out.push_back(OsString::from("..")),
+            Component::Normal(n) => out.push_back(n.to_os_string()),
+        }
+    }
+    out
+}
+
+struct Walk {
+    /// The directories walked into, the trusted root first; `..` pops.
+    stack: Vec<OwnedFd>,
+    links: u32,
+    /// The path as the policy names it, for messages.
+    shown: std::path::PathBuf,
+}
+
+impl Walk {
+    fn top(&self) -> &OwnedFd {
+        self.stack.last().expect("the root is never popped")
+    }
+
+    fn here(&self) -> io::Result<Located> {
+        Ok(Located {
+            dir: dup(self.top())?,
+            name: OsString::from("."),
+        })
+    }
+
+    fn run(&mut self, mut queue: VecDeque<OsString>, last: Final) -> io::Result<Located> {
+        while let Some(name) = queue.pop_front() {
+            if name.is_empty() {
+                // Absolute: start again from the trusted root.
+                self.stack.truncate(1);
+                if queue.is_empty() {
+                    return self.here();
+                }
+                continue;
+            }
+            if name == ".." {
+                if self.stack.len() > 1 {
+                    self.stack.pop();
+                }
+                if queue.is_empty() {
+                    return self.here();
+                }
+                continue;
+            }
+            let is_last = queue.is_empty();
+            if is_last && last == Final::Keep {
+                return Ok(Located {
+                    dir: dup(self.top())?,
+                    name,
+                });
+            }
+            let st = match lstat_at(self.top(), &name) {
+                Ok(st) => st,
+                // A missing last component is a place to create something.
+                Err(e) if is_last && e.kind() == io::ErrorKind::NotFound => {
+                    return Ok(Located {
+                        dir: dup(self.top())?,
+                        name,
+                    });
+                }
+                Err(e) => return Err(e),
+            };
+            if is_symlink(&st) {
+                self.links += 1;
+                if self.links > MAX_LINKS {
+                    return Err(errno(rustix::io::Errno::LOOP));
+                }
+                let text = rustix::fs::readlinkat(self.top(), &name, Vec::new()).map_err(errno)?;
+                let text = OsStr::from_bytes(text.as_bytes()).to_os_string();
+                if !self.may_follow(&st, &text)? {
+                    return Err(refused(&self.shown));
+                }
+                let mut target = components(&text);
+                target.append(&mut queue);
+                queue = target;
+                continue;
+            }
+            if is_last {
+                return Ok(Located {
+                    dir: dup(self.top())?,
+                    name,
+                });
+            }
+            if !is_dir(&st) {
+                return Err(errno(rustix::io::Errno::NOTDIR));
+            }
+            // O_NOFOLLOW: a link swapped in since the lstat is refused here.
+            let fd = open_subdir(self.top(), &name)?;
+            self.stack.push(fd);
+        }
+        self.here()
+    }
+
+    /// cf-agent's rule: a link owned by root or by us is followed; another
+    /// user's link only when its owner and group are those of its target.
+    fn may_follow(&self, link: &Stat, text: &OsStr) -> io::Result<bool> {
+        let euid = rustix::process::geteuid().as_raw();
+        if link.st_uid == 0 || link.st_uid == euid {
+            return Ok(true);
+        }
+        // Resolve the target from here with the same rule; a target that
+        // cannot be reached safely is not followed either.
+        let mut sub = Walk {
+            stack: self.stack.iter().map(dup).collect::<io::Result<_>>()?,
+            links: self.links,
+            shown: self.shown.clone(),
+        };
+        let target = match sub.run(components(text), Final::Follow) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        match lstat_at(&target.dir, &target.name) {
+            Ok(t) => Ok(t.st_uid == link.st_uid && t.st_gid == link.st_gid),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Located {
+    /// `lstat` of the entry; `None` when nothing is there.
+    pub fn lstat(&self) -> io::Result<Option<Stat>> {
+        match lstat_at(&self.dir, &self.name) {
+            Ok(st) => Ok(Some(st)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Opens the entry itself (never a link) with `flags` added to
+    /// `O_NOFOLLOW | O_CLOEXEC`.
+    pub fn open(&self, flags: OFlags) -> io::Result<OwnedFd> {
+        rustix::fs::openat(
+            &self.dir,
+            &self.name,
+            flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(errno)
+    }
+
+    /// A descriptor of the directory itself that can be synced (the walk's
+    /// are `O_PATH`).
+    pub fn sync_dir(&self) -> io::Result<()> {
+        let d = rustix::fs::openat(
+            &self.dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(errno)?;
+        rustix::fs::fsync(&d).map_err(errno)
+    }
+
+    /// Sets the mode of the entry (never through a link): through the
+    /// descriptor, so that an entry swapped since it was checked is not
+    /// the one changed.
+    pub fn chmod(&self, mode: u32) -> io::Result<()> {
+        let fd = self.open(OFlags::PATH)?;
+        chmod_fd(&fd, mode)
+    }
+}
+
+/// `fchmod` for any descriptor, also an `O_PATH` one: Linux has no
+/// `fchmod` on those, so the change goes through `/proc/self/fd`, which
+/// names exactly the inode the descriptor holds (glibc's own way for
+/// `fchmodat(..., AT_SYMLINK_NOFOLLOW)`). A link is refused.
+pub fn chmod_fd(fd: &OwnedFd, mode: u32) -> io::Result<()> {
+    let st = rustix::fs::fstat(fd).map_err(errno)?;
+    if is_symlink(&st) {
+        return Err(errno(rustix::io::Errno::LOOP));
+    }
+    let mode = Mode::from_raw_mode(mode);
+    match rustix::fs::fchmod(fd, mode) {
+        Ok(()) => return Ok(()),
+        Err(rustix::io::Errno::BADF) => {}
+        Err(e) => return Err(errno(e)),
+    }
+    let proc_path = format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd());
+    rustix::fs::chmodat(CWD, proc_path.as_str(), mode, AtFlags::empty()).map_err(errno)
+}
+
+/// A name for a temporary file beside `name` that nobody can predict: the
+/// pid (so that a later run knows whether its writer is alive) and 64
+/// random bits.
+pub fn temp_name(name: &OsStr) -> OsString {
+    let mut bytes = [0u8; 8];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            // Without the kernel's randomness, the clock's nanoseconds; the
+            // name is still created exclusively, so a guess only fails.
+            Err(_) => {
+                let t = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(0);
+                bytes = t.to_le_bytes();
+                break;
+            }
+        }
+    }
+    let mut out = OsString::from(".");
+    out.push(name);
+    out.push(format!(
+        "{TEMP_MARK}{}-{:016x}",
+        std::process::id(),
+        u64::from_le_bytes(bytes)
+    ));
+    out
+}
+
+/// What marks our temporary files: `.NAME.convergent-PID-RANDOM` (and the
+/// `.NAME.convergent-PID` of earlier versions).
+const TEMP_MARK: &str = ".convergent-";
+
+/// The pid of the run that made a temporary file of ours, from its name.
+pub fn temp_owner_pid(name: &OsStr) -> Option<u32> {
+    let s = name.to_str()?;
+    if !s.starts_with('.') {
+        return None;
+    }
+    let rest = &s[s.rfind(TEMP_MARK)? + TEMP_MARK.len()..];
+    let pid = rest.split('-').next()?;
+    let tail = &rest[pid.len()..];
+    let well_formed =
+        tail.is_empty() || (tail.len() == 17 && tail[1..].bytes().all(|b| b.is_ascii_hexdigit()));
+    if !well_formed {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Removes the temporary files that runs which are no longer alive left in
+/// `dir` (killed between creating and renaming them). Only regular files
+/// owned by us are removed; `unlinkat` never follows a link.
+pub fn remove_stale_temps(dir: &OwnedFd) -> io::Result<()> {
+    let me = std::process::id();
+    let euid = rustix::process::geteuid().as_raw();
+    let readable = rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(errno)?;
+    let mut entries = rustix::fs::Dir::read_from(&readable).map_err(errno)?;
+    let mut stale = Vec::new();
+    while let Some(entry) = entries.read() {
+        let entry = entry.map_err(errno)?;
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        let Some(pid) = temp_owner_pid(name) else {
+            continue;
+        };
+        if pid == me || pid_alive(pid) {
+            continue;
+        }
+        stale.push(name.to_os_string());
+    }
+    for name in stale {
+        let Ok(st) = lstat_at(dir, &name) else {
+            continue;
+        };
+        if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_uid == euid {
+            let _ = rustix::fs::unlinkat(dir, &name, AtFlags::empty());
+        }
+    }
+    Ok(())
+}
+
+fn pid_alive(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    // EPERM: alive, but another user's.
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn name_of(l: &Located) -> &str {
+        l.name.to_str().unwrap()
+    }
+
+    #[test]
+    fn walks_plain_paths_and_stays_below_the_root() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("a/b")).unwrap();
+        let l = locate(Some(t.path()), Path::new("/a/b/c"), Final::Follow).unwrap();
+        assert_eq!(name_of(&l), "c");
+        assert!(l.lstat().unwrap().is_none());
+        // `..` above the root stays at the root.
+        let l = locate(Some(t.path()), Path::new("/../../a"), Final::Keep).unwrap();
+        assert!(l.lstat().unwrap().is_some());
+    }
+
+    #[test]
+    fn absolute_link_targets_start_from_the_root() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("real")).unwrap();
+        std::fs::write(t.path().join("real/f"), b"x").unwrap();
+        symlink("/real", t.path().join("link")).unwrap();
+        let l = locate(Some(t.path()), Path::new("/link/f"), Final::Follow).unwrap();
+        assert_eq!(l.lstat().unwrap().unwrap().st_size, 1);
+        // The final link itself, or what it points to.
+        symlink("/real/f", t.path().join("flink")).unwrap();
+        let l = locate(Some(t.path()), Path::new("/flink"), Final::Keep).unwrap();
+        assert!(is_symlink(&l.lstat().unwrap().unwrap()));
+        let l = locate(Some(t.path()), Path::new("/flink"), Final::Follow).unwrap();
+        assert_eq!(name_of(&l), "f");
+    }
+
+    #[test]
+    fn link_loops_end() {
+        let t = tempfile::tempdir().unwrap();
+        symlink("b", t.path().join("a")).unwrap();
+        symlink("a", t.path().join("b")).unwrap();
+        let e = locate(Some(t.path()), Path::new("/a/x"), Final::Follow).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+    }
+
+    #[test]
+    fn temp_names_are_unpredictable_and_recognised() {
+        let a = temp_name(OsStr::new("f.conf"));
+        let b = temp_name(OsStr::new("f.conf"));
+        assert_ne!(a, b);
+        assert_eq!(temp_owner_pid(&a), Some(std::process::id()));
+        assert_eq!(
+            temp_owner_pid(OsStr::new(".f.conf.convergent-123")),
+            Some(123)
+        );
+        assert_eq!(temp_owner_pid(OsStr::new("f.conf.convergent-123")), None);
+        assert_eq!(temp_owner_pid(OsStr::new(".f.convergent-12-zz")), None);
+    }
+}
