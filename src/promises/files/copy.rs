@@ -38,6 +38,14 @@ pub fn copy_from(
         v.failed();
         return;
     }
+    // A source that is a symlink is copied as a link with the same text,
+    // as cf-agent copies it, unless `copylink_patterns` asks for its
+    // content: following it would copy whatever it points to, also a file
+    // that whoever owns the source's directory may not read.
+    if let Some(text) = link_to_copy(act, &source, body) {
+        super::link::copy_link(act, p, target, &text, body, v);
+        return;
+    }
     let Some(smeta) = act.host.stat(&source).ok().flatten() else {
         tracing::error!(
             "Can't stat file '{}' on 'localhost' in files.copy_from promise",
@@ -157,7 +165,11 @@ fn copy_tree(
         );
     }
     for (name, meta) in files.into_iter().rev() {
-        if meta.kind == FileKind::File {
+        if meta.kind == FileKind::Symlink
+            && let Some(text) = link_to_copy(act, &src.join(&name), body)
+        {
+            super::link::copy_link(act, p, &dst.join(&name), &text, body, v);
+        } else if meta.kind == FileKind::File {
             copy_file(
                 act,
                 super::only_warning(p.warn_only()),
@@ -169,6 +181,24 @@ fn copy_tree(
             );
         }
     }
+}
+
+/// The text of the link at `source` when it is to be copied as a link:
+/// it is a symlink and no `copylink_patterns` regex matches its name.
+fn link_to_copy(act: &ActContext<'_>, source: &Path, body: &ResolvedBody) -> Option<PathBuf> {
+    let meta = act.host.lstat(source).ok().flatten()?;
+    if meta.kind != FileKind::Symlink {
+        return None;
+    }
+    let name = source.file_name()?.to_string_lossy();
+    let follow = body
+        .list("copylink_patterns")
+        .iter()
+        .any(|pat| crate::eval::regex::Regex::new(pat).is_ok_and(|r| r.is_full_match(&name)));
+    if follow {
+        return None;
+    }
+    act.host.read_link(source).ok()
 }
 
 /// Whether the destination needs the source's content, by `compare`.
@@ -332,7 +362,7 @@ fn purge(act: &mut ActContext<'_>, src: &Path, dst: &Path, v: &mut Verdict) {
             continue;
         }
         let r = if dm.kind == FileKind::Dir {
-            std::fs::remove_dir_all(act.host.map(&d))
+            act.host.remove_dir_all(&d)
         } else {
             act.host.remove_file(&d)
         };

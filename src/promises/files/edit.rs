@@ -206,8 +206,8 @@ pub(crate) fn edit_file(
         v.failed();
         return;
     }
-    let original = match act.host.read(target) {
-        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+    let (original, read_stamp) = match act.host.read_stamped(target) {
+        Ok((b, stamp)) => (String::from_utf8_lossy(&b).into_owned(), stamp),
         Err(_) => {
             tracing::error!(
                 "File '{}' was marked for editing but could not be opened",
@@ -316,7 +316,7 @@ pub(crate) fn edit_file(
     for m in pending {
         tracing::info!("{m}");
     }
-    if write_with_backup(act, p, target, meta.mode, text.as_bytes(), v) {
+    if write_with_backup(act, p, target, meta.mode, text.as_bytes(), read_stamp, v) {
         tracing::info!("Edited file '{}'", p.promiser);
         v.repaired();
     }
@@ -365,7 +365,7 @@ fn render_mustache(
             return;
         }
     };
-    let current = match act.host.read(target) {
+    let (current, read_stamp) = match act.host.read_stamped(target) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!("Could not read '{}': {e}", p.promiser);
@@ -390,7 +390,15 @@ fn render_mustache(
         v.warned();
         return;
     }
-    if write_with_backup(act, p, target, meta.mode, rendered.as_bytes(), v) {
+    if write_with_backup(
+        act,
+        p,
+        target,
+        meta.mode,
+        rendered.as_bytes(),
+        read_stamp,
+        v,
+    ) {
         tracing::info!(
             "Updated rendering of '{}' from mustache template '{label}'",
             p.promiser
@@ -401,13 +409,15 @@ fn render_mustache(
 
 /// The copy of the old content `edit_backup` asks for, then the new
 /// content, each written atomically: at every moment the file holds its
-/// old content or its new one.
+/// old content or its new one. When the file is no longer what the edit
+/// read (`read`), another writer's change is kept and the promise fails.
 fn write_with_backup(
     act: &mut ActContext<'_>,
     p: &ExpandedPromise,
     target: &Path,
     mode: u32,
     data: &[u8],
+    read: Option<crate::host::fs::Stamp>,
     v: &mut Verdict,
 ) -> bool {
     let defaults = p.body("edit_defaults");
@@ -433,7 +443,10 @@ fn write_with_backup(
             return false;
         }
     }
-    match act.host.write_atomic(target, data, mode) {
+    match act
+        .host
+        .write_atomic_unless_changed(target, data, mode, read)
+    {
         Ok(()) => true,
         Err(e) => {
             tracing::error!("Unable to save file '{}' after editing: {e}", p.promiser);

@@ -79,6 +79,25 @@ pub fn link_from(
     }
 }
 
+/// Makes `target` a symlink whose text is `text` (a link that `copy_from`
+/// copies as a link): kept when it already is one, else made or replaced.
+pub(super) fn copy_link(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    text: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    match act.host.lstat(target).ok().flatten() {
+        None => make(act, p, target, text, text, false, v),
+        Some(m)
+            if m.kind == FileKind::Symlink
+                && act.host.read_link(target).ok().as_deref() == Some(text) => {}
+        Some(_) => replace(act, p, target, text, text, false, body, v),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn replace(
     act: &mut ActContext<'_>,

@@ -74,7 +74,7 @@ impl Actuator for Files {
         }
         if search::is_regex_promiser(p) && act.host.lstat(&target).ok().flatten().is_none() {
             for path in search::regex_promiser_matches(act.ctx, act.host, &p.promiser) {
-                leaf(act, p, &path, false, &mut v);
+                leaf(act, p, &path, false, true, &mut v);
             }
             return finish(p, v);
         }
@@ -93,7 +93,7 @@ impl Actuator for Files {
                 found.sort_by(|a, b| b.path.cmp(&a.path));
             }
             for f in found {
-                leaf(act, p, &f.path, false, &mut v);
+                leaf(act, p, &f.path, false, false, &mut v);
             }
             return finish(p, v);
         }
@@ -104,7 +104,10 @@ impl Actuator for Files {
             link::link_from(act, p, &target, body, &mut v);
             return finish(p, v);
         }
-        leaf(act, p, &target, is_dir_promise, &mut v);
+        // What a copy made is not followed: a link it copied points where
+        // the source's owner chose.
+        let follow = p.body("copy_from").is_none();
+        leaf(act, p, &target, is_dir_promise, follow, &mut v);
         finish(p, v)
     }
 }
@@ -116,6 +119,7 @@ fn leaf(
     p: &ExpandedPromise,
     target: &Path,
     is_dir_promise: bool,
+    follow_link: bool,
     v: &mut Verdict,
 ) {
     let shown = target.display().to_string();
@@ -134,6 +138,22 @@ fn leaf(
             v.failed();
             return;
         }
+    };
+    // A promiser that is a symlink stands for what it points to, as in
+    // cf-agent (a root-owned /etc/resolv.conf link is edited through),
+    // when the safe walk follows it; a link it refuses fails the promise.
+    // Links met by a depth search are entries of their own.
+    let meta = match meta {
+        Some(m) if m.kind == FileKind::Symlink && follow_link => match act.host.stat(target) {
+            Ok(Some(t)) => Some(t),
+            Ok(None) => Some(m),
+            Err(e) => {
+                tracing::error!("Cannot stat '{shown}': {e}");
+                v.failed();
+                return;
+            }
+        },
+        m => m,
     };
     let wants_create = p.flag("create").unwrap_or(false) || p.scalar("content").is_some();
     // A dry run that would create the file goes on with an empty one; it
@@ -500,7 +520,7 @@ fn apply_perms(
         v.failed();
         return;
     }
-    match act.host.lchown(target, want_uid, want_gid) {
+    match act.host.chown(target, want_uid, want_gid) {
         Ok(()) => {
             if let Some(u) = want_uid {
                 tracing::info!("Owner of '{}' was {}, set to {}", shown, meta.uid, u);
