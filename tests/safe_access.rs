@@ -162,7 +162,7 @@ fn exchange(dir: &Path, pairs: &[String]) -> ! {
             }
         }
         n += 1;
-        if n % 64 == 0 {
+        if n.is_multiple_of(64) {
             std::thread::yield_now();
         }
     }
@@ -337,8 +337,10 @@ impl Victim {
                 if m.is_dir() {
                     todo.push(e.path());
                 } else if m.is_file()
-                    && std::fs::read(e.path())
-                        .is_ok_and(|c| c.windows(self.secret.len()).any(|w| w == self.secret.as_bytes()))
+                    && std::fs::read(e.path()).is_ok_and(|c| {
+                        c.windows(self.secret.len())
+                            .any(|w| w == self.secret.as_bytes())
+                    })
                 {
                     found.push(format!(
                         "{} (owner {}:{}, mode {:04o}) holds the secret",
@@ -392,13 +394,22 @@ impl Who {
 }
 
 /// Makes `p` a fresh regular file of the attacker's with `content` and
-/// `mode`, whatever was there.
+/// `mode`, whatever was there. The mode and owner are set through the open
+/// file, so that a swapping attacker never has the test change anything
+/// else.
 fn fresh_file(a: Who, p: &Path, content: &str, mode: u32) {
+    use std::io::Write;
     let _ = std::fs::remove_file(p);
     let _ = std::fs::remove_dir_all(p);
-    std::fs::write(p, content).unwrap();
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-    a.own(p);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(p)
+        .unwrap();
+    f.write_all(content.as_bytes()).unwrap();
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+        .unwrap();
+    std::os::unix::fs::fchown(&f, Some(a.uid), Some(a.gid)).unwrap();
 }
 
 /// Makes `p` a symlink of the attacker's to `target`, whatever was there.
@@ -575,8 +586,11 @@ fn trusted_symlinked_parents_are_followed() {
     let conf = tmp.path().join("conf.d");
     std::fs::create_dir(&conf).unwrap();
     std::fs::write(conf.join("app.conf"), "x\n").unwrap();
-    std::fs::set_permissions(conf.join("app.conf"), std::fs::Permissions::from_mode(0o644))
-        .unwrap();
+    std::fs::set_permissions(
+        conf.join("app.conf"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
     std::os::unix::fs::symlink(&conf, &etc).unwrap();
     let policy = mog_policy(tmp.path(), &etc.join("app.conf"), &a.name);
     let out = agent(&tmp.path().join("wd"), &policy);
@@ -606,23 +620,21 @@ fn perms_never_follow_a_swapped_parent_symlink() {
     std::fs::set_permissions(&rootssh, std::fs::Permissions::from_mode(0o700)).unwrap();
     let victim = Victim::new(rootssh.join("authorized_keys"));
     let (ssh, other) = (home.join(".ssh"), home.join(".ssh-other"));
-    let who = a.who();
-    let reset = || {
-        let _ = std::fs::remove_file(&ssh);
-        let _ = std::fs::remove_dir_all(&ssh);
-        who.dir(&ssh);
-        // Root's, 0644, in the user's directory: every run has work to do.
-        let keys = ssh.join("authorized_keys");
-        std::fs::write(&keys, "user key\n").unwrap();
-        std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o644)).unwrap();
-        fresh_link(who, &rootssh, &other);
-    };
-    reset();
+    a.dir(&ssh);
+    // The user's own file is root's and 0644: the first run has work to do
+    // there too; through the link there is always work (a chown).
+    let keys = ssh.join("authorized_keys");
+    std::fs::write(&keys, "user key\n").unwrap();
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o644)).unwrap();
+    fresh_link(a.who(), &rootssh, &other);
     let policy = mog_policy(tmp.path(), &ssh.join("authorized_keys"), &a.name);
     a.start(
         tmp.path(),
         &home,
-        &[(ATTACK, "exchange".into()), ("CVG_PAIRS", ".ssh:.ssh-other".into())],
+        &[
+            (ATTACK, "exchange".into()),
+            ("CVG_PAIRS", ".ssh:.ssh-other".into()),
+        ],
     );
     let wd = tmp.path().join("wd");
     for i in 0..ITERATIONS {
@@ -630,17 +642,6 @@ fn perms_never_follow_a_swapped_parent_symlink() {
         if let Some(d) = victim.damage() {
             a.stop();
             panic!("iteration {i}: {d}\nlast run: {out:?}");
-        }
-        // The exchange goes on while we reset; a pair that lost its link
-        // (or its directory) gets it back.
-        if i % 10 == 9 {
-            let kinds: Vec<bool> = [&ssh, &other]
-                .iter()
-                .map(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_symlink()))
-                .collect();
-            if kinds != [true, false] && kinds != [false, true] {
-                reset();
-            }
         }
     }
     a.stop();
@@ -701,10 +702,7 @@ body copy_from cp(s) {{ source => "$(s)"; compare => "digest"; copy_backup => "f
     a.start(
         tmp.path(),
         &home,
-        &[
-            (ATTACK, "exchange".into()),
-            ("CVG_PAIRS", pairs.join(",")),
-        ],
+        &[(ATTACK, "exchange".into()), ("CVG_PAIRS", pairs.join(","))],
     );
     let wd = tmp.path().join("wd");
     for i in 0..ITERATIONS {
@@ -866,7 +864,8 @@ fn entries(dir: &Path) -> Vec<String> {
 
 /// Finding 7 (low), first half: a run killed while writing left its
 /// temporary file beside the target for ever. The next run that writes in
-/// that directory removes the temporary files of runs that are dead.
+/// that directory removes the temporary files of runs that are dead: after
+/// it, the directory holds only what an undisturbed run leaves there.
 #[test]
 fn the_next_run_removes_a_killed_runs_temp_file() {
     let tmp = tempfile::tempdir().unwrap();
@@ -876,8 +875,29 @@ fn the_next_run_removes_a_killed_runs_temp_file() {
     let old = big_content(400_000);
     let policy = insert_policy(tmp.path(), "p.cf", &target, "the end");
     let wd = tmp.path().join("wd");
+    let agent_in = |wd: &Path| {
+        run(Command::new(agent_bin())
+            .args(["-K", "-I", "-w"])
+            .arg(wd)
+            .arg("-f")
+            .arg(&policy))
+    };
+    // What an undisturbed run leaves in the directory.
+    std::fs::write(&target, &old).unwrap();
+    let out = agent_in(&wd);
+    assert!(
+        std::fs::read_to_string(&target).is_ok_and(|c| c.ends_with("the end\n")),
+        "the undisturbed run did not edit: {out:?}"
+    );
+    let baseline: HashSet<String> = entries(&dir).into_iter().collect();
+    let extra = || -> Vec<String> {
+        entries(&dir)
+            .into_iter()
+            .filter(|e| !baseline.contains(e))
+            .collect()
+    };
     // Kill runs until one dies with its temporary file beside the target.
-    let mut left = None;
+    let mut left = Vec::new();
     for _ in 0..20 {
         std::fs::write(&target, &old).unwrap();
         let mut child = Command::new(agent_bin())
@@ -890,39 +910,35 @@ fn the_next_run_removes_a_killed_runs_temp_file() {
             .spawn()
             .unwrap();
         let start = Instant::now();
-        loop {
-            if entries(&dir).len() > 1 || start.elapsed() > Duration::from_secs(20) {
-                break;
-            }
-            if child.try_wait().unwrap().is_some() {
-                break;
-            }
+        while extra().is_empty()
+            && start.elapsed() < Duration::from_secs(20)
+            && child.try_wait().unwrap().is_none()
+        {
             std::thread::sleep(Duration::from_micros(200));
         }
+        // SIGKILL: no handler, no clean-up.
         let _ = child.kill();
         let _ = child.wait();
-        let now = entries(&dir);
-        if now.len() > 1 {
-            left = Some(now);
+        left = extra();
+        if !left.is_empty() {
             break;
         }
     }
-    let left = left.expect("no kill left a temporary file: nothing was tested");
+    assert!(
+        !left.is_empty(),
+        "no kill left a temporary file: nothing was tested"
+    );
     // The next run has the edit to make again, in that directory.
     std::fs::write(&target, &old).unwrap();
-    let out = run(Command::new(agent_bin())
-        .args(["-K", "-I", "-w"])
-        .arg(&wd)
-        .arg("-f")
-        .arg(&policy));
+    let out = agent_in(&wd);
     assert!(
         std::fs::read_to_string(&target).is_ok_and(|c| c.ends_with("the end\n")),
         "the next run did not edit: {out:?}"
     );
-    assert_eq!(
-        entries(&dir),
-        vec!["big.txt".to_string()],
-        "the killed run left {left:?}; the next run left these: {out:?}"
+    let still = extra();
+    assert!(
+        still.is_empty(),
+        "the killed run left {left:?}; after the next run these remain: {still:?}\n{out:?}"
     );
 }
 
@@ -954,7 +970,10 @@ fn concurrent_edits_of_one_file_are_never_silently_lost() {
     for round in 0..10 {
         std::fs::write(&target, &base).unwrap();
         let (ca, cb) = (spawn(&wa, &pa), spawn(&wb, &pb));
-        let (oa, ob) = (ca.wait_with_output().unwrap(), cb.wait_with_output().unwrap());
+        let (oa, ob) = (
+            ca.wait_with_output().unwrap(),
+            cb.wait_with_output().unwrap(),
+        );
         let now = std::fs::read_to_string(&target).unwrap();
         for (who, out) in [("a", &oa), ("b", &ob)] {
             let line = format!("from agent {who}\n");
