@@ -68,11 +68,13 @@ pub fn canonicalize(path: &Path) -> io::Result<PathBuf> {
     fs::canonicalize(path)
 }
 
-/// The entries of a directory, in the order the file system gives them.
+/// The entries of a directory, in the order the file system gives them
+/// (an entry that cannot be read is left out).
 pub fn list_dir(path: &Path) -> io::Result<Vec<PathBuf>> {
-    fs::read_dir(path)?
-        .map(|e| e.map(|e| e.path()))
-        .collect()
+    Ok(fs::read_dir(path)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect())
 }
 
 // ---------------------------------------------------------------- writes
