@@ -33,44 +33,44 @@ pub const PRIVATE_FILE_MODE: u32 = 0o600;
 // ---------------------------------------------------------------- reads
 
 /// The whole content of a file.
-pub fn read(path: &Path) -> io::Result<Vec<u8>> {
+pub fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
     fs::read(path)
 }
 
 /// The whole content of a file, which must be UTF-8.
-pub fn read_to_string(path: &Path) -> io::Result<String> {
+pub fn read_to_string(path: impl AsRef<Path>) -> io::Result<String> {
     fs::read_to_string(path)
 }
 
 /// Opens a file for reading only (for a caller that must tell a file that
 /// cannot be opened from one that cannot be read).
-pub fn open(path: &Path) -> io::Result<impl Read + use<>> {
+pub fn open(path: impl AsRef<Path>) -> io::Result<impl Read> {
     File::open(path)
 }
 
 /// `stat`: follows symbolic links.
-pub fn metadata(path: &Path) -> io::Result<Metadata> {
+pub fn metadata(path: impl AsRef<Path>) -> io::Result<Metadata> {
     fs::metadata(path)
 }
 
 /// `lstat`: a symbolic link itself.
-pub fn symlink_metadata(path: &Path) -> io::Result<Metadata> {
+pub fn symlink_metadata(path: impl AsRef<Path>) -> io::Result<Metadata> {
     fs::symlink_metadata(path)
 }
 
 /// The text of a symbolic link.
-pub fn read_link(path: &Path) -> io::Result<PathBuf> {
+pub fn read_link(path: impl AsRef<Path>) -> io::Result<PathBuf> {
     fs::read_link(path)
 }
 
 /// The path with every symbolic link and `.`/`..` resolved.
-pub fn canonicalize(path: &Path) -> io::Result<PathBuf> {
+pub fn canonicalize(path: impl AsRef<Path>) -> io::Result<PathBuf> {
     fs::canonicalize(path)
 }
 
 /// The entries of a directory, in the order the file system gives them
 /// (an entry that cannot be read is left out).
-pub fn list_dir(path: &Path) -> io::Result<Vec<PathBuf>> {
+pub fn list_dir(path: impl AsRef<Path>) -> io::Result<Vec<PathBuf>> {
     Ok(fs::read_dir(path)?
         .filter_map(Result::ok)
         .map(|e| e.path())

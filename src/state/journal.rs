@@ -213,10 +213,10 @@ fn remove_journal(dir: &Path) -> io::Result<()> {
 
 /// Reads a journal directory: its header and every complete entry.
 fn read_dir_entries(dir: &Path) -> (Option<Header>, Vec<Entry>) {
-    let header = local::read_to_string(&dir.join("header.json"))
+    let header = local::read_to_string(dir.join("header.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
-    let text = local::read_to_string(&dir.join("entries.jsonl")).unwrap_or_default();
+    let text = local::read_to_string(dir.join("entries.jsonl")).unwrap_or_default();
     // A line without its newline was being written when the run died; the
     // change it announced was never made.
     let entries = text
@@ -278,7 +278,7 @@ fn restore(dir: &Path, path: &Path, prior: &Prior) -> io::Result<String> {
             gid,
             data,
         } => {
-            let content = local::read(&dir.join(data))?;
+            let content = local::read(dir.join(data))?;
             if host.lstat(path)?.is_some_and(|m| m.kind != FileKind::File) {
                 clear(&host, path)?;
             }
