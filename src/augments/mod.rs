@@ -191,12 +191,12 @@ pub fn apply(ctx: &mut EvalContext, input: &AugmentsInput) -> AugmentsReport {
     );
 
     let preferred = input.entry_dir.join("def_preferred.json");
-    let def = if !input.ignore_preferred && preferred.is_file() {
+    let def = if !input.ignore_preferred && local::is_file(&preferred) {
         preferred
     } else {
         input.entry_dir.join("def.json")
     };
-    if def.is_file() {
+    if local::is_file(&def) {
         let mut chain = Vec::new();
         if let Err(reason) = load_def_file(
             ctx,

@@ -38,7 +38,7 @@ impl Root {
     }
 
     pub(crate) fn exists(&self, host_path: &str) -> bool {
-        self.path(host_path).exists()
+        local::exists(self.path(host_path))
     }
 
     /// Resolves symbolic links of a host path inside the root, returning a

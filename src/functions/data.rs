@@ -933,7 +933,7 @@ fn makerule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("makerule", a);
     let target = args.str(0, "target")?;
     let sources = match &a[1] {
-        Value::Scalar(s) if std::path::Path::new(s).exists() => vec![s.clone()],
+        Value::Scalar(s) if local::exists(s) => vec![s.clone()],
         other => super::args::element_texts(&collect(ctx, other)?, false)
             .into_iter()
             .map(|s| s.into_owned())

@@ -58,6 +58,22 @@ pub fn symlink_metadata(path: impl AsRef<Path>) -> io::Result<Metadata> {
     fs::symlink_metadata(path)
 }
 
+/// Whether something is there, following symbolic links (a dangling
+/// link is not), as `Path::exists`.
+pub fn exists(path: impl AsRef<Path>) -> bool {
+    fs::metadata(path).is_ok()
+}
+
+/// Whether a regular file is there, following symbolic links.
+pub fn is_file(path: impl AsRef<Path>) -> bool {
+    fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// Whether a directory is there, following symbolic links.
+pub fn is_dir(path: impl AsRef<Path>) -> bool {
+    fs::metadata(path).is_ok_and(|m| m.is_dir())
+}
+
 /// The text of a symbolic link.
 pub fn read_link(path: impl AsRef<Path>) -> io::Result<PathBuf> {
     fs::read_link(path)

@@ -325,7 +325,7 @@ fn restore(dir: &Path, path: &Path, prior: &Prior) -> io::Result<String> {
 pub fn recover(state_dir: &Path) -> Vec<Undo> {
     let root = journals_dir(state_dir);
     let mut dirs: Vec<PathBuf> = match local::list_dir(&root) {
-        Ok(paths) => paths.into_iter().filter(|p| p.is_dir()).collect(),
+        Ok(paths) => paths.into_iter().filter(|p| local::is_dir(p)).collect(),
         Err(_) => return Vec::new(),
     };
     // Newest first: a later transaction was made on top of an earlier one.
