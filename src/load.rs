@@ -55,7 +55,7 @@ impl LoadedFile {
 /// Reads and parses one file. Invalid UTF-8 is replaced, not fatal: a
 /// policy with a stray Latin-1 byte in a comment still loads.
 pub fn load_file(path: &Path) -> Result<LoadedFile, LoadError> {
-    let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+    let bytes = crate::host::local::read(path).map_err(|source| LoadError::Read {
         path: path.display().to_string(),
         source,
     })?;

@@ -53,11 +53,9 @@ fn main() -> ExitCode {
     } else {
         AgentArgs::parse_from(&argv)
     };
-    // SAFETY-free check for root: the effective uid is what matters for the
-    // default work directory.
-    let is_root = std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-        .unwrap_or(false);
+    // The effective uid is what matters for the default work directory
+    // (and whether we may give files away is the same question).
+    let is_root = convergent::host::fs::can_chown();
     let config = match Config::from_args(args, is_root) {
         Ok(c) => c,
         Err(e) => {
@@ -193,9 +191,8 @@ fn run(config: &Config) -> ExitCode {
             }
             if let (Some(path), Some(mut f)) = (&config.report_file, file) {
                 f.event(&end);
-                if let Err(e) =
-                    convergent::host::Host::real().write_atomic(path, &f.into_inner(), 0o644)
-                {
+                // 0600: the report holds expanded command lines.
+                if let Err(e) = convergent::host::local::write_private(path, &f.into_inner()) {
                     tracing::error!("Could not write the report file '{}': {e}", path.display());
                 }
             }
@@ -315,7 +312,7 @@ fn run(config: &Config) -> ExitCode {
 fn why(config: &Config, query: &str) -> ExitCode {
     use convergent::eval::why::{WHY_FILE, WhyLog, render};
     let path = convergent::state::StateStore::dir(&config.workdir).join(WHY_FILE);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match convergent::host::local::read_to_string(&path) {
         Ok(t) => t,
         Err(e) => {
             eprintln!(

@@ -274,7 +274,7 @@ fn save_why(state_dir: &std::path::Path, config: &Config, why: &mut crate::eval:
     why.dry_run = config.dry_run;
     let path = state_dir.join(crate::eval::why::WHY_FILE);
     let text = serde_json::to_vec(why).unwrap_or_default();
-    if let Err(e) = crate::host::Host::real().write_atomic(&path, &text, 0o600) {
+    if let Err(e) = crate::host::local::write_private(&path, &text) {
         tracing::error!(
             "Cannot save the run's record for --why in '{}': {e}",
             path.display()

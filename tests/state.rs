@@ -224,3 +224,95 @@ fn two_agents_on_one_workdir_run_one_at_a_time() {
         "start\nend\nstart\nend\n"
     );
 }
+
+/// The permission bits of a path.
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .mode()
+        & 0o7777
+}
+
+/// Issue 14: what the agent keeps for itself is private, as cf-agent's
+/// is: the work and state directories 0700, the state database, the run
+/// lock and the record for `--why` 0600.
+#[test]
+fn the_workdir_and_its_state_are_private() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = write_policy(tmp.path(), REPORT);
+    let wd = tmp.path().join("wd");
+    let out = run(Command::new(agent_bin())
+        .arg("-w")
+        .arg(&wd)
+        .arg("-f")
+        .arg(&policy));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(mode_of(&wd), 0o700, "work directory");
+    assert_eq!(mode_of(&wd.join("state")), 0o700, "state directory");
+    for f in ["convergent.db", "agent.lock"] {
+        assert_eq!(mode_of(&wd.join("state").join(f)), 0o600, "{f}");
+    }
+    // Every file the run left in the state directory (the why record,
+    // SQLite's side files) is private.
+    for e in std::fs::read_dir(wd.join("state")).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            assert_eq!(mode_of(&p), 0o600, "{}", p.display());
+        }
+    }
+}
+
+/// An older agent left the state directory and database readable by all;
+/// the next run tightens them.
+#[test]
+fn an_existing_open_state_is_tightened() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = write_policy(tmp.path(), REPORT);
+    let wd = tmp.path().join("wd");
+    run(Command::new(agent_bin())
+        .arg("-w")
+        .arg(&wd)
+        .arg("-f")
+        .arg(&policy));
+    let state = wd.join("state");
+    let db = state.join("convergent.db");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    run(Command::new(agent_bin())
+        .args(["-K", "-w"])
+        .arg(&wd)
+        .arg("-f")
+        .arg(&policy));
+    assert_eq!(mode_of(&state), 0o700);
+    assert_eq!(mode_of(&db), 0o600);
+}
+
+/// The report file holds expanded command lines: 0600, even when it
+/// replaces a file others could read.
+#[test]
+fn the_report_file_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = write_policy(tmp.path(), REPORT);
+    let wd = tmp.path().join("wd");
+    let report = tmp.path().join("report.jsonl");
+    std::fs::write(&report, "old\n").unwrap();
+    std::fs::set_permissions(&report, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = run(Command::new(agent_bin())
+        .arg("-w")
+        .arg(&wd)
+        .arg("-f")
+        .arg(&policy)
+        .arg("--report-file")
+        .arg(&report));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        std::fs::read_to_string(&report)
+            .unwrap()
+            .contains("run_end"),
+        "the report was written"
+    );
+    assert_eq!(mode_of(&report), 0o600);
+}

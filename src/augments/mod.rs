@@ -33,6 +33,7 @@ use crate::eval::classes::ClassInfo;
 use crate::eval::value::{AugmentsLayer, DataType, Origin, Value};
 use crate::eval::vars::Variable;
 use crate::eval::{EvalContext, refs::VarRef};
+use crate::host::local;
 use json::{Json, Node};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -152,7 +153,7 @@ impl FileCtx<'_> {
 
 /// Reads and parses one file. `Ok(None)` when it does not exist.
 fn read_json(path: &Path) -> Result<Option<(String, Node)>, AugmentsError> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match local::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
@@ -190,12 +191,12 @@ pub fn apply(ctx: &mut EvalContext, input: &AugmentsInput) -> AugmentsReport {
     );
 
     let preferred = input.entry_dir.join("def_preferred.json");
-    let def = if !input.ignore_preferred && preferred.is_file() {
+    let def = if !input.ignore_preferred && local::is_file(&preferred) {
         preferred
     } else {
         input.entry_dir.join("def.json")
     };
-    if def.is_file() {
+    if local::is_file(&def) {
         let mut chain = Vec::new();
         if let Err(reason) = load_def_file(
             ctx,
@@ -370,7 +371,7 @@ fn load_def_file(
 }
 
 fn canonical(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+    local::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 /// Expands every reference CFEngine can resolve now, in strings and keys.

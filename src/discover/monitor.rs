@@ -9,6 +9,7 @@ use super::Collector;
 use super::root::Root;
 use super::time::{Clock, ctime};
 use crate::eval::value::{DataType, Value};
+use crate::host::local;
 use std::time::{Duration, SystemTime};
 
 pub(crate) fn environment(
@@ -20,14 +21,14 @@ pub(crate) fn environment(
 ) {
     let host_path = layout.statedir.join("env_data");
     let path = root.path(&host_path.to_string_lossy());
-    let Ok(meta) = std::fs::metadata(&path) else {
+    let Ok(meta) = local::metadata(&path) else {
         return;
     };
     let Ok(mtime) = meta.modified() else { return };
     if mtime + Duration::from_secs(3600) < now {
         return;
     }
-    let Ok(bytes) = std::fs::read(&path) else {
+    let Ok(bytes) = local::read(&path) else {
         return;
     };
     let text = String::from_utf8_lossy(&bytes);

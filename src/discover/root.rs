@@ -2,6 +2,7 @@
 //! fake tree. A file that cannot be read is `None`, never an error:
 //! discovery defines what it finds.
 
+use crate::host::local;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone)]
@@ -22,7 +23,7 @@ impl Root {
     }
 
     pub(crate) fn read(&self, host_path: &str) -> Option<String> {
-        let bytes = std::fs::read(self.path(host_path)).ok()?;
+        let bytes = local::read(self.path(host_path)).ok()?;
         Some(String::from_utf8_lossy(&bytes).into_owned())
     }
 
@@ -37,14 +38,14 @@ impl Root {
     }
 
     pub(crate) fn exists(&self, host_path: &str) -> bool {
-        self.path(host_path).exists()
+        local::exists(self.path(host_path))
     }
 
     /// Resolves symbolic links of a host path inside the root, returning a
     /// host path.
     pub(crate) fn realpath(&self, host_path: &str) -> Option<String> {
-        let real = std::fs::canonicalize(self.path(host_path)).ok()?;
-        let base = std::fs::canonicalize(&self.base).ok()?;
+        let real = local::canonicalize(self.path(host_path)).ok()?;
+        let base = local::canonicalize(&self.base).ok()?;
         let rel = real.strip_prefix(&base).ok()?;
         Some(format!("/{}", rel.to_string_lossy()))
     }

@@ -383,8 +383,8 @@ pub fn json_scalars(j: &Json) -> Vec<String> {
 /// What tells one version of a file from another, for functions that
 /// parse files: size, modification time and inode.
 fn file_stamp(path: &str) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
+    use crate::host::local::{self, MetadataExt};
+    let m = local::metadata(path).ok()?;
     Some(format!(
         "{}:{}.{}:{}",
         m.len(),

@@ -8,6 +8,7 @@ use super::strings::{HASH_ALGORITHMS, digest, hex, split_regex};
 use super::{FnError, FnResult, FnSpec, class_result, json, parses_file, spec};
 use crate::eval::regex::Regex;
 use crate::eval::{DataType, EvalContext, Value};
+use crate::host::local;
 use serde_json::{Map, Value as Json};
 use std::sync::Arc;
 
@@ -60,7 +61,7 @@ fn read_text(args: &Args, i: usize, max_index: Option<usize>) -> Result<String, 
         Some(m) if m < args.len() => args.int(m, "max_bytes")?,
         _ => 0,
     };
-    let bytes = std::fs::read(path).map_err(|e| args.fail(format!("cannot read '{path}': {e}")))?;
+    let bytes = local::read(path).map_err(|e| args.fail(format!("cannot read '{path}': {e}")))?;
     let bytes = if max > 0 && (max as usize) < bytes.len() {
         &bytes[..max as usize]
     } else {
@@ -886,7 +887,7 @@ fn hashmatch(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let path = args.str(0, "file")?;
     let alg = args.option(1, "algorithm", HASH_ALGORITHMS)?;
     let want = args.str(2, "hash")?;
-    let Ok(bytes) = std::fs::read(path) else {
+    let Ok(bytes) = local::read(path) else {
         return Ok(class_result(false));
     };
     let d = digest(alg, &bytes).unwrap_or_default();
@@ -932,17 +933,17 @@ fn makerule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("makerule", a);
     let target = args.str(0, "target")?;
     let sources = match &a[1] {
-        Value::Scalar(s) if std::path::Path::new(s).exists() => vec![s.clone()],
+        Value::Scalar(s) if local::exists(s) => vec![s.clone()],
         other => super::args::element_texts(&collect(ctx, other)?, false)
             .into_iter()
             .map(|s| s.into_owned())
             .collect(),
     };
-    let Ok(t) = std::fs::metadata(target).and_then(|m| m.modified()) else {
+    let Ok(t) = local::metadata(target).and_then(|m| m.modified()) else {
         return Ok(class_result(true));
     };
     let newer = sources.iter().any(|s| {
-        std::fs::metadata(s)
+        local::metadata(s)
             .and_then(|m| m.modified())
             .is_ok_and(|m| m > t)
     });

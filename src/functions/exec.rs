@@ -61,8 +61,8 @@ pub fn checked_words(line: &str) -> Result<Vec<String>, ExecError> {
     if !prog.starts_with('/') {
         return Err(ExecError::NotAbsolute(line.to_string()));
     }
-    use std::os::unix::fs::PermissionsExt;
-    match std::fs::metadata(prog) {
+    use crate::host::local::{self, PermissionsExt};
+    match local::metadata(prog) {
         Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(words),
         _ => Err(ExecError::NotExecutable(line.to_string())),
     }

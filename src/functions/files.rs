@@ -10,10 +10,9 @@ use super::args::Args;
 use super::strings::{HASH_ALGORITHMS, digest, hex};
 use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
 use crate::eval::{EvalContext, Value};
+use crate::host::local::{self, Metadata, MetadataExt, PermissionsExt};
 use serde_json::Value as Json;
 use std::ffi::{CStr, CString};
-use std::fs::Metadata;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 pub static FUNCTIONS: &[FnSpec] = &[
@@ -39,11 +38,11 @@ pub static FUNCTIONS: &[FnSpec] = &[
 ];
 
 fn lstat(path: &str) -> Option<Metadata> {
-    std::fs::symlink_metadata(path).ok()
+    local::symlink_metadata(path).ok()
 }
 
 fn stat(path: &str) -> Option<Metadata> {
-    std::fs::metadata(path).ok()
+    local::metadata(path).ok()
 }
 
 /// Whether the path exists; a dangling symbolic link exists.
@@ -114,7 +113,7 @@ pub fn perm_string(m: &Metadata) -> String {
 }
 
 fn file_type_name(m: &Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
+    use crate::host::local::FileTypeExt;
     let t = m.file_type();
     if t.is_symlink() {
         "symlink"
@@ -140,8 +139,8 @@ fn file_type_name(m: &Metadata) -> &'static str {
 fn resolve_links(path: &str) -> String {
     let mut cur = std::path::PathBuf::from(path);
     for _ in 0..32 {
-        match std::fs::symlink_metadata(&cur) {
-            Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(&cur) {
+        match local::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => match local::read_link(&cur) {
                 Ok(t) => {
                     cur = if t.is_absolute() {
                         t
@@ -215,7 +214,7 @@ fn filestat(_: &mut EvalContext, a: &[Value]) -> FnResult {
             .unwrap_or_else(|| path.to_string()),
         "dirname" => dirname_of(path),
         "linktarget" => resolve_links(path),
-        "linktarget_shallow" => match std::fs::read_link(path) {
+        "linktarget_shallow" => match local::read_link(path) {
             Ok(t) => t.display().to_string(),
             Err(_) => path.to_string(),
         },
@@ -446,7 +445,7 @@ fn file_hash(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("file_hash", a);
     let path = p.str(0, "path")?;
     let alg = p.option(1, "algorithm", HASH_ALGORITHMS)?;
-    let d = match std::fs::File::open(path) {
+    let d = match local::open(path) {
         // Zeros, as many as the algorithm's digest has bytes.
         Err(_) => vec![0; digest(alg, b"").unwrap_or_default().len()],
         Ok(mut f) => {

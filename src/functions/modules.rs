@@ -41,8 +41,8 @@ fn usemodule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         return Err(p.fail("the work directory is not known"));
     };
     let path = dir.join(module);
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(&path)
+    use crate::host::local::{self, MetadataExt};
+    let meta = local::metadata(&path)
         .map_err(|_| p.fail(format!("plug-in module '{}' not found", path.display())))?;
     // SAFETY: getuid cannot fail.
     let me = unsafe { libc::getuid() };
@@ -65,7 +65,8 @@ fn usemodule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 fn read_module_protocol(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("read_module_protocol", a);
     let path = p.str(0, "path")?;
-    let text = std::fs::read(path).map_err(|e| p.fail(format!("cannot read '{path}': {e}")))?;
+    let text =
+        crate::host::local::read(path).map_err(|e| p.fail(format!("cannot read '{path}': {e}")))?;
     let text = String::from_utf8_lossy(&text);
     let base = std::path::Path::new(path)
         .file_name()

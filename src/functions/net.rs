@@ -346,7 +346,7 @@ fn proc_net_address(hex: &str, v6: bool) -> Option<(String, String)> {
 
 fn proc_net_table(kind: &str) -> Vec<Json> {
     let v6 = kind.ends_with('6');
-    let Ok(text) = std::fs::read_to_string(format!("/proc/net/{kind}")) else {
+    let Ok(text) = crate::host::local::read_to_string(format!("/proc/net/{kind}")) else {
         return Vec::new();
     };
     text.lines()

@@ -216,7 +216,7 @@ fn reglist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 }
 
 fn read_lines(args: &Args, path: &str) -> Result<String, FnError> {
-    std::fs::read(path)
+    crate::host::local::read(path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .map_err(|e| args.fail(format!("cannot read '{path}': {e}")))
 }

@@ -6,6 +6,7 @@ use super::exec::{self, Shell};
 use super::{FnError, FnResult, FnSpec, cached, class_result, effect, int_value, spec};
 use crate::eval::{EvalContext, Value};
 use crate::host::exec::OutputSelect;
+use crate::host::local;
 use crate::host::packages::{Inventory, read_inventory, read_module_inventory};
 use serde_json::{Map, Value as Json, json};
 use std::ffi::{CStr, CString};
@@ -383,27 +384,31 @@ fn sysctlvalue(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("sysctlvalue", a);
     let key = p.str(0, "key")?;
     let path = format!("{SYSCTL_ROOT}/{}", key.replace('.', "/"));
-    match std::fs::read_to_string(&path) {
+    match local::read_to_string(&path) {
         Ok(v) => Ok(Value::str(v.trim_end_matches('\n'))),
         Err(e) => Err(p.fail(format!("cannot read '{path}': {e}"))),
     }
 }
 
 fn collect_sysctl(dir: &std::path::Path, prefix: &str, out: &mut Vec<(String, String)>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    let Ok(entries) = local::list_dir(dir) else {
         return;
     };
-    for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
+    for path in entries {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let key = if prefix.is_empty() {
             name.clone()
         } else {
             format!("{prefix}.{name}")
         };
-        match e.file_type() {
-            Ok(t) if t.is_dir() => collect_sysctl(&e.path(), &key, out),
-            Ok(t) if t.is_file() => {
-                if let Ok(v) = std::fs::read_to_string(e.path()) {
+        // The entry itself, as a directory listing gives its type.
+        match local::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => collect_sysctl(&path, &key, out),
+            Ok(m) if m.is_file() => {
+                if let Ok(v) = local::read_to_string(&path) {
                     out.push((key, v.trim_end_matches('\n').to_string()));
                 }
             }

@@ -7,6 +7,7 @@ pub mod coprocess;
 pub mod disk;
 pub mod exec;
 pub mod fs;
+pub mod local;
 pub mod packages;
 pub mod procs;
 pub mod safe;

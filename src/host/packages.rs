@@ -43,7 +43,7 @@ pub fn inventory_path(workdir: &Path, which: Inventory) -> PathBuf {
 
 /// The packages of an inventory; empty when there is no cache yet.
 pub fn read_inventory(workdir: &Path, which: Inventory) -> Vec<PackageRecord> {
-    std::fs::read_to_string(inventory_path(workdir, which))
+    super::local::read_to_string(inventory_path(workdir, which))
         .map(|t| parse_inventory(&t))
         .unwrap_or_default()
 }
@@ -56,15 +56,14 @@ pub fn write_inventory(
 ) -> std::io::Result<()> {
     let path = inventory_path(workdir, which);
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        super::local::create_private_dir(dir)?;
     }
     let text: String = packages
         .iter()
         .map(|p| format!("{},{},{},{}\r\n", p.name, p.version, p.arch, p.method))
         .collect();
-    let tmp = path.with_extension("csv.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, &path)
+    // A state file: 0600, written beside and renamed.
+    super::local::write_private(&path, text.as_bytes())
 }
 
 /// Parses `name,version,arch,method` lines (CRLF or LF); shorter lines are
@@ -98,7 +97,7 @@ pub fn read_module_inventory(
     which: Inventory,
     module: &str,
 ) -> Option<Vec<PackageRecord>> {
-    let text = std::fs::read_to_string(module_inventory_path(workdir, which, module)).ok()?;
+    let text = super::local::read_to_string(module_inventory_path(workdir, which, module)).ok()?;
     Some(
         text.lines()
             .filter_map(|l| {
@@ -123,15 +122,14 @@ pub fn write_module_inventory(
 ) -> std::io::Result<()> {
     let path = module_inventory_path(workdir, which, module);
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        super::local::create_private_dir(dir)?;
     }
     let text: String = packages
         .iter()
         .map(|p| format!("{},{},{}\n", p.name, p.version, p.arch))
         .collect();
-    let tmp = path.with_extension("csv.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, &path)
+    // A state file: 0600, written beside and renamed.
+    super::local::write_private(&path, text.as_bytes())
 }
 
 #[cfg(test)]
@@ -153,6 +151,14 @@ mod tests {
         let text =
             std::fs::read_to_string(inventory_path(dir.path(), Inventory::Installed)).unwrap();
         assert_eq!(text, "bash,5.2,amd64,apt_get\r\n");
+        // A state file, private as the rest of the state (issue 14).
+        use std::os::unix::fs::MetadataExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+        assert_eq!(
+            mode(&inventory_path(dir.path(), Inventory::Installed)),
+            0o600
+        );
+        assert_eq!(mode(&dir.path().join("state")), 0o700);
         assert!(read_inventory(dir.path(), Inventory::Updates).is_empty());
         assert_eq!(parse_inventory("a,1,x,m\r\nshort,1\n").len(), 1);
     }

@@ -56,7 +56,15 @@ fn print_file(act: &mut ActContext<'_>, body: &super::ResolvedBody) -> bool {
         .scalar("number_of_lines")
         .and_then(|n| n.parse::<usize>().ok())
         .unwrap_or(DEFAULT_PRINTFILE_LINES);
-    match std::fs::read_to_string(path) {
+    let text = act.host.read(std::path::Path::new(path)).and_then(|b| {
+        String::from_utf8(b).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            )
+        })
+    });
+    match text {
         Ok(text) => {
             for line in text.lines().take(limit) {
                 act.output.report_line(line);

@@ -14,11 +14,11 @@
 //!   entry that names it.
 
 use crate::host::fs::{FileKind, can_chown};
+use crate::host::local::{self, PrivateAppend};
 use crate::host::{ChangeJournal, Host};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -74,7 +74,7 @@ pub struct Undo {
 
 #[derive(Debug)]
 struct Inner {
-    entries: File,
+    entries: PrivateAppend,
     next_data: usize,
     recorded: HashSet<PathBuf>,
 }
@@ -91,15 +91,13 @@ pub fn journals_dir(state_dir: &Path) -> PathBuf {
     state_dir.join("journal")
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
 impl Journal {
     /// Starts a journal for one transaction, durably, before any change.
     pub fn begin(state_dir: &Path, header: &Header) -> io::Result<Journal> {
         let root = journals_dir(state_dir);
-        fs::create_dir_all(&root)?;
+        // Private: the journal keeps the prior content of files the policy
+        // rewrites, and a killed run leaves it on disk.
+        local::create_private_dir(&root)?;
         let safe: String = header
             .bundle
             .chars()
@@ -108,22 +106,19 @@ impl Journal {
         let mut n = 0;
         let dir = loop {
             let d = root.join(format!("{}-{}-{n}-{safe}", header.started, header.pid));
-            match fs::create_dir(&d) {
+            match local::create_private_dir_new(&d) {
                 Ok(()) => break d,
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => n += 1,
                 Err(e) => return Err(e),
             }
         };
-        let mut h = File::create(dir.join("header.json"))?;
-        h.write_all(serde_json::to_string(header).unwrap_or_default().as_bytes())?;
-        h.sync_all()?;
-        let entries = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("entries.jsonl"))?;
-        entries.sync_all()?;
-        sync_dir(&dir)?;
-        sync_dir(&root)?;
+        local::write_private(
+            &dir.join("header.json"),
+            serde_json::to_string(header).unwrap_or_default().as_bytes(),
+        )?;
+        let entries = local::open_append_private(&dir.join("entries.jsonl"))?;
+        local::sync_dir(&dir)?;
+        local::sync_dir(&root)?;
         Ok(Journal {
             dir,
             inner: Mutex::new(Inner {
@@ -176,10 +171,8 @@ impl ChangeJournal for Journal {
                     let data = format!("{}.data", inner.next_data);
                     inner.next_data += 1;
                     let content = host.read(real_path)?;
-                    let mut f = File::create(self.dir.join(&data))?;
-                    f.write_all(&content)?;
-                    f.sync_all()?;
-                    sync_dir(&self.dir)?;
+                    // write_private syncs the file and the directory.
+                    local::write_private(&self.dir.join(&data), &content)?;
                     Prior::File {
                         mode: m.mode,
                         uid: m.uid,
@@ -204,27 +197,26 @@ impl ChangeJournal for Journal {
         };
         let mut line = serde_json::to_string(&entry).map_err(io::Error::other)?;
         line.push('\n');
-        inner.entries.write_all(line.as_bytes())?;
-        inner.entries.sync_data()?;
+        inner.entries.append_synced(line.as_bytes())?;
         inner.recorded.insert(real_path.to_path_buf());
         Ok(())
     }
 }
 
 fn remove_journal(dir: &Path) -> io::Result<()> {
-    fs::remove_dir_all(dir)?;
+    local::remove_private_tree(dir)?;
     if let Some(parent) = dir.parent() {
-        sync_dir(parent)?;
+        local::sync_dir(parent)?;
     }
     Ok(())
 }
 
 /// Reads a journal directory: its header and every complete entry.
 fn read_dir_entries(dir: &Path) -> (Option<Header>, Vec<Entry>) {
-    let header = fs::read_to_string(dir.join("header.json"))
+    let header = local::read_to_string(dir.join("header.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
-    let text = fs::read_to_string(dir.join("entries.jsonl")).unwrap_or_default();
+    let text = local::read_to_string(dir.join("entries.jsonl")).unwrap_or_default();
     // A line without its newline was being written when the run died; the
     // change it announced was never made.
     let entries = text
@@ -286,7 +278,7 @@ fn restore(dir: &Path, path: &Path, prior: &Prior) -> io::Result<String> {
             gid,
             data,
         } => {
-            let content = fs::read(dir.join(data))?;
+            let content = local::read(dir.join(data))?;
             if host.lstat(path)?.is_some_and(|m| m.kind != FileKind::File) {
                 clear(&host, path)?;
             }
@@ -303,9 +295,11 @@ fn restore(dir: &Path, path: &Path, prior: &Prior) -> io::Result<String> {
                 Some(m) if m.kind == FileKind::Dir => {}
                 Some(_) => {
                     host.remove_file(path)?;
-                    fs::create_dir(path)?;
+                    host.mkdir_all(path, *mode)?;
                 }
-                None => fs::create_dir(path)?,
+                None => {
+                    host.mkdir_all(path, *mode)?;
+                }
             }
             host.chmod(path, *mode)?;
             if can_chown() {
@@ -330,12 +324,8 @@ fn restore(dir: &Path, path: &Path, prior: &Prior) -> io::Result<String> {
 /// killed. Call it holding the run lock, before anything else.
 pub fn recover(state_dir: &Path) -> Vec<Undo> {
     let root = journals_dir(state_dir);
-    let mut dirs: Vec<PathBuf> = match fs::read_dir(&root) {
-        Ok(rd) => rd
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.is_dir())
-            .collect(),
+    let mut dirs: Vec<PathBuf> = match local::list_dir(&root) {
+        Ok(paths) => paths.into_iter().filter(|p| local::is_dir(p)).collect(),
         Err(_) => return Vec::new(),
     };
     // Newest first: a later transaction was made on top of an earlier one.
@@ -347,6 +337,8 @@ pub fn recover(state_dir: &Path) -> Vec<Undo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::{self, OpenOptions};
+    use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
 
     fn header() -> Header {
@@ -409,6 +401,34 @@ mod tests {
         let m = fs::symlink_metadata(&dir).unwrap();
         assert!(m.is_dir());
         assert_eq!(m.permissions().mode() & 0o7777, 0o751);
+    }
+
+    /// Issue 14: the journal keeps the prior content of files the policy
+    /// rewrites, which may be secret; a kill leaves it on disk. Everything
+    /// in it is private: directories 0700, files 0600.
+    #[test]
+    fn the_journal_and_its_saved_copies_are_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("state");
+        let f = tmp.path().join("secret");
+        fs::write(&f, "password\n").unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).unwrap();
+        let j = std::sync::Arc::new(Journal::begin(&state, &header()).unwrap());
+        let host = Host::real().with_journal(Some(j.clone()));
+        host.write_atomic(&f, b"changed\n", 0o600).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&journals_dir(&state)), 0o700);
+        assert_eq!(mode(j.dir()), 0o700);
+        let names: Vec<_> = fs::read_dir(j.dir())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        for p in names {
+            assert_eq!(mode(&p), 0o600, "{}", p.display());
+        }
+        drop(host);
+        j.rollback();
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod runlock;
 
 pub use runlock::{RunLock, RunLockError};
 
+use crate::host::local;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,12 @@ use thiserror::Error;
 pub enum StateError {
     #[error("cannot create the state directory '{path}': {source}")]
     Dir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot make the state file '{path}' private: {source}")]
+    File {
         path: String,
         #[source]
         source: std::io::Error,
@@ -67,11 +74,33 @@ impl StateStore {
 
     pub fn open(workdir: &Path) -> Result<StateStore, StateError> {
         let dir = Self::dir(workdir);
-        std::fs::create_dir_all(&dir).map_err(|source| StateError::Dir {
+        // Private, as cf-agent's: the state holds expanded command lines
+        // and the journal the prior content of files.
+        let dir_err = |source| StateError::Dir {
             path: dir.display().to_string(),
             source,
-        })?;
+        };
+        local::create_private_dir(&dir).map_err(dir_err)?;
         let path = dir.join("convergent.db");
+        // SQLite gives its side files (-wal, -shm) the database's mode, so
+        // the database is made 0600 before SQLite opens it; side files an
+        // older agent left readable are tightened too.
+        for (name, made) in [
+            ("convergent.db", true),
+            ("convergent.db-wal", false),
+            ("convergent.db-shm", false),
+        ] {
+            let file = dir.join(name);
+            let done = if made {
+                local::ensure_private_file(&file)
+            } else {
+                local::tighten_private_file(&file)
+            };
+            done.map_err(|source| StateError::File {
+                path: file.display().to_string(),
+                source,
+            })?;
+        }
         let db_err = |source| StateError::Db {
             path: path.display().to_string(),
             source,

@@ -2,8 +2,7 @@
 //! WORKDIR/state/agent.lock. The kernel drops the lock when the holder
 //! exits or is killed, so a crashed run never blocks the next one.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, Write};
+use crate::host::local::{self, LockFile};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -29,7 +28,7 @@ pub enum RunLockError {
 /// Held for the whole run; released on drop (or by the kernel on exit).
 #[derive(Debug)]
 pub struct RunLock {
-    _file: File,
+    _file: LockFile,
 }
 
 impl RunLock {
@@ -41,39 +40,21 @@ impl RunLock {
             path: path.display().to_string(),
             source,
         };
-        std::fs::create_dir_all(&dir).map_err(io_err)?;
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io_err)?;
+        local::create_private_dir(&dir).map_err(io_err)?;
+        let mut file = local::open_lock_file(&path).map_err(io_err)?;
         let start = Instant::now();
-        loop {
-            match file.try_lock() {
-                Ok(()) => break,
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    if start.elapsed() >= wait {
-                        let mut holder = String::new();
-                        let _ = file.rewind();
-                        let _ = file.read_to_string(&mut holder);
-                        return Err(RunLockError::Busy {
-                            pid: holder.trim().to_string(),
-                            workdir: workdir.display().to_string(),
-                            waited: start.elapsed().as_secs(),
-                        });
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                Err(std::fs::TryLockError::Error(e)) => return Err(io_err(e)),
+        while !file.try_lock().map_err(io_err)? {
+            if start.elapsed() >= wait {
+                return Err(RunLockError::Busy {
+                    pid: file.holder().trim().to_string(),
+                    workdir: workdir.display().to_string(),
+                    waited: start.elapsed().as_secs(),
+                });
             }
+            std::thread::sleep(Duration::from_millis(100));
         }
         // Record who holds it, for the message the next agent prints.
-        let _ = file.set_len(0);
-        let _ = file.rewind();
-        let _ = write!(file, "{}", std::process::id());
-        let _ = file.flush();
+        file.set_holder(&std::process::id().to_string());
         Ok(RunLock { _file: file })
     }
 }

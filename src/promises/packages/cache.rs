@@ -128,7 +128,7 @@ impl Env<'_> {
     fn cache_exists(&mut self, module: &str, which: Inventory) -> bool {
         let workdir = self.workdir.clone();
         self.caches(module).list(which).is_some()
-            || module_inventory_path(&workdir, which, module).exists()
+            || crate::host::local::exists(module_inventory_path(&workdir, which, module))
     }
 
     fn store(&mut self, module: &str, which: Inventory, list: Vec<PackageRecord>) {

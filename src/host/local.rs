@@ -1,0 +1,376 @@
+//! The agent's own files, and plain reads, outside the policy's [`Host`].
+//!
+//! Promise types change the files a policy names through a
+//! [`Host`](super::Host), which can be rooted, journaled and dry-run. The
+//! functions here serve everything else the agent touches, which it can
+//! trust for one of three reasons:
+//!
+//! - they are ours: the work directory's state (the state database, the
+//!   run lock, the undo journal, the record for `--why`) lives in
+//!   directories we create 0700, so nobody else can plant a link there;
+//! - the administrator named them: the policy files and augments given to
+//!   us, a `--report-file`, the files a policy's functions read;
+//! - they are the system's own read-only views (`/proc`, `/sys`).
+//!
+//! What the agent writes for itself is private: directories 0700 and
+//! files 0600, as cf-agent makes them, because the state and the reports
+//! hold expanded command lines and the prior content of files the policy
+//! rewrote, which may be secret.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+pub use std::fs::Metadata;
+pub use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+
+/// The mode of the directories the agent makes for itself.
+pub const PRIVATE_DIR_MODE: u32 = 0o700;
+/// The mode of the files the agent writes for itself.
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
+
+// ---------------------------------------------------------------- reads
+
+/// The whole content of a file.
+pub fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
+    fs::read(path)
+}
+
+/// The whole content of a file, which must be UTF-8.
+pub fn read_to_string(path: impl AsRef<Path>) -> io::Result<String> {
+    fs::read_to_string(path)
+}
+
+/// Opens a file for reading only (for a caller that must tell a file that
+/// cannot be opened from one that cannot be read).
+pub fn open(path: impl AsRef<Path>) -> io::Result<impl Read> {
+    File::open(path)
+}
+
+/// `stat`: follows symbolic links.
+pub fn metadata(path: impl AsRef<Path>) -> io::Result<Metadata> {
+    fs::metadata(path)
+}
+
+/// `lstat`: a symbolic link itself.
+pub fn symlink_metadata(path: impl AsRef<Path>) -> io::Result<Metadata> {
+    fs::symlink_metadata(path)
+}
+
+/// Whether something is there, following symbolic links (a dangling
+/// link is not), as `Path::exists`.
+pub fn exists(path: impl AsRef<Path>) -> bool {
+    fs::metadata(path).is_ok()
+}
+
+/// Whether a regular file is there, following symbolic links.
+pub fn is_file(path: impl AsRef<Path>) -> bool {
+    fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// Whether a directory is there, following symbolic links.
+pub fn is_dir(path: impl AsRef<Path>) -> bool {
+    fs::metadata(path).is_ok_and(|m| m.is_dir())
+}
+
+/// The text of a symbolic link.
+pub fn read_link(path: impl AsRef<Path>) -> io::Result<PathBuf> {
+    fs::read_link(path)
+}
+
+/// The path with every symbolic link and `.`/`..` resolved.
+pub fn canonicalize(path: impl AsRef<Path>) -> io::Result<PathBuf> {
+    fs::canonicalize(path)
+}
+
+/// The entries of a directory, in the order the file system gives them
+/// (an entry that cannot be read is left out).
+pub fn list_dir(path: impl AsRef<Path>) -> io::Result<Vec<PathBuf>> {
+    Ok(fs::read_dir(path)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect())
+}
+
+// ---------------------------------------------------------------- writes
+
+/// Whether a directory or file we found belongs to the user we run as;
+/// only those we tighten (a work directory pointed at someone else's tree
+/// is left as it is).
+fn ours(m: &Metadata) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    m.uid() == unsafe { libc::geteuid() }
+}
+
+/// Creates one directory 0700; fails with `AlreadyExists` when something
+/// is there (so a caller can pick a fresh name).
+pub fn create_private_dir_new(path: &Path) -> io::Result<()> {
+    fs::DirBuilder::new().mode(PRIVATE_DIR_MODE).create(path)?;
+    // The umask may have taken bits away; it never adds any, but say the
+    // mode exactly.
+    fs::set_permissions(path, fs::Permissions::from_mode(PRIVATE_DIR_MODE))
+}
+
+/// Makes a directory 0700 for the agent's own use. Its missing parents are
+/// made as `mkdir -p` makes them, except its own parent, which is 0700 too
+/// when we make it: the state directory's parent is the work directory.
+/// An existing directory of ours that others may enter is tightened to
+/// 0700; one that belongs to someone else is left alone.
+pub fn create_private_dir(path: &Path) -> io::Result<()> {
+    if let Some(parent) = path.parent()
+        && !parent.as_os_str().is_empty()
+        && fs::symlink_metadata(parent).is_err()
+    {
+        if let Some(grand) = parent.parent()
+            && !grand.as_os_str().is_empty()
+        {
+            fs::create_dir_all(grand)?;
+        }
+        match create_private_dir_new(parent) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+    }
+    match create_private_dir_new(path) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        other => return other,
+    }
+    let m = fs::metadata(path)?;
+    if !m.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("'{}' exists and is not a directory", path.display()),
+        ));
+    }
+    if ours(&m) && m.mode() & 0o077 != 0 {
+        fs::set_permissions(
+            path,
+            fs::Permissions::from_mode(m.mode() & 0o7000 | PRIVATE_DIR_MODE),
+        )?;
+    }
+    Ok(())
+}
+
+/// Makes sure a file of ours exists and is 0600: creates it empty when it
+/// is missing, and tightens it when we own it and others may read it (an
+/// older agent made its state 0644). For files another program fills,
+/// such as the SQLite database, which keeps the mode it finds.
+pub fn ensure_private_file(path: &Path) -> io::Result<()> {
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(PRIVATE_FILE_MODE)
+        .open(path)?;
+    tighten_file(&f)
+}
+
+/// Tightens a file we already have open, when we own it, to 0600.
+fn tighten_file(f: &File) -> io::Result<()> {
+    let m = f.metadata()?;
+    if ours(&m) && m.mode() & 0o077 != 0 {
+        f.set_permissions(fs::Permissions::from_mode(PRIVATE_FILE_MODE))?;
+    }
+    Ok(())
+}
+
+/// Tightens an existing file of ours to 0600; nothing there is fine.
+pub fn tighten_private_file(path: &Path) -> io::Result<()> {
+    match File::open(path) {
+        Ok(f) => tighten_file(&f),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Eight random bytes in hex, for names nobody can guess ahead of us.
+fn random_suffix() -> String {
+    let mut buf = [0u8; 8];
+    // SAFETY: buf is valid for buf.len() bytes.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n != buf.len() as isize {
+        // No entropy (very early boot): the time and pid still differ
+        // between runs, and O_EXCL refuses anything already there.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        buf = ((t as u64) ^ (u64::from(std::process::id()) << 32)).to_le_bytes();
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes a file of ours, 0600, so that a kill at any moment leaves the
+/// old content or the new, never a mix or nothing: the data goes to a new
+/// file beside it (created with `O_EXCL` under a name nobody can guess,
+/// so no one can have put a link there), is synced, and is renamed over
+/// the target; then the directory is synced.
+pub fn write_private(path: &Path, data: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (tmp, mut f) = loop {
+        let tmp = dir.join(format!(".{name}.convergent-{}", random_suffix()));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(PRIVATE_FILE_MODE)
+            .open(&tmp)
+        {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    let result = (|| {
+        f.write_all(data)?;
+        f.set_permissions(fs::Permissions::from_mode(PRIVATE_FILE_MODE))?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        sync_dir(&dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// A file of ours opened for appending, 0600, each append synced.
+#[derive(Debug)]
+pub struct PrivateAppend(File);
+
+impl PrivateAppend {
+    /// Appends `data` and waits until it is on disk.
+    pub fn append_synced(&mut self, data: &[u8]) -> io::Result<()> {
+        self.0.write_all(data)?;
+        self.0.sync_data()
+    }
+}
+
+/// Opens a file of ours for appending, creating it 0600 (and synced, so
+/// that it survives a crash right after).
+pub fn open_append_private(path: &Path) -> io::Result<PrivateAppend> {
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(PRIVATE_FILE_MODE)
+        .open(path)?;
+    tighten_file(&f)?;
+    f.sync_all()?;
+    Ok(PrivateAppend(f))
+}
+
+/// Syncs a directory, so that names created or renamed in it survive a
+/// crash.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Removes a directory of ours and everything in it.
+pub fn remove_private_tree(path: &Path) -> io::Result<()> {
+    fs::remove_dir_all(path)
+}
+
+// ---------------------------------------------------------------- the run lock
+
+/// A lock file of ours (the one-agent-per-work-directory lock): an
+/// exclusive `flock`, which the kernel drops when the holder exits or is
+/// killed, and the holder's pid as content.
+#[derive(Debug)]
+pub struct LockFile(File);
+
+/// Opens (creating it 0600) a lock file without taking the lock.
+pub fn open_lock_file(path: &Path) -> io::Result<LockFile> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(PRIVATE_FILE_MODE)
+        .open(path)?;
+    tighten_file(&f)?;
+    Ok(LockFile(f))
+}
+
+impl LockFile {
+    /// Takes the lock if it is free: `Ok(false)` when someone holds it.
+    pub fn try_lock(&self) -> io::Result<bool> {
+        match self.0.try_lock() {
+            Ok(()) => Ok(true),
+            Err(fs::TryLockError::WouldBlock) => Ok(false),
+            Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+
+    /// What the holder wrote (its pid), best effort.
+    pub fn holder(&mut self) -> String {
+        let mut text = String::new();
+        let _ = self.0.rewind();
+        let _ = self.0.read_to_string(&mut text);
+        text
+    }
+
+    /// Replaces the content with `text` (our pid), best effort.
+    pub fn set_holder(&mut self, text: &str) {
+        let _ = self.0.set_len(0);
+        let _ = self.0.rewind();
+        let _ = self.0.write_all(text.as_bytes());
+        let _ = self.0.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().mode() & 0o7777
+    }
+
+    #[test]
+    fn private_dirs_are_made_and_tightened_0700() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path().join("a/wd/state");
+        create_private_dir(&d).unwrap();
+        assert_eq!(mode(&d), 0o700);
+        assert_eq!(mode(&tmp.path().join("a/wd")), 0o700);
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
+        create_private_dir(&d).unwrap();
+        assert_eq!(mode(&d), 0o700);
+    }
+
+    #[test]
+    fn private_writes_are_0600_and_leave_nothing_beside() {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("report.jsonl");
+        fs::write(&f, "old").unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o644)).unwrap();
+        write_private(&f, b"new").unwrap();
+        assert_eq!(fs::read_to_string(&f).unwrap(), "new");
+        assert_eq!(mode(&f), 0o600);
+        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn appends_and_ensured_files_are_0600() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = tmp.path().join("entries");
+        let mut f = open_append_private(&a).unwrap();
+        f.append_synced(b"x\n").unwrap();
+        f.append_synced(b"y\n").unwrap();
+        assert_eq!(fs::read_to_string(&a).unwrap(), "x\ny\n");
+        assert_eq!(mode(&a), 0o600);
+        let db = tmp.path().join("db");
+        fs::write(&db, "keep").unwrap();
+        fs::set_permissions(&db, fs::Permissions::from_mode(0o644)).unwrap();
+        ensure_private_file(&db).unwrap();
+        assert_eq!(mode(&db), 0o600);
+        assert_eq!(fs::read_to_string(&db).unwrap(), "keep");
+    }
+}
