@@ -20,7 +20,7 @@ use common::*;
 use std::collections::HashSet;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -336,11 +336,25 @@ impl Victim {
                 };
                 if m.is_dir() {
                     todo.push(e.path());
-                } else if m.is_file()
-                    && std::fs::read(e.path()).is_ok_and(|c| {
-                        c.windows(self.secret.len())
-                            .any(|w| w == self.secret.as_bytes())
-                    })
+                    continue;
+                }
+                // Read what was checked: opened without following a link and
+                // judged by its descriptor, since the attacker keeps swapping
+                // names while we look (a read by name would follow a link
+                // swapped in after the lstat, as root).
+                let Ok(mut f) = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                    .open(e.path())
+                else {
+                    continue;
+                };
+                let Ok(m) = f.metadata() else { continue };
+                let mut c = Vec::new();
+                if m.is_file()
+                    && std::io::Read::read_to_end(&mut f, &mut c).is_ok()
+                    && c.windows(self.secret.len())
+                        .any(|w| w == self.secret.as_bytes())
                 {
                     found.push(format!(
                         "{} (owner {}:{}, mode {:04o}) holds the secret",

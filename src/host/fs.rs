@@ -409,6 +409,21 @@ impl Host {
         result
     }
 
+    /// Appends `data` to a file, creating it (0600, as cf-agent's umask
+    /// makes it) when missing; a link is followed only as cf-agent would.
+    pub fn append(&self, p: &Path, data: &[u8]) -> io::Result<()> {
+        self.before_change(p)?;
+        let l = self.locate(p, Final::Follow)?;
+        let fd = rustix::fs::openat(
+            &l.dir,
+            &l.name,
+            OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(safe::errno)?;
+        File::from(fd).write_all(data)
+    }
+
     /// Copies a file's bytes to a new name atomically (for backups).
     pub fn copy_atomic(&self, from: &Path, to: &Path, mode: u32) -> io::Result<()> {
         let data = self.read(from)?;

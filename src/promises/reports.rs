@@ -1,7 +1,7 @@
 //! `reports`: print a line (`R: ...`), or append it to a file.
 
 use super::{ActContext, Actuator, ExpandedPromise, Outcome};
-use std::io::Write;
+use std::path::Path;
 
 pub struct Reports;
 
@@ -26,11 +26,8 @@ impl Actuator for Reports {
         // output or a file (a file that cannot be opened is only logged);
         // only a `printfile` that cannot be read makes it fail.
         if let Some(path) = p.scalar("report_to_file") {
-            let opened = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path);
-            if let Err(e) = opened.and_then(|mut f| writeln!(f, "{}", p.promiser)) {
+            let line = format!("{}\n", p.promiser);
+            if let Err(e) = act.host.append(Path::new(path), line.as_bytes()) {
                 tracing::error!(
                     "Could not open log file '{path}', message '{}'. ({e})",
                     p.promiser

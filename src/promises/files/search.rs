@@ -180,6 +180,7 @@ fn compile_all(
 /// class-like name in `file_result` (default: all given criteria hold).
 pub fn selected(
     ctx: &mut EvalContext,
+    host: &Host,
     body: &ResolvedBody,
     path: &Path,
     meta: &Meta,
@@ -247,7 +248,7 @@ pub fn selected(
         }
     }
     if let Some(target) = body.scalar("issymlinkto") {
-        let ok = std::fs::read_link(path).is_ok_and(|l| {
+        let ok = host.read_link(path).is_ok_and(|l| {
             ctx.regexes
                 .get(target)
                 .is_ok_and(|r| r.is_full_match(&l.display().to_string()))
