@@ -67,10 +67,17 @@ impl Meta {
     }
 }
 
-/// What an edit saw of the file it read, to tell at write time whether
-/// someone else changed it in between (see [`Host::write_atomic_unless_changed`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an edit saw of the file it read, and an exclusive `flock` on it
+/// held until the edit is written (see [`Host::read_for_edit`]).
+#[derive(Debug)]
 pub struct Stamp {
+    seen: Seen,
+    _lock: std::os::fd::OwnedFd,
+}
+
+/// A file's identity, size and times, to tell whether it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
     dev: u64,
     ino: u64,
     size: i64,
@@ -78,10 +85,29 @@ pub struct Stamp {
     ctime: (i64, u64),
 }
 
-impl Stamp {
+/// How long an edit waits for another one of the same file (another
+/// agent's); then it goes on unlocked, and the check before its rename
+/// still keeps the other's change.
+const EDIT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Takes an exclusive `flock` on `fd`, waiting at most [`EDIT_LOCK_WAIT`].
+fn lock_bounded(fd: &std::os::fd::OwnedFd) {
+    use rustix::fs::FlockOperation;
+    let start = std::time::Instant::now();
+    loop {
+        match rustix::fs::flock(fd, FlockOperation::NonBlockingLockExclusive) {
+            Err(rustix::io::Errno::WOULDBLOCK) if start.elapsed() < EDIT_LOCK_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            _ => return,
+        }
+    }
+}
+
+impl Seen {
     #[allow(clippy::useless_conversion)]
-    fn of(st: &rustix::fs::Stat) -> Stamp {
-        Stamp {
+    fn of(st: &rustix::fs::Stat) -> Seen {
+        Seen {
             dev: u64::from(st.st_dev),
             ino: u64::from(st.st_ino),
             size: i64::from(st.st_size),
@@ -115,9 +141,37 @@ fn uid_gid(
 }
 
 impl Host {
-    /// Walks to `p` safely (see [`safe`]).
+    /// Walks to `p` safely (see [`safe`]), or takes its directory from the
+    /// walks of this run when it is still the same (see [`safe::DirCache`]).
     fn locate(&self, p: &Path, last: Final) -> io::Result<Located> {
-        safe::locate(self.root(), p, last)
+        let parent = match (p.parent(), p.file_name()) {
+            (Some(d), Some(name)) if p.is_absolute() => Some((self.map(d), name)),
+            _ => None,
+        };
+        if let Some((real_dir, name)) = &parent
+            && let Some(dir) = self.dirs.lock().ok().and_then(|c| c.lookup(real_dir))
+        {
+            let found = Located {
+                dir,
+                name: name.to_os_string(),
+            };
+            // A link to follow at the end takes the whole walk.
+            let ends_in_link = last == Final::Follow
+                && found
+                    .lstat()?
+                    .is_some_and(|st| Meta::from_stat(&st).kind == FileKind::Symlink);
+            if !ends_in_link {
+                return Ok(found);
+            }
+        }
+        let (found, in_parent) = safe::locate(self.root(), p, last)?;
+        if let Some((real_dir, _)) = &parent
+            && in_parent
+            && let Ok(mut c) = self.dirs.lock()
+        {
+            c.remember(real_dir, &found.dir);
+        }
+        Ok(found)
     }
 
     /// `lstat`: the link itself for symlinks. `None` when nothing is there.
@@ -170,21 +224,48 @@ impl Host {
     /// The content of a file, read through the descriptor the safe walk
     /// opened (so a link swapped in after a check is never read).
     pub fn read(&self, p: &Path) -> io::Result<Vec<u8>> {
-        Ok(self.read_stamped(p)?.0)
-    }
-
-    /// The content of a file and what it was when read, for an edit that
-    /// will write it back with [`Host::write_atomic_unless_changed`].
-    pub fn read_stamped(&self, p: &Path) -> io::Result<(Vec<u8>, Option<Stamp>)> {
         if let Some((data, _)) = self.simulated(p) {
-            return Ok((data, None));
+            return Ok(data);
         }
         let l = self.locate(p, Final::Follow)?;
         let fd = l.open(OFlags::RDONLY | OFlags::NOCTTY)?;
-        let st = rustix::fs::fstat(&fd).map_err(safe::errno)?;
         let mut data = Vec::new();
         File::from(fd).read_to_end(&mut data)?;
-        Ok((data, Some(Stamp::of(&st))))
+        Ok(data)
+    }
+
+    /// The content of a file for an edit that will write it back with
+    /// [`Host::write_atomic_unless_changed`]: read under an exclusive
+    /// `flock`, held by the [`Stamp`] until the edit is written, so that two
+    /// agents editing one file take turns and the second edits the first's
+    /// result (the lock is taken on the file the path names once locked: a
+    /// file replaced meanwhile is opened again).
+    pub fn read_for_edit(&self, p: &Path) -> io::Result<(Vec<u8>, Option<Stamp>)> {
+        if let Some((data, _)) = self.simulated(p) {
+            return Ok((data, None));
+        }
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let l = self.locate(p, Final::Follow)?;
+            let fd = l.open(OFlags::RDONLY | OFlags::NOCTTY)?;
+            lock_bounded(&fd);
+            let st = rustix::fs::fstat(&fd).map_err(safe::errno)?;
+            let now = l.lstat()?.map(|n| Seen::of(&n));
+            let seen = Seen::of(&st);
+            let same = now.is_some_and(|n| (n.dev, n.ino) == (seen.dev, seen.ino));
+            if !same && tries < 5 {
+                continue;
+            }
+            let mut f = File::from(fd);
+            let mut data = Vec::new();
+            f.read_to_end(&mut data)?;
+            let stamp = Stamp {
+                seen,
+                _lock: f.into(),
+            };
+            return Ok((data, Some(stamp)));
+        }
     }
 
     pub fn read_link(&self, p: &Path) -> io::Result<PathBuf> {
@@ -365,19 +446,34 @@ impl Host {
         p: &Path,
         data: &[u8],
         mode: u32,
-        read: Option<Stamp>,
+        read: Option<&Stamp>,
     ) -> io::Result<()> {
         self.before_change(p)?;
         let l = self.locate(p, Final::Follow)?;
         self.clean_stale_temps(&l.dir);
         let old = l.lstat()?;
-        let tmp = Located {
-            dir: l.dir.try_clone()?,
-            name: safe::temp_name(&l.name),
+        // The new content is written to a file without a name (O_TMPFILE):
+        // nobody can open, swap or leave behind what has no name. It gets
+        // one only just before the rename. File systems without O_TMPFILE
+        // get a named one, created exclusively.
+        let unnamed = rustix::fs::openat(
+            &*l.dir,
+            ".",
+            OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        );
+        let (fd, mut named) = match unnamed {
+            Ok(fd) => (fd, None),
+            Err(_) => {
+                let tmp = Located {
+                    dir: std::sync::Arc::clone(&l.dir),
+                    name: safe::temp_name(&l.name),
+                };
+                (tmp.open_new(0o600)?, Some(tmp.name))
+            }
         };
+        let mut f = File::from(fd);
         let result = (|| {
-            let fd = tmp.open_new(0o600)?;
-            let mut f = File::from(fd);
             f.write_all(data)?;
             if let Some(st) = &old {
                 if can_chown() {
@@ -390,21 +486,50 @@ impl Host {
             }
             rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(safe::errno)?;
             f.sync_all()?;
-            drop(f);
-            if let Some(seen) = read {
-                let now = l.lstat()?.map(|st| Stamp::of(&st));
-                if now != Some(seen) {
+            if let Some(stamp) = read {
+                let now = l.lstat()?.map(|st| Seen::of(&st));
+                if now != Some(stamp.seen) {
                     return Err(io::Error::other(format!(
                         "'{}' changed since it was read; not overwriting the other change",
                         p.display()
                     )));
                 }
             }
-            rustix::fs::renameat(&tmp.dir, &tmp.name, &l.dir, &l.name).map_err(safe::errno)?;
+            let name = match &named {
+                Some(n) => n.clone(),
+                None => {
+                    // linkat through /proc names exactly this descriptor's
+                    // file (open(2) on O_TMPFILE), with no capability needed.
+                    let n = safe::temp_name(&l.name);
+                    let proc_path = format!("/proc/self/fd/{}", f.as_raw_fd());
+                    rustix::fs::linkat(
+                        rustix::fs::CWD,
+                        proc_path.as_str(),
+                        &*l.dir,
+                        &n,
+                        AtFlags::SYMLINK_FOLLOW,
+                    )
+                    .map_err(safe::errno)?;
+                    named = Some(n.clone());
+                    n
+                }
+            };
+            rustix::fs::renameat(&*l.dir, &name, &*l.dir, &l.name).map_err(safe::errno)?;
+            named = None;
+            // Whoever owns the directory may have swapped the name in the
+            // instant between; then what was renamed is not ours.
+            let ours = Seen::of(&rustix::fs::fstat(&f).map_err(safe::errno)?);
+            let there = l.lstat()?.map(|st| Seen::of(&st));
+            if there.map(|t| (t.dev, t.ino)) != Some((ours.dev, ours.ino)) {
+                return Err(io::Error::other(format!(
+                    "'{}' was replaced while it was written",
+                    p.display()
+                )));
+            }
             l.sync_dir()
         })();
-        if result.is_err() {
-            let _ = rustix::fs::unlinkat(&tmp.dir, &tmp.name, AtFlags::empty());
+        if let Some(n) = named {
+            let _ = rustix::fs::unlinkat(&*l.dir, &n, AtFlags::empty());
         }
         result
     }
@@ -435,7 +560,7 @@ impl Host {
         let Ok(st) = rustix::fs::fstat(dir) else {
             return;
         };
-        let Stamp { dev, ino, .. } = Stamp::of(&st);
+        let Seen { dev, ino, .. } = Seen::of(&st);
         let key = (dev, ino);
         if let Ok(mut seen) = self.cleaned_dirs.lock()
             && !seen.insert(key)

@@ -35,6 +35,8 @@ pub struct Host {
     /// Directories (device, inode) already rid of the temporary files that
     /// killed runs left, so that each is read once per run.
     cleaned_dirs: Arc<Mutex<HashSet<(u64, u64)>>>,
+    /// Directories the safe walk reached this run.
+    dirs: Arc<Mutex<safe::DirCache>>,
 }
 
 /// The files a dry run would have created or rewritten, by policy path:

@@ -26,6 +26,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
+use std::sync::Arc;
 
 /// More links than this in one walk is a loop, as for the kernel.
 const MAX_LINKS: u32 = 40;
@@ -35,7 +36,7 @@ const MAX_LINKS: u32 = 40;
 /// last name, such as `/`).
 #[derive(Debug)]
 pub struct Located {
-    pub dir: OwnedFd,
+    pub dir: Arc<OwnedFd>,
     pub name: OsString,
 }
 
@@ -78,10 +79,6 @@ pub(crate) fn lstat_at(dir: &OwnedFd, name: &OsStr) -> io::Result<Stat> {
     rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)
 }
 
-fn dup(fd: &OwnedFd) -> io::Result<OwnedFd> {
-    fd.try_clone()
-}
-
 /// The error cf-agent gives for a link it will not follow.
 fn refused(link: &Path) -> io::Error {
     io::Error::new(
@@ -106,7 +103,10 @@ fn is_dir(st: &Stat) -> bool {
 /// system, the test tree on a rooted host): `..` never climbs above it and
 /// an absolute link target starts again from it. A relative `path` is taken
 /// from the current directory on the real system.
-pub fn locate(root: Option<&Path>, path: &Path, last: Final) -> io::Result<Located> {
+///
+/// Also says whether the directory found is the one the path's parent
+/// names (it is not when the last component was a link that was followed).
+pub fn locate(root: Option<&Path>, path: &Path, last: Final) -> io::Result<(Located, bool)> {
     let (anchor, path) = match root {
         Some(r) => (r.to_path_buf(), path.to_path_buf()),
         None if path.is_absolute() => (Path::new("/").to_path_buf(), path.to_path_buf()),
@@ -115,14 +115,16 @@ pub fn locate(root: Option<&Path>, path: &Path, last: Final) -> io::Result<Locat
             std::env::current_dir()?.join(path),
         ),
     };
-    let root_fd = open_root(&anchor)?;
+    let root_fd = Arc::new(open_root(&anchor)?);
     let mut walk = Walk {
         stack: vec![root_fd],
         links: 0,
         shown: path.clone(),
+        followed_last: false,
     };
     let queue = components(path.as_os_str());
-    walk.run(queue, last)
+    let found = walk.run(queue, last)?;
+    Ok((found, !walk.followed_last))
 }
 
 /// The names of a path (or a link's text), `.` dropped, `..` kept; whether
@@ -143,58 +145,49 @@ fn components(p: &OsStr) -> VecDeque<OsString> {
 
 struct Walk {
     /// The directories walked into, the trusted root first; `..` pops.
-    stack: Vec<OwnedFd>,
+    stack: Vec<Arc<OwnedFd>>,
     links: u32,
     /// The path as the policy names it, for messages.
     shown: std::path::PathBuf,
+    /// Whether the last component was a link that was followed.
+    followed_last: bool,
 }
 
 impl Walk {
-    fn top(&self) -> &OwnedFd {
+    fn top(&self) -> &Arc<OwnedFd> {
         self.stack.last().expect("the root is never popped")
     }
 
-    fn here(&self) -> io::Result<Located> {
-        Ok(Located {
-            dir: dup(self.top())?,
-            name: OsString::from("."),
-        })
+    fn at(&self, name: OsString) -> Located {
+        Located {
+            dir: Arc::clone(self.top()),
+            name,
+        }
     }
 
     fn run(&mut self, mut queue: VecDeque<OsString>, last: Final) -> io::Result<Located> {
         while let Some(name) = queue.pop_front() {
-            if name.is_empty() {
-                // Absolute: start again from the trusted root.
-                self.stack.truncate(1);
-                if queue.is_empty() {
-                    return self.here();
-                }
-                continue;
-            }
-            if name == ".." {
-                if self.stack.len() > 1 {
+            if name.is_empty() || name == ".." {
+                if name.is_empty() {
+                    // Absolute: start again from the trusted root.
+                    self.stack.truncate(1);
+                } else if self.stack.len() > 1 {
                     self.stack.pop();
                 }
                 if queue.is_empty() {
-                    return self.here();
+                    return Ok(self.at(OsString::from(".")));
                 }
                 continue;
             }
             let is_last = queue.is_empty();
             if is_last && last == Final::Keep {
-                return Ok(Located {
-                    dir: dup(self.top())?,
-                    name,
-                });
+                return Ok(self.at(name));
             }
             let st = match lstat_at(self.top(), &name) {
                 Ok(st) => st,
                 // A missing last component is a place to create something.
                 Err(e) if is_last && e.kind() == io::ErrorKind::NotFound => {
-                    return Ok(Located {
-                        dir: dup(self.top())?,
-                        name,
-                    });
+                    return Ok(self.at(name));
                 }
                 Err(e) => return Err(e),
             };
@@ -208,25 +201,23 @@ impl Walk {
                 if !self.may_follow(&st, &text)? {
                     return Err(refused(&self.shown));
                 }
+                self.followed_last |= is_last;
                 let mut target = components(&text);
                 target.append(&mut queue);
                 queue = target;
                 continue;
             }
             if is_last {
-                return Ok(Located {
-                    dir: dup(self.top())?,
-                    name,
-                });
+                return Ok(self.at(name));
             }
             if !is_dir(&st) {
                 return Err(errno(rustix::io::Errno::NOTDIR));
             }
             // O_NOFOLLOW: a link swapped in since the lstat is refused here.
             let fd = open_subdir(self.top(), &name)?;
-            self.stack.push(fd);
+            self.stack.push(Arc::new(fd));
         }
-        self.here()
+        Ok(self.at(OsString::from(".")))
     }
 
     /// cf-agent's rule: a link owned by root or by us is followed; another
@@ -239,9 +230,10 @@ impl Walk {
         // Resolve the target from here with the same rule; a target that
         // cannot be reached safely is not followed either.
         let mut sub = Walk {
-            stack: self.stack.iter().map(dup).collect::<io::Result<_>>()?,
+            stack: self.stack.clone(),
             links: self.links,
             shown: self.shown.clone(),
+            followed_last: false,
         };
         let target = match sub.run(components(text), Final::Follow) {
             Ok(t) => t,
@@ -253,6 +245,49 @@ impl Walk {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// The directories that walks of this run reached, by real path, each
+/// with its identity (device, inode) when it was reached. A later path in
+/// the same directory skips the walk when its parent still names that very
+/// directory: the kernel's `stat` of the parent (one call) gives the same
+/// identity. That is as safe as the walk itself, because what is then used
+/// is the descriptor the walk opened, a directory it was allowed to reach;
+/// a directory moved, removed or replaced by a link since gives another
+/// identity and is walked again. An open descriptor keeps its inode, so an
+/// identity is never reused while it is cached.
+#[derive(Debug, Default)]
+pub struct DirCache {
+    dirs: std::collections::HashMap<std::path::PathBuf, (Arc<OwnedFd>, (u64, u64))>,
+}
+
+/// Descriptors held at most (well under the usual limit of 1024).
+const DIR_CACHE_MAX: usize = 128;
+
+#[allow(clippy::useless_conversion)]
+fn identity(st: &Stat) -> (u64, u64) {
+    (u64::from(st.st_dev), u64::from(st.st_ino))
+}
+
+impl DirCache {
+    /// The directory the walk reached for `real_dir`, if it still is what
+    /// that path names.
+    pub fn lookup(&self, real_dir: &Path) -> Option<Arc<OwnedFd>> {
+        let (fd, id) = self.dirs.get(real_dir)?;
+        let now = rustix::fs::stat(real_dir).ok()?;
+        (identity(&now) == *id).then(|| Arc::clone(fd))
+    }
+
+    pub fn remember(&mut self, real_dir: &Path, fd: &Arc<OwnedFd>) {
+        let Ok(st) = rustix::fs::fstat(fd) else {
+            return;
+        };
+        if self.dirs.len() >= DIR_CACHE_MAX {
+            self.dirs.clear();
+        }
+        self.dirs
+            .insert(real_dir.to_path_buf(), (Arc::clone(fd), identity(&st)));
     }
 }
 
@@ -436,11 +471,15 @@ mod tests {
     fn walks_plain_paths_and_stays_below_the_root() {
         let t = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(t.path().join("a/b")).unwrap();
-        let l = locate(Some(t.path()), Path::new("/a/b/c"), Final::Follow).unwrap();
+        let l = locate(Some(t.path()), Path::new("/a/b/c"), Final::Follow)
+            .unwrap()
+            .0;
         assert_eq!(name_of(&l), "c");
         assert!(l.lstat().unwrap().is_none());
         // `..` above the root stays at the root.
-        let l = locate(Some(t.path()), Path::new("/../../a"), Final::Keep).unwrap();
+        let l = locate(Some(t.path()), Path::new("/../../a"), Final::Keep)
+            .unwrap()
+            .0;
         assert!(l.lstat().unwrap().is_some());
     }
 
@@ -450,14 +489,19 @@ mod tests {
         std::fs::create_dir_all(t.path().join("real")).unwrap();
         std::fs::write(t.path().join("real/f"), b"x").unwrap();
         symlink("/real", t.path().join("link")).unwrap();
-        let l = locate(Some(t.path()), Path::new("/link/f"), Final::Follow).unwrap();
+        let l = locate(Some(t.path()), Path::new("/link/f"), Final::Follow)
+            .unwrap()
+            .0;
         assert_eq!(l.lstat().unwrap().unwrap().st_size, 1);
         // The final link itself, or what it points to.
         symlink("/real/f", t.path().join("flink")).unwrap();
-        let l = locate(Some(t.path()), Path::new("/flink"), Final::Keep).unwrap();
+        let l = locate(Some(t.path()), Path::new("/flink"), Final::Keep)
+            .unwrap()
+            .0;
         assert!(is_symlink(&l.lstat().unwrap().unwrap()));
-        let l = locate(Some(t.path()), Path::new("/flink"), Final::Follow).unwrap();
+        let (l, parent) = locate(Some(t.path()), Path::new("/flink"), Final::Follow).unwrap();
         assert_eq!(name_of(&l), "f");
+        assert!(!parent, "the file's directory is not the link's");
     }
 
     #[test]
@@ -467,6 +511,34 @@ mod tests {
         symlink("a", t.path().join("b")).unwrap();
         let e = locate(Some(t.path()), Path::new("/a/x"), Final::Follow).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+    }
+
+    #[test]
+    fn stale_temps_of_dead_runs_go_and_the_rest_stays() {
+        let t = tempfile::tempdir().unwrap();
+        // Above any pid_max: a run that is surely dead.
+        let dead = t
+            .path()
+            .join(".f.conf.convergent-999999999-0123456789abcdef");
+        let old_style = t.path().join(".f.conf.convergent-999999998");
+        let ours = t.path().join(temp_name(OsStr::new("f.conf")));
+        let other = t.path().join(".f.conf.convergent-999999999-notours");
+        for p in [&dead, &old_style, &ours, &other] {
+            std::fs::write(p, b"x").unwrap();
+        }
+        // A link with a stale name is removed as a name; what it points to stays.
+        let target = t.path().join("kept");
+        std::fs::write(&target, b"x").unwrap();
+        let link = t.path().join(".g.convergent-999999997-0123456789abcdef");
+        symlink(&target, &link).unwrap();
+        let dir = open_root(t.path()).unwrap();
+        remove_stale_temps(&dir).unwrap();
+        assert!(!dead.exists() && !old_style.exists());
+        assert!(ours.exists() && other.exists() && target.exists());
+        assert!(
+            std::fs::symlink_metadata(&link).is_ok(),
+            "only regular files are removed"
+        );
     }
 
     #[test]

@@ -206,7 +206,7 @@ pub(crate) fn edit_file(
         v.failed();
         return;
     }
-    let (original, read_stamp) = match act.host.read_stamped(target) {
+    let (original, read_stamp) = match act.host.read_for_edit(target) {
         Ok((b, stamp)) => (String::from_utf8_lossy(&b).into_owned(), stamp),
         Err(_) => {
             tracing::error!(
@@ -365,7 +365,7 @@ fn render_mustache(
             return;
         }
     };
-    let (current, read_stamp) = match act.host.read_stamped(target) {
+    let (current, read_stamp) = match act.host.read_for_edit(target) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!("Could not read '{}': {e}", p.promiser);
@@ -445,7 +445,7 @@ fn write_with_backup(
     }
     match act
         .host
-        .write_atomic_unless_changed(target, data, mode, read)
+        .write_atomic_unless_changed(target, data, mode, read.as_ref())
     {
         Ok(()) => true,
         Err(e) => {
