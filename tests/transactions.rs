@@ -312,3 +312,37 @@ fn cf_promises_accepts_transaction_tags() {
     let out = run(Command::new("cf-promises").arg("-f").arg(&p));
     assert_eq!(out.code, Some(0), "{out:?}");
 }
+
+/// A promiser that is a trusted symlink is changed through (issue 14): the
+/// journal records the file the link points to, so a failed transaction
+/// puts that file back, not only the link.
+#[test]
+fn a_rollback_restores_the_file_behind_a_symlinked_promiser() {
+    let t = Tree::new();
+    std::os::unix::fs::symlink(t.p("etc/nginx/nginx.conf"), t.p("etc/nginx.conf")).unwrap();
+    t.policy(
+        r#"body common control { bundlesequence => { "web" }; }
+bundle agent web
+{
+  meta:
+      "tags" slist => { "transaction" };
+  files:
+      "@ROOT@/etc/nginx.conf" content => "broken;$(const.n)", perms => m("600");
+  commands:
+      "/bin/false" handle => "validate";
+}
+body perms m(mode) { mode => "$(mode)"; }
+"#,
+    );
+    let out = t.agent(&["-K"]);
+    assert!(out.stdout.contains("Rolled back"), "{out:?}");
+    assert_eq!(
+        t.read("etc/nginx/nginx.conf"),
+        "worker_processes 2;\n",
+        "{out:?}"
+    );
+    assert_eq!(t.mode("etc/nginx/nginx.conf"), 0o640);
+    assert!(
+        std::fs::symlink_metadata(t.p("etc/nginx.conf")).is_ok_and(|m| m.file_type().is_symlink())
+    );
+}

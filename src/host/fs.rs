@@ -338,7 +338,9 @@ impl Host {
     /// cf-agent would follow it.
     pub fn chmod(&self, p: &Path, mode: u32) -> io::Result<()> {
         self.before_change(p)?;
-        self.locate(p, Final::Follow)?.chmod(mode)
+        let l = self.locate(p, Final::Follow)?;
+        self.before_change_located(&l)?;
+        l.chmod(mode)
     }
 
     /// Changes owner and group without following a final symlink.
@@ -354,6 +356,7 @@ impl Host {
     pub fn chown(&self, p: &Path, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
         self.before_change(p)?;
         let l = self.locate(p, Final::Follow)?;
+        self.before_change_located(&l)?;
         let (u, g) = uid_gid(uid, gid);
         rustix::fs::chownat(&l.dir, &l.name, u, g, AtFlags::SYMLINK_NOFOLLOW).map_err(safe::errno)
     }
@@ -450,6 +453,7 @@ impl Host {
     ) -> io::Result<()> {
         self.before_change(p)?;
         let l = self.locate(p, Final::Follow)?;
+        self.before_change_located(&l)?;
         self.clean_stale_temps(&l.dir);
         let old = l.lstat()?;
         // The new content is written to a file without a name (O_TMPFILE):
@@ -539,6 +543,7 @@ impl Host {
     pub fn append(&self, p: &Path, data: &[u8]) -> io::Result<()> {
         self.before_change(p)?;
         let l = self.locate(p, Final::Follow)?;
+        self.before_change_located(&l)?;
         let fd = rustix::fs::openat(
             &l.dir,
             &l.name,

@@ -97,6 +97,18 @@ impl Host {
         }
     }
 
+    /// Records the prior state of what a walk reached (the target of a
+    /// link it followed, which `before_change` of the link's path does not
+    /// cover) with the journal, if any.
+    fn before_change_located(&self, l: &safe::Located) -> std::io::Result<()> {
+        let Some(j) = &self.journal else {
+            return Ok(());
+        };
+        use std::os::fd::AsRawFd;
+        let dir = std::fs::read_link(format!("/proc/self/fd/{}", l.dir.as_raw_fd()))?;
+        j.before_change(&dir.join(&l.name))
+    }
+
     /// Records the prior state of `policy_path` with the journal, if any.
     fn before_change(&self, policy_path: &Path) -> std::io::Result<()> {
         match &self.journal {
