@@ -49,3 +49,41 @@ fn match_references_in_body_arguments_bind_per_match() {
         eprintln!("skipped the cf-agent comparison: cf-agent is not installed");
     }
 }
+
+/// Files are bytes (issue 15): an edit changes only the bytes its promises
+/// change. A Latin-1 byte in a line no promise touches, and one in a line a
+/// regex rewrites, both come back as they were (they became U+FFFD before).
+#[test]
+fn an_edit_keeps_every_byte_it_does_not_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f.conf");
+    std::fs::write(&file, b"name=caf\xe9\nkey_1 = old_value \xff\n\xfe\xfe\n").unwrap();
+    let policy = write_policy(
+        dir.path(),
+        &format!(
+            r#"body edit_defaults nobackup {{ edit_backup => "false"; }}
+bundle agent main {{ files: "{}" edit_line => e, edit_defaults => nobackup; }}
+bundle edit_line e {{
+  replace_patterns:
+    "^key_1 = old_value (.)$" replace_with => v;
+  insert_lines:
+    "added";
+}}
+body replace_with v {{ replace_value => "key_1 = new_value $(match.1)"; }}
+"#,
+            file.display()
+        ),
+    );
+    let out = run(Command::new(agent_bin())
+        .arg("-K")
+        .arg("-w")
+        .arg(dir.path().join("wd"))
+        .arg("-f")
+        .arg(&policy));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        b"name=caf\xe9\nkey_1 = new_value \xff\n\xfe\xfe\nadded\n",
+        "{out:?}"
+    );
+}

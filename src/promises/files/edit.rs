@@ -18,7 +18,7 @@
 //! so editing stays linear in the file size.
 
 use super::super::{ActContext, AttrValue, ExpandedPromise, Outcome, ResolvedBody};
-use super::Verdict;
+use super::{Verdict, bytes};
 use crate::eval::agent::{define_outcome_classes, expand_attributes};
 use crate::eval::context::Frame;
 use crate::eval::regex::Regex;
@@ -207,7 +207,7 @@ pub(crate) fn edit_file(
         return;
     }
     let (original, read_stamp) = match act.host.read_for_edit(target) {
-        Ok((b, stamp)) => (String::from_utf8_lossy(&b).into_owned(), stamp),
+        Ok((b, stamp)) => (b, stamp),
         Err(_) => {
             tracing::error!(
                 "File '{}' was marked for editing but could not be opened",
@@ -226,7 +226,7 @@ pub(crate) fn edit_file(
     };
     let empty_first = is_template || flag_of("empty_file_before_editing");
     let inherit = is_template || flag_of("inherit");
-    let mut lines = Lines::parse(&original).lines;
+    let mut lines = Lines::parse(&bytes::decode(&original)).lines;
     if flag_of("recognize_join") {
         // cf-agent reads a line ending in a backslash and the next one
         // into the same buffer, so the continued line is what remains.
@@ -295,12 +295,13 @@ pub(crate) fn edit_file(
         trailing_newline: true,
     }
     .render();
+    let text = bytes::encode(&text);
     if !warn_only {
-        super::show_diff(act, target, original.as_bytes(), text.as_bytes());
+        super::show_diff(act, target, &original, &text);
     }
     if act.dry_run {
         if !warn_only {
-            act.host.simulate_file(target, text.as_bytes(), meta.mode);
+            act.host.simulate_file(target, &text, meta.mode);
         }
         // A dry run names each line it would change; only a promise
         // that itself only warns also says so of the whole file.
@@ -316,7 +317,7 @@ pub(crate) fn edit_file(
     for m in pending {
         tracing::info!("{m}");
     }
-    if write_with_backup(act, p, target, meta.mode, text.as_bytes(), read_stamp, v) {
+    if write_with_backup(act, p, target, meta.mode, &text, read_stamp, v) {
         tracing::info!("Edited file '{}'", p.promiser);
         v.repaired();
     }
@@ -337,7 +338,7 @@ fn render_mustache(
         template.to_string()
     } else {
         match act.host.read(Path::new(template)) {
-            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Ok(b) => bytes::decode(&b),
             Err(_) => {
                 tracing::error!("Template file '{template}' could not be opened for reading");
                 v.failed();
@@ -1036,7 +1037,7 @@ impl Editor<'_> {
     ) {
         let path = sub.ep.promiser.clone();
         let text = match act.host.read(Path::new(&path)) {
-            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Ok(b) => bytes::decode(&b),
             Err(e) => {
                 tracing::error!(
                     "Could not read file '{path}'. (fopen: {})",

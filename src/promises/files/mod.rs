@@ -3,6 +3,7 @@
 //! then changes; under dry-run (or `action_policy => "warn"`) it says
 //! what it would do instead, in cf-agent's words.
 
+pub mod bytes;
 pub mod copy;
 pub mod edit;
 pub mod link;

@@ -22,7 +22,7 @@ pub fn cfengine_bundle(
 ) -> Result<(LoadedFile, Bundle), String> {
     let shown = path.display().to_string();
     let text = match act.host.read(path) {
-        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Ok(b) => super::bytes::decode(&b),
         Err(_) => {
             return Err(format!(
                 "Unable to open template file '{shown}' to make '{{promiser}}'"
