@@ -61,13 +61,12 @@ fn read_text(args: &Args, i: usize, max_index: Option<usize>) -> Result<String, 
         Some(m) if m < args.len() => args.int(m, "max_bytes")?,
         _ => 0,
     };
-    let bytes = local::read(path).map_err(|e| args.fail(format!("cannot read '{path}': {e}")))?;
-    let bytes = if max > 0 && (max as usize) < bytes.len() {
-        &bytes[..max as usize]
-    } else {
-        &bytes[..]
-    };
-    Ok(String::from_utf8_lossy(bytes).into_owned())
+    // Only what was asked is read: a bound on a huge file or a device
+    // such as /dev/zero reads that many bytes and stops.
+    let bound = u64::try_from(max).ok().filter(|m| *m > 0);
+    let bytes = local::read_upto(path, bound)
+        .map_err(|e| args.fail(format!("cannot read '{path}': {e}")))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 fn readfile(_: &mut EvalContext, a: &[Value]) -> FnResult {

@@ -223,15 +223,48 @@ impl Host {
 
     /// The content of a file, read through the descriptor the safe walk
     /// opened (so a link swapped in after a check is never read).
+    /// Only a regular file is read (a device such as /dev/zero may never
+    /// end, a FIFO never answer).
     pub fn read(&self, p: &Path) -> io::Result<Vec<u8>> {
         if let Some((data, _)) = self.simulated(p) {
             return Ok(data);
         }
-        let l = self.locate(p, Final::Follow)?;
-        let fd = l.open(OFlags::RDONLY | OFlags::NOCTTY)?;
         let mut data = Vec::new();
-        File::from(fd).read_to_end(&mut data)?;
+        self.open_regular(p)?.read_to_end(&mut data)?;
         Ok(data)
+    }
+
+    /// Opens a regular file for reading through the safe walk.
+    fn open_regular(&self, p: &Path) -> io::Result<File> {
+        let l = self.locate(p, Final::Follow)?;
+        let f = File::from(l.open(OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK)?);
+        if !f.metadata()?.is_file() {
+            return Err(super::local::not_regular());
+        }
+        Ok(f)
+    }
+
+    /// Whether two regular files hold the same bytes, read side by side in
+    /// blocks (a copy's `compare => "digest"` on files of any size).
+    pub fn same_content(&self, a: &Path, b: &Path) -> io::Result<bool> {
+        if self.simulated(a).is_some() || self.simulated(b).is_some() {
+            return Ok(self.read(a)? == self.read(b)?);
+        }
+        let (mut fa, mut fb) = (self.open_regular(a)?, self.open_regular(b)?);
+        if fa.metadata()?.len() != fb.metadata()?.len() {
+            return Ok(false);
+        }
+        let (mut ba, mut bb) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+        loop {
+            let n = read_full(&mut fa, &mut ba)?;
+            let m = read_full(&mut fb, &mut bb)?;
+            if n != m || ba[..n] != bb[..m] {
+                return Ok(false);
+            }
+            if n == 0 {
+                return Ok(true);
+            }
+        }
     }
 
     /// The content of a file for an edit that will write it back with
@@ -451,6 +484,31 @@ impl Host {
         mode: u32,
         read: Option<&Stamp>,
     ) -> io::Result<()> {
+        self.replace_with(p, mode, read, |f| f.write_all(data))
+    }
+
+    /// Copies a regular file's bytes to `to` atomically, streamed through
+    /// the kernel (`copy_file_range`) rather than held in memory: a copy of
+    /// any size costs a few pages.
+    pub fn copy_atomic(&self, from: &Path, to: &Path, mode: u32) -> io::Result<()> {
+        if self.simulated(from).is_some() {
+            let data = self.read(from)?;
+            return self.write_atomic(to, &data, mode);
+        }
+        let mut src = self.open_regular(from)?;
+        self.replace_with(to, mode, None, |f| std::io::copy(&mut src, f).map(|_| ()))
+    }
+
+    /// The one way a file's content is replaced: `fill` writes the new
+    /// content into a file beside the target (see
+    /// [`Host::write_atomic`]), which is renamed over it.
+    fn replace_with(
+        &self,
+        p: &Path,
+        mode: u32,
+        read: Option<&Stamp>,
+        fill: impl FnOnce(&mut File) -> io::Result<()>,
+    ) -> io::Result<()> {
         self.before_change(p)?;
         let l = self.locate(p, Final::Follow)?;
         self.before_change_located(&l)?;
@@ -478,7 +536,7 @@ impl Host {
         };
         let mut f = File::from(fd);
         let result = (|| {
-            f.write_all(data)?;
+            fill(&mut f)?;
             if let Some(st) = &old {
                 if can_chown() {
                     let (u, g) = uid_gid(Some(st.st_uid), Some(st.st_gid));
@@ -554,12 +612,6 @@ impl Host {
         File::from(fd).write_all(data)
     }
 
-    /// Copies a file's bytes to a new name atomically (for backups).
-    pub fn copy_atomic(&self, from: &Path, to: &Path, mode: u32) -> io::Result<()> {
-        let data = self.read(from)?;
-        self.write_atomic(to, &data, mode)
-    }
-
     /// Once per directory and run: removes what killed runs left there.
     fn clean_stale_temps(&self, dir: &std::os::fd::OwnedFd) {
         let Ok(st) = rustix::fs::fstat(dir) else {
@@ -588,6 +640,20 @@ impl Located {
         )
         .map_err(safe::errno)
     }
+}
+
+/// Reads until `buf` is full or the file ends.
+fn read_full(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// Extended attributes of `from` onto `to`, through their descriptors,

@@ -32,14 +32,37 @@ pub const PRIVATE_FILE_MODE: u32 = 0o600;
 
 // ---------------------------------------------------------------- reads
 
-/// The whole content of a file.
+/// The whole content of a regular file. Anything else (a device such as
+/// `/dev/zero`, a FIFO) is refused: it may never end, or never answer.
 pub fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
-    fs::read(path)
+    read_upto(path, None)
 }
 
-/// The whole content of a file, which must be UTF-8.
+/// At most `max` bytes of a file (`None`: all of a regular file). With a
+/// bound, a device or FIFO is read too (`readfile("/dev/urandom", 16)`),
+/// never past the bound and never waiting for a writer.
+pub fn read_upto(path: impl AsRef<Path>, max: Option<u64>) -> io::Result<Vec<u8>> {
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let regular = f.metadata()?.is_file();
+    if !regular && max.is_none() {
+        return Err(not_regular());
+    }
+    let mut data = Vec::new();
+    f.take(max.unwrap_or(u64::MAX)).read_to_end(&mut data)?;
+    Ok(data)
+}
+
+/// The error for a file that is read whole but is not a regular file.
+pub fn not_regular() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, "not a regular file")
+}
+
+/// The whole content of a regular file, which must be UTF-8.
 pub fn read_to_string(path: impl AsRef<Path>) -> io::Result<String> {
-    fs::read_to_string(path)
+    String::from_utf8(read(path)?).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 /// Opens a file for reading only (for a caller that must tell a file that

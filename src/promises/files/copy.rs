@@ -221,7 +221,7 @@ fn needs_copy(
         "ctime" => smeta.ctime > d.ctime,
         "atime" => smeta.atime > d.atime,
         // digest, hash, checksum, binary: the bytes decide.
-        _ => act.host.read(src).ok() != act.host.read(dst).ok(),
+        _ => !act.host.same_content(src, dst).unwrap_or(false),
     }
 }
 
@@ -273,16 +273,8 @@ fn copy_file(
         }
         tracing::info!("Created parent directory for '{}'", dst.display());
     }
-    let data = match act.host.read(src) {
-        Ok(d) => d,
-        Err(e) => {
-            tracing::error!("Could not read '{}': {e}", src.display());
-            v.failed();
-            return;
-        }
-    };
     let new = PathBuf::from(format!("{}.cfnew", dst.display()));
-    if let Err(e) = act.host.write_atomic(&new, &data, mode) {
+    if let Err(e) = act.host.copy_atomic(src, &new, mode) {
         tracing::error!(
             "Could not copy '{}' to '{}': {e}",
             src.display(),
