@@ -368,7 +368,7 @@ fn describe_classes(
     if ptype == "classes" {
         let name = ctx.expand_promiser(&p.promiser.value);
         if !name.unresolved {
-            node.sets.push(canonify_class(&name.text));
+            node.sets.push(crate::eval::classes::canonify(&name.text));
         }
     }
     if let Some(a) = p.attribute("classes")

@@ -490,7 +490,7 @@ impl EvalContext {
             res.deferred = true;
             return (res, vec![]);
         }
-        let name = canonify_class(&name.text);
+        let name = canonify(&name.text);
         let mut chosen = None;
         let truth = match self.class_promise_truth(promise, &name, &mut chosen) {
             Ok(Some(t)) => t,
@@ -656,7 +656,7 @@ fn distribute(promiser: &str, weights: &[String]) -> Result<String, String> {
     let mut fluct = h.finish() % total;
     for (w, n) in weights.iter().zip(&parsed) {
         if fluct < *n {
-            return Ok(canonify_class(&format!("{promiser}_{w}")));
+            return Ok(canonify(&format!("{promiser}_{w}")));
         }
         fluct -= n;
     }
