@@ -112,14 +112,17 @@ pub fn default_workdir(is_root: bool, xdg_state: Option<&str>, home: Option<&str
 }
 
 /// Resolves `-f` as cf-agent does: absolute paths as given, `./` and `../`
-/// paths against the current directory, bare names inside WORKDIR/inputs.
+/// paths joined to the current directory as written (cf-agent's
+/// `this.promise_filename` of `-f ./x.cf` is `CWD/./x.cf`; the
+/// `sys.policy_entry_*` variables are normalised), bare names inside
+/// WORKDIR/inputs.
 pub fn resolve_entry(file: Option<&str>, workdir: &Path, cwd: &Path) -> PathBuf {
     let inputs = workdir.join("inputs");
     match file {
         None => inputs.join("promises.cf"),
         Some(f) if f.starts_with('/') => PathBuf::from(f),
         Some(f) if f.starts_with("./") || f.starts_with("../") || f == "." || f == ".." => {
-            normalize(&cwd.join(f))
+            cwd.join(f)
         }
         Some(f) => inputs.join(f),
     }
@@ -279,11 +282,11 @@ mod tests {
         );
         assert_eq!(
             resolve_entry(Some("./x.cf"), wd, cwd),
-            PathBuf::from("/home/u/x.cf")
+            PathBuf::from("/home/u/./x.cf")
         );
         assert_eq!(
             resolve_entry(Some("../x.cf"), wd, cwd),
-            PathBuf::from("/home/x.cf")
+            PathBuf::from("/home/u/../x.cf")
         );
         assert_eq!(
             resolve_entry(Some("/p/x.cf"), wd, cwd),
