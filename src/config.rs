@@ -154,11 +154,20 @@ impl Config {
                 let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
                 normalize(&cwd.join(w))
             }
-            None => default_workdir(
-                is_root,
-                std::env::var("XDG_STATE_HOME").ok().as_deref(),
-                std::env::var("HOME").ok().as_deref(),
-            ),
+            // CFEngine's own name for a work directory chosen from outside
+            // (its acceptance suite sets it for every test), as cf-agent
+            // reads it; -w wins.
+            None => match std::env::var_os("CFENGINE_TEST_OVERRIDE_WORKDIR") {
+                Some(w) if !w.is_empty() => {
+                    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+                    normalize(&cwd.join(w))
+                }
+                _ => default_workdir(
+                    is_root,
+                    std::env::var("XDG_STATE_HOME").ok().as_deref(),
+                    std::env::var("HOME").ok().as_deref(),
+                ),
+            },
         };
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let entry = resolve_entry(args.file.as_deref(), &workdir, &cwd);

@@ -4,7 +4,6 @@
 mod common;
 
 use common::*;
-use convergent::state::RunLock;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -61,12 +60,39 @@ fn ifelapsed_zero_never_skips() {
     }
 }
 
+/// Another agent holds the work directory (a sibling, not an ancestor:
+/// an ancestor's lock is its child's, see the nested test below).
 #[test]
 fn a_busy_workdir_is_refused_with_a_reason() {
     let tmp = tempfile::tempdir().unwrap();
-    let policy = write_policy(tmp.path(), REPORT);
     let wd = tmp.path().join("wd");
-    let held = RunLock::acquire(&wd, Duration::ZERO).unwrap();
+    let mark = tmp.path().join("mark");
+    let holder_policy = tmp.path().join("holder.cf");
+    std::fs::write(
+        &holder_policy,
+        format!(
+            "body common control {{ bundlesequence => {{ \"main\" }}; }}\nbundle agent main\n{{\n  commands:\n      \"/bin/sh -c 'touch {mark}; sleep 3'\" contain => shell;\n}}\nbody contain shell {{ useshell => \"useshell\"; }}\n",
+            mark = mark.display()
+        ),
+    )
+    .unwrap();
+    let holder = Command::new(agent_bin())
+        .args(["-K", "-w"])
+        .arg(&wd)
+        .arg("-f")
+        .arg(&holder_policy)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let begun = std::time::Instant::now();
+    while !mark.exists() {
+        assert!(
+            begun.elapsed() < Duration::from_secs(20),
+            "the holder never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let policy = write_policy(tmp.path(), REPORT);
     let out = run(Command::new(agent_bin())
         .args(["-K", "--wait-for-lock", "0", "-w"])
         .arg(&wd)
@@ -75,13 +101,11 @@ fn a_busy_workdir_is_refused_with_a_reason() {
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(!out.stdout.contains("R: hello"));
     assert!(
-        out.stdout.contains(&format!(
-            "another agent (pid {}) is running",
-            std::process::id()
-        )),
+        out.stdout
+            .contains(&format!("another agent (pid {}) is running", holder.id())),
         "{out:?}"
     );
-    drop(held);
+    holder.wait_with_output().unwrap();
     let out = run(Command::new(agent_bin())
         .args(["-K", "-w"])
         .arg(&wd)
@@ -315,4 +339,37 @@ fn the_report_file_is_private() {
         "the report was written"
     );
     assert_eq!(mode_of(&report), 0o600);
+}
+
+/// An agent started by the running agent on the same work directory (a
+/// commands promise running the agent again, as CFEngine's acceptance
+/// suite and real policies do) runs under its parent's lock instead of
+/// waiting for a parent that waits for it (issue 16, difference 4).
+#[test]
+fn a_nested_agent_is_not_blocked_by_its_parent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inner = tmp.path().join("inner.cf");
+    std::fs::write(
+        &inner,
+        "body common control { bundlesequence => { \"main\" }; }\nbundle agent main { reports: \"inner ran\"; }\n",
+    )
+    .unwrap();
+    let wd = tmp.path().join("wd");
+    let policy = write_policy(
+        tmp.path(),
+        &format!(
+            "bundle agent main\n{{\n  commands:\n      \"{bin} -K --wait-for-lock 0 -w {wd} -f {inner}\";\n}}\n",
+            bin = agent_bin().display(),
+            wd = wd.display(),
+            inner = inner.display()
+        ),
+    );
+    let out = run(Command::new(agent_bin())
+        .args(["-K", "-I", "-w"])
+        .arg(&wd)
+        .arg("-f")
+        .arg(&policy));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("R: inner ran"), "{out:?}");
+    assert!(!out.stdout.contains("another agent"), "{out:?}");
 }

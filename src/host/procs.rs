@@ -153,6 +153,29 @@ fn parse_stat(pid: i32, stat: &str) -> Option<ProcessInfo> {
     })
 }
 
+/// Whether `pid` is an ancestor of this process (its parent, or the
+/// parent's parent, ...), read from /proc.
+pub fn is_ancestor(pid: i32) -> bool {
+    let mut cur = std::os::unix::process::parent_id() as i32;
+    // A chain longer than this is a loop in what /proc said.
+    for _ in 0..4096 {
+        if cur == pid {
+            return true;
+        }
+        if cur <= 1 {
+            return false;
+        }
+        let Some(info) = std::fs::read_to_string(format!("/proc/{cur}/stat"))
+            .ok()
+            .and_then(|s| parse_stat(cur, &s))
+        else {
+            return false;
+        };
+        cur = info.ppid;
+    }
+    false
+}
+
 /// Every process on the machine (of a /proc-like directory, for tests).
 pub fn processes_in(proc_dir: &Path) -> Vec<ProcessInfo> {
     let boot = std::fs::read_to_string(proc_dir.join("stat"))
@@ -304,6 +327,12 @@ mod tests {
         assert!(line.starts_with("root "), "{line}");
         assert!(line.ends_with(" 01:05 00:00:01 sleep 5"), "{line}");
         assert_eq!(duration(90061, true), "1-01:01:01");
+    }
+
+    #[test]
+    fn knows_its_ancestors() {
+        assert!(is_ancestor(std::os::unix::process::parent_id() as i32));
+        assert!(!is_ancestor(std::process::id() as i32));
     }
 
     #[test]

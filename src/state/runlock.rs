@@ -26,9 +26,14 @@ pub enum RunLockError {
 }
 
 /// Held for the whole run; released on drop (or by the kernel on exit).
+/// An agent started by the agent that holds it (a `commands` promise
+/// running `$(sys.cf_agent) -f other.cf` on the same work directory, as
+/// CFEngine's own tests and real policies do) runs under its parent's
+/// lock instead of waiting for a parent that waits for it: cf-agent has no
+/// whole-run lock at all, and a child must never be blocked by its parent.
 #[derive(Debug)]
 pub struct RunLock {
-    _file: LockFile,
+    _file: Option<LockFile>,
 }
 
 impl RunLock {
@@ -44,6 +49,14 @@ impl RunLock {
         let mut file = local::open_lock_file(&path).map_err(io_err)?;
         let start = Instant::now();
         while !file.try_lock().map_err(io_err)? {
+            let holder = file.holder();
+            if holder
+                .trim()
+                .parse::<i32>()
+                .is_ok_and(crate::host::procs::is_ancestor)
+            {
+                return Ok(RunLock { _file: None });
+            }
             if start.elapsed() >= wait {
                 return Err(RunLockError::Busy {
                     pid: file.holder().trim().to_string(),
@@ -55,7 +68,7 @@ impl RunLock {
         }
         // Record who holds it, for the message the next agent prints.
         file.set_holder(&std::process::id().to_string());
-        Ok(RunLock { _file: file })
+        Ok(RunLock { _file: Some(file) })
     }
 }
 
