@@ -373,3 +373,29 @@ fn a_nested_agent_is_not_blocked_by_its_parent() {
     assert!(out.stdout.contains("R: inner ran"), "{out:?}");
     assert!(!out.stdout.contains("another agent"), "{out:?}");
 }
+
+/// CFEngine's name for a work directory chosen from outside (its
+/// acceptance suite sets it for every test) is the work directory when -w
+/// is not given, with the sys paths that follow from it (issue 16,
+/// difference 1).
+#[test]
+fn the_cfengine_workdir_override_is_the_work_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wd = tmp.path().join("override");
+    let policy = write_policy(
+        tmp.path(),
+        "bundle agent main { reports: \"$(sys.workdir) $(sys.statedir) $(sys.inputdir) $(sys.bindir)\"; }\n",
+    );
+    let out = run(Command::new(agent_bin())
+        .env("CFENGINE_TEST_OVERRIDE_WORKDIR", &wd)
+        .arg("-K")
+        .arg("-f")
+        .arg(&policy));
+    let w = wd.display();
+    assert_eq!(
+        out.stdout,
+        format!("R: {w} {w}/state {w}/inputs {w}/bin\n"),
+        "{out:?}"
+    );
+    assert!(wd.join("state").is_dir());
+}
