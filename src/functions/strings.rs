@@ -349,8 +349,13 @@ fn format_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
             'S' => {
                 let v = match arg {
                     // A name: the variable's value, serialized.
+                    // cf-agent leaves the call unresolved and says why
+                    // only under -v (the acceptance framework's
+                    // dcs_all_classes_to_string meets this in every run).
                     Value::Scalar(s) => ctx.lookup(s).ok_or_else(|| {
-                        args.fail(format!("%S needs a variable name, '{s}' is not one"))
+                        args.fail_quietly(format!(
+                            "%S needs a data container or a list instead of '{s}'"
+                        ))
                     })?,
                     other => other.clone(),
                 };
