@@ -46,6 +46,23 @@ impl LoadedFile {
         self.diagnostics.extend(found.into_iter().map(|(_, d)| d));
     }
 
+    /// `bundle agent __main__` is the bundle a file runs when it is the
+    /// policy entry, and nothing otherwise (cf-agent 3.12+): it becomes
+    /// `main` in the entry file and is left out of every other, so that a
+    /// library can carry its own self-test.
+    pub fn settle_main(&mut self, is_entry: bool) {
+        use crate::syntax::ast::Block;
+        self.tree.blocks.retain_mut(|block| match block {
+            Block::Bundle(b) if b.name.name == "__main__" && b.namespace == "default" => {
+                if is_entry {
+                    b.name.name = "main".to_string();
+                }
+                is_entry
+            }
+            _ => true,
+        });
+    }
+
     /// Every diagnostic rendered, in source order.
     pub fn render_diagnostics(&self) -> String {
         crate::syntax::diagnostic::render_all(&self.diagnostics, &self.source)
@@ -182,5 +199,33 @@ pub fn split_ns<'a>(ns: &'a str, name: &'a str) -> (&'a str, &'a str) {
     match name.split_once(':') {
         Some((n, b)) => (n, b),
         None => (ns, name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syntax::ast::Block;
+
+    fn bundles(f: &LoadedFile) -> Vec<String> {
+        f.tree
+            .blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::Bundle(b) => Some(b.name.name.clone()),
+                Block::Body(_) => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn main_bundles_run_only_from_the_entry() {
+        let text = "bundle agent lib { }\nbundle agent __main__ { }\n";
+        let mut entry = LoadedFile::from_text("e.cf", text.to_string());
+        entry.settle_main(true);
+        assert_eq!(bundles(&entry), ["lib", "main"]);
+        let mut input = LoadedFile::from_text("i.cf", text.to_string());
+        input.settle_main(false);
+        assert_eq!(bundles(&input), ["lib"]);
     }
 }

@@ -38,7 +38,9 @@ pub fn load_and_preevaluate(
     entry: &Path,
 ) -> Result<PreEvalReport, LoadError> {
     let entry_dir = entry.parent().map(Path::to_path_buf).unwrap_or_default();
-    policy.add(load_file(entry)?);
+    let mut first = load_file(entry)?;
+    first.settle_main(true);
+    policy.add(first);
     let mut report = PreEvalReport::default();
     let mut done = 0;
     let mut failed_paths: Vec<PathBuf> = Vec::new();
@@ -53,7 +55,8 @@ pub fn load_and_preevaluate(
                     continue;
                 }
                 match load_file(&path) {
-                    Ok(f) => {
+                    Ok(mut f) => {
+                        f.settle_main(false);
                         policy.add(f);
                     }
                     Err(e) => {
@@ -80,7 +83,8 @@ pub fn load_and_preevaluate(
                     continue;
                 }
                 match load_file(&path) {
-                    Ok(f) => {
+                    Ok(mut f) => {
+                        f.settle_main(false);
                         policy.add(f);
                     }
                     Err(e) => {
