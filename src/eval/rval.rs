@@ -198,6 +198,11 @@ impl EvalContext {
     }
 
     fn find_iterable_in(&self, s: &str) -> Wheel {
+        // Recursive like the expansion, and bounded the same way: text
+        // nested too deeply is never expanded, so it iterates over nothing.
+        if crate::syntax::reference_too_deep(s).is_some() {
+            return Wheel::None;
+        }
         let mut pos = 0;
         while let Some(r) = next_ref(s, pos) {
             pos = r.end;
