@@ -26,13 +26,14 @@
 //! - when the policy is runnable (it has `body common control`): bodies
 //!   referenced from promises must exist.
 
-use super::values::{Misfit, check_class_literal, check_literal, has_var_ref};
+use super::values::{ClassLiteralError, Misfit, check_class_literal, check_literal, has_var_ref};
 use super::{
     AttrDef, BUNDLE_CALL_ATTRIBUTES, BundleType, CUSTOM_PROMISE_BLOCK_ATTRIBUTES, PromiseTypeDef,
     RESERVED_BUNDLE_NAMES, RESERVED_VARIABLE_NAMES, Status, VARIABLE_TYPES, ValueType, Visibility,
     body_type, bundle_type, bundle_type_names, function, promise_type, promise_types,
 };
 use crate::eval::regex::RegexCache;
+use crate::syntax::MAX_NESTING;
 use crate::syntax::ast::{
     Attribute, Body, BodyKind, Bundle, ClassGuard, FnCall, PolicyFile, Promise, Rval, Section,
 };
@@ -703,12 +704,28 @@ impl<'a> Validator<'a> {
             Rval::Symbol(i) => (i.name.as_str(), i.span),
             _ => return,
         };
-        if let Err(at) = check_class_literal(text) {
-            self.class_syntax_error(span, text, at);
+        if let Err(e) = check_class_literal(text) {
+            self.class_syntax_error(span, text, e);
         }
     }
 
-    fn class_syntax_error(&mut self, span: Span, text: &str, at: usize) {
+    fn class_syntax_error(&mut self, span: Span, text: &str, e: ClassLiteralError) {
+        if e.too_deep {
+            // The text may be huge: the message names the limit, the caret
+            // the expression.
+            self.error(
+                span,
+                format!(
+                    "class expression nested too deeply: expected at most {MAX_NESTING} levels of '(' and '!', found more at character {}",
+                    e.at + 1
+                ),
+            )
+            .help = Some(
+                "the agent refuses deeper nesting rather than exhaust its stack".to_string(),
+            );
+            return;
+        }
+        let at = e.at;
         let help = if text.contains("&&") {
             "'&' is written once: a&b or a.b".to_string()
         } else {
@@ -740,8 +757,8 @@ impl<'a> Validator<'a> {
             return;
         }
         let compact: String = g.expr.chars().filter(|c| !c.is_whitespace()).collect();
-        if let Err(at) = check_class_literal(&compact) {
-            self.class_syntax_error(g.span, &compact, at);
+        if let Err(e) = check_class_literal(&compact) {
+            self.class_syntax_error(g.span, &compact, e);
         }
     }
 
