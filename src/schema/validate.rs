@@ -381,9 +381,26 @@ impl<'a> Validator<'a> {
             return;
         }
         match type_name {
+            "delete_lines" | "replace_patterns" | "field_edits" => self.regex_promiser(p),
             "vars" => self.vars_promise(p),
             "methods" => self.methods_promise(b, p),
             _ => {}
+        }
+    }
+
+    /// The promiser of an edit_line promise that is a regular expression:
+    /// one that cannot compile fails the promise when the agent runs it,
+    /// and the agent's error there names the pattern but not the promise.
+    /// cf-promises lets it through, so this is a warning, at the promise.
+    fn regex_promiser(&mut self, p: &Promise) {
+        let pattern = &p.promiser.value;
+        if has_var_ref(pattern) {
+            return;
+        }
+        if let Err(e) = self.regexes.get(pattern) {
+            self.warning(p.promiser.span, e.to_string()).help = Some(
+                "cf-promises accepts it, but the promise fails when the agent runs it".to_string(),
+            );
         }
     }
 
@@ -1268,6 +1285,24 @@ body classes c { promise_repaired => { "r" }; }
             warnings("bundle agent m { vars: \"x\" comment => \"a\"; }").len(),
             1
         );
+    }
+
+    #[test]
+    fn invalid_regular_expressions_of_edit_promises_are_warned_where_written() {
+        let src = "bundle edit_line e\n{\n delete_lines:\n  \"a(b\";\n  \"$(x)(\";\n replace_patterns:\n  \"ok.*\" replace_with => v;\n  \"x[\" replace_with => v;\n insert_lines:\n  \"(\";\n}\n";
+        let w: Vec<_> = check(src).into_iter().filter(|d| !d.is_error()).collect();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].message.starts_with("invalid regular expression 'a(b'"),
+            "{w:?}"
+        );
+        assert_eq!(w[0].span.start as usize, src.find("\"a(b").unwrap());
+        assert!(
+            w[1].message.starts_with("invalid regular expression 'x['"),
+            "{w:?}"
+        );
+        assert_eq!(w[1].span.start as usize, src.find("\"x[").unwrap());
+        assert!(errors(src).is_empty());
     }
 
     #[test]
