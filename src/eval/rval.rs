@@ -483,6 +483,31 @@ mod tests {
         );
     }
 
+    /// The deepest nesting the parser lets through evaluates inside a test
+    /// thread's 2 MiB stack, in a debug build: the limit leaves headroom.
+    /// Deeper text built at run time is left unexpanded, not followed.
+    #[test]
+    fn nesting_up_to_the_limit_fits_a_small_stack() {
+        use crate::syntax::MAX_NESTING;
+        let n = MAX_NESTING;
+        let mut c = ctx();
+        let call = format!("{}\"$(s)\"{}", "concat(".repeat(n), ")".repeat(n));
+        let e = c.eval_rval(&rval(&call)).unwrap();
+        assert_eq!(e.value, Value::str("S"));
+        // `$($(...$(s)...))`: each level names a variable that is not there.
+        let refs = format!("{}s{}", "$(".repeat(n), ")".repeat(n));
+        assert!(c.expand(&refs).unresolved);
+        assert!(matches!(
+            c.find_iterable_in(&refs),
+            Wheel::None | Wheel::Skip
+        ));
+        let deep = format!("{}s{}", "$(".repeat(100_000), ")".repeat(100_000));
+        let e = c.expand(&deep);
+        assert!(e.unresolved);
+        assert_eq!(e.text, deep);
+        assert!(matches!(c.find_iterable_in(&deep), Wheel::None));
+    }
+
     #[test]
     fn unresolved_arguments_defer() {
         let mut c = ctx();
