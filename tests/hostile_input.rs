@@ -87,10 +87,13 @@ fn lists_nested_too_deeply_are_one_located_error() {
 
 #[test]
 fn variable_references_nested_too_deeply_are_a_located_error() {
+    // 20,000 levels overflow the stack: before the limit, expansion
+    // recursed per level (and took quadratic time on the way down).
+    let n = 20_000;
     let out = run_policy(&format!(
         "bundle agent main\n{{\n vars:\n  \"x\" string => \"{}a{}\";\n reports:\n  \"$(x)\";\n}}\n",
-        "$(".repeat(DEEP),
-        ")".repeat(DEEP)
+        "$(".repeat(n),
+        ")".repeat(n)
     ));
     assert_eq!(out.code, Some(1));
     let col = 18 + 2 * 128;
