@@ -150,6 +150,15 @@ impl Config {
             return Err(ConfigError::NotSupported(flag.to_string()));
         }
         let workdir = match &args.workdir {
+            // An empty name would silently mean the current directory, and
+            // the state (locks, persistent classes) would land there.
+            Some(w) if w.is_empty() => {
+                return Err(ConfigError::Invalid {
+                    flag: "-w/--workdir".into(),
+                    value: String::new(),
+                    reason: "expected a directory name, found an empty one".into(),
+                });
+            }
             Some(w) => {
                 let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
                 normalize(&cwd.join(w))
@@ -328,6 +337,18 @@ mod tests {
         assert_eq!(
             Config::from_args(args, false).unwrap_err(),
             ConfigError::NotSupported("-B/--bootstrap".into())
+        );
+    }
+
+    #[test]
+    fn an_empty_workdir_is_refused() {
+        let args = AgentArgs {
+            workdir: Some(String::new()),
+            ..AgentArgs::default()
+        };
+        assert_eq!(
+            Config::from_args(args, false).unwrap_err().to_string(),
+            "invalid value '' for -w/--workdir: expected a directory name, found an empty one"
         );
     }
 }

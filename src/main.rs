@@ -36,7 +36,13 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let argv: Vec<String> = std::env::args().collect();
+    let argv = match utf8_args(std::env::args_os()) {
+        Ok(argv) => argv,
+        Err(e) => {
+            eprintln!("   error: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let invoked_as = argv
         .first()
         .and_then(|a| std::path::Path::new(a).file_name())
@@ -77,6 +83,31 @@ fn main() -> ExitCode {
         log_target,
     );
     run(&config)
+}
+
+/// The command line as text. Policy file names, bundle names, classes and
+/// the work directory are all text to the agent (a policy names its files
+/// in UTF-8 strings), so an argument that is not UTF-8 is refused, naming
+/// it, where `std::env::args` would panic. The program name may be anything.
+fn utf8_args(args: impl Iterator<Item = std::ffi::OsString>) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, a) in args.enumerate() {
+        match a.into_string() {
+            Ok(s) => out.push(s),
+            Err(a) if i == 0 => out.push(a.to_string_lossy().into_owned()),
+            Err(a) => {
+                let after = match out.last() {
+                    Some(prev) if i > 1 && prev.starts_with('-') => format!(" (after {prev})"),
+                    _ => String::new(),
+                };
+                return Err(format!(
+                    "argument {i}{after} is not valid UTF-8: '{}' (the agent reads file names, bundles and classes as UTF-8 text)",
+                    a.to_string_lossy()
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn run(config: &Config) -> ExitCode {

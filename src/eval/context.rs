@@ -318,6 +318,16 @@ impl EvalContext {
                 unresolved: false,
             };
         }
+        // Expansion recurses into nested references; text nested deeper
+        // than the parser allows (built at run time: a value read from a
+        // file) stays as written, as an undefined reference does, instead
+        // of exhausting the stack.
+        if crate::syntax::reference_too_deep(s).is_some() {
+            return Expanded {
+                text: s.to_string(),
+                unresolved: true,
+            };
+        }
         let mut out = String::with_capacity(s.len());
         let mut unresolved = false;
         let mut pos = 0;

@@ -198,6 +198,11 @@ impl EvalContext {
     }
 
     fn find_iterable_in(&self, s: &str) -> Wheel {
+        // Recursive like the expansion, and bounded the same way: text
+        // nested too deeply is never expanded, so it iterates over nothing.
+        if crate::syntax::reference_too_deep(s).is_some() {
+            return Wheel::None;
+        }
         let mut pos = 0;
         while let Some(r) = next_ref(s, pos) {
             pos = r.end;
@@ -476,6 +481,31 @@ mod tests {
                 "pq".into()
             ])
         );
+    }
+
+    /// The deepest nesting the parser lets through evaluates inside a test
+    /// thread's 2 MiB stack, in a debug build: the limit leaves headroom.
+    /// Deeper text built at run time is left unexpanded, not followed.
+    #[test]
+    fn nesting_up_to_the_limit_fits_a_small_stack() {
+        use crate::syntax::MAX_NESTING;
+        let n = MAX_NESTING;
+        let mut c = ctx();
+        let call = format!("{}\"$(s)\"{}", "concat(".repeat(n), ")".repeat(n));
+        let e = c.eval_rval(&rval(&call)).unwrap();
+        assert_eq!(e.value, Value::str("S"));
+        // `$($(...$(s)...))`: each level names a variable that is not there.
+        let refs = format!("{}s{}", "$(".repeat(n), ")".repeat(n));
+        assert!(c.expand(&refs).unresolved);
+        assert!(matches!(
+            c.find_iterable_in(&refs),
+            Wheel::None | Wheel::Skip
+        ));
+        let deep = format!("{}s{}", "$(".repeat(100_000), ")".repeat(100_000));
+        let e = c.expand(&deep);
+        assert!(e.unresolved);
+        assert_eq!(e.text, deep);
+        assert!(matches!(c.find_iterable_in(&deep), Wheel::None));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! string or number is an error, as in cf-agent. Partials are not supported.
 
 use super::json;
+use crate::syntax::MAX_NESTING;
 use serde_json::Value as Json;
 
 #[derive(Debug)]
@@ -18,11 +19,14 @@ enum Node {
     Var {
         name: String,
         kind: VarKind,
+        /// The template line of the tag, for errors.
+        line: usize,
     },
     Section {
         name: String,
         inverted: bool,
         children: Vec<Node>,
+        line: usize,
     },
 }
 
@@ -34,7 +38,8 @@ enum VarKind {
     JsonPretty,
 }
 
-/// Renders `template` against `data`.
+/// Renders `template` against `data`. An error names the template line
+/// it is about (`line 3: section 'a' is not closed`).
 pub fn render(template: &str, data: &Json) -> Result<String, String> {
     let nodes = parse(template)?;
     let mut out = String::with_capacity(template.len());
@@ -55,15 +60,28 @@ struct Frame<'a> {
 
 enum Tok {
     Text(String),
-    Var(String, VarKind),
-    Open(String, bool),
-    Close(String),
+    /// A tag and the line it is on.
+    Var(String, VarKind, usize),
+    Open(String, bool, usize),
+    Close(String, usize),
+}
+
+/// The line (from 1) of a byte offset in the template.
+fn line_at(t: &str, offset: usize) -> usize {
+    t.as_bytes()[..offset.min(t.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 fn parse(t: &str) -> Result<Vec<Node>, String> {
     let mut open = "{{".to_string();
     let mut close = "}}".to_string();
     let mut toks: Vec<Tok> = Vec::new();
+    // Sections open at the current tag: rendering and the tree's walks
+    // recurse per level, so there are at most `MAX_NESTING`.
+    let mut depth = 0usize;
     let mut pos = 0;
     let mut text = String::new();
     // No tag yet on the current output line.
@@ -86,7 +104,10 @@ fn parse(t: &str) -> Result<Vec<Node>, String> {
             inner_start += 1;
         }
         let Some(rel_end) = t[inner_start..].find(end_delim.as_str()) else {
-            return Err(format!("unclosed tag at byte {start}"));
+            return Err(format!(
+                "line {}: tag '{open}' is not closed by '{end_delim}'",
+                line_at(t, start)
+            ));
         };
         let inner = t[inner_start..inner_start + rel_end].trim();
         let mut after = inner_start + rel_end + end_delim.len();
@@ -117,10 +138,21 @@ fn parse(t: &str) -> Result<Vec<Node>, String> {
         if !text.is_empty() {
             toks.push(Tok::Text(std::mem::take(&mut text)));
         }
+        let line = line_at(t, start);
         match sigil {
-            Some('#') => toks.push(Tok::Open(rest.to_string(), false)),
-            Some('^') => toks.push(Tok::Open(rest.to_string(), true)),
-            Some('/') => toks.push(Tok::Close(rest.to_string())),
+            Some('#' | '^') => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(format!(
+                        "line {line}: sections nested too deeply: expected at most {MAX_NESTING} levels of sections, found more"
+                    ));
+                }
+                toks.push(Tok::Open(rest.to_string(), sigil == Some('^'), line));
+            }
+            Some('/') => {
+                depth = depth.saturating_sub(1);
+                toks.push(Tok::Close(rest.to_string(), line));
+            }
             Some('!') | Some('>') => {}
             Some('=') => {
                 let spec = rest.trim_end_matches('=').trim();
@@ -130,12 +162,12 @@ fn parse(t: &str) -> Result<Vec<Node>, String> {
                         open = o.to_string();
                         close = c.to_string();
                     }
-                    _ => return Err(format!("bad delimiter change '{inner}'")),
+                    _ => return Err(format!("line {line}: bad delimiter change '{inner}'")),
                 }
             }
-            Some('&') => toks.push(Tok::Var(rest.to_string(), VarKind::Raw)),
-            Some('$') => toks.push(Tok::Var(rest.to_string(), VarKind::JsonCompact)),
-            Some('%') => toks.push(Tok::Var(rest.to_string(), VarKind::JsonPretty)),
+            Some('&') => toks.push(Tok::Var(rest.to_string(), VarKind::Raw, line)),
+            Some('$') => toks.push(Tok::Var(rest.to_string(), VarKind::JsonCompact, line)),
+            Some('%') => toks.push(Tok::Var(rest.to_string(), VarKind::JsonPretty, line)),
             _ => toks.push(Tok::Var(
                 rest.to_string(),
                 if triple {
@@ -143,6 +175,7 @@ fn parse(t: &str) -> Result<Vec<Node>, String> {
                 } else {
                     VarKind::Escaped
                 },
+                line,
             )),
         }
         pos = after;
@@ -155,31 +188,39 @@ fn parse(t: &str) -> Result<Vec<Node>, String> {
     Ok(nodes)
 }
 
-fn build(iter: &mut impl Iterator<Item = Tok>, section: Option<&str>) -> Result<Vec<Node>, String> {
+/// The nodes up to the end of `section` (its name and line), or of the
+/// template.
+fn build(
+    iter: &mut impl Iterator<Item = Tok>,
+    section: Option<(&str, usize)>,
+) -> Result<Vec<Node>, String> {
     let mut out = Vec::new();
     while let Some(tok) = iter.next() {
         match tok {
             Tok::Text(s) => out.push(Node::Text(s)),
-            Tok::Var(name, kind) => out.push(Node::Var { name, kind }),
-            Tok::Open(name, inverted) => {
-                let children = build(iter, Some(&name))?;
+            Tok::Var(name, kind, line) => out.push(Node::Var { name, kind, line }),
+            Tok::Open(name, inverted, line) => {
+                let children = build(iter, Some((&name, line)))?;
                 out.push(Node::Section {
                     name,
                     inverted,
                     children,
+                    line,
                 });
             }
-            Tok::Close(name) => {
+            Tok::Close(name, line) => {
                 return match section {
-                    Some(s) if s == name => Ok(out),
-                    Some(s) => Err(format!("section '{s}' closed by '{name}'")),
-                    None => Err(format!("'{{{{/{name}}}}}' closes no section")),
+                    Some((s, _)) if s == name => Ok(out),
+                    Some((s, open)) => Err(format!(
+                        "line {line}: section '{s}' (opened on line {open}) closed by '{name}'"
+                    )),
+                    None => Err(format!("line {line}: '{{{{/{name}}}}}' closes no section")),
                 };
             }
         }
     }
     match section {
-        Some(s) => Err(format!("section '{s}' is not closed")),
+        Some((s, line)) => Err(format!("line {line}: section '{s}' is not closed")),
         None => Ok(out),
     }
 }
@@ -238,7 +279,7 @@ fn render_nodes<'a>(
     for n in nodes {
         match n {
             Node::Text(s) => out.push_str(s),
-            Node::Var { name, kind } => {
+            Node::Var { name, kind, line } => {
                 if name == "@" {
                     if let Some(k) = stack.iter().rev().find_map(|f| f.key.clone()) {
                         out.push_str(&k);
@@ -256,7 +297,7 @@ fn render_nodes<'a>(
                             Json::Null => String::new(),
                             Json::Array(_) | Json::Object(_) => {
                                 return Err(format!(
-                                    "'{name}' is a container; use {{{{${name}}}}}"
+                                    "line {line}: '{name}' is a container; use {{{{${name}}}}}"
                                 ));
                             }
                             // Reals with two decimals, as in `$(d[k])`.
@@ -274,6 +315,7 @@ fn render_nodes<'a>(
                 name,
                 inverted,
                 children,
+                line,
             } => {
                 let v = lookup(stack, name);
                 let truthy = match v {
@@ -282,7 +324,9 @@ fn render_nodes<'a>(
                     Some(Json::Object(_)) | Some(Json::Bool(true)) => true,
                     Some(_) if *inverted => true,
                     Some(_) => {
-                        return Err(format!("section '{name}' needs a boolean or a container"));
+                        return Err(format!(
+                            "line {line}: section '{name}' needs a boolean or a container"
+                        ));
                     }
                 };
                 if *inverted {
@@ -377,5 +421,51 @@ mod tests {
         assert!(r("{{#l}}x", d).is_err());
         assert!(r("{{/l}}", d).is_err());
         assert!(r("{{name", d).is_err());
+    }
+
+    #[test]
+    fn errors_name_the_template_line() {
+        let d = r#"{"a":true,"s":"x","o":{"k":1}}"#;
+        assert_eq!(
+            r("x\n{{#a}}\ny\n", d).unwrap_err(),
+            "line 2: section 'a' is not closed"
+        );
+        assert_eq!(
+            r("{{#a}}\n\n{{/b}}", d).unwrap_err(),
+            "line 3: section 'a' (opened on line 1) closed by 'b'"
+        );
+        assert_eq!(
+            r("\n{{/b}}", d).unwrap_err(),
+            "line 2: '{{/b}}' closes no section"
+        );
+        assert_eq!(
+            r("a\nb {{s", d).unwrap_err(),
+            "line 2: tag '{{' is not closed by '}}'"
+        );
+        assert_eq!(
+            r("\n\n{{#s}}{{/s}}", d).unwrap_err(),
+            "line 3: section 's' needs a boolean or a container"
+        );
+        assert!(
+            r("\n{{o}}", d)
+                .unwrap_err()
+                .starts_with("line 2: 'o' is a container")
+        );
+    }
+
+    /// Sections nest up to the limit; deeper is an error naming the line,
+    /// not a stack overflow (the renderer recurses per section).
+    #[test]
+    fn sections_nested_deeper_than_the_limit_are_an_error() {
+        let d = r#"{"a":true}"#;
+        let nest = |n: usize| format!("{}x{}", "{{#a}}".repeat(n), "{{/a}}".repeat(n));
+        assert_eq!(r(&nest(MAX_NESTING), d).unwrap(), "x");
+        let e = r(&format!("\n{}", nest(100_000)), d).unwrap_err();
+        assert_eq!(
+            e,
+            "line 2: sections nested too deeply: expected at most 128 levels of sections, found more"
+        );
+        let inverted = format!("{}x{}", "{{^b}}".repeat(100_000), "{{/b}}".repeat(100_000));
+        assert!(r(&inverted, d).unwrap_err().contains("nested too deeply"));
     }
 }

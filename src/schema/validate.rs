@@ -26,13 +26,14 @@
 //! - when the policy is runnable (it has `body common control`): bodies
 //!   referenced from promises must exist.
 
-use super::values::{Misfit, check_class_literal, check_literal, has_var_ref};
+use super::values::{ClassLiteralError, Misfit, check_class_literal, check_literal, has_var_ref};
 use super::{
     AttrDef, BUNDLE_CALL_ATTRIBUTES, BundleType, CUSTOM_PROMISE_BLOCK_ATTRIBUTES, PromiseTypeDef,
     RESERVED_BUNDLE_NAMES, RESERVED_VARIABLE_NAMES, Status, VARIABLE_TYPES, ValueType, Visibility,
     body_type, bundle_type, bundle_type_names, function, promise_type, promise_types,
 };
 use crate::eval::regex::RegexCache;
+use crate::syntax::MAX_NESTING;
 use crate::syntax::ast::{
     Attribute, Body, BodyKind, Bundle, ClassGuard, FnCall, PolicyFile, Promise, Rval, Section,
 };
@@ -380,9 +381,26 @@ impl<'a> Validator<'a> {
             return;
         }
         match type_name {
+            "delete_lines" | "replace_patterns" | "field_edits" => self.regex_promiser(p),
             "vars" => self.vars_promise(p),
             "methods" => self.methods_promise(b, p),
             _ => {}
+        }
+    }
+
+    /// The promiser of an edit_line promise that is a regular expression:
+    /// one that cannot compile fails the promise when the agent runs it,
+    /// and the agent's error there names the pattern but not the promise.
+    /// cf-promises lets it through, so this is a warning, at the promise.
+    fn regex_promiser(&mut self, p: &Promise) {
+        let pattern = &p.promiser.value;
+        if has_var_ref(pattern) {
+            return;
+        }
+        if let Err(e) = self.regexes.get(pattern) {
+            self.warning(p.promiser.span, e.to_string()).help = Some(
+                "cf-promises accepts it, but the promise fails when the agent runs it".to_string(),
+            );
         }
     }
 
@@ -703,12 +721,28 @@ impl<'a> Validator<'a> {
             Rval::Symbol(i) => (i.name.as_str(), i.span),
             _ => return,
         };
-        if let Err(at) = check_class_literal(text) {
-            self.class_syntax_error(span, text, at);
+        if let Err(e) = check_class_literal(text) {
+            self.class_syntax_error(span, text, e);
         }
     }
 
-    fn class_syntax_error(&mut self, span: Span, text: &str, at: usize) {
+    fn class_syntax_error(&mut self, span: Span, text: &str, e: ClassLiteralError) {
+        if e.too_deep {
+            // The text may be huge: the message names the limit, the caret
+            // the expression.
+            self.error(
+                span,
+                format!(
+                    "class expression nested too deeply: expected at most {MAX_NESTING} levels of '(' and '!', found more at character {}",
+                    e.at + 1
+                ),
+            )
+            .help = Some(
+                "the agent refuses deeper nesting rather than exhaust its stack".to_string(),
+            );
+            return;
+        }
+        let at = e.at;
         let help = if text.contains("&&") {
             "'&' is written once: a&b or a.b".to_string()
         } else {
@@ -740,8 +774,8 @@ impl<'a> Validator<'a> {
             return;
         }
         let compact: String = g.expr.chars().filter(|c| !c.is_whitespace()).collect();
-        if let Err(at) = check_class_literal(&compact) {
-            self.class_syntax_error(g.span, &compact, at);
+        if let Err(e) = check_class_literal(&compact) {
+            self.class_syntax_error(g.span, &compact, e);
         }
     }
 
@@ -1251,6 +1285,24 @@ body classes c { promise_repaired => { "r" }; }
             warnings("bundle agent m { vars: \"x\" comment => \"a\"; }").len(),
             1
         );
+    }
+
+    #[test]
+    fn invalid_regular_expressions_of_edit_promises_are_warned_where_written() {
+        let src = "bundle edit_line e\n{\n delete_lines:\n  \"a(b\";\n  \"$(x)(\";\n replace_patterns:\n  \"ok.*\" replace_with => v;\n  \"x[\" replace_with => v;\n insert_lines:\n  \"(\";\n}\n";
+        let w: Vec<_> = check(src).into_iter().filter(|d| !d.is_error()).collect();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].message.starts_with("invalid regular expression 'a(b'"),
+            "{w:?}"
+        );
+        assert_eq!(w[0].span.start as usize, src.find("\"a(b").unwrap());
+        assert!(
+            w[1].message.starts_with("invalid regular expression 'x['"),
+            "{w:?}"
+        );
+        assert_eq!(w[1].span.start as usize, src.find("\"x[").unwrap());
+        assert!(errors(src).is_empty());
     }
 
     #[test]

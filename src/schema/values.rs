@@ -8,6 +8,7 @@
 
 use super::ValueType;
 use crate::eval::regex::RegexCache;
+use crate::syntax::MAX_NESTING;
 
 /// Why a literal does not fit its attribute. The text is the sentence the
 /// validator shows, without the attribute's name.
@@ -480,17 +481,34 @@ pub fn check_mode(mode: &str) -> Result<(), Misfit> {
 /// digits, `_`, `:`, `[` and `]`, and variable references; operators are
 /// `.`, `&`, `|`, `||` and `!`; no blanks are skipped. Returns the byte
 /// offset where reading failed.
-pub fn check_class_literal(s: &str) -> Result<(), usize> {
+pub fn check_class_literal(s: &str) -> Result<(), ClassLiteralError> {
     let mut p = ClassLiteral {
         s: s.as_bytes(),
         pos: 0,
+        depth: 0,
+        too_deep: false,
     };
-    p.or().map(|_| ())
+    p.or().map_err(|at| ClassLiteralError {
+        at,
+        too_deep: p.too_deep,
+    })
+}
+
+/// Where a class expression literal cannot be read, and whether that is
+/// because it nests `(` and `!` deeper than [`MAX_NESTING`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassLiteralError {
+    pub at: usize,
+    pub too_deep: bool,
 }
 
 struct ClassLiteral<'a> {
     s: &'a [u8],
     pos: usize,
+    /// How many `(` and `!` enclose the cursor; the checker recurses, so
+    /// it stops at [`MAX_NESTING`] as the class expression parser does.
+    depth: usize,
+    too_deep: bool,
 }
 
 impl ClassLiteral<'_> {
@@ -521,19 +539,33 @@ impl ClassLiteral<'_> {
             if self.s.get(self.pos) == Some(&b'!') {
                 return Err(self.pos);
             }
+            return self.nested(Self::primary);
         }
         self.primary()
     }
 
+    fn nested(&mut self, inner: fn(&mut Self) -> Result<(), usize>) -> Result<(), usize> {
+        if self.depth >= MAX_NESTING {
+            self.too_deep = true;
+            return Err(self.pos);
+        }
+        self.depth += 1;
+        let r = inner(self);
+        self.depth -= 1;
+        r
+    }
+
     fn primary(&mut self) -> Result<(), usize> {
         if self.s.get(self.pos) == Some(&b'(') {
-            self.pos += 1;
-            self.or()?;
-            if self.s.get(self.pos) != Some(&b')') {
-                return Err(self.pos);
-            }
-            self.pos += 1;
-            return Ok(());
+            return self.nested(|p| {
+                p.pos += 1;
+                p.or()?;
+                if p.s.get(p.pos) != Some(&b')') {
+                    return Err(p.pos);
+                }
+                p.pos += 1;
+                Ok(())
+            });
         }
         let start = self.pos;
         loop {
@@ -731,6 +763,14 @@ mod tests {
         ] {
             assert!(check_class_literal(bad).is_err(), "{bad}");
         }
+        let deep = |n: usize, open: &str| format!("{}a{}", open.repeat(n), ")".repeat(n));
+        assert!(check_class_literal(&deep(MAX_NESTING, "(")).is_ok());
+        assert!(check_class_literal(&deep(MAX_NESTING / 2, "!(")).is_ok());
+        for open in ["(", "!("] {
+            let e = check_class_literal(&deep(100_000, open)).unwrap_err();
+            assert!(e.too_deep, "{e:?}");
+        }
+        assert!(!check_class_literal("a..b").unwrap_err().too_deep);
     }
 
     proptest::proptest! {

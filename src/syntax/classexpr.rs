@@ -4,6 +4,7 @@
 //! Precedence, loosest first: `|`/`||`, then `.`/`&`, then `!`.
 //! `!!x` is rejected, as CFEngine rejects it.
 
+use super::MAX_NESTING;
 use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +39,7 @@ impl ClassExpr {
         let mut p = ExprParser {
             s: text.as_bytes(),
             pos: 0,
+            depth: 0,
         };
         p.skip_ws();
         if p.pos == p.s.len() {
@@ -64,6 +66,7 @@ impl ClassExpr {
         let mut p = ExprParser {
             s: text.as_bytes(),
             pos: 0,
+            depth: 0,
         };
         p.skip_ws();
         if p.pos == p.s.len() {
@@ -95,6 +98,9 @@ impl ClassExpr {
 struct ExprParser<'a> {
     s: &'a [u8],
     pos: usize,
+    /// How many `(` and `!` enclose the cursor: at most [`MAX_NESTING`],
+    /// since parsing, evaluating and dropping the tree all recurse.
+    depth: usize,
 }
 
 impl ExprParser<'_> {
@@ -145,28 +151,47 @@ impl ExprParser<'_> {
         })
     }
 
+    /// Goes one level deeper for `inner`, or refuses to beyond
+    /// [`MAX_NESTING`].
+    fn nested<T>(
+        &mut self,
+        inner: impl FnOnce(&mut Self) -> Result<T, ClassExprError>,
+    ) -> Result<T, ClassExprError> {
+        if self.depth >= MAX_NESTING {
+            return Err(self.err(format!(
+                "class expression nested too deeply: expected at most {MAX_NESTING} levels of '(' and '!'"
+            )));
+        }
+        self.depth += 1;
+        let r = inner(self);
+        self.depth -= 1;
+        r
+    }
+
     fn not(&mut self) -> Result<ClassExpr, ClassExprError> {
         if self.peek() == Some(b'!') {
-            self.pos += 1;
-            if self.peek() == Some(b'!') {
-                return Err(self.err("'!!' is not allowed; write '!(!x)'".into()));
-            }
-            return Ok(ClassExpr::Not(Box::new(self.not()?)));
+            return self.nested(|p| {
+                p.pos += 1;
+                if p.peek() == Some(b'!') {
+                    return Err(p.err("'!!' is not allowed; write '!(!x)'".into()));
+                }
+                Ok(ClassExpr::Not(Box::new(p.not()?)))
+            });
         }
         self.primary()
     }
 
     fn primary(&mut self) -> Result<ClassExpr, ClassExprError> {
         match self.peek() {
-            Some(b'(') => {
-                self.pos += 1;
-                let e = self.or()?;
-                if self.peek() != Some(b')') {
-                    return Err(self.err("expected ')' in class expression".into()));
+            Some(b'(') => self.nested(|p| {
+                p.pos += 1;
+                let e = p.or()?;
+                if p.peek() != Some(b')') {
+                    return Err(p.err("expected ')' in class expression".into()));
                 }
-                self.pos += 1;
+                p.pos += 1;
                 Ok(e)
-            }
+            }),
             Some(b) if is_name_byte(b) => {
                 let start = self.pos;
                 while self.pos < self.s.len() && is_name_byte(self.s[self.pos]) {
@@ -222,5 +247,27 @@ mod tests {
         assert!(ClassExpr::parse("a)").is_err());
         assert!(ClassExpr::parse("").is_err());
         assert!(ClassExpr::parse("a..b").is_err());
+    }
+
+    #[test]
+    fn nesting_deeper_than_the_limit_is_an_error() {
+        let ok = format!("{}a{}", "(".repeat(MAX_NESTING), ")".repeat(MAX_NESTING));
+        assert!(ClassExpr::parse(&ok).is_ok());
+        let nots = format!(
+            "{}a{}",
+            "!(".repeat(MAX_NESTING / 2),
+            ")".repeat(MAX_NESTING / 2)
+        );
+        assert!(ClassExpr::parse(&nots).is_ok());
+        for deep in [
+            format!("{}a{}", "(".repeat(100_000), ")".repeat(100_000)),
+            format!("{}a{}", "!(".repeat(100_000), ")".repeat(100_000)),
+        ] {
+            let e = ClassExpr::parse(&deep).unwrap_err();
+            assert!(e.message.contains("nested too deeply"), "{e}");
+            assert!(ClassExpr::parse_lenient(&deep).is_err());
+        }
+        let e = ClassExpr::parse(&format!("{}a", "(".repeat(100_000))).unwrap_err();
+        assert_eq!(e.offset, MAX_NESTING, "{e}");
     }
 }

@@ -3,6 +3,7 @@
 //! resynchronises at the next `;`, promise type, class guard, `}` or block
 //! keyword, so one missing `;` is reported once.
 
+use super::MAX_NESTING;
 use super::ast::*;
 use super::diagnostic::Diagnostic;
 use super::lexer::{Tok, Token, lex, unquote};
@@ -28,6 +29,7 @@ pub fn parse(path: &str, src: &str) -> Parsed {
         src,
         toks: &lexed.tokens,
         pos: 0,
+        depth: 0,
         diags: lexed.diagnostics,
         namespace: "default".to_string(),
         line_starts: std::iter::once(0)
@@ -43,6 +45,7 @@ pub fn parse(path: &str, src: &str) -> Parsed {
             .last()
             .is_some_and(|t| t.kind == Tok::Unterminated),
     };
+    p.check_reference_nesting();
     let blocks = p.file();
     let mut diagnostics = p.diags;
     diagnostics.sort_by_key(|d| d.span.start);
@@ -59,6 +62,10 @@ struct Parser<'a> {
     src: &'a str,
     toks: &'a [Token],
     pos: usize,
+    /// How many calls and lists enclose the value being read; at most
+    /// [`MAX_NESTING`], so that reading (and everything after it that
+    /// walks the tree) stays well inside the stack.
+    depth: usize,
     diags: Vec<Diagnostic>,
     /// Set by `body file control { namespace => "..." }` for the blocks after it.
     namespace: String,
@@ -827,14 +834,80 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// Variable references nested deeper than [`MAX_NESTING`] in a string
+    /// (`"$($($(...)))"`) are an error where the first one too many opens:
+    /// expanding them is recursive.
+    fn check_reference_nesting(&mut self) {
+        for t in self.toks {
+            if !matches!(
+                t.kind,
+                Tok::Str | Tok::NakedVar | Tok::QuotedGuard | Tok::ClassGuard
+            ) {
+                continue;
+            }
+            if let Some(at) = super::reference_too_deep(self.text(*t)) {
+                let start = t.span.start as usize + at;
+                self.diags.push(
+                    Diagnostic::error(
+                        Span::new(start, start + 2),
+                        format!(
+                            "variable references nested too deeply: expected at most {MAX_NESTING} levels of '$(' inside '$(', found more"
+                        ),
+                    )
+                    .with_help(
+                        "the agent refuses deeper nesting rather than exhaust its stack; build the name in steps, with variables",
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Reports a call or list opened at `open` one level deeper than
+    /// [`MAX_NESTING`]. The caller gives up on the value; the brackets
+    /// around it are skipped without recursion.
+    fn too_deep(&mut self, open: Span) {
+        self.diags.push(
+            Diagnostic::error(
+                open,
+                format!(
+                    "nested too deeply: expected at most {MAX_NESTING} levels of function calls and lists, found more"
+                ),
+            )
+            .with_help(
+                "the agent refuses deeper nesting rather than exhaust its stack; put inner values in variables of their own",
+            ),
+        );
+    }
+
     fn list(&mut self, ctx: RvalContext) -> Option<Rval> {
-        let open = self.bump()?;
+        let open = self.peek()?;
         if ctx == RvalContext::ListItem {
+            // One error for the inner list, whatever it holds; its items
+            // are not read (they cannot be used), so that `{{{...}}}` is
+            // neither an error per level nor a recursion per level.
+            self.pos += 1;
             self.error(
                 open.span,
                 "lists cannot be nested; use a data container for nested structures",
             );
+            let end = self.skip_bracketed(Tok::RBrace).unwrap_or(open.span);
+            return Some(Rval::List {
+                items: Vec::new(),
+                span: open.span.to(end),
+            });
         }
+        if self.depth >= MAX_NESTING {
+            self.too_deep(open.span);
+            return None;
+        }
+        self.depth += 1;
+        let r = self.list_items();
+        self.depth -= 1;
+        r
+    }
+
+    fn list_items(&mut self) -> Option<Rval> {
+        let open = self.bump()?;
         let mut items = Vec::new();
         // One error per list: after a missing or doubled ',' the items go
         // on being read as if it were right.
@@ -888,6 +961,17 @@ impl<'a> Parser<'a> {
     }
 
     fn call(&mut self, name_tok: Token) -> Option<Rval> {
+        if self.depth >= MAX_NESTING {
+            self.too_deep(self.here());
+            return None;
+        }
+        self.depth += 1;
+        let r = self.call_args(name_tok);
+        self.depth -= 1;
+        r
+    }
+
+    fn call_args(&mut self, name_tok: Token) -> Option<Rval> {
         let name = self.ident(name_tok);
         self.pos += 1; // (
         let mut args = Vec::new();
@@ -1327,5 +1411,69 @@ mod tests {
             e[0].contains("after the attribute name 'string', found unexpected character '='"),
             "{e:?}"
         );
+    }
+
+    /// Deep nesting is one located error, not a stack overflow: the reader
+    /// of values and everything that walks the tree are recursive.
+    #[test]
+    fn nesting_deeper_than_the_limit_is_one_located_error() {
+        let n = 20_000;
+        let calls = format!(
+            "bundle agent x\n{{\n vars:\n  \"v\" string => {}\"a\"{};\n  \"w\" string => \"b\";\n}}\n",
+            "concat(".repeat(n),
+            ")".repeat(n)
+        );
+        let e = errors(&calls);
+        assert_eq!(e.len(), 1, "{e:?}");
+        // The first '(' too many: after "  \"v\" string => " and 128 calls.
+        let col = 17 + MAX_NESTING * "concat(".len() + "concat".len();
+        assert!(
+            e[0].starts_with(&format!(
+                "4:{col}: nested too deeply: expected at most 128 levels"
+            )),
+            "{e:?}"
+        );
+
+        let lists = format!(
+            "bundle agent x {{ vars: \"v\" slist => {}\"a\"{}; }}",
+            "{".repeat(100_000),
+            "}".repeat(100_000)
+        );
+        let e = errors(&lists);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].contains("lists cannot be nested"), "{e:?}");
+
+        let mixed = format!(
+            "bundle agent x {{ vars: \"v\" string => {}\"a\"{}; }}",
+            "f({".repeat(50_000),
+            "})".repeat(50_000)
+        );
+        assert!(!errors(&mixed).is_empty());
+
+        let refs = format!(
+            "bundle agent x {{ vars: \"v\" string => \"{}a{}\"; }}",
+            "$(".repeat(100_000),
+            ")".repeat(100_000)
+        );
+        let e = errors(&refs);
+        assert_eq!(e.len(), 1, "{e:?}");
+        let col = 39 + 2 * MAX_NESTING;
+        assert!(
+            e[0].starts_with(&format!("1:{col}: variable references nested too deeply")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn nesting_up_to_the_limit_is_read() {
+        let n = MAX_NESTING;
+        let src = format!(
+            "bundle agent x {{ vars: \"v\" string => {}\"{}a{}\"{}; }}",
+            "concat(".repeat(n),
+            "$(".repeat(n),
+            ")".repeat(n),
+            ")".repeat(n)
+        );
+        assert!(errors(&src).is_empty());
     }
 }
