@@ -302,4 +302,9 @@ fn an_invalid_regex_in_an_edit_line_promise_is_located() {
         text.contains("p.cf:10:3: warning: invalid regular expression 'a(b'"),
         "{text}"
     );
+    // And the promise that fails at run time says where it is written.
+    assert!(
+        text.contains("(in a delete_lines promise at ") && text.contains("p.cf:10)"),
+        "{text}"
+    );
 }

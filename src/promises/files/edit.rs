@@ -1240,7 +1240,7 @@ impl Editor<'_> {
             match compile(act, part) {
                 Ok(re) => chunk.push(re),
                 Err(e) => {
-                    tracing::error!("{e}");
+                    tracing::error!("{e} {}", ep.located());
                     sub.set(Res::Fail);
                     return true;
                 }
@@ -1314,7 +1314,7 @@ impl Editor<'_> {
         let re = match compile(act, &ep.promiser) {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!("{e}");
+                tracing::error!("{e} {}", ep.located());
                 sub.set(Res::Fail);
                 return true;
             }
@@ -1436,9 +1436,13 @@ impl Editor<'_> {
             .and_then(|s| s.chars().next());
         let extend = flag(&body, "extend_fields");
         let blanks = flag(&body, "allow_blank_fields");
-        let (Ok(re), Ok(sep_re)) = (compile(act, &ep.promiser), compile(act, &sep)) else {
-            sub.set(Res::Fail);
-            return true;
+        let (re, sep_re) = match (compile(act, &ep.promiser), compile(act, &sep)) {
+            (Ok(re), Ok(sep_re)) => (re, sep_re),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!("{e} {}", ep.located());
+                sub.set(Res::Fail);
+                return true;
+            }
         };
         let begin = region.begin.unwrap_or(0);
         let stop = region.end.unwrap_or(self.lines.len()).min(self.lines.len());
