@@ -165,9 +165,18 @@ pub fn collect(ctx: &EvalContext, v: &Value) -> Result<Value, FnError> {
         Value::Scalar(s) => {
             let t = s.trim_start();
             if t.starts_with('[') || t.starts_with('{') {
-                return json::parse(t)
-                    .map(Value::data)
-                    .map_err(|e| FnError::Failed(format!("invalid inline JSON '{s}': {e}")));
+                return match json::parse(t) {
+                    Ok(j) => Ok(Value::data(j)),
+                    // A bare name in a value's place is a variable whose
+                    // value goes there (`mergedata('{ "state": s }')`), as
+                    // CFEngine's inline JSON reads it.
+                    Err(e) => match with_variables(ctx, t)? {
+                        Some(text) => json::parse(&text).map(Value::data).map_err(|_| {
+                            FnError::Failed(format!("invalid inline JSON '{s}': {e}"))
+                        }),
+                        None => Err(FnError::Failed(format!("invalid inline JSON '{s}': {e}"))),
+                    },
+                };
             }
             match ctx.lookup(s) {
                 // cf-agent reads the name of a scalar as the classic array
@@ -184,6 +193,65 @@ pub fn collect(ctx: &EvalContext, v: &Value) -> Result<Value, FnError> {
         }
         other => Ok(other.clone()),
     }
+}
+
+/// Inline JSON whose bare names (outside strings, other than `true`,
+/// `false` and `null`) are replaced by their variables' values as JSON: a
+/// container as it is, a list as an array of strings, a string as a
+/// string. `None` when there is no bare name; a name not defined yet
+/// defers the call.
+fn with_variables(ctx: &EvalContext, text: &str) -> Result<Option<String>, FnError> {
+    let mut out = String::with_capacity(text.len());
+    let mut replaced = false;
+    let mut chars = text.char_indices().peekable();
+    let mut in_string = false;
+    while let Some((i, c)) = chars.next() {
+        if in_string {
+            out.push(c);
+            match c {
+                '\\' => {
+                    if let Some((_, n)) = chars.next() {
+                        out.push(n);
+                    }
+                }
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        if c == '"' {
+            in_string = true;
+            out.push(c);
+            continue;
+        }
+        if !(c.is_ascii_alphabetic() || c == '_') {
+            out.push(c);
+            continue;
+        }
+        let mut end = i + c.len_utf8();
+        while let Some(&(j, n)) = chars.peek() {
+            if n.is_ascii_alphanumeric() || matches!(n, '_' | '.' | ':' | '[' | ']') {
+                end = j + n.len_utf8();
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        let word = &text[i..end];
+        if matches!(word, "true" | "false" | "null") {
+            out.push_str(word);
+            continue;
+        }
+        let value = ctx.lookup(word).ok_or(FnError::Defer)?;
+        let j = match value {
+            Value::Data(d) => (*d).clone(),
+            Value::List(l) => Json::Array(l.into_iter().map(Json::String).collect()),
+            Value::Scalar(s) => Json::String(s),
+        };
+        out.push_str(&json::write_compact(&j));
+        replaced = true;
+    }
+    Ok(replaced.then_some(out))
 }
 
 /// Gathers the entries `name[k1][k2]...` of a classic array into a JSON
