@@ -98,6 +98,81 @@ body classes rc(p) { repair_failed => { "$(p)_timeout" }; }
     );
 }
 
+/// Runs our agent (`-K -I`) and waits at most `limit` for it: a run that
+/// hangs is killed and fails the test instead of hanging it.
+fn agent_within(workdir: &Path, policy: &Path, limit: Duration) -> Captured {
+    let mut child = Command::new(agent_bin())
+        .args(["-K", "-I", "-w"])
+        .arg(workdir)
+        .arg("-f")
+        .arg(policy)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the agent was still running after {limit:?}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    Captured {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: out.status.code(),
+    }
+}
+
+/// Issue 15: a command that starts a process in a session of its own
+/// (`setsid`) which keeps the output pipe open. cf-agent 3.21 kills the
+/// command at exec_timeout but reads on until that process exits, and so
+/// did we: the run, and its lock, lasted as long as the process. Now the
+/// wait ends at exec_timeout: the first command is killed and failed, the
+/// second, which exited at once, is judged by its status.
+#[test]
+fn exec_timeout_ends_the_wait_for_output_a_setsid_grandchild_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pids = tmp.path().join("pids");
+    let p = write_policy(
+        tmp.path(),
+        &format!(
+            r#"bundle agent main
+{{
+  commands:
+      "/bin/sh -c 'setsid sleep 120 & echo $! >>{pids}; echo started; sleep 120'" contain => short, classes => rc("held");
+      "/bin/sh -c 'setsid sleep 120 & echo $! >>{pids}; echo exited'" contain => short, classes => rc("quick");
+  reports:
+    held_timeout::
+      "held timed out";
+    quick_ok::
+      "quick exited in time";
+    any::
+      "still running";
+}}
+body contain short {{ exec_timeout => "2"; }}
+body classes rc(p) {{ promise_repaired => {{ "$(p)_ok" }}; repair_failed => {{ "$(p)_timeout" }}; }}
+"#,
+            pids = pids.display()
+        ),
+    );
+    let out = agent_within(&tmp.path().join("wd"), &p, Duration::from_secs(60));
+    for pid in std::fs::read_to_string(&pids).unwrap_or_default().lines() {
+        let _ = Command::new("/bin/kill").args(["-9", pid]).status();
+    }
+    assert!(out.stdout.contains("R: held timed out"), "{out:?}");
+    assert!(out.stdout.contains("R: quick exited in time"), "{out:?}");
+    assert!(out.stdout.contains("R: still running"), "{out:?}");
+    assert!(out.stdout.contains(": started"), "{out:?}");
+    assert!(out.stdout.contains(": exited"), "{out:?}");
+}
+
 /// Where we differ from cf-agent on purpose: cf-agent runs a command whose
 /// exec_owner does not exist as uid 4294967294; we refuse it, saying where.
 #[test]

@@ -40,7 +40,7 @@ pub(crate) fn load(ctx: &mut EvalContext, path: &Path, report: &mut AugmentsRepo
     };
     let file = FileCtx {
         path,
-        text: &text,
+        lines: super::json::LineIndex::new(&text),
         layer: AugmentsLayer::HostSpecific,
     };
     let Json::Object(members) = &root.value else {

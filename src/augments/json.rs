@@ -21,6 +21,7 @@
 //! Objects keep their members in file order; a repeated key replaces the
 //! earlier value (`{"vars":{..},"vars":{..}}` keeps only the second).
 
+use std::collections::HashMap;
 use std::fmt;
 
 /// One JSON value and the byte offset where it starts in the file.
@@ -107,16 +108,16 @@ impl Node {
             Json::Str(s) => Json::Str(f(s)),
             Json::Array(a) => Json::Array(a.iter().map(|n| n.map_strings(f)).collect()),
             Json::Object(m) => {
-                let mut out: Vec<Member> = Vec::with_capacity(m.len());
+                // Keys distinct as written can become one once expanded.
+                let mut out = ObjectBuilder::with_capacity(m.len());
                 for mem in m {
-                    let member = Member {
+                    out.insert(Member {
                         key: f(&mem.key),
                         key_pos: mem.key_pos,
                         node: mem.node.map_strings(f),
-                    };
-                    insert_member(&mut out, member);
+                    });
                 }
-                Json::Object(out)
+                Json::Object(out.finish())
             }
             other => other.clone(),
         };
@@ -137,11 +138,47 @@ impl Node {
     }
 }
 
-/// Adds a member; a key seen before keeps its place and takes the new value.
-fn insert_member(out: &mut Vec<Member>, member: Member) {
-    match out.iter_mut().find(|m| m.key == member.key) {
-        Some(old) => old.node = member.node,
-        None => out.push(member),
+/// The members of an object being read, in file order, where a key seen
+/// before keeps its place and takes the new value. Keys are found through a
+/// hash index, one probe per member: a scan of the members read so far made
+/// loading quadratic (a `def.json` of 40,000 variables took 20 s in a debug
+/// build, 400,000 over half an hour).
+#[derive(Default)]
+struct ObjectBuilder {
+    members: Vec<Member>,
+    index: HashMap<String, usize>,
+    /// Members whose key was compared to place new ones (at most one each
+    /// with the index), for the test that keeps this linear.
+    #[cfg(test)]
+    examined: usize,
+}
+
+impl ObjectBuilder {
+    fn with_capacity(n: usize) -> ObjectBuilder {
+        let mut b = ObjectBuilder::default();
+        b.members.reserve(n);
+        b.index.reserve(n);
+        b
+    }
+
+    fn insert(&mut self, member: Member) {
+        match self.index.get(&member.key) {
+            Some(&i) => {
+                #[cfg(test)]
+                {
+                    self.examined += 1;
+                }
+                self.members[i].node = member.node;
+            }
+            None => {
+                self.index.insert(member.key.clone(), self.members.len());
+                self.members.push(member);
+            }
+        }
+    }
+
+    fn finish(self) -> Vec<Member> {
+        self.members
     }
 }
 
@@ -170,6 +207,72 @@ pub fn line_col(text: &str, pos: usize) -> (usize, usize) {
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let column = before[line_start..].chars().count() + 1;
     (line, column)
+}
+
+/// Line and column of many offsets in one text. [`line_col`] scans from
+/// the start of the text, so a file with an error or a property on each of
+/// its members cost the square of its size; this remembers where every
+/// `MARK_EVERY` bytes fall (built on first use) and scans at most that far.
+pub struct LineIndex<'a> {
+    text: &'a str,
+    /// (byte offset at a char boundary, its line, its column), ascending.
+    marks: std::cell::OnceCell<Vec<(usize, usize, usize)>>,
+}
+
+const MARK_EVERY: usize = 4096;
+
+impl<'a> LineIndex<'a> {
+    pub fn new(text: &'a str) -> LineIndex<'a> {
+        LineIndex {
+            text,
+            marks: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn marks(&self) -> &[(usize, usize, usize)] {
+        self.marks.get_or_init(|| {
+            let mut marks = vec![(0, 1, 1)];
+            let (mut line, mut column) = (1, 1);
+            let mut next = MARK_EVERY;
+            for (i, c) in self.text.char_indices() {
+                if i >= next {
+                    marks.push((i, line, column));
+                    next = i + MARK_EVERY;
+                }
+                if c == '\n' {
+                    line += 1;
+                    column = 1;
+                } else {
+                    column += 1;
+                }
+            }
+            marks
+        })
+    }
+
+    /// The last mark at or before the char boundary `end`.
+    fn mark_before(&self, end: usize) -> (usize, usize, usize) {
+        let marks = self.marks();
+        marks[marks.partition_point(|m| m.0 <= end) - 1]
+    }
+
+    /// The same as [`line_col`]`(text, pos)`.
+    pub fn line_col(&self, pos: usize) -> (usize, usize) {
+        let mut end = pos.min(self.text.len());
+        while end > 0 && !self.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let (start, mut line, mut column) = self.mark_before(end);
+        for c in self.text[start..end].chars() {
+            if c == '\n' {
+                line += 1;
+                column = 1;
+            } else {
+                column += 1;
+            }
+        }
+        (line, column)
+    }
 }
 
 /// Reads the first JSON value of `text`.
@@ -258,7 +361,7 @@ impl Reader<'_> {
         let open = self.pos;
         self.enter()?;
         self.pos += 1;
-        let mut members: Vec<Member> = Vec::new();
+        let mut members = ObjectBuilder::default();
         // A comma is allowed after `{` and after each member, never two.
         let mut comma_ok = true;
         loop {
@@ -296,11 +399,11 @@ impl Reader<'_> {
                 return Err(self.err(format!("the key \"{key}\" has no value")));
             }
             let node = self.value()?;
-            insert_member(&mut members, Member { key, key_pos, node });
+            members.insert(Member { key, key_pos, node });
             comma_ok = true;
         }
         self.depth -= 1;
-        Ok(Json::Object(members))
+        Ok(Json::Object(members.finish()))
     }
 
     /// An unquoted key: ASCII letters, digits and `_` only, followed by
@@ -593,5 +696,82 @@ mod tests {
     fn columns_count_characters() {
         assert_eq!(line_col("é\"x", 2), (1, 2));
         assert_eq!(line_col("a\nbc", 3), (2, 2));
+    }
+
+    /// Issue 15: a def.json of 400,000 variables took over half an hour
+    /// because each member was placed by comparing its key with every
+    /// member read before it.
+    #[test]
+    fn objects_place_each_member_with_at_most_one_comparison() {
+        const N: usize = 200_000;
+        let mut b = ObjectBuilder::default();
+        let member = |i: usize, v: i64| Member {
+            key: format!("v{i}"),
+            key_pos: i,
+            node: Node {
+                value: Json::Int(v),
+                pos: i,
+            },
+        };
+        for i in 0..N {
+            b.insert(member(i, 0));
+        }
+        for i in (0..N).step_by(1000) {
+            b.insert(member(i, 1));
+        }
+        let inserts = N + N / 1000;
+        assert!(
+            b.examined <= inserts,
+            "{} comparisons for {inserts} members",
+            b.examined
+        );
+        // The index names every member's place, and a repeated key keeps
+        // its first place (and position) with the last value.
+        assert_eq!(b.index.len(), N);
+        let members = b.finish();
+        assert_eq!(members.len(), N);
+        for (i, m) in members.iter().enumerate() {
+            assert_eq!(m.key, format!("v{i}"));
+            assert_eq!(m.key_pos, i);
+            let want = i64::from(i % 1000 == 0);
+            assert_eq!(m.node.value, Json::Int(want), "{}", m.key);
+        }
+    }
+
+    #[test]
+    fn a_large_object_reads_whole_and_in_order() {
+        let body: Vec<String> = (0..200_000).map(|i| format!("\"v{i}\":{i}")).collect();
+        let text = format!("{{{},\"v7\":\"last\"}}", body.join(","));
+        let root = parse(&text).unwrap();
+        let Json::Object(m) = &root.value else {
+            panic!("not an object")
+        };
+        assert_eq!(m.len(), 200_000);
+        assert_eq!(m[199_999].key, "v199999");
+        assert_eq!(m[7].node.value, Json::Str("last".into()));
+    }
+
+    /// Issue 15: an error or a property site on each member of a one-line
+    /// file scanned the file from its start each time.
+    #[test]
+    fn line_index_agrees_with_line_col_and_scans_a_bounded_stretch() {
+        let mut text = String::new();
+        for i in 0..20_000 {
+            text.push_str(if i % 7 == 0 { "é\n" } else { "{\"ab\": 1}, " });
+        }
+        let index = LineIndex::new(&text);
+        for pos in (0..text.len() + 3)
+            .step_by(997)
+            .chain([0, 1, 2, text.len()])
+        {
+            assert_eq!(index.line_col(pos), line_col(&text, pos), "at {pos}");
+            let mut end = pos.min(text.len());
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            let (mark, _, _) = index.mark_before(end);
+            assert!(mark <= end && end - mark < MARK_EVERY + 4, "{mark}..{end}");
+        }
+        assert_eq!(LineIndex::new("").line_col(5), (1, 1));
     }
 }

@@ -123,7 +123,7 @@ pub enum AugmentsError {
 /// One file being installed: its path and text (for positions) and layer.
 pub(crate) struct FileCtx<'a> {
     pub path: &'a Path,
-    pub text: &'a str,
+    pub lines: json::LineIndex<'a>,
     pub layer: AugmentsLayer,
 }
 
@@ -133,7 +133,7 @@ impl FileCtx<'_> {
     }
 
     pub fn invalid(&self, pos: usize, message: impl Into<String>) -> AugmentsError {
-        let (line, column) = json::line_col(self.text, pos);
+        let (line, column) = self.lines.line_col(pos);
         AugmentsError::Invalid {
             file: self.display(),
             line,
@@ -272,7 +272,7 @@ fn load_def_file(
     };
     let file = FileCtx {
         path,
-        text: &text,
+        lines: json::LineIndex::new(&text),
         layer,
     };
     let Json::Object(_) = &root.value else {
@@ -307,7 +307,7 @@ fn load_def_file(
         let display = file.display();
         let source = crate::properties::SourceFile {
             path: &display,
-            text: &text,
+            lines: &file.lines,
             layer,
         };
         report.property_sources.collect(&source, &properties);

@@ -95,6 +95,8 @@ pub struct EvalContext {
     /// their minutes; the agent run stores them.
     pub persist_requests: Vec<(String, i64)>,
     noted_files: std::collections::HashSet<String>,
+    /// Promises (file:line) already refused for iterating too often.
+    refused_iterations: std::collections::HashSet<String>,
     /// Variables whose stored value still holds references that did not
     /// resolve, by `ns:scope.name`, with where they were promised and the
     /// value: what is left of them at the end is reported.
@@ -115,6 +117,12 @@ impl EvalContext {
             settings,
             ..EvalContext::default()
         }
+    }
+
+    /// Notes a promise refused for iterating too often; false when it was
+    /// already noted.
+    pub fn note_refused_iteration(&mut self, at: &str) -> bool {
+        self.refused_iterations.insert(at.to_string())
     }
 
     /// Records the bundles of a loaded policy file, once per file.

@@ -293,19 +293,90 @@ impl EvalContext {
     /// over, the first-mentioned list varying slowest, as cf-agent does.
     /// Each reference text is a wheel of its own (`$(l)` and `$(main.l)`
     /// iterate independently), and a combination in which a dependent
-    /// reference names no variable is skipped.
-    pub fn for_each_iteration(&mut self, texts: &[&str], f: &mut dyn FnMut(&mut EvalContext)) {
+    /// reference names no variable is skipped. More than
+    /// [`MAX_ITERATIONS`] combinations is an error, found before the first
+    /// one is evaluated when the lists do not depend on each other.
+    pub fn for_each_iteration(
+        &mut self,
+        texts: &[&str],
+        f: &mut dyn FnMut(&mut EvalContext),
+    ) -> Result<(), TooManyIterations> {
+        let mark = self.bindings_len();
+        let r = self.iterate(texts, f, 1, &mut 0);
+        self.truncate_bindings(mark);
+        r
+    }
+
+    /// One wheel of [`Self::for_each_iteration`]: `planned` is the product
+    /// of the sizes of the wheels bound so far, `done` the combinations
+    /// evaluated.
+    fn iterate(
+        &mut self,
+        texts: &[&str],
+        f: &mut dyn FnMut(&mut EvalContext),
+        planned: usize,
+        done: &mut usize,
+    ) -> Result<(), TooManyIterations> {
         match self.find_iterable(texts) {
-            Wheel::None => f(self),
+            Wheel::None => {
+                *done += 1;
+                if *done > MAX_ITERATIONS {
+                    return Err(TooManyIterations {
+                        combinations: *done,
+                        at_least: true,
+                    });
+                }
+                f(self);
+            }
             Wheel::Skip => {}
             Wheel::Found(key, elems) => {
+                let planned = planned.saturating_mul(elems.len());
+                if planned > MAX_ITERATIONS {
+                    return Err(TooManyIterations {
+                        combinations: planned,
+                        at_least: false,
+                    });
+                }
                 for e in elems {
                     self.bind(key.clone(), e);
-                    self.for_each_iteration(texts, f);
+                    let r = self.iterate(texts, f, planned, done);
                     self.unbind();
+                    r?;
                 }
             }
         }
+        Ok(())
+    }
+}
+
+/// The most combinations of its lists one promise may be evaluated for.
+/// cf-agent has no limit, and three lists of 200 items ground through 8
+/// million combinations until memory ran out: the agent keeps every
+/// expanded promise of a pass (some hundreds of bytes to kilobytes each)
+/// before it acts, so 100,000 is already some 100 MB, and takes seconds to
+/// minutes to act on; no policy we know iterates one promise that often
+/// (a list of every package or every line of a large file is some
+/// thousands).
+pub const MAX_ITERATIONS: usize = 100_000;
+
+/// A promise whose lists combine into more than [`MAX_ITERATIONS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyIterations {
+    /// How many combinations its lists make (or, with `at_least`, how
+    /// many were evaluated before the count passed the limit: lists that
+    /// depend on others are only known one combination at a time).
+    pub combinations: usize,
+    pub at_least: bool,
+}
+
+impl std::fmt::Display for TooManyIterations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "its lists combine into {}{} iterations, more than the limit of {MAX_ITERATIONS}; the promise is not evaluated",
+            if self.at_least { "at least " } else { "" },
+            self.combinations
+        )
     }
 }
 
@@ -327,7 +398,7 @@ impl EvalContext {
         f: &mut dyn FnMut(&mut EvalContext),
     ) {
         let with = promise.attribute("with");
-        self.for_each_iteration(texts, &mut |ctx| {
+        let result = self.for_each_iteration(texts, &mut |ctx| {
             let mark = ctx.bindings_len();
             if let Some(a) = with
                 && let Ok(Evaluated {
@@ -340,6 +411,20 @@ impl EvalContext {
             f(ctx);
             ctx.truncate_bindings(mark);
         });
+        if let Err(e) = result {
+            // Pre-evaluation and the passes meet the promise again: one
+            // error for it is enough.
+            let this = |name: &str| self.lookup(&format!("this.{name}"));
+            let file = this("promise_filename").and_then(|v| v.as_scalar().map(str::to_string));
+            let line = this("promise_linenumber").and_then(|v| v.as_scalar().map(str::to_string));
+            let at = format!("{}:{}", file.unwrap_or_default(), line.unwrap_or_default());
+            if self.note_refused_iteration(&at) {
+                tracing::error!(
+                    "{at}: the promise '{}' is refused: {e}",
+                    promise.promiser.value
+                );
+            }
+        }
     }
 }
 
@@ -517,13 +602,40 @@ mod tests {
         );
     }
 
+    /// Issue 15: three lists of 200 items are 8 million combinations;
+    /// the count is known from the first wheels, so none is evaluated.
+    #[test]
+    fn too_many_combinations_are_refused_before_any_is_evaluated() {
+        let mut c = ctx();
+        let big: Vec<String> = (0..200).map(|i| i.to_string()).collect();
+        for name in ["a", "b", "c"] {
+            let v = Variable::new(Value::List(big.clone()), DataType::Slist, Origin::Agent);
+            c.vars.put("default", "main", name, v);
+        }
+        let mut calls = 0usize;
+        let r = c.for_each_iteration(&["$(a) $(b) $(c)"], &mut |_| calls += 1);
+        assert_eq!(
+            r,
+            Err(TooManyIterations {
+                combinations: 8_000_000,
+                at_least: false
+            })
+        );
+        assert_eq!(calls, 0);
+        assert_eq!(c.bindings_len(), 0);
+        // Two of them (40,000) are within the limit.
+        let r = c.for_each_iteration(&["$(a) $(b)"], &mut |_| calls += 1);
+        assert_eq!((r, calls), (Ok(()), 40_000));
+    }
+
     #[test]
     fn iteration_order_matches_cf_agent() {
         let mut c = ctx();
         let mut seen = Vec::new();
         c.for_each_iteration(&["$(a) $(b)"], &mut |c| {
             seen.push(c.expand("$(a) $(b)").text)
-        });
+        })
+        .unwrap();
         assert_eq!(seen, vec!["1 x", "1 y", "2 x", "2 y"]);
     }
 
@@ -533,7 +645,8 @@ mod tests {
         let mut seen = Vec::new();
         c.for_each_iteration(&["$(a)$(main.a)"], &mut |c| {
             seen.push(c.expand("$(a)$(main.a)").text)
-        });
+        })
+        .unwrap();
         assert_eq!(seen, vec!["11", "12", "21", "22"]);
     }
 
@@ -548,15 +661,18 @@ mod tests {
         );
         let mut seen = Vec::new();
         let text = "$(a):$(arr[$(a)])";
-        c.for_each_iteration(&[text], &mut |c| seen.push(c.expand(text).text));
+        c.for_each_iteration(&[text], &mut |c| seen.push(c.expand(text).text))
+            .unwrap();
         assert_eq!(seen, vec!["1:one"]);
         seen.clear();
         c.for_each_iteration(&["$(arr[$(nope)]) $(s)"], &mut |c| {
             seen.push(c.expand("$(s)").text)
-        });
+        })
+        .unwrap();
         assert!(seen.is_empty());
         // A plain unresolved reference does not skip: it stays as written.
-        c.for_each_iteration(&["$(nope) $(s)"], &mut |c| seen.push(c.expand("$(s)").text));
+        c.for_each_iteration(&["$(nope) $(s)"], &mut |c| seen.push(c.expand("$(s)").text))
+            .unwrap();
         assert_eq!(seen, vec!["S"]);
     }
 }

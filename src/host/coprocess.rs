@@ -124,7 +124,7 @@ pub(crate) fn write_without_sigpipe(fd: i32, data: &[u8]) -> std::io::Result<usi
 /// Waits until `fd` is ready for `events` or `deadline` passes; false on
 /// timeout. Errors and hang-ups count as ready: the read or write that
 /// follows reports them.
-fn wait_ready(fd: i32, events: libc::c_short, deadline: Instant) -> bool {
+pub(crate) fn wait_ready(fd: i32, events: libc::c_short, deadline: Instant) -> bool {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let ms = left.as_millis().min(i32::MAX as u128) as i32;

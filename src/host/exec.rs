@@ -261,33 +261,7 @@ impl super::Host {
                 }
             });
         }
-        let pid = child.id() as i32;
-        let mut reader = reader;
-        let collector = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = reader.read_to_end(&mut buf);
-            buf
-        });
-        let start = Instant::now();
-        let mut timed_out = false;
-        let status = loop {
-            if let Some(st) = child.try_wait()? {
-                break st;
-            }
-            if spec.timeout.is_some_and(|t| start.elapsed() >= t) {
-                timed_out = true;
-                // SAFETY: signalling our own child's process group.
-                unsafe {
-                    libc::kill(-pid, libc::SIGKILL);
-                }
-                break child.wait()?;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        if timed_out {
-            // The group is dead; its pipe ends are closed.
-        }
-        let output = collector.join().unwrap_or_default();
+        let (status, output, timed_out) = collect(child, reader, spec.timeout, AFTER_EXIT_GRACE)?;
         Ok(CommandResult {
             code: status.code(),
             signal: status.signal(),
@@ -295,6 +269,121 @@ impl super::Host {
             timed_out,
         })
     }
+}
+
+/// How long the output is still read after the command itself exited
+/// (never past its time limit). What it started in the background may
+/// hold the pipe open: cf-agent 3.21 reads until the last holder exits,
+/// time limit or not, so a daemon started without redirecting its output
+/// (`setsid food &`) keeps it waiting, and the run lock held, for as long
+/// as the daemon lives. We read what comes within this grace and go on.
+pub const AFTER_EXIT_GRACE: Duration = Duration::from_secs(10);
+
+/// The most read from the pipe once the wait is over (Linux pipes hold
+/// 64 KiB unless enlarged, 1 MiB at most without privileges).
+const DRAIN_LIMIT: usize = 1 << 20;
+
+/// Reads the command's output while waiting for it to exit, never past
+/// `timeout` (from now): at the deadline a command still running is killed
+/// with its process group and reported timed out, and the pipe is given up
+/// even if a process in another session (`setsid`) still holds it open;
+/// what was written until then is kept. Once the command exited, the pipe
+/// is read for `after_exit` more at most. A command that exited in time is
+/// judged by its own status, whatever its descendants do.
+fn collect(
+    mut child: std::process::Child,
+    mut reader: std::io::PipeReader,
+    timeout: Option<Duration>,
+    after_exit: Duration,
+) -> std::io::Result<(std::process::ExitStatus, Vec<u8>, bool)> {
+    use std::os::fd::AsRawFd;
+    let pid = child.id() as i32;
+    let start = Instant::now();
+    let deadline = timeout.map(|t| start + t);
+    let fd = reader.as_raw_fd();
+    let mut output = Vec::new();
+    let mut buf = [0u8; 8192];
+    let mut eof = false;
+    let mut status = None;
+    let mut read_until = deadline;
+    // One read of what is there (or of end of file), waiting until `until`
+    // at most; false when nothing came.
+    let mut read_some = |until: Instant, output: &mut Vec<u8>, eof: &mut bool| loop {
+        if !super::coprocess::wait_ready(fd, libc::POLLIN, until) {
+            return false;
+        }
+        match reader.read(&mut buf) {
+            Ok(0) => {
+                *eof = true;
+                return true;
+            }
+            Ok(n) => {
+                output.extend_from_slice(&buf[..n]);
+                return true;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => {
+                *eof = true;
+                return true;
+            }
+        }
+    };
+    loop {
+        if status.is_none() {
+            status = child.try_wait()?;
+            if status.is_some() {
+                let grace = Instant::now() + after_exit;
+                read_until = Some(read_until.map_or(grace, |d| d.min(grace)));
+            }
+        }
+        if eof && status.is_some() {
+            break;
+        }
+        let now = Instant::now();
+        if read_until.is_some_and(|d| now >= d) {
+            break;
+        }
+        // Look at the child again soon; never sleep past the deadline.
+        let mut step = now + Duration::from_millis(if status.is_some() { 100 } else { 5 });
+        if let Some(d) = read_until {
+            step = step.min(d);
+        }
+        if eof {
+            std::thread::sleep(step.saturating_duration_since(now));
+        } else {
+            read_some(step, &mut output, &mut eof);
+        }
+    }
+    let timed_out = status.is_none();
+    let status = match status {
+        Some(s) => s,
+        None => {
+            // SAFETY: signalling our own child's process group.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+            child.wait()?
+        }
+    };
+    // Keep what is already in the pipe (the group may have written it just
+    // before it died), without waiting for more, and no more than a full
+    // pipe's worth: a process in another session may keep writing.
+    let drained_from = output.len();
+    while !eof
+        && output.len() - drained_from < DRAIN_LIMIT
+        && read_some(Instant::now(), &mut output, &mut eof)
+    {}
+    if !eof {
+        tracing::debug!(
+            "process {pid} {}; its output is still held open by a process it started, which is no longer read",
+            if timed_out {
+                "was killed at its time limit"
+            } else {
+                "exited"
+            }
+        );
+    }
+    Ok((status, output, timed_out))
 }
 
 #[cfg(test)]
@@ -368,5 +457,90 @@ mod tests {
         assert!(r.timed_out);
         assert!(start.elapsed() < Duration::from_secs(5));
         assert_eq!(r.output_text(), "");
+    }
+
+    /// The scripts below start `setsid sleep 20` (a process in a session of
+    /// its own, out of reach of the group kill, holding the output pipe)
+    /// and print its pid first; this ends it and returns the other lines.
+    fn end_holder(output: &str) -> Vec<String> {
+        let mut lines = output.lines();
+        let pid: i32 = lines.next().and_then(|l| l.parse().ok()).expect("pid");
+        // SAFETY: ending the test's own background process.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+        lines.map(str::to_string).collect()
+    }
+
+    fn shell(script: &str, timeout: Option<Duration>) -> (CommandResult, Duration) {
+        let start = Instant::now();
+        let r = Host::real()
+            .run(&CommandSpec {
+                argv: vec![script.into()],
+                shell: true,
+                timeout,
+                ..CommandSpec::default()
+            })
+            .unwrap();
+        (r, start.elapsed())
+    }
+
+    /// Issue 15: the timeout killed the group, then waited for the end of
+    /// the output, which a `setsid` grandchild held open for 20 s (or
+    /// forever), and the run lock with it.
+    #[test]
+    fn a_timeout_ends_the_wait_though_a_setsid_grandchild_holds_the_output() {
+        let (r, took) = shell(
+            "setsid sleep 20 & echo $!; echo hi; sleep 20",
+            Some(Duration::from_millis(500)),
+        );
+        let rest = end_holder(&r.output_text());
+        assert!(took < Duration::from_secs(5), "took {took:?}");
+        assert!(r.timed_out);
+        assert_eq!(rest, ["hi"]);
+    }
+
+    /// Issue 15: a command that exited in time is judged by its status,
+    /// without waiting past its time limit for a grandchild's end of file.
+    #[test]
+    fn a_command_that_exited_is_not_waited_for_past_its_limit_by_its_grandchild() {
+        let (r, took) = shell(
+            "setsid sleep 20 & echo $!; echo hi; exit 3",
+            Some(Duration::from_secs(1)),
+        );
+        let rest = end_holder(&r.output_text());
+        assert!(took < Duration::from_secs(5), "took {took:?}");
+        assert!(!r.timed_out);
+        assert_eq!((r.code, rest), (Some(3), vec!["hi".to_string()]));
+    }
+
+    /// Without a time limit the output is read for a grace after the
+    /// command exited; what background processes write within it is kept,
+    /// as cf-agent keeps it.
+    #[test]
+    fn without_a_limit_the_output_is_read_for_a_grace_after_the_exit() {
+        let (r, took) = shell("(sleep 0.3; echo late) & echo now", None);
+        assert!(took < Duration::from_secs(5), "took {took:?}");
+        assert_eq!((r.code, r.output_text().as_str()), (Some(0), "now\nlate\n"));
+
+        let cmd = || {
+            let mut cmd = command_for(&CommandSpec {
+                argv: vec!["setsid sleep 20 & echo $!; echo hi".into()],
+                shell: true,
+                ..CommandSpec::default()
+            })
+            .unwrap();
+            let (reader, writer) = std::io::pipe().unwrap();
+            cmd.stdout(writer).stdin(Stdio::null());
+            (cmd.spawn().unwrap(), reader)
+        };
+        let start = Instant::now();
+        let (child, reader) = cmd();
+        let (status, output, timed_out) =
+            collect(child, reader, None, Duration::from_millis(300)).unwrap();
+        let rest = end_holder(&String::from_utf8_lossy(&output));
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert!(status.success() && !timed_out);
+        assert_eq!(rest, ["hi"]);
     }
 }

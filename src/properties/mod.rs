@@ -203,13 +203,13 @@ pub struct PropertySources {
 /// A file being read: its name and text, for positions.
 pub struct SourceFile<'a> {
     pub path: &'a str,
-    pub text: &'a str,
+    pub lines: &'a json::LineIndex<'a>,
     pub layer: AugmentsLayer,
 }
 
 impl SourceFile<'_> {
     fn site(&self, pos: usize, key: String) -> Site {
-        let (line, column) = json::line_col(self.text, pos);
+        let (line, column) = self.lines.line_col(pos);
         Site {
             file: self.path.to_string(),
             line,
