@@ -26,10 +26,10 @@ read-only and /tmp is a fresh empty directory: tests cannot change the host and 
 /tmp paths cannot meet another run's.
 
 Writes OUT/results.tsv (test, result, seconds, reason), OUT/summary.txt (per category) and
-OUT/logs/<test>.log (command, environment and whole output of every pass). A failed test that
-is listed in the expected-pass list (--list) is run once more; if it passes then it counts as
-passing and is named as flaky. The last line is `acceptance: N passed, M failed`; the exit
-status is 1 when a listed test did not pass, 0 otherwise (2: usage or setup error).
+OUT/logs/<test>.log (the command, its environment and the whole output of every pass). A failed
+test that is listed in the expected-pass list (--list) is run once more; if it passes then, it
+counts as passing and is named as flaky. The last line is `acceptance: N passed, M failed`; the
+exit status is 1 when a listed test did not pass, 0 otherwise (2: usage or setup error).
 """
 
 import argparse
@@ -380,7 +380,8 @@ class Run:
         holding a slot); returns (result, seconds, reason)."""
         timed = kind(rel) == "timed"
         wd = self.workdir(rel, True)
-        log = os.path.join(self.logs, flat(rel) + ".log")
+        log = os.path.join(self.logs, rel + ".log")
+        os.makedirs(os.path.dirname(log), exist_ok=True)
         if attempt == 1 and os.path.exists(log):
             os.unlink(log)
         elif attempt > 1:
