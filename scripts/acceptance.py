@@ -718,6 +718,12 @@ def main():
         print("acceptance: flaky (passed when run again): %s" % t)
     for t in broken:
         print("acceptance: expected to pass, did not: %s  %s (%s)" % (t, results[t][0], results[t][2]))
+    if not args.tests:
+        # a whole run: a listed test the suite no longer has did not pass either
+        missing = sorted(t for t in args.expected if t not in results)
+        for t in missing:
+            print("acceptance: expected to pass, not in the suite: %s" % t)
+        broken += missing
     new = sorted(t for t, (r, _, _) in results.items() if r == "PASS" and t not in args.expected)
     passed = sum(1 for r, _, _ in results.values() if r == "PASS")
     failed = sum(1 for r, _, _ in results.values() if r in FAILING)
