@@ -327,6 +327,7 @@ impl<'a> AgentRun<'a> {
         // Classes of common bundles that pre-evaluation asked to persist.
         self.store_persistent_classes();
         let policy = self.policy;
+        super::preeval::evaluate_meta(self.ctx, policy);
         self.ctx.agent_control = super::control::AgentControl::resolve(self.ctx, policy);
         let prios: Vec<Option<i64>> = seq
             .iter()

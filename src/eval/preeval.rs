@@ -198,6 +198,29 @@ fn preevaluate_file(
     }
 }
 
+/// The `meta` promises of every bundle, as the variables of its
+/// `<bundle>_meta` scope, before any bundle runs: cf-agent has them then
+/// (the acceptance framework reads `test_meta.test_soft_fail` before
+/// `test` runs), though cf-promises does not show them.
+pub fn evaluate_meta(ctx: &mut EvalContext, policy: &PolicySet) {
+    for file in policy.files.clone() {
+        for bundle in file.tree.bundles() {
+            let meta = format!("{}_meta", bundle.name.name);
+            ctx.push_frame(Frame::new(&bundle.namespace, &meta, "meta"));
+            for section in bundle
+                .sections
+                .iter()
+                .filter(|s| s.promise_type.name == "meta")
+            {
+                for promise in &section.promises {
+                    ctx.eval_vars_promise(&file, promise, Some(policy));
+                }
+            }
+            ctx.pop_frame();
+        }
+    }
+}
+
 /// Defines `control_<type>.<attr>` (`control_common.inputs`,
 /// `control_agent.ifelapsed`, ...) for each attribute of a control body
 /// whose guard holds, typed as the schema types the attribute. As in
