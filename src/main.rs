@@ -234,6 +234,7 @@ fn run(config: &Config) -> ExitCode {
             let settings = EvalSettings {
                 no_side_effects: false,
                 dry_run: true,
+                ..EvalSettings::default()
             };
             let mut prepared = match prepare(config, settings) {
                 Ok(p) => p,
@@ -258,6 +259,7 @@ fn run(config: &Config) -> ExitCode {
             let settings = EvalSettings {
                 no_side_effects: false,
                 dry_run: config.dry_run,
+                ..EvalSettings::default()
             };
             let prepared = match prepare(config, settings) {
                 Ok(p) => p,

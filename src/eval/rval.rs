@@ -131,6 +131,19 @@ impl EvalContext {
                 c.args.len()
             )));
         }
+        if self.settings.sandbox && functions::refused_in_sandbox(spec) {
+            return Err(FnError::Failed(format!(
+                "function '{}' is refused in the sandbox: it could run a program or reach \
+                 the network",
+                spec.name
+            )));
+        }
+        if self.out_of_time() {
+            return Err(FnError::Failed(format!(
+                "function '{}' not called: the evaluation ran out of time",
+                spec.name
+            )));
+        }
         if spec.name == "maplist"
             && let [Rval::Call(pattern), list] = c.args.as_slice()
         {
@@ -290,6 +303,10 @@ impl EvalContext {
     /// iterate independently), and a combination in which a dependent
     /// reference names no variable is skipped.
     pub fn for_each_iteration(&mut self, texts: &[&str], f: &mut dyn FnMut(&mut EvalContext)) {
+        // Past the deadline, no more combinations (they could be many).
+        if self.out_of_time() {
+            return;
+        }
         match self.find_iterable(texts) {
             Wheel::None => f(self),
             Wheel::Skip => {}
