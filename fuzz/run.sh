@@ -77,7 +77,12 @@ echo "hangs:   $(find "$out/default/hangs" -type f | wc -l)"
 # Keep the corpus: the smallest set of the queue with the same coverage.
 mkdir -p "$work/queue"
 find "$out/default/queue" -maxdepth 1 -type f -size -$((max_kept + 1))c -exec cp {} "$work/queue/" \;
-if cargo afl cmin -t "$timeout" -m "$mem" -i "$work/queue" -o "$work/min" -- "$bin" >"$work/cmin.log" 2>&1; then
+# AFL++'s Python afl-cmin (what `cargo afl cmin` runs) found no coverage at
+# all in the parse target's queue; its shell version, beside it, works.
+afl_bin=$(dirname "$(find "${XDG_DATA_HOME:-$HOME/.local/share}/afl.rs" -path '*/afl/bin/afl-cmin.bash' | sort | tail -1)")
+if PATH=$afl_bin:$PATH AFL_PATH=$afl_bin "$afl_bin/afl-cmin.bash" -t "$timeout" -m "$mem" \
+    -i "$work/queue" -o "$work/min" -- "$bin" >"$work/cmin.log" 2>&1 &&
+    [ -n "$(ls -A "$work/min" 2>/dev/null)" ]; then
     rm -rf "corpus/$target"
     mkdir -p "corpus/$target"
     i=0
