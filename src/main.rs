@@ -265,6 +265,7 @@ fn run(config: &Config) -> ExitCode {
             let settings = EvalSettings {
                 no_side_effects: false,
                 dry_run: true,
+                ..EvalSettings::default()
             };
             let mut prepared = match prepare(config, settings) {
                 Ok(p) => p,
@@ -289,6 +290,7 @@ fn run(config: &Config) -> ExitCode {
             let settings = EvalSettings {
                 no_side_effects: false,
                 dry_run: config.dry_run,
+                ..EvalSettings::default()
             };
             let prepared = match prepare(config, settings) {
                 Ok(p) => p,

@@ -4,10 +4,10 @@
 
 use crate::augments::{self, AugmentsInput};
 use crate::config::Config;
-use crate::discover::{DiscoverInput, Role, apply_command_line, discover};
+use crate::discover::{DiscoverInput, Discovery, NameLookup, Role, apply_command_line, discover};
 use crate::eval::agent::{AgentRun, RunError, RunSummary};
 use crate::eval::classes::{ClassInfo, canonify_class};
-use crate::eval::preeval::{PreEvalReport, load_and_preevaluate};
+use crate::eval::preeval::{PreEvalReport, load_and_preevaluate, preevaluate_entry};
 use crate::eval::vars::Variable;
 use crate::eval::{EvalContext, EvalSettings, Origin};
 use crate::load::{LoadError, LoadedFile, PolicySet, validate_together};
@@ -82,6 +82,11 @@ impl Prepared {
 pub fn install_host(ctx: &mut EvalContext, config: &Config, role: Role) {
     let mut found = discover(&DiscoverInput::new(&config.workdir, &config.entry, role));
     apply_command_line(&mut found.classes, &config.defines, &config.negates);
+    install_discovery(ctx, found);
+}
+
+/// Defines what discovery found (hard classes, special variables).
+fn install_discovery(ctx: &mut EvalContext, found: Discovery) {
     for c in found.classes {
         let origin = if c.tags.iter().any(|t| t == "source=environment") {
             Origin::CommandLine
@@ -106,13 +111,16 @@ pub fn install_host(ctx: &mut EvalContext, config: &Config, role: Role) {
 
 /// Builds the evaluation context and loads and pre-evaluates the policy.
 pub fn prepare(config: &Config, settings: EvalSettings) -> Result<Prepared, LoadError> {
-    prepare_with(config, settings, None)
+    prepare_with(config, settings, None, None)
 }
 
+/// `prepare`, with the state of an agent run (persistent classes) and,
+/// when the host was discovered already, what was found.
 fn prepare_with(
     config: &Config,
     settings: EvalSettings,
     state: Option<&mut StateStore>,
+    sandboxed: Option<(&Discovery, LoadedFile)>,
 ) -> Result<Prepared, LoadError> {
     let mut ctx = EvalContext::new(settings);
     let role = if state.is_some() {
@@ -120,7 +128,16 @@ fn prepare_with(
     } else {
         Role::Promises
     };
-    install_host(&mut ctx, config, role);
+    let entry_text = match sandboxed {
+        Some((found, text)) => {
+            install_discovery(&mut ctx, found.clone());
+            Some(text)
+        }
+        None => {
+            install_host(&mut ctx, config, role);
+            None
+        }
+    };
     if let Some(st) = state {
         load_persistent_classes(&mut ctx, st, &config.negates);
     }
@@ -139,7 +156,10 @@ fn prepare_with(
         ),
     );
     let mut policy = PolicySet::default();
-    let report = load_and_preevaluate(&mut ctx, &mut policy, &config.entry)?;
+    let report = match entry_text {
+        Some(file) => preevaluate_entry(&mut ctx, &mut policy, &config.entry, file),
+        None => load_and_preevaluate(&mut ctx, &mut policy, &config.entry)?,
+    };
     let files: Vec<&LoadedFile> = policy.files.iter().map(|f| f.as_ref()).collect();
     // With inputs missing, what the files reference may be in those.
     let scope = if report.inputs_incomplete {
@@ -208,8 +228,9 @@ pub fn run_agent(
     let settings = EvalSettings {
         no_side_effects: false,
         dry_run: config.dry_run,
+        ..EvalSettings::default()
     };
-    let mut prepared = prepare_with(config, settings, Some(&mut state))?;
+    let mut prepared = prepare_with(config, settings, Some(&mut state), None)?;
     on_loaded(&prepared);
     if prepared.has_errors() {
         return Err(PipelineError::PolicyErrors);
@@ -279,5 +300,96 @@ fn save_why(state_dir: &std::path::Path, config: &Config, why: &mut crate::eval:
             "Cannot save the run's record for --why in '{}': {e}",
             path.display()
         );
+    }
+}
+
+/// A place where any policy can run without touching the machine, for the
+/// fuzzer's evaluation target: a dry run (nothing is written) on a host
+/// rooted in a directory of its own (what the policy's paths reach is a
+/// private tree), without state (no locks, no persistent classes, no
+/// transactions, no `--why` record), under the sandbox (functions and
+/// promise types that could run programs, reach the network or signal
+/// processes fail instead), and with a deadline for each run.
+pub struct Sandbox {
+    config: Config,
+    discovery: Discovery,
+    root: std::path::PathBuf,
+}
+
+impl Sandbox {
+    /// Lays out `dir`: `policy/` (where the policy file is said to be:
+    /// its `inputs` are looked for there), `root/` (the host's root) and
+    /// `work/` (the work directory), all made 0700; then discovers the
+    /// host, once, with its name looked up in `/etc/hosts` only (no DNS).
+    pub fn new(dir: &std::path::Path) -> std::io::Result<Sandbox> {
+        let (policy, root, workdir) = (dir.join("policy"), dir.join("root"), dir.join("work"));
+        for d in [&policy, &root, &workdir] {
+            crate::host::local::create_private_dir(d)?;
+        }
+        let config = Config {
+            mode: crate::config::Mode::Run,
+            workdir,
+            entry: policy.join("promises.cf"),
+            bundlesequence: None,
+            defines: Vec::new(),
+            negates: Vec::new(),
+            no_lock: true,
+            dry_run: true,
+            log_level: crate::config::LogLevel::Error,
+            timestamps: false,
+            color: false,
+            ignore_preferred_augments: false,
+            show_evaluated_vars: None,
+            show_evaluated_classes: None,
+            detailed_exitcodes: false,
+            lock_wait: std::time::Duration::ZERO,
+            module_timeout: std::time::Duration::from_secs(1),
+            diff: false,
+            json: false,
+            report_file: None,
+        };
+        let mut input = DiscoverInput::new(&config.workdir, &config.entry, Role::Agent);
+        input.name_lookup = NameLookup::HostsFile;
+        let discovery = discover(&input);
+        Ok(Sandbox {
+            config,
+            discovery,
+            root,
+        })
+    }
+
+    /// The directory the policy's absolute paths are taken below.
+    pub fn root(&self) -> &std::path::Path {
+        &self.root
+    }
+
+    /// Runs `text` as the whole policy: loads, validates and pre-evaluates
+    /// it, then runs its bundlesequence as a dry run on the rooted host,
+    /// for at most about `budget` (past it, evaluation stops: see
+    /// `EvalSettings::deadline`). A policy that cannot run is an `Err`, as
+    /// for a real run; what the run did is the `Ok`.
+    pub fn run(
+        &self,
+        text: String,
+        budget: std::time::Duration,
+        sink: &mut dyn Sink,
+    ) -> Result<RunSummary, PipelineError> {
+        let settings = EvalSettings {
+            no_side_effects: false,
+            dry_run: true,
+            sandbox: true,
+            deadline: Some(std::time::Instant::now() + budget),
+        };
+        let file = LoadedFile::from_text(&self.config.entry.display().to_string(), text);
+        let mut prepared =
+            prepare_with(&self.config, settings, None, Some((&self.discovery, file)))?;
+        if prepared.has_errors() {
+            return Err(PipelineError::PolicyErrors);
+        }
+        let mut run = AgentRun::new(&mut prepared.ctx, &prepared.policy, sink, true);
+        run.host = crate::host::Host::rooted(&self.root).with_dry_run_overlay();
+        let seq = run.bundlesequence(None)?;
+        run.run(&seq)?;
+        Ok(std::mem::take(&mut run.summary))
     }
 }

@@ -353,6 +353,10 @@ impl<'a> AgentRun<'a> {
 
     /// cf-agent refreshes the package inventory after the bundles ran.
     fn update_package_inventory(&mut self) {
+        // It asks the package modules, which are programs.
+        if self.ctx.settings.sandbox {
+            return;
+        }
         let dry_run = self.dry_run;
         crate::promises::packages::update_inventory(&mut self.act_context(dry_run));
     }
@@ -473,6 +477,9 @@ impl<'a> AgentRun<'a> {
                 for promise in promises {
                     if self.fatal.is_some() {
                         break;
+                    }
+                    if self.ctx.out_of_time() {
+                        break 'passes;
                     }
                     self.ctx.last_pass = state.last;
                     self.eval_promise(file, bundle, section.0, promise, common, &mut state);
@@ -1027,6 +1034,16 @@ impl<'a> AgentRun<'a> {
             }
             return Some(Outcome::Kept);
         }
+        if self.ctx.settings.sandbox && refused_in_sandbox(&ep.promise_type) {
+            tracing::error!(
+                "promises of type '{}' are refused in the sandbox: they could run programs \
+                 ({}:{})",
+                ep.promise_type,
+                ep.file,
+                ep.line
+            );
+            return Some(Outcome::Failed);
+        }
         if crate::schema::promise_type(&ep.promise_type).is_none() {
             // The modules are taken out while they act, since the context
             // they act in borrows the rest of the run.
@@ -1253,6 +1270,17 @@ impl AgentRun<'_> {
 
 /// The sections of a bundle in normal order; within a type, sections and
 /// promises in the order written. Custom types follow in written order.
+/// Whether the fuzzer's sandbox (`EvalSettings::sandbox`) refuses a
+/// promise type: those whose actuators run programs or signal processes,
+/// even to check (package modules, `systemctl`, `mount`), and custom
+/// promise types, whose modules are programs.
+pub fn refused_in_sandbox(promise_type: &str) -> bool {
+    matches!(
+        promise_type,
+        "commands" | "packages" | "services" | "users" | "processes" | "storage"
+    ) || crate::schema::promise_type(promise_type).is_none()
+}
+
 fn ordered_sections(bundle: &Bundle) -> Vec<(&str, &[Promise])> {
     let mut types: Vec<&str> = NORMAL_ORDER.to_vec();
     for s in &bundle.sections {

@@ -54,6 +54,15 @@ pub struct EvalSettings {
     /// Never run side-effecting functions (`--syntax-only`, `-c`).
     pub no_side_effects: bool,
     pub dry_run: bool,
+    /// The fuzzer's sandbox: the functions and promise types that could
+    /// run a program, reach the network or signal a process fail instead
+    /// of running (see `functions::refused_in_sandbox` and
+    /// `agent::refused_in_sandbox`). Off except in `pipeline::Sandbox`.
+    pub sandbox: bool,
+    /// When evaluation must stop: past it, function calls fail, iteration
+    /// stops and the agent runs no more promises, so that one input's work
+    /// is bounded (the fuzzer's). `None`: no limit.
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// The text of an expansion and whether some reference stayed unresolved.
@@ -137,6 +146,13 @@ impl EvalContext {
                 bundle_type: b.bundle_type.name.clone(),
             });
         }
+    }
+
+    /// Whether the deadline of `settings` has passed.
+    pub fn out_of_time(&self) -> bool {
+        self.settings
+            .deadline
+            .is_some_and(|d| std::time::Instant::now() >= d)
     }
 
     // ---- frames --------------------------------------------------------

@@ -37,10 +37,21 @@ pub fn load_and_preevaluate(
     policy: &mut PolicySet,
     entry: &Path,
 ) -> Result<PreEvalReport, LoadError> {
+    let file = load_file(entry)?;
+    Ok(preevaluate_entry(ctx, policy, entry, file))
+}
+
+/// `load_and_preevaluate` for an entry file already read (its `inputs`
+/// are still looked for beside `entry`).
+pub fn preevaluate_entry(
+    ctx: &mut EvalContext,
+    policy: &mut PolicySet,
+    entry: &Path,
+    mut file: LoadedFile,
+) -> PreEvalReport {
     let entry_dir = entry.parent().map(Path::to_path_buf).unwrap_or_default();
-    let mut first = load_file(entry)?;
-    first.settle_main(true);
-    policy.add(first);
+    file.settle_main(true);
+    policy.add(file);
     let mut report = PreEvalReport::default();
     let mut done = 0;
     let mut failed_paths: Vec<PathBuf> = Vec::new();
@@ -103,7 +114,7 @@ pub fn load_and_preevaluate(
     let mut seen = std::collections::HashSet::new();
     report.messages.retain(|m| seen.insert(m.clone()));
     report.unresolved = unresolved_at_end(ctx, policy);
-    Ok(report)
+    report
 }
 
 /// The variables that still refer to undefined variables once

@@ -131,6 +131,19 @@ impl EvalContext {
                 c.args.len()
             )));
         }
+        if self.settings.sandbox && functions::refused_in_sandbox(spec) {
+            return Err(FnError::Failed(format!(
+                "function '{}' is refused in the sandbox: it could run a program or reach \
+                 the network",
+                spec.name
+            )));
+        }
+        if self.out_of_time() {
+            return Err(FnError::Failed(format!(
+                "function '{}' not called: the evaluation ran out of time",
+                spec.name
+            )));
+        }
         if spec.name == "maplist"
             && let [Rval::Call(pattern), list] = c.args.as_slice()
         {
@@ -317,6 +330,10 @@ impl EvalContext {
         planned: usize,
         done: &mut usize,
     ) -> Result<(), TooManyIterations> {
+        // Past the deadline, no more combinations (they could be many).
+        if self.out_of_time() {
+            return Ok(());
+        }
         match self.find_iterable(texts) {
             Wheel::None => {
                 *done += 1;

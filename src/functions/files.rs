@@ -279,9 +279,12 @@ fn expand_double_star(pattern: &str) -> Vec<String> {
 
 /// `findfiles(glob...)`: matching paths of absolute globs; relative ones
 /// are skipped with a warning.
-fn findfiles(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn findfiles(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("findfiles", a);
     let mut out: Vec<String> = Vec::new();
+    // What is in `out` already: `/**` finds a hundred thousand paths, and
+    // looking each up in the list took minutes.
+    let mut seen = std::collections::HashSet::new();
     for i in 0..p.len() {
         let pattern = p.str(i, "glob")?;
         if !pattern.starts_with('/') {
@@ -289,8 +292,13 @@ fn findfiles(_: &mut EvalContext, a: &[Value]) -> FnResult {
             continue;
         }
         for pat in expand_double_star(pattern) {
+            // Each `**` is six globs, the deepest of them over a whole tree:
+            // a deadline (the fuzzer's) is looked at between them.
+            if ctx.out_of_time() {
+                return Err(p.fail("the evaluation ran out of time"));
+            }
             for f in c_glob(&pat) {
-                if !out.contains(&f) {
+                if seen.insert(f.clone()) {
                     out.push(f);
                 }
             }

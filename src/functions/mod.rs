@@ -124,6 +124,22 @@ pub fn implemented() -> Vec<&'static str> {
     v
 }
 
+/// Functions the sandbox refuses although they change nothing: they
+/// resolve names (which may ask a DNS server), look up netgroups (which
+/// may ask NIS or LDAP) or tell of other hosts (`hostsseen`, which keeps no
+/// record today, but would read what peers did).
+const SANDBOX_REFUSED: &[&str] = &["host2ip", "ip2host", "hostinnetgroup", "hostsseen"];
+
+/// Whether the fuzzer's sandbox (`EvalSettings::sandbox`) refuses a
+/// function: every one that runs a program, talks to the network or
+/// changes something (`side_effects`), those of [`SANDBOX_REFUSED`], and
+/// those that would need a hub, LDAP or peers.
+pub fn refused_in_sandbox(spec: &FnSpec) -> bool {
+    spec.side_effects
+        || SANDBOX_REFUSED.contains(&spec.name)
+        || net::NOT_SUPPORTED.contains(&spec.name)
+}
+
 // ---- helpers shared by the families -------------------------------------
 
 /// A context-returning function's result.
