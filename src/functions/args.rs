@@ -224,7 +224,13 @@ fn with_variables(ctx: &EvalContext, text: &str) -> Result<Option<String>, FnErr
             out.push(c);
             continue;
         }
-        if !(c.is_ascii_alphabetic() || c == '_') {
+        // A name starts only where a value may (not inside a number such
+        // as `1e5`).
+        let value_place = matches!(
+            out.trim_end().chars().next_back(),
+            None | Some(':' | ',' | '[' | '{')
+        );
+        if !(value_place && (c.is_ascii_alphabetic() || c == '_')) {
             out.push(c);
             continue;
         }
