@@ -269,6 +269,12 @@ fn classify(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 // ---- format ---------------------------------------------------------------
 
+/// The longest number `format` prints, as cf-agent's 4096-byte buffer
+/// allows; also the largest precision it takes.
+const MAX_FORMAT_NUMBER: usize = 4095;
+/// The largest field width `format` pads to (1 MiB).
+const MAX_FORMAT_WIDTH: usize = 1 << 20;
+
 /// One `%...` conversion: flags, width, precision and the letter.
 #[derive(Debug, Default, Clone, PartialEq)]
 struct Conv {
@@ -322,10 +328,12 @@ fn format_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
             }
             n
         };
-        conv.width = num(&mut chars);
+        // Bounded, so that a width or precision of many digits is no
+        // request for gigabytes (or a panic of Rust's formatter).
+        conv.width = num(&mut chars).map(|w| w.min(MAX_FORMAT_WIDTH));
         if let Some(&(_, '.')) = chars.peek() {
             chars.next();
-            conv.precision = Some(num(&mut chars).unwrap_or(0));
+            conv.precision = Some(num(&mut chars).unwrap_or(0).min(MAX_FORMAT_NUMBER));
         }
         while let Some(&(_, l)) = chars.peek() {
             if matches!(l, 'l' | 'h' | 'j' | 'z' | 't' | 'L') {
@@ -372,8 +380,17 @@ fn format_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
                 };
                 pad(&conv, s)
             }
-            'd' | 'o' | 'x' => format_int(&conv, parse_c_long(arg.as_scalar().unwrap_or(""))),
-            'f' => format_real(&conv, parse_c_double(arg.as_scalar().unwrap_or(""))),
+            // cf-agent prints a number into a buffer of 4096 bytes.
+            'd' | 'o' | 'x' => {
+                let mut t = format_int(&conv, parse_c_long(arg.as_scalar().unwrap_or("")));
+                t.truncate(MAX_FORMAT_NUMBER);
+                t
+            }
+            'f' => {
+                let mut t = format_real(&conv, parse_c_double(arg.as_scalar().unwrap_or("")));
+                t.truncate(MAX_FORMAT_NUMBER);
+                t
+            }
             // Conversions C knows but cf-agent's format() does not handle.
             'i' | 'u' | 'X' | 'c' | 'e' | 'E' | 'F' | 'g' | 'G' | 'a' | 'A' | 'p' | 'n' => {
                 "(unhandled format)".to_string()
@@ -521,6 +538,20 @@ mod tests {
         let mut ctx = EvalContext::default();
         let a: Vec<Value> = args.iter().map(|s| Value::str(*s)).collect();
         f(&mut ctx, &a)
+    }
+
+    /// A fuzzer's find (fuzz/findings/): a precision of 25 digits made
+    /// Rust's formatter panic; a width of as many asked for all memory.
+    /// As cf-agent, a number is at most 4095 characters.
+    #[test]
+    fn huge_widths_and_precisions_are_bounded() {
+        let text = |r: FnResult| r.unwrap().as_scalar().unwrap().to_string();
+        let f = text(call(format_fn, &["%.2222222222222222222222222f", "3.14"]));
+        assert_eq!(f.len(), 4095);
+        assert!(f.starts_with("3.14000"));
+        assert_eq!(text(call(format_fn, &["%6000s", "x"])).len(), 6000);
+        let wide = text(call(format_fn, &["%99999999999999999999s", "x"]));
+        assert_eq!(wide.len(), 1 << 20);
     }
 
     #[test]
