@@ -18,8 +18,14 @@ use super::{Parsed, parse};
 pub fn check(text: &str) -> Result<Parsed, String> {
     let parsed = parse("fuzz.cf", text);
     let source = SourceFile::new("fuzz.cf", text);
-    for d in &parsed.diagnostics {
+    for (i, d) in parsed.diagnostics.iter().enumerate() {
         span_ok(text, d.span).map_err(|e| format!("diagnostic {:?}: {e}", d.message))?;
+        // Rendered as the product renders them: the first ones of a file
+        // (rendering each of thousands on one long line was the fuzzer's
+        // time, not the parser's).
+        if i >= super::diagnostic::SHOWN_PER_FILE {
+            continue;
+        }
         let rendered = d.render(&source);
         if !rendered.contains(&d.message) {
             return Err(format!("rendering lost the message: {rendered}"));
