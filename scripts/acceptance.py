@@ -28,8 +28,8 @@ read-only and /tmp is a fresh empty directory: tests cannot change the host and 
 Writes OUT/results.tsv (test, result, seconds, reason), OUT/summary.txt (per category) and
 OUT/logs/<test>.log (the command, its environment and the whole output of every pass). A failed
 test that is listed in the expected-pass list (--list) is run once more; if it passes then, it
-counts as passing and is named as flaky. The last line is `acceptance: N passed, M failed`; the
-exit status is 1 when a listed test did not pass, 0 otherwise (2: usage or setup error).
+counts as passing and is named as flaky. The last line is `acceptance: N passed, M failed`, of the
+listed tests (the line before it counts the whole selection); the exit status is 1 when a listed test did not pass, 0 otherwise (2: usage or setup error).
 """
 
 import argparse
@@ -731,7 +731,11 @@ def main():
           "listed yet (--update-list adds them)" % (
               sum(1 for t in args.expected if t in results), len(args.expected), len(broken),
               len(flaky), len(new)))
-    print("acceptance: %d passed, %d failed" % (passed, failed))
+    print("acceptance: whole selection: %d pass, %d fail (the failures not listed are work ahead)"
+          % (passed, failed))
+    # The closing line counts the listed tests, the ones CI holds us to.
+    listed_passed = sum(1 for t in args.expected if t in results and results[t][0] == "PASS")
+    print("acceptance: %d passed, %d failed" % (listed_passed, len(broken)))
     return 1 if broken else 0
 
 
