@@ -617,8 +617,7 @@ impl Host {
         let Ok(st) = rustix::fs::fstat(dir) else {
             return;
         };
-        let Seen { dev, ino, .. } = Seen::of(&st);
-        let key = (dev, ino);
+        let key = safe::identity(&st);
         if let Ok(mut seen) = self.cleaned_dirs.lock()
             && !seen.insert(key)
         {

@@ -266,7 +266,7 @@ pub struct DirCache {
 const DIR_CACHE_MAX: usize = 128;
 
 #[allow(clippy::useless_conversion)]
-fn identity(st: &Stat) -> (u64, u64) {
+pub(crate) fn identity(st: &Stat) -> (u64, u64) {
     (u64::from(st.st_dev), u64::from(st.st_ino))
 }
 
