@@ -308,3 +308,37 @@ fn an_invalid_regex_in_an_edit_line_promise_is_located() {
         "{text}"
     );
 }
+
+/// Found by the evaluation fuzz campaign (fuzz/findings/eval-expansion-slow.cf):
+/// a variable whose value names itself with its bundle (`$(conf.x)`) was
+/// not seen as referring to itself, so each pass expanded it again; with
+/// two such references the value doubled each time and the run took
+/// minutes and gigabytes. Every spelling of the variable is now refused
+/// as cf-agent refuses `$(x)`.
+#[test]
+fn a_variable_naming_itself_with_its_bundle_refers_to_itself() {
+    let out = run_policy(
+        r#"bundle common conf
+{
+  vars:
+      "l" slist => { "42", "$(conf.l)d $(conf.l)" };
+      "a" string => "$(conf.b)$(conf.b)";
+      "b" string => "$(default:conf.a)$(default:conf.a)";
+}
+bundle agent main
+{
+  reports:
+      "done";
+}
+"#,
+    );
+    let text = both(&out);
+    for v in ["l", "b"] {
+        assert!(
+            text.contains(&format!("variable '{v}' refers to itself")),
+            "{v}: {}",
+            tail(&text)
+        );
+    }
+    assert!(text.contains("R: done"), "{}", tail(&text));
+}

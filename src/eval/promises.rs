@@ -303,7 +303,7 @@ impl EvalContext {
             mut value,
             unresolved,
         } = evaluated;
-        if refers_to_itself(&value, &name.text) {
+        if refers_to_itself(&value, &ns, &scope, &var_name) {
             res.failed = true;
             return (
                 res,
@@ -673,22 +673,37 @@ fn value_has_references(v: &Value) -> bool {
 }
 
 /// Whether a variable's evaluated value still refers to the variable
-/// itself (`$(x)`, `${x}`, `@(x)`), which cf-agent refuses as a value that
-/// cannot converge.
-fn refers_to_itself(v: &Value, name: &str) -> bool {
-    // The four spellings are made once: a list may be long.
-    let needles = [
-        format!("$({name})"),
-        format!("${{{name}}}"),
-        format!("@({name})"),
-        format!("@{{{name}}}"),
-    ];
-    let refers = |s: &str| {
-        super::context::may_hold_reference(s) && needles.iter().any(|n| s.contains(n.as_str()))
-    };
+/// itself (`$(x)`, `${x}`, `@(x)`, also qualified as `$(bundle.x)` or
+/// `$(ns:bundle.x)`, also inside another reference's index), which
+/// cf-agent refuses as a value that cannot converge. cf-agent checks only
+/// the unqualified spellings and lets a qualified one grow with each pass
+/// (and reads freed memory for a list); we refuse every spelling, since a
+/// value made of two such references doubles with each expansion.
+fn refers_to_itself(v: &Value, ns: &str, scope: &str, name: &str) -> bool {
+    fn refers(s: &str, ns: &str, scope: &str, name: &str) -> bool {
+        if !super::context::may_hold_reference(s) {
+            return false;
+        }
+        let mut from = 0;
+        while let Some(r) = super::refs::next_ref(s, from) {
+            let inner = &s[r.inner_start..r.inner_end];
+            let target = super::refs::VarRef::parse(inner);
+            if target.name == name
+                && target.scope.is_none_or(|s| s == scope)
+                && target.ns.is_none_or(|n| n == ns)
+            {
+                return true;
+            }
+            if refers(inner, ns, scope, name) {
+                return true;
+            }
+            from = r.end;
+        }
+        false
+    }
     match v {
-        Value::Scalar(s) => refers(s),
-        Value::List(l) => l.iter().any(|s| refers(s)),
+        Value::Scalar(s) => refers(s, ns, scope, name),
+        Value::List(l) => l.iter().any(|s| refers(s, ns, scope, name)),
         Value::Data(_) => false,
     }
 }
