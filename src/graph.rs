@@ -10,13 +10,14 @@
 //! refuses the policy naming the shortest cycle once, with each promise's
 //! file:line.
 
-use crate::digraph::{Adjacency, reachability, shortest_cycle};
 use crate::eval::bodies::{reference_parts, resolve_body};
-use crate::eval::classes::canonify_class;
-use crate::eval::{EvalContext, Frame, Value};
+use crate::eval::{EvalContext, Frame};
 use crate::load::PolicySet;
 use crate::syntax::ast::{Promise, Rval};
 use crate::syntax::classexpr::ClassExpr;
+use crate::values::Value;
+use crate::values::canon::canonify_class;
+use crate::values::digraph::{Adjacency, reachability, shortest_cycle};
 use std::fmt::Write as _;
 
 /// The outcome classes a `classes` body can define.
@@ -368,7 +369,7 @@ fn describe_classes(
     if ptype == "classes" {
         let name = ctx.expand_promiser(&p.promiser.value);
         if !name.unresolved {
-            node.sets.push(crate::eval::classes::canonify(&name.text));
+            node.sets.push(crate::values::canon::canonify(&name.text));
         }
     }
     if let Some(a) = p.attribute("classes")

@@ -7,7 +7,6 @@
 pub mod augments;
 pub mod cli;
 pub mod config;
-pub mod digraph;
 pub mod discover;
 pub mod eval;
 pub mod functions;
@@ -21,6 +20,7 @@ pub mod report;
 pub mod schema;
 pub mod state;
 pub mod syntax;
+pub mod values;
 
 /// The CFEngine version whose language and behaviour we follow.
 pub const COMPAT_VERSION: &str = "3.21.0";

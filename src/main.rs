@@ -175,7 +175,7 @@ fn run(config: &Config) -> ExitCode {
             }
             let mut sink = Tee(sinks);
             sink.event(&JsonEvent::RunStart {
-                time: convergent::pipeline::now_secs(),
+                time: convergent::host::clock::now_secs(),
                 version: convergent::VERSION_LINE.to_string(),
                 policy: config.entry.display().to_string(),
                 workdir: config.workdir.display().to_string(),

@@ -6,16 +6,19 @@ use crate::augments::{self, AugmentsInput};
 use crate::config::Config;
 use crate::discover::{DiscoverInput, Discovery, NameLookup, Role, apply_command_line, discover};
 use crate::eval::agent::{AgentRun, RunError, RunSummary};
-use crate::eval::classes::{ClassInfo, canonify_class};
+use crate::eval::classes::ClassInfo;
 use crate::eval::preeval::{PreEvalReport, load_and_preevaluate, preevaluate_entry};
 use crate::eval::vars::Variable;
-use crate::eval::{EvalContext, EvalSettings, Origin};
+use crate::eval::{EvalContext, EvalSettings};
+use crate::host::clock::now_secs;
 use crate::load::{LoadError, LoadedFile, PolicySet, validate_together};
 use crate::promises::custom::{ModuleSettings, PromiseModules};
 use crate::report::Sink;
 use crate::schema::Scope;
 use crate::state::{RunLock, RunLockError, StateError, StateStore};
 use crate::syntax::Diagnostic;
+use crate::values::Origin;
+use crate::values::canon::canonify_class;
 use thiserror::Error;
 
 /// Why a run could not start or could not load its policy.
@@ -195,14 +198,6 @@ fn load_persistent_classes(ctx: &mut EvalContext, st: &mut StateStore, negates: 
         }
         Err(e) => tracing::error!("{e}"),
     }
-}
-
-/// Seconds since the epoch (0 for a clock set before it).
-pub fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
 }
 
 /// What a finished run leaves: the context (for --show-evaluated-*) and

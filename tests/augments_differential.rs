@@ -23,12 +23,14 @@ mod common;
 
 use common::*;
 use convergent::augments::{AugmentsInput, apply};
-use convergent::eval::classes::{ClassInfo, canonify_class};
+use convergent::eval::EvalContext;
+use convergent::eval::classes::ClassInfo;
 use convergent::eval::preeval::load_and_preevaluate;
 use convergent::eval::vars::Variable;
-use convergent::eval::{DataType, EvalContext, Origin, Value};
 use convergent::load::PolicySet;
 use convergent::report::tables::{classes_table, vars_table};
+use convergent::values::canon::canonify_class;
+use convergent::values::{DataType, Origin, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -7,8 +7,9 @@
 //! Functions that run commands, touch the network or walk large trees are
 //! left out: their inputs are checked by their own tests.
 
-use convergent::eval::{EvalContext, Frame, Value};
+use convergent::eval::{EvalContext, Frame};
 use convergent::functions;
+use convergent::values::Value;
 
 /// Functions whose calls would run commands, resolve names over the
 /// network, connect to ports or read the whole of /proc/sys.

@@ -17,11 +17,11 @@
 //! Conditions see every class defined so far: hard classes, `-D` classes,
 //! the CMDB's, and the classes of earlier entries and earlier files.
 
-use super::json::{Json, Node};
 use super::{AUGMENTS_TAG, AugmentsReport, FileCtx, class_info, comment_of, tags_of};
 use crate::eval::EvalContext;
-use crate::eval::classes::{canonify, class_key};
-use crate::eval::refs::has_refs;
+use crate::values::canon::{canonify, class_key};
+use crate::values::lenient_json::{Json, Node};
+use crate::values::refs::has_refs;
 
 /// The store key of a class named in augments: `ns:name` splits at the
 /// first `:`, each part canonified; no namespace means `default_ns`.

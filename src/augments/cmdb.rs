@@ -12,15 +12,15 @@
 //! replace these variables (see [`super::put_var`]).
 
 use super::classes::class_target;
-use super::json::{Json, Node};
 use super::{
     AugmentsError, AugmentsReport, CMDB_TAG, FileCtx, class_info, comment_of, json_value, put_var,
     read_json, tags_of, var_target,
 };
 use crate::eval::EvalContext;
-use crate::eval::refs::has_refs;
-use crate::eval::value::AugmentsLayer;
 use crate::eval::vars::Variable;
+use crate::values::lenient_json::{Json, Node};
+use crate::values::refs::has_refs;
+use crate::values::value::AugmentsLayer;
 use std::path::Path;
 
 const NS: &str = "data";
@@ -40,7 +40,7 @@ pub(crate) fn load(ctx: &mut EvalContext, path: &Path, report: &mut AugmentsRepo
     };
     let file = FileCtx {
         path,
-        lines: super::json::LineIndex::new(&text),
+        lines: crate::values::lenient_json::LineIndex::new(&text),
         layer: AugmentsLayer::HostSpecific,
     };
     let Json::Object(members) = &root.value else {

@@ -27,14 +27,14 @@
 
 pub mod classes;
 pub mod cmdb;
-pub mod json;
 
+use crate::eval::EvalContext;
 use crate::eval::classes::ClassInfo;
-use crate::eval::value::{AugmentsLayer, DataType, Origin, Value};
 use crate::eval::vars::Variable;
-use crate::eval::{EvalContext, refs::VarRef};
 use crate::host::local;
-use json::{Json, Node};
+use crate::values::lenient_json::{self as json, Json, Node};
+use crate::values::refs::VarRef;
+use crate::values::value::{AugmentsLayer, DataType, Origin, Value};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 

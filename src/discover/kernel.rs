@@ -4,7 +4,7 @@
 
 use super::Collector;
 use super::root::Root;
-use crate::eval::classes::canonify;
+use crate::values::canon::canonify;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Uname {

@@ -7,8 +7,8 @@
 //! (`PUBLIC KEY`).
 
 use super::Collector;
-use super::md5::{hex, md5};
 use super::root::Root;
+use md5::{Digest, Md5};
 
 pub(crate) fn key_digest(c: &mut Collector, root: &Root, layout: &super::Layout) {
     let path = layout.workdir.join("ppkeys").join("localhost.pub");
@@ -41,7 +41,12 @@ pub(crate) fn rsa_key_digest(pem: &str) -> Option<String> {
     let (n, e) = rsa_numbers(&der)?;
     let mut buf = strip_zeros(n).to_vec();
     buf.extend_from_slice(strip_zeros(e));
-    Some(hex(&md5(&buf)))
+    Some(
+        Md5::digest(&buf)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    )
 }
 
 fn strip_zeros(b: &[u8]) -> &[u8] {

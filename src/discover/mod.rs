@@ -22,7 +22,6 @@ mod cpu;
 mod host;
 mod kernel;
 mod keys;
-mod md5;
 mod monitor;
 mod network;
 mod os;
@@ -36,8 +35,8 @@ pub use host::NameLookup;
 pub use network::{Ipv4Iface, parse_iface_flags};
 pub use paths::Layout;
 
-use crate::eval::classes::canonify;
-use crate::eval::value::{DataType, Value};
+use crate::values::canon::canonify;
+use crate::values::value::{DataType, Value};
 use root::Root;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -206,7 +205,7 @@ pub fn apply_command_line(classes: &mut Vec<HardClass>, defines: &[String], nega
         if d.is_empty() {
             continue;
         }
-        let name = crate::eval::classes::canonify_class(d);
+        let name = crate::values::canon::canonify_class(d);
         classes.retain(|c| c.name != name);
         classes.push(HardClass {
             name,

@@ -8,8 +8,8 @@
 use super::Collector;
 use super::root::Root;
 use super::time::{Clock, ctime};
-use crate::eval::value::{DataType, Value};
 use crate::host::local;
+use crate::values::value::{DataType, Value};
 use std::time::{Duration, SystemTime};
 
 pub(crate) fn environment(

@@ -13,8 +13,8 @@
 
 use super::Collector;
 use super::root::Root;
-use crate::eval::classes::canonify;
-use crate::eval::value::{DataType, Value};
+use crate::values::canon::canonify;
+use crate::values::value::{DataType, Value};
 use serde_json::{Map, Value as Json, json};
 use std::cmp::Ordering;
 use std::net::{Ipv4Addr, Ipv6Addr};

@@ -13,8 +13,8 @@
 use super::Collector;
 use super::root::Root;
 use super::user::User;
-use crate::eval::classes::canonify;
-use crate::eval::value::{DataType, Value};
+use crate::values::canon::canonify;
+use crate::values::value::{DataType, Value};
 
 const INV: &str = "inventory,attribute_name=none,source=agent";
 

@@ -3,7 +3,7 @@
 
 use super::Collector;
 use super::root::Root;
-use crate::eval::classes::canonify;
+use crate::values::canon::canonify;
 use std::path::{Component, Path, PathBuf};
 
 /// Where things live for one work directory (`sys.workdir`,

@@ -2,7 +2,7 @@
 //! trees with an injected clock, interface list and time zone.
 
 use super::*;
-use crate::eval::value::Value;
+use crate::values::value::Value;
 use std::net::Ipv4Addr;
 use std::time::{Duration, UNIX_EPOCH};
 

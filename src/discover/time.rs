@@ -7,8 +7,8 @@
 
 use super::Collector;
 use super::root::Root;
-use crate::eval::classes::canonify;
-use crate::eval::value::{DataType, Value};
+use crate::values::canon::canonify;
+use crate::values::value::{DataType, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 const DAYS: [&str; 7] = [

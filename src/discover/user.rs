@@ -6,7 +6,7 @@
 
 use super::Collector;
 use super::root::Root;
-use crate::eval::value::{DataType, Value};
+use crate::values::value::{DataType, Value};
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct User {

@@ -4,8 +4,8 @@
 
 use super::Collector;
 use crate::COMPAT_VERSION;
-use crate::eval::classes::canonify;
-use crate::eval::value::{DataType, Value};
+use crate::values::canon::canonify;
+use crate::values::value::{DataType, Value};
 
 /// The package release of cf-agent 3.21.0 (`sys.cf_version_release`).
 const RELEASE: &str = "1";

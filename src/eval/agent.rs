@@ -4,11 +4,10 @@
 //! classes converge across passes.
 
 use super::bodies::{BODY_ATTRIBUTES, BUNDLE_ATTRIBUTES, BodyError, reference_parts, resolve_body};
-use super::classes::{ClassInfo, canonify_class};
+use super::classes::ClassInfo;
 use super::context::{EvalContext, Frame};
 use super::promises::EvalMessage;
 use super::transaction::{order_by_priority, order_methods, priority_of_bundle, transaction_of};
-use super::value::{DataType, Origin, Value};
 use super::vars::Variable;
 use super::why::{self, Status, WhyLog};
 use crate::host::{ChangeJournal, Host};
@@ -20,6 +19,8 @@ use crate::report::{Counts, PromiseEvent, Sink};
 use crate::state::journal::{Header, Journal};
 use crate::state::{LockStatus, PersistentClass, StateStore};
 use crate::syntax::ast::{Bundle, Promise, Rval};
+use crate::values::canon::canonify_class;
+use crate::values::value::{DataType, Origin, Value};
 use indexmap::IndexMap;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -3,11 +3,11 @@
 //! `inherit_from` parents merged underneath.
 
 use super::context::EvalContext;
-use super::value::Value;
 use crate::functions::FnError;
 use crate::load::PolicySet;
 use crate::promises::ResolvedBody;
 use crate::syntax::ast::Rval;
+use crate::values::value::Value;
 use std::collections::HashMap;
 
 /// Body types whose name is also the attribute that refers to them.

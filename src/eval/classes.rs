@@ -1,7 +1,7 @@
 //! Defined classes: global (hard and namespace-wide soft classes) and the
 //! bundle-local ones of the bundle being evaluated.
 
-use super::value::Origin;
+use crate::values::value::Origin;
 use std::collections::HashMap;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -21,40 +21,6 @@ impl ClassInfo {
             origin,
             hard: false,
         }
-    }
-}
-
-/// Turns any text into a valid class name: every byte that is not an ASCII
-/// letter, digit or underscore becomes `_` (a multi-byte character becomes
-/// one `_` per byte, as CFEngine does).
-pub fn canonify(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b == b'_' {
-                b as char
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-/// Canonifies a class name that may carry a namespace prefix, keeping the
-/// `ns:` part.
-pub fn canonify_class(s: &str) -> String {
-    match s.split_once(':') {
-        Some((ns, name)) if !ns.is_empty() => format!("{}:{}", canonify(ns), canonify(name)),
-        _ => canonify(s),
-    }
-}
-
-/// The key under which a class of namespace `ns` is stored: bare for the
-/// default namespace, `ns:name` otherwise.
-pub fn class_key(ns: &str, name: &str) -> String {
-    if ns == "default" || ns.is_empty() {
-        name.to_string()
-    } else {
-        format!("{ns}:{name}")
     }
 }
 
@@ -102,19 +68,5 @@ impl ClassStore {
 
     pub fn is_empty(&self) -> bool {
         self.global.is_empty()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn canonify_like_cfengine() {
-        assert_eq!(canonify("a-b.c d"), "a_b_c_d");
-        assert_eq!(canonify("é"), "__");
-        assert_eq!(canonify_class("ns:a-b"), "ns:a_b");
-        assert_eq!(class_key("default", "x"), "x");
-        assert_eq!(class_key("ns", "x"), "ns:x");
     }
 }

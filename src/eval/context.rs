@@ -1,11 +1,13 @@
 //! The evaluation context: variables, classes, the stack of bundle frames,
 //! iteration bindings, and the caches that make repeated work cheap.
 
-use super::classes::{ClassInfo, ClassStore, class_key};
-use super::refs::{VarRef, is_special_scope, next_ref};
-use super::value::{Origin, Value};
+use super::classes::{ClassInfo, ClassStore};
+
 use super::vars::{VarStore, Variable};
 use crate::syntax::classexpr::{ClassExpr, ClassExprError};
+use crate::values::canon::class_key;
+use crate::values::refs::{VarRef, is_special_scope, next_ref};
+use crate::values::value::{Origin, Value};
 use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -86,7 +88,7 @@ pub struct EvalContext {
     /// Results of `cached` functions by call signature.
     pub fn_cache: HashMap<String, Value>,
     /// Compiled regular expressions by pattern.
-    pub regexes: super::regex::RegexCache,
+    pub regexes: crate::values::regex::RegexCache,
     /// Whether the agent is in its last pass over the current bundle: an
     /// `unless` that cannot be decided waits until then, and then lets the
     /// promise run.
@@ -536,7 +538,7 @@ fn has_reference(s: &str) -> bool {
 pub fn scalar_text(v: &Value) -> Option<String> {
     match v {
         Value::Scalar(s) => Some(s.clone()),
-        Value::Data(d) => crate::functions::json::expansion_text(d),
+        Value::Data(d) => crate::values::json::expansion_text(d),
         Value::List(_) => None,
     }
 }
@@ -555,7 +557,7 @@ pub fn json_to_value(j: &Json) -> Value {
     match j {
         Json::String(s) => Value::Scalar(s.clone()),
         Json::Number(_) => {
-            Value::Scalar(crate::functions::json::expansion_text(j).unwrap_or_default())
+            Value::Scalar(crate::values::json::expansion_text(j).unwrap_or_default())
         }
         Json::Bool(b) => Value::Scalar(b.to_string()),
         // null is no text: a reference to it does not expand.
@@ -566,7 +568,7 @@ pub fn json_to_value(j: &Json) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::value::DataType;
+    use crate::values::value::DataType;
 
     fn ctx() -> EvalContext {
         let mut c = EvalContext::default();

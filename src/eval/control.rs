@@ -4,9 +4,9 @@
 
 use super::EvalContext;
 use super::Frame;
-use super::Value;
 use crate::load::PolicySet;
 use crate::syntax::ast::BodyKind;
+use crate::values::Value;
 
 /// The settings of `body agent control` that change what we do.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -81,7 +81,7 @@ mod tests {
         let mut ctx = EvalContext::default();
         let hard = crate::eval::classes::ClassInfo {
             hard: true,
-            ..crate::eval::classes::ClassInfo::soft(crate::eval::Origin::Agent, Vec::new())
+            ..crate::eval::classes::ClassInfo::soft(crate::values::Origin::Agent, Vec::new())
         };
         ctx.classes.define("linux", hard);
         AgentControl::resolve(&mut ctx, &set)

@@ -1,4 +1,4 @@
-//! Evaluation: values, scopes, classes, expansion, pre-evaluation and the
+//! Evaluation: scopes, classes, expansion, pre-evaluation and the
 //! bundle scheduler.
 
 pub mod agent;
@@ -9,13 +9,9 @@ pub mod control;
 pub mod module_protocol;
 pub mod preeval;
 pub mod promises;
-pub mod refs;
-pub mod regex;
 pub mod rval;
 pub mod transaction;
-pub mod value;
 pub mod vars;
 pub mod why;
 
 pub use context::{EvalContext, EvalSettings, Frame};
-pub use value::{AugmentsLayer, DataType, Origin, Value};

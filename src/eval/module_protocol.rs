@@ -7,9 +7,10 @@
 //! `-class`, `^context=scope`, `^meta=tag1,tag2`, `^persistence=minutes`.
 
 use super::EvalContext;
-use super::classes::{ClassInfo, canonify, canonify_class};
-use super::value::{DataType, Origin, Value};
+use super::classes::ClassInfo;
 use super::vars::Variable;
+use crate::values::canon::{canonify, canonify_class};
+use crate::values::value::{DataType, Origin, Value};
 
 /// What one module run left beyond variables and classes.
 #[derive(Debug, Default, Clone, PartialEq)]

@@ -6,10 +6,10 @@
 
 use super::context::{EvalContext, Frame};
 use super::promises::EvalMessage;
-use super::value::{DataType, Origin, Value};
 use super::vars::Variable;
 use crate::load::{LoadError, LoadedFile, PolicySet, load_file};
 use crate::syntax::ast::{Body, BodyKind};
+use crate::values::value::{DataType, Origin, Value};
 use std::path::{Path, PathBuf};
 
 /// How many times inputs are recomputed before giving up on ones that
@@ -138,7 +138,7 @@ fn unresolved_at_end(ctx: &EvalContext, policy: &PolicySet) -> Vec<EvalMessage> 
         }
         let mut refs = Vec::new();
         let mut pos = 0;
-        while let Some(r) = crate::eval::refs::next_ref(text, pos) {
+        while let Some(r) = crate::values::refs::next_ref(text, pos) {
             // `@(...)` inside a longer string is never expanded (a regex's
             // `@([\d.]+)` is text), so it refers to nothing.
             let whole = r.start == 0 && r.end == text.len();

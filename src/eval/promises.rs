@@ -3,15 +3,16 @@
 
 use super::agent::define_outcome_classes;
 use super::bodies::resolve_body;
-use super::classes::{ClassInfo, canonify, canonify_class};
+use super::classes::ClassInfo;
 use super::context::EvalContext;
 use super::rval::{Evaluated, iteration_texts};
-use super::value::{DataType, Origin, Value};
 use super::vars::{PutResult, VarPolicy, Variable};
 use crate::functions::FnError;
 use crate::load::{LoadedFile, PolicySet};
 use crate::promises::Outcome;
 use crate::syntax::ast::{Promise, Rval};
+use crate::values::canon::{canonify, canonify_class};
+use crate::values::value::{DataType, Origin, Value};
 use std::path::Path;
 
 /// What became of one promise (all its iterations together).
@@ -629,7 +630,7 @@ impl EvalContext {
         // SAFETY: getuid has no preconditions and cannot fail.
         let uid = unsafe { libc::getuid() };
         let splay = format!("{}+{}+{uid}", sys("fqhost"), sys("ipv4"));
-        let n = crate::functions::string_hash(&splay) as usize % items.len();
+        let n = crate::values::hash::oat_hash(&splay) as usize % items.len();
         Some(items[n].clone())
     }
 }
@@ -666,8 +667,8 @@ fn distribute(promiser: &str, weights: &[String]) -> Result<String, String> {
 /// Whether a value still holds variable references.
 fn value_has_references(v: &Value) -> bool {
     match v {
-        Value::Scalar(s) => super::refs::has_refs(s),
-        Value::List(l) => l.iter().any(|s| super::refs::has_refs(s)),
+        Value::Scalar(s) => crate::values::refs::has_refs(s),
+        Value::List(l) => l.iter().any(|s| crate::values::refs::has_refs(s)),
         Value::Data(_) => false,
     }
 }
@@ -685,9 +686,9 @@ fn refers_to_itself(v: &Value, ns: &str, scope: &str, name: &str) -> bool {
             return false;
         }
         let mut from = 0;
-        while let Some(r) = super::refs::next_ref(s, from) {
+        while let Some(r) = crate::values::refs::next_ref(s, from) {
             let inner = &s[r.inner_start..r.inner_end];
-            let target = super::refs::VarRef::parse(inner);
+            let target = crate::values::refs::VarRef::parse(inner);
             if target.name == name
                 && target.scope.is_none_or(|s| s == scope)
                 && target.ns.is_none_or(|n| n == ns)
@@ -710,7 +711,8 @@ fn refers_to_itself(v: &Value, ns: &str, scope: &str, name: &str) -> bool {
 
 /// A list item that is nothing but an `@(...)` reference.
 fn is_naked_list_ref(s: &str) -> bool {
-    super::refs::next_ref(s, 0).is_some_and(|r| r.list_sigil && r.start == 0 && r.end == s.len())
+    crate::values::refs::next_ref(s, 0)
+        .is_some_and(|r| r.list_sigil && r.start == 0 && r.end == s.len())
 }
 
 /// Converts an evaluated value to the declared type, as cf-agent stores it.
@@ -748,17 +750,17 @@ pub fn convert(dtype: DataType, v: Value) -> Result<Value, String> {
             .map(Value::List),
         (DataType::Data, Value::Data(mut d)) => {
             // Stored containers hold numbers as cf-agent stores them.
-            if crate::functions::json::needs_normalizing(&d) {
-                crate::functions::json::normalize(std::sync::Arc::make_mut(&mut d));
+            if crate::values::json::needs_normalizing(&d) {
+                crate::values::json::normalize(std::sync::Arc::make_mut(&mut d));
             }
             Ok(Value::Data(d))
         }
         (DataType::Data, Value::List(l)) => Ok(Value::data(serde_json::Value::Array(
             l.into_iter().map(serde_json::Value::String).collect(),
         ))),
-        (DataType::Data, Value::Scalar(s)) => crate::functions::json::parse(&s)
+        (DataType::Data, Value::Scalar(s)) => crate::values::json::parse(&s)
             .map(|mut j| {
-                crate::functions::json::normalize(&mut j);
+                crate::values::json::normalize(&mut j);
                 Value::data(j)
             })
             .map_err(|e| format!("'{s}' is not valid JSON: {e}")),

@@ -2,10 +2,10 @@
 //! and the iteration over lists that a promise's references ask for.
 
 use super::context::{EvalContext, NsSearch, scalar_text};
-use super::refs::next_ref;
-use super::value::Value;
 use crate::functions::{self, FnError};
 use crate::syntax::ast::{FnCall, Rval};
+use crate::values::refs::next_ref;
+use crate::values::value::Value;
 use serde_json::Value as Json;
 
 /// An evaluated value and whether some reference in it stayed unresolved
@@ -483,7 +483,7 @@ pub fn json_scalars(j: &Json) -> Vec<String> {
         }
     };
     items
-        .filter_map(crate::functions::json::expansion_text)
+        .filter_map(crate::values::json::expansion_text)
         .collect()
 }
 
@@ -537,8 +537,10 @@ pub fn iteration_texts<'a>(r: &'a Rval, out: &mut Vec<&'a str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::{DataType, Frame, Origin, vars::Variable};
+    use crate::eval::Frame;
+    use crate::eval::vars::Variable;
     use crate::syntax::parse;
+    use crate::values::{DataType, Origin};
 
     fn ctx() -> EvalContext {
         let mut c = EvalContext::default();

@@ -26,9 +26,9 @@
 //! one without a priority) stays where it is written and separates runs.
 
 use super::context::{EvalContext, Frame};
-use super::value::Value;
 use crate::load::PolicySet;
 use crate::syntax::ast::{Bundle, Promise, Rval};
+use crate::values::value::Value;
 
 /// The tag that makes a bundle a transaction.
 pub const TRANSACTION_TAG: &str = "transaction";

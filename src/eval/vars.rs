@@ -1,7 +1,7 @@
 //! The variable store: every variable by namespace, scope (bundle) and
 //! name, with its type, tags, comment and origin.
 
-use super::value::{DataType, Origin, Value};
+use crate::values::value::{DataType, Origin, Value};
 use std::collections::HashMap;
 
 /// How a later definition of the same variable is treated (`policy`).

@@ -7,11 +7,11 @@
 //! after every run (dry runs included), and `agent --why` reads it back.
 
 use super::context::{EvalContext, scalar_text};
-use super::refs::next_ref;
 use super::rval::iteration_texts;
-use super::value::Value;
 use crate::syntax::ast::Promise;
 use crate::syntax::classexpr::ClassExpr;
+use crate::values::refs::next_ref;
+use crate::values::value::Value;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -385,7 +385,7 @@ pub fn render(log: &WhyLog, query: &str, found: &[&PromiseRecord]) -> String {
 mod tests {
     use super::*;
     use crate::eval::classes::ClassInfo;
-    use crate::eval::value::Origin;
+    use crate::values::value::Origin;
 
     #[test]
     fn false_and_true_parts_name_what_decided() {

@@ -4,10 +4,11 @@
 //! classic array, or inline JSON).
 
 use super::FnError;
-use super::json;
+use crate::eval::EvalContext;
 use crate::eval::promises::{parse_int, parse_real};
-use crate::eval::refs::VarRef;
-use crate::eval::{EvalContext, Value};
+use crate::values::Value;
+use crate::values::json;
+use crate::values::refs::VarRef;
 use serde_json::{Map, Value as Json};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -127,7 +128,7 @@ impl<'a> Args<'a> {
         ctx: &mut EvalContext,
         i: usize,
         param: &str,
-    ) -> Result<Arc<crate::eval::regex::Regex>, FnError> {
+    ) -> Result<Arc<crate::values::regex::Regex>, FnError> {
         let p = self.str(i, param)?;
         ctx.regexes
             .get(p)

@@ -3,8 +3,9 @@
 
 use super::args::Args;
 use super::{FnError, FnResult, FnSpec, class_result, spec};
-use crate::eval::classes::canonify;
-use crate::eval::{EvalContext, Value};
+use crate::eval::EvalContext;
+use crate::values::Value;
+use crate::values::canon::canonify;
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("strcmp", 2, Some(2), strcmp),

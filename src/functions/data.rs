@@ -5,10 +5,12 @@
 use super::args::{Args, collect, value_to_arc_json};
 use super::regexes::define_var;
 use super::strings::{HASH_ALGORITHMS, digest, hex, split_regex};
-use super::{FnError, FnResult, FnSpec, class_result, json, parses_file, spec};
-use crate::eval::regex::Regex;
-use crate::eval::{DataType, EvalContext, Value};
+use super::{FnError, FnResult, FnSpec, class_result, parses_file, spec};
+use crate::eval::EvalContext;
 use crate::host::local;
+use crate::values::json;
+use crate::values::regex::Regex;
+use crate::values::{DataType, Value};
 use serde_json::{Map, Value as Json};
 use std::sync::Arc;
 
@@ -771,7 +773,7 @@ fn type_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 /// The JSON type of `base[i1][i2]...` inside a data container.
 fn data_node_kind(ctx: &EvalContext, name: &str) -> Option<&'static str> {
-    let r = crate::eval::refs::VarRef::parse(name);
+    let r = crate::values::refs::VarRef::parse(name);
     let mut prefix = String::new();
     if let Some(ns) = r.ns {
         prefix.push_str(ns);

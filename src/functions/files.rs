@@ -9,8 +9,9 @@
 use super::args::Args;
 use super::strings::{HASH_ALGORITHMS, digest, hex};
 use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
-use crate::eval::{EvalContext, Value};
+use crate::eval::EvalContext;
 use crate::host::local::{self, Metadata, MetadataExt, PermissionsExt};
+use crate::values::Value;
 use serde_json::Value as Json;
 use std::ffi::{CStr, CString};
 use std::path::Path;

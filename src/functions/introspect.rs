@@ -4,8 +4,9 @@
 
 use super::args::{Args, value_to_json};
 use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
+use crate::eval::EvalContext;
 use crate::eval::context::scalar_text;
-use crate::eval::{EvalContext, Value};
+use crate::values::Value;
 use serde_json::{Map, Value as Json};
 
 pub static FUNCTIONS: &[FnSpec] = &[
@@ -379,8 +380,9 @@ fn cf_version_between(_: &mut EvalContext, a: &[Value]) -> FnResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eval::Frame;
     use crate::eval::classes::ClassInfo;
-    use crate::eval::{Frame, Origin};
+    use crate::values::Origin;
 
     fn s(v: &[&str]) -> Vec<Value> {
         v.iter().map(|x| Value::str(*x)).collect()

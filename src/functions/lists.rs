@@ -2,10 +2,13 @@
 //! operations, mapping, statistics, and variable queries.
 
 use super::args::{Args, element_texts, value_to_arc_json};
-use super::{FnError, FnResult, FnSpec, class_result, json, raw, spec};
-use crate::eval::classes::canonify;
-use crate::eval::{EvalContext, Value};
+use super::{FnError, FnResult, FnSpec, class_result, raw, spec};
+use crate::eval::EvalContext;
 use crate::syntax::ast::FnCall;
+use crate::values::Value;
+use crate::values::canon::canonify;
+use crate::values::hash::oat_hash;
+use crate::values::json;
 use serde_json::Value as Json;
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -377,19 +380,6 @@ impl GlibcRand {
     pub fn next(&mut self) -> u32 {
         self.step() >> 1
     }
-}
-
-/// Bob Jenkins' one-at-a-time hash, cf-agent's string hash.
-pub fn oat_hash(s: &str) -> u32 {
-    let mut h: u32 = 0;
-    for b in s.bytes() {
-        h = h.wrapping_add(b as u32);
-        h = h.wrapping_add(h << 10);
-        h ^= h >> 6;
-    }
-    h = h.wrapping_add(h << 3);
-    h ^= h >> 11;
-    h.wrapping_add(h << 15)
 }
 
 fn shuffle(ctx: &mut EvalContext, a: &[Value]) -> FnResult {

@@ -3,8 +3,9 @@
 
 use super::args::Args;
 use super::{FnResult, FnSpec, class_result, spec};
+use crate::eval::EvalContext;
 use crate::eval::promises::parse_int;
-use crate::eval::{EvalContext, Value};
+use crate::values::Value;
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("eval", 1, Some(3), eval),

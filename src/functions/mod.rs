@@ -17,9 +17,7 @@ mod data;
 mod exec;
 mod files;
 pub mod introspect;
-pub mod json;
 mod lists;
-pub use lists::oat_hash as string_hash;
 mod math;
 mod modules;
 pub mod mustache;
@@ -33,7 +31,9 @@ pub mod time;
 /// as cf-agent does.
 pub(crate) use strings::parse_c_long;
 
-use crate::eval::{EvalContext, Value};
+use crate::eval::EvalContext;
+
+use crate::values::Value;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use thiserror::Error;

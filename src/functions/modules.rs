@@ -6,10 +6,11 @@
 use super::args::Args;
 use super::exec::{self, Shell};
 use super::{FnResult, FnSpec, class_result, effect, spec};
-use crate::eval::classes::canonify;
+use crate::eval::EvalContext;
 use crate::eval::module_protocol;
-use crate::eval::{EvalContext, Value};
 use crate::host::exec::OutputSelect;
+use crate::values::Value;
+use crate::values::canon::canonify;
 
 pub static FUNCTIONS: &[FnSpec] = &[
     effect("usemodule", 2, Some(2), false, usemodule),

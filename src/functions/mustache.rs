@@ -9,8 +9,8 @@
 //! once, or once per entry when its body uses `{{@}}`; a section over a
 //! string or number is an error, as in cf-agent. Partials are not supported.
 
-use super::json;
 use crate::syntax::MAX_NESTING;
+use crate::values::json;
 use serde_json::Value as Json;
 
 #[derive(Debug)]

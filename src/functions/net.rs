@@ -5,7 +5,8 @@
 
 use super::args::Args;
 use super::{FnError, FnResult, FnSpec, cached, class_result, effect, spec};
-use crate::eval::{EvalContext, Value};
+use crate::eval::EvalContext;
+use crate::values::Value;
 use serde_json::{Map, Value as Json, json};
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpStream, ToSocketAddrs};
@@ -670,7 +671,7 @@ mod tests {
         assert_eq!(readtcp(&mut c, &args), Ok(Value::str("echo:pi")));
         // In cf-promises' role the call fails without connecting.
         let mut common = EvalContext::default();
-        let mut info = crate::eval::classes::ClassInfo::soft(crate::eval::Origin::Agent, vec![]);
+        let mut info = crate::eval::classes::ClassInfo::soft(crate::values::Origin::Agent, vec![]);
         info.hard = true;
         common.classes.define("common", info);
         assert!(readtcp(&mut common, &args).is_err());

@@ -6,8 +6,10 @@
 
 use super::args::{Args, collect, element_texts};
 use super::{FnError, FnResult, FnSpec, class_result, spec};
-use crate::eval::regex::Regex;
-use crate::eval::{DataType, EvalContext, Origin, Value, vars::Variable};
+use crate::eval::EvalContext;
+use crate::eval::vars::Variable;
+use crate::values::regex::Regex;
+use crate::values::{DataType, Origin, Value};
 use serde_json::Value as Json;
 
 pub static FUNCTIONS: &[FnSpec] = &[

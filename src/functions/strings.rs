@@ -5,9 +5,11 @@
 //! the result stays valid text.
 
 use super::args::{Args, element_texts};
-use super::{FnError, FnResult, FnSpec, class_result, json, spec};
-use crate::eval::classes::canonify;
-use crate::eval::{EvalContext, Value};
+use super::{FnError, FnResult, FnSpec, class_result, spec};
+use crate::eval::EvalContext;
+use crate::values::Value;
+use crate::values::canon::canonify;
+use crate::values::json;
 use md5::Md5;
 use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha384, Sha512};
@@ -53,7 +55,7 @@ fn join(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 /// Splits `s` at every (non-empty) match of `re`, into at most `max`
 /// pieces, the last holding the rest.
-pub fn split_regex(re: &crate::eval::regex::Regex, s: &str, max: usize) -> Vec<String> {
+pub fn split_regex(re: &crate::values::regex::Regex, s: &str, max: usize) -> Vec<String> {
     let mut out = Vec::new();
     let mut pos = 0;
     for (start, end) in re.find_all(s) {

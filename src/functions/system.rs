@@ -4,10 +4,11 @@
 use super::args::Args;
 use super::exec::{self, Shell};
 use super::{FnError, FnResult, FnSpec, cached, class_result, effect, int_value, spec};
-use crate::eval::{EvalContext, Value};
+use crate::eval::EvalContext;
 use crate::host::exec::OutputSelect;
 use crate::host::local;
 use crate::host::packages::{Inventory, read_inventory, read_module_inventory};
+use crate::values::Value;
 use serde_json::{Map, Value as Json, json};
 use std::ffi::{CStr, CString};
 
@@ -568,8 +569,8 @@ mod tests {
     #[test]
     fn packages_come_from_the_work_directory_cache() {
         use crate::eval::vars::Variable;
-        use crate::eval::{DataType, Origin};
         use crate::host::packages::{PackageRecord, write_inventory};
+        use crate::values::{DataType, Origin};
         let dir = tempfile::tempdir().unwrap();
         let rec = |n: &str, v: &str| PackageRecord {
             name: n.into(),
@@ -607,9 +608,9 @@ mod tests {
 
     #[test]
     fn with_package_inventory_the_module_caches_are_read() {
-        use crate::eval::Origin;
         use crate::eval::vars::Variable;
         use crate::host::packages::{PackageRecord, write_inventory, write_module_inventory};
+        use crate::values::Origin;
         let dir = tempfile::tempdir().unwrap();
         let rec = |n: &str, v: &str, m: &str| PackageRecord {
             name: n.into(),

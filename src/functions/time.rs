@@ -7,8 +7,9 @@
 
 use super::args::Args;
 use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
-use crate::eval::{EvalContext, Value};
-use crate::pipeline::now_secs;
+use crate::eval::EvalContext;
+use crate::host::clock::{empty_tm, format_tm, gmtime, localtime, mktime, now_secs};
+use crate::values::Value;
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("now", 0, Some(0), now),
@@ -32,37 +33,6 @@ fn six(p: &Args) -> Result<[i64; 6], FnError> {
         *slot = p.int(i, FIELDS[i])?;
     }
     Ok(v)
-}
-
-fn empty_tm() -> libc::tm {
-    // SAFETY: `tm` is a plain C struct of integers and a pointer; all-zero
-    // is a valid value for it.
-    unsafe { std::mem::zeroed() }
-}
-
-/// `mktime` of a broken-down local time; fields out of range are
-/// normalised as C does.
-fn mktime(tm: &mut libc::tm) -> i64 {
-    tm.tm_isdst = -1;
-    // SAFETY: `tm` is a valid, exclusively borrowed struct.
-    unsafe { libc::mktime(tm) as i64 }
-}
-
-fn localtime(t: i64) -> Option<libc::tm> {
-    let mut tm = empty_tm();
-    let tt = t as libc::time_t;
-    // SAFETY: both pointers are valid for the call; localtime_r is
-    // reentrant.
-    let r = unsafe { libc::localtime_r(&tt, &mut tm) };
-    (!r.is_null()).then_some(tm)
-}
-
-fn gmtime(t: i64) -> Option<libc::tm> {
-    let mut tm = empty_tm();
-    let tt = t as libc::time_t;
-    // SAFETY: as for localtime_r.
-    let r = unsafe { libc::gmtime_r(&tt, &mut tm) };
-    (!r.is_null()).then_some(tm)
 }
 
 fn clamp_i32(v: i64) -> i32 {
@@ -153,36 +123,6 @@ fn strftime(_: &mut EvalContext, a: &[Value]) -> FnResult {
     .ok_or_else(|| p.fail(format!("time {t} cannot be represented")))?;
     let out = format_tm(fmt, &tm).ok_or_else(|| p.fail("the format gives no text"))?;
     Ok(Value::str(out))
-}
-
-/// `t` (seconds since the epoch) in local time, formatted by `strftime`.
-pub fn local_text(t: i64, fmt: &str) -> Option<String> {
-    format_tm(fmt, &localtime(t)?)
-}
-
-/// Formats with the C library; `None` when the result is empty (as
-/// cf-agent, which then fails the call).
-pub fn format_tm(fmt: &str, tm: &libc::tm) -> Option<String> {
-    if fmt.is_empty() || fmt.contains('\0') {
-        return None;
-    }
-    let cfmt = std::ffi::CString::new(fmt).ok()?;
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: the buffer is writable for its length, the format is a valid
-    // C string and `tm` a valid struct.
-    let n = unsafe {
-        libc::strftime(
-            buf.as_mut_ptr() as *mut libc::c_char,
-            buf.len(),
-            cfmt.as_ptr(),
-            tm,
-        )
-    };
-    if n == 0 {
-        return None;
-    }
-    buf.truncate(n);
-    Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// Bob Jenkins' one-at-a-time hash, reduced to `max` (a power of two), as

@@ -3,8 +3,8 @@
 //! by its return code.
 
 use super::{ActContext, Actuator, ExpandedPromise, Outcome, ResolvedBody, parse_bool};
-use crate::eval::Value;
 use crate::host::exec::{CommandSpec, NotExecutable, split_command_line};
+use crate::values::Value;
 use std::time::Duration;
 
 pub struct Commands;
@@ -291,7 +291,7 @@ fn judge(classes: Option<&ResolvedBody>, code: i32, promiser: &str, located: &st
 /// Module variables land in a scope named after the command's file name.
 fn module_scope(program: &str) -> String {
     let base = program.rsplit('/').next().unwrap_or(program);
-    crate::eval::classes::canonify(base)
+    crate::values::canon::canonify(base)
 }
 
 #[cfg(test)]

@@ -12,7 +12,9 @@ pub mod services;
 pub mod storage;
 pub mod users;
 
-use crate::eval::{EvalContext, Value};
+use crate::eval::EvalContext;
+
+use crate::values::Value;
 use indexmap::IndexMap;
 
 /// How one promise iteration ended.

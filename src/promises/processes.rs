@@ -6,11 +6,12 @@
 //! command are repairs.
 
 use super::{ActContext, Actuator, ExpandedPromise, Outcome, ResolvedBody};
-use crate::eval::Value;
-use crate::eval::classes::{ClassInfo, canonify_class};
-use crate::eval::value::Origin;
+use crate::eval::classes::ClassInfo;
 use crate::host::exec::{CommandSpec, NotExecutable, check_executable, split_command_line};
 use crate::host::procs::{ProcessInfo, signal_number};
+use crate::values::Value;
+use crate::values::canon::canonify_class;
+use crate::values::value::Origin;
 
 pub struct Processes;
 
@@ -85,7 +86,7 @@ impl Actuator for Processes {
             }
         };
         let signals = signals_of(p);
-        let now = crate::pipeline::now_secs();
+        let now = crate::host::clock::now_secs();
         let me = std::process::id() as i32;
         // As cf-agent: init only ever gets a lone HUP, pids below 4 and
         // the agent itself no signal at all; without signals they count.

@@ -7,9 +7,9 @@
 //! hash and expires the account on 1970-01-02.
 
 use super::{ActContext, Actuator, AttrValue, ExpandedPromise, Followup, Outcome};
-use crate::eval::Value;
 use crate::host::Host;
 use crate::host::exec::CommandSpec;
+use crate::values::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
 

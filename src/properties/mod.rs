@@ -39,10 +39,10 @@
 //! container `default:properties.NAME`, tagged `source=properties` and
 //! `property_layers=global>group>...>host`.
 
-use crate::augments::json::{self, Json, Node};
 use crate::eval::EvalContext;
-use crate::eval::value::{AugmentsLayer, DataType, Origin, Value};
 use crate::eval::vars::Variable;
+use crate::values::lenient_json::{self as json, Json, Node};
+use crate::values::value::{AugmentsLayer, DataType, Origin, Value};
 use indexmap::IndexMap;
 use serde_json::Value as J;
 use std::fmt;
@@ -489,13 +489,13 @@ impl Properties {
                 }
             }
         }
-        let mut adj: crate::digraph::Adjacency = vec![Vec::new(); groups.len()];
+        let mut adj: crate::values::digraph::Adjacency = vec![Vec::new(); groups.len()];
         for (from, to, _) in &edges {
             if !adj[*from].contains(to) {
                 adj[*from].push(*to);
             }
         }
-        if let Some(cycle) = crate::digraph::shortest_cycle(&adj) {
+        if let Some(cycle) = crate::values::digraph::shortest_cycle(&adj) {
             let described = cycle
                 .iter()
                 .enumerate()
@@ -513,12 +513,12 @@ impl Properties {
                 errors,
             };
         }
-        let order = crate::digraph::topological_order(&adj).unwrap_or_default();
+        let order = crate::values::digraph::topological_order(&adj).unwrap_or_default();
         let mut rank = vec![0usize; groups.len()];
         for (r, &g) in order.iter().enumerate() {
             rank[g] = r;
         }
-        let reach = crate::digraph::reachability(&adj);
+        let reach = crate::values::digraph::reachability(&adj);
         let mut member = vec![false; groups.len()];
         for (i, g) in groups.iter().enumerate() {
             let cond = ctx.expand(&g.condition).text;

@@ -6,11 +6,11 @@
 //! costs nothing at run time.
 
 use crate::eval::EvalContext;
-use crate::eval::classes::{canonify_class, class_key};
-use crate::eval::refs::VarRef;
-use crate::eval::value::{AugmentsLayer, Origin, Value};
 use crate::eval::vars::{VarPolicy, Variable};
 use crate::properties::Properties;
+use crate::values::canon::{canonify_class, class_key};
+use crate::values::refs::VarRef;
+use crate::values::value::{AugmentsLayer, Origin, Value};
 use std::fmt::Write as _;
 
 /// Everything `NAME` can mean (a property, a variable, a class), each

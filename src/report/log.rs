@@ -91,8 +91,8 @@ where
         }
         if self.style.timestamps {
             // cf-agent's -l: the local time, ISO 8601 with the offset.
-            let now = crate::pipeline::now_secs();
-            let stamp = crate::functions::time::local_text(now, "%Y-%m-%dT%H:%M:%S%z");
+            let now = crate::host::clock::now_secs();
+            let stamp = crate::host::clock::local_text(now, "%Y-%m-%dT%H:%M:%S%z");
             write!(w, "{} ", stamp.unwrap_or_default())?;
         }
         writeln!(w, "{}: {}", prefix(meta.level(), meta.target()), msg)?;

@@ -2,7 +2,7 @@
 //! `--show-classes`, with the same columns, ordering and value rendering.
 
 use crate::eval::EvalContext;
-use crate::eval::Value;
+use crate::values::Value;
 use regex::Regex;
 use std::fmt::Write as _;
 
@@ -22,7 +22,7 @@ pub fn render_value(v: &Value) -> String {
                 .collect();
             format!(" {{{}}}", items.join(","))
         }
-        Value::Data(d) => crate::functions::json::write_compact(d),
+        Value::Data(d) => crate::values::json::write_compact(d),
     };
     if text.bytes().any(|b| !(0x20..0x7f).contains(&b)) {
         "<non-printable>".to_string()

@@ -382,7 +382,7 @@ mod tests {
 
     #[test]
     fn every_string_range_compiles() {
-        let mut cache = crate::eval::regex::RegexCache::default();
+        let mut cache = crate::values::regex::RegexCache::default();
         let ranges = promise_types()
             .iter()
             .flat_map(|p| p.attributes)

@@ -32,13 +32,13 @@ use super::{
     RESERVED_BUNDLE_NAMES, RESERVED_VARIABLE_NAMES, Status, VARIABLE_TYPES, ValueType, Visibility,
     body_type, bundle_type, bundle_type_names, function, promise_type, promise_types,
 };
-use crate::eval::regex::RegexCache;
 use crate::syntax::MAX_NESTING;
 use crate::syntax::ast::{
     Attribute, Body, BodyKind, Bundle, ClassGuard, FnCall, PolicyFile, Promise, Rval, Section,
 };
 use crate::syntax::diagnostic::suggest;
 use crate::syntax::{Diagnostic, Span};
+use crate::values::regex::RegexCache;
 use std::collections::{HashMap, HashSet};
 
 /// Checks `files` together (duplicates and references are looked for

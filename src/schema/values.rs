@@ -7,8 +7,8 @@
 //! (it is checked again once expanded, at run time).
 
 use super::ValueType;
-use crate::eval::regex::RegexCache;
 use crate::syntax::MAX_NESTING;
+use crate::values::regex::RegexCache;
 
 /// Why a literal does not fit its attribute. The text is the sentence the
 /// validator shows, without the attribute's name.

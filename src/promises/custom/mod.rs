@@ -24,13 +24,14 @@
 pub mod protocol;
 
 use super::{ActContext, AttrValue, ExpandedPromise, Outcome};
-use crate::eval::Value;
-use crate::eval::classes::{ClassInfo, canonify};
-use crate::eval::value::Origin;
+use crate::eval::classes::ClassInfo;
 use crate::host::coprocess::{Coprocess, ReadLine};
 use crate::host::exec::{CommandSpec, split_command_line};
 use crate::report::log::{CRITICAL_TARGET, NOTICE_TARGET};
 use crate::syntax::ast::{Body, BodyKind};
+use crate::values::Value;
+use crate::values::canon::canonify;
+use crate::values::value::Origin;
 use indexmap::IndexMap;
 use protocol::{Level, LineIn, ModuleHeader, Note, Protocol, ProtocolNote, Received, Request};
 use serde_json::Value as Json;

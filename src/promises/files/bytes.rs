@@ -84,7 +84,7 @@ mod tests {
     fn an_invalid_byte_is_one_character() {
         let t = decode(b"caf\xe9");
         assert_eq!(t.chars().count(), 4);
-        let re = crate::eval::regex::Regex::new("^caf.$").unwrap();
+        let re = crate::values::regex::Regex::new("^caf.$").unwrap();
         assert!(re.is_match(&t));
     }
 }

@@ -194,7 +194,7 @@ fn link_to_copy(act: &ActContext<'_>, source: &Path, body: &ResolvedBody) -> Opt
     let follow = body
         .list("copylink_patterns")
         .iter()
-        .any(|pat| crate::eval::regex::Regex::new(pat).is_ok_and(|r| r.is_full_match(&name)));
+        .any(|pat| crate::values::regex::Regex::new(pat).is_ok_and(|r| r.is_full_match(&name)));
     if follow {
         return None;
     }
@@ -295,7 +295,7 @@ fn copy_file(
             PathBuf::from(format!(
                 "{}_{}.cfsaved",
                 dst.display(),
-                crate::pipeline::now_secs()
+                crate::host::clock::now_secs()
             ))
         } else {
             PathBuf::from(format!("{}.cfsaved", dst.display()))

@@ -21,12 +21,12 @@ use super::super::{ActContext, AttrValue, ExpandedPromise, Outcome, ResolvedBody
 use super::{Verdict, bytes};
 use crate::eval::agent::{define_outcome_classes, expand_attributes};
 use crate::eval::context::Frame;
-use crate::eval::regex::Regex;
 use crate::eval::rval::iteration_texts;
-use crate::eval::value::{DataType, Origin, Value};
 use crate::eval::vars::Variable;
 use crate::load::LoadedFile;
 use crate::syntax::ast::{Bundle, Promise};
+use crate::values::regex::Regex;
+use crate::values::value::{DataType, Origin, Value};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -464,7 +464,7 @@ fn backup_path(target: &Path, policy: &str, now: i64) -> PathBuf {
     if policy == "timestamp" {
         name.push(format!(
             "_{now}_{}",
-            crate::eval::classes::canonify(&ctime(now))
+            crate::values::canon::canonify(&ctime(now))
         ));
     }
     name.push(".cf-before-edit");

@@ -86,7 +86,7 @@ impl Actuator for Files {
             }
             let mut found = search::depth_search(act.ctx, act.host, &target, ds, act.dry_run);
             if let Some(sel) = p.body("file_select") {
-                let now = crate::pipeline::now_secs();
+                let now = crate::host::clock::now_secs();
                 found.retain(|f| search::selected(act.ctx, act.host, sel, &f.path, &f.meta, now));
             }
             if p.body("delete").is_some() {

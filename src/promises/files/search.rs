@@ -169,7 +169,7 @@ pub fn depth_search(
 fn compile_all(
     ctx: &mut EvalContext,
     patterns: &[String],
-) -> Vec<std::sync::Arc<crate::eval::regex::Regex>> {
+) -> Vec<std::sync::Arc<crate::values::regex::Regex>> {
     patterns
         .iter()
         .filter_map(|p| ctx.regexes.get(p).ok())

@@ -85,7 +85,7 @@ pub fn cfengine_bundle(
         bundle_type: ident("edit_line"),
         name: ident(&format!(
             "temp_cf_bundle_{}",
-            crate::eval::classes::canonify(&shown)
+            crate::values::canon::canonify(&shown)
         )),
         params: Vec::new(),
         sections: vec![Section {

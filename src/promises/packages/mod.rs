@@ -13,7 +13,7 @@ pub mod module;
 pub use cache::Session;
 
 use super::{ActContext, Actuator, ExpandedPromise, Outcome};
-use crate::eval::Value;
+use crate::values::Value;
 use cache::{Env, ListKind};
 use module::{
     Module, ModuleBody, PackageInfo, PackageType, log_reply_errors, options_text,

@@ -19,7 +19,7 @@ use std::borrow::Cow;
 /// CFEngine keeps a `\uXXXX` escape as written, backslash and all, so text
 /// holding one is read by that same lenient reader too.
 pub fn parse(text: &str) -> Result<Json, String> {
-    let lenient = || crate::augments::json::parse(text).map(|node| node.to_serde());
+    let lenient = || crate::values::lenient_json::parse(text).map(|node| node.to_serde());
     if text.contains("\\u") {
         return lenient().map_err(|e| e.to_string());
     }
