@@ -125,7 +125,7 @@ fn prepare_with(
     state: Option<&mut StateStore>,
     sandboxed: Option<(&Discovery, LoadedFile)>,
 ) -> Result<Prepared, LoadError> {
-    let mut ctx = EvalContext::new(settings);
+    let mut ctx = EvalContext::new(settings).with_builtins(crate::functions::BUILTINS);
     let role = if state.is_some() {
         Role::Agent
     } else {

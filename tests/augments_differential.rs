@@ -177,7 +177,7 @@ fn seed(ctx: &mut EvalContext, case: &Path, wd: &Path, flavor: &str) {
 }
 
 fn ours(case: &Path, wd: &Path, args: &[String], flavor: &str) -> (String, String) {
-    let mut ctx = EvalContext::default();
+    let mut ctx = EvalContext::default().with_builtins(convergent::functions::BUILTINS);
     seed(&mut ctx, case, wd, flavor);
     let mut it = args.iter();
     while let Some(a) = it.next() {

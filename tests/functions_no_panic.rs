@@ -98,7 +98,7 @@ fn no_function_panics_on_awkward_arguments() {
         for n in spec.min_args..=max {
             for _ in 0..60 {
                 let args: Vec<Value> = (0..n).map(|_| vals[rng.next(vals.len())].clone()).collect();
-                let mut ctx = EvalContext::default();
+                let mut ctx = EvalContext::default().with_builtins(convergent::functions::BUILTINS);
                 ctx.push_frame(Frame::new("default", "test", "agent"));
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let _ = (spec.imp)(&mut ctx, &args);

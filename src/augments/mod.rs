@@ -626,7 +626,7 @@ mod tests {
     /// A context with the few agent variables and hard classes augments
     /// use, as discovery will provide them.
     fn ctx(dir: &Path) -> EvalContext {
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         let sys = [
             ("workdir", dir.join("wd").display().to_string()),
             ("inputdir", dir.join("wd/inputs").display().to_string()),

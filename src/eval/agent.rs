@@ -679,7 +679,7 @@ impl<'a> AgentRun<'a> {
         state: &mut PassState,
     ) {
         self.ctx.enter_promise(file, promise);
-        let texts = EvalContext::promise_texts(promise, &["depends_on"]);
+        let texts = self.ctx.promise_texts(promise, &["depends_on"]);
         let mut work: Vec<ExpandedPromise> = Vec::new();
         let mut deferred = false;
         let last = state.last;
@@ -965,7 +965,7 @@ impl<'a> AgentRun<'a> {
         let ifelapsed = ep
             .body("action")
             .and_then(|a| a.scalar("ifelapsed"))
-            .and_then(|v| super::promises::parse_int(v).ok())
+            .and_then(|v| crate::values::number::parse_int(v).ok())
             .map(|v| v.max(0) as u64)
             .or(self.ctx.agent_control.ifelapsed)
             .unwrap_or(DEFAULT_IFELAPSED_MINUTES);
@@ -1217,7 +1217,7 @@ pub fn define_outcome_classes(
     let local = body.scalar("scope") == Some("bundle");
     let persist = body
         .scalar("persist_time")
-        .and_then(|v| super::promises::parse_int(v).ok())
+        .and_then(|v| crate::values::number::parse_int(v).ok())
         .filter(|&m| m > 0);
     let reset = body.scalar("timer_policy") != Some("absolute");
     let mut changed = false;

@@ -2,8 +2,8 @@
 //! into its attributes: parameters bound, class guards applied, and
 //! `inherit_from` parents merged underneath.
 
+use super::call::FnError;
 use super::context::EvalContext;
-use crate::functions::FnError;
 use crate::load::PolicySet;
 use crate::promises::ResolvedBody;
 use crate::syntax::ast::Rval;

@@ -85,6 +85,8 @@ pub struct EvalContext {
     overlay: Vec<(String, Value)>,
     expr_cache: HashMap<String, Result<Arc<ClassExpr>, ClassExprError>>,
     pub settings: EvalSettings,
+    /// The built-in functions calls go to (none until given).
+    builtins: super::call::Builtins,
     /// Results of `cached` functions by call signature.
     pub fn_cache: HashMap<String, Value>,
     /// Compiled regular expressions by pattern.
@@ -128,6 +130,17 @@ impl EvalContext {
             settings,
             ..EvalContext::default()
         }
+    }
+
+    /// The same context, calling `builtins` for function calls.
+    pub fn with_builtins(mut self, builtins: super::call::Builtins) -> EvalContext {
+        self.builtins = builtins;
+        self
+    }
+
+    /// The built-in functions this context calls.
+    pub fn builtins(&self) -> super::call::Builtins {
+        self.builtins
     }
 
     /// Notes a promise refused for iterating too often; false when it was

@@ -49,7 +49,9 @@ impl AgentControl {
                 continue;
             };
             let int = |v: &Value| match v {
-                Value::Scalar(s) => super::promises::parse_int(s).ok().map(|n| n.max(0) as u64),
+                Value::Scalar(s) => crate::values::number::parse_int(s)
+                    .ok()
+                    .map(|n| n.max(0) as u64),
                 _ => None,
             };
             let list = |v: Value| match v {

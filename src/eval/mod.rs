@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod bodies;
+pub mod call;
 pub mod classes;
 pub mod context;
 pub mod control;

@@ -3,15 +3,16 @@
 
 use super::agent::define_outcome_classes;
 use super::bodies::resolve_body;
+use super::call::FnError;
 use super::classes::ClassInfo;
 use super::context::EvalContext;
 use super::rval::{Evaluated, iteration_texts};
 use super::vars::{PutResult, VarPolicy, Variable};
-use crate::functions::FnError;
 use crate::load::{LoadedFile, PolicySet};
 use crate::promises::Outcome;
 use crate::syntax::ast::{Promise, Rval};
 use crate::values::canon::{canonify, canonify_class};
+use crate::values::number::{convert, parse_int};
 use crate::values::value::{DataType, Origin, Value};
 use std::path::Path;
 
@@ -164,11 +165,11 @@ impl EvalContext {
     }
 
     /// The texts whose references decide how a promise iterates.
-    pub(crate) fn promise_texts<'a>(promise: &'a Promise, skip: &[&str]) -> Vec<&'a str> {
+    pub(crate) fn promise_texts<'a>(&self, promise: &'a Promise, skip: &[&str]) -> Vec<&'a str> {
         let mut texts = vec![promise.promiser.value.as_str()];
         for a in &promise.attributes {
             if !skip.contains(&a.name.name.as_str()) {
-                iteration_texts(&a.value, &mut texts);
+                iteration_texts(self.builtins(), &a.value, &mut texts);
             }
         }
         // A quoted class guard naming a list iterates too ("$(l)":: holds
@@ -191,7 +192,7 @@ impl EvalContext {
         self.enter_promise(file, promise);
         let line = file.source.line_of(promise.promiser.span.start);
         let origin = self.origin_here(&file.source.path, line);
-        let texts = Self::promise_texts(promise, &["meta", "comment", "classes"]);
+        let texts = self.promise_texts(promise, &["meta", "comment", "classes"]);
         let mut result = PromiseResult::default();
         let mut messages = Vec::new();
         self.for_each_promise_iteration(promise, &texts, &mut |ctx| {
@@ -454,7 +455,7 @@ impl EvalContext {
         self.enter_promise(file, promise);
         let line = file.source.line_of(promise.promiser.span.start);
         let origin = self.origin_here(&file.source.path, line);
-        let texts = Self::promise_texts(promise, &["meta", "comment"]);
+        let texts = self.promise_texts(promise, &["meta", "comment"]);
         let mut result = PromiseResult::default();
         let mut messages = Vec::new();
         self.for_each_promise_iteration(promise, &texts, &mut |ctx| {
@@ -715,188 +716,9 @@ fn is_naked_list_ref(s: &str) -> bool {
         .is_some_and(|r| r.list_sigil && r.start == 0 && r.end == s.len())
 }
 
-/// Converts an evaluated value to the declared type, as cf-agent stores it.
-pub fn convert(dtype: DataType, v: Value) -> Result<Value, String> {
-    match (dtype, v) {
-        (DataType::String, Value::Scalar(s)) => Ok(Value::Scalar(s)),
-        (DataType::Int, Value::Scalar(s)) => parse_int(&s).map(|i| Value::Scalar(i.to_string())),
-        (DataType::Real, Value::Scalar(s)) => {
-            parse_real(&s).map(|r| Value::Scalar(format!("{r:.6}")))
-        }
-        (DataType::Slist, Value::List(l)) => Ok(Value::List(l)),
-        (DataType::Ilist, Value::List(l)) => l
-            .iter()
-            .map(|s| {
-                // cf-agent keeps the text of each integer in a list.
-                if s.contains("$(") {
-                    Ok(s.clone())
-                } else {
-                    parse_int(s).map(|_| s.clone())
-                }
-            })
-            .collect::<Result<_, _>>()
-            .map(Value::List),
-        (DataType::Rlist, Value::List(l)) => l
-            .iter()
-            .map(|s| {
-                // cf-agent keeps the text of each real in a list.
-                if s.contains("$(") {
-                    Ok(s.clone())
-                } else {
-                    parse_real(s).map(|_| s.clone())
-                }
-            })
-            .collect::<Result<_, _>>()
-            .map(Value::List),
-        (DataType::Data, Value::Data(mut d)) => {
-            // Stored containers hold numbers as cf-agent stores them.
-            if crate::values::json::needs_normalizing(&d) {
-                crate::values::json::normalize(std::sync::Arc::make_mut(&mut d));
-            }
-            Ok(Value::Data(d))
-        }
-        (DataType::Data, Value::List(l)) => Ok(Value::data(serde_json::Value::Array(
-            l.into_iter().map(serde_json::Value::String).collect(),
-        ))),
-        (DataType::Data, Value::Scalar(s)) => crate::values::json::parse(&s)
-            .map(|mut j| {
-                crate::values::json::normalize(&mut j);
-                Value::data(j)
-            })
-            .map_err(|e| format!("'{s}' is not valid JSON: {e}")),
-        (t, v) => Err(format!(
-            "a {} value cannot be stored as {}",
-            v.natural_type().as_str(),
-            t.as_str()
-        )),
-    }
-}
-
-/// Integers as cf-agent reads them: optional blanks and sign, digits, then
-/// at most one character, which is a unit (k, m, g are powers of 1000; K,
-/// M, G powers of 1024), a percentage (`50%`, kept as -50, as cf-agent
-/// represents percentages) or ignored, and then only blanks. `inf` is
-/// cf-agent's infinity.
-pub fn parse_int(s: &str) -> Result<i64, String> {
-    let t = s.trim_start();
-    if t.trim_end() == "inf" {
-        return Ok(999_999_999);
-    }
-    if t.trim_end() == "-inf" {
-        return Ok(-999_999_999);
-    }
-    let bad = || format!("'{s}' is not an integer");
-    let b = t.as_bytes();
-    let sign = usize::from(matches!(b.first(), Some(b'+' | b'-')));
-    let digits = b[sign..].iter().take_while(|c| c.is_ascii_digit()).count();
-    if digits == 0 {
-        return Err(bad());
-    }
-    let n: i64 = t[..sign + digits].parse().map_err(|_| bad())?;
-    let mut rest = t[sign + digits..].chars();
-    let unit = rest.next();
-    if !rest.as_str().trim().is_empty() {
-        return Err(bad());
-    }
-    Ok(match unit {
-        Some('k') => n.saturating_mul(1_000),
-        Some('K') => n.saturating_mul(1_024),
-        Some('m') => n.saturating_mul(1_000_000),
-        Some('M') => n.saturating_mul(1_048_576),
-        Some('g') => n.saturating_mul(1_000_000_000),
-        Some('G') => n.saturating_mul(1_073_741_824),
-        Some('%') if (0..=100).contains(&n) => -n,
-        Some('%') => return Err(format!("percentage '{s}' is out of range")),
-        _ => n,
-    })
-}
-
-/// Reals as cf-agent reads them: a number (sign, digits, fraction,
-/// exponent) with the same optional unit or percentage as integers, then
-/// only blanks.
-pub fn parse_real(s: &str) -> Result<f64, String> {
-    let t = s.trim_start();
-    let bad = || format!("'{s}' is not a real number");
-    let len = float_prefix_len(t);
-    let d: f64 = t[..len].parse().map_err(|_| bad())?;
-    let mut rest = t[len..].chars();
-    let unit = rest.next();
-    if !rest.as_str().trim().is_empty() {
-        return Err(bad());
-    }
-    Ok(match unit {
-        Some('k') => d * 1e3,
-        Some('K') => d * 1024.0,
-        Some('m') => d * 1e6,
-        Some('M') => d * 1_048_576.0,
-        Some('g') => d * 1e9,
-        Some('G') => d * 1_073_741_824.0,
-        Some('%') if (0.0..=100.0).contains(&d) => -d,
-        Some('%') => return Err(format!("percentage '{s}' is out of range")),
-        _ => d,
-    })
-}
-
-/// How long the decimal number at the start of `t` is: sign, digits with
-/// an optional fraction, and an exponent only when digits follow it.
-fn float_prefix_len(t: &str) -> usize {
-    let b = t.as_bytes();
-    let digits_from = |i: usize| {
-        b[i.min(b.len())..]
-            .iter()
-            .take_while(|c| c.is_ascii_digit())
-            .count()
-    };
-    let mut i = usize::from(matches!(b.first(), Some(b'+' | b'-')));
-    let int = digits_from(i);
-    i += int;
-    let mut frac = 0;
-    if b.get(i) == Some(&b'.') {
-        frac = digits_from(i + 1);
-        if int + frac > 0 {
-            i += 1 + frac;
-        }
-    }
-    if int + frac == 0 {
-        return 0;
-    }
-    if matches!(b.get(i), Some(b'e' | b'E')) {
-        let sign = usize::from(matches!(b.get(i + 1), Some(b'+' | b'-')));
-        let exp = digits_from(i + 1 + sign);
-        if exp > 0 {
-            i += 1 + sign + exp;
-        }
-    }
-    i
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn numbers_like_cfengine() {
-        assert_eq!(parse_int("1k"), Ok(1000));
-        assert_eq!(parse_int("2K"), Ok(2048));
-        assert_eq!(parse_int("-5"), Ok(-5));
-        assert!(parse_int("x").is_err());
-        assert_eq!(parse_int("50%"), Ok(-50));
-        assert!(parse_int("150%").is_err());
-        assert_eq!(parse_int(" 42 "), Ok(42));
-        assert_eq!(parse_int("12x"), Ok(12));
-        assert!(parse_int("12xy").is_err());
-        assert_eq!(parse_real("50%"), Ok(-50.0));
-        assert_eq!(parse_real("1.5q"), Ok(1.5));
-        assert_eq!(parse_real(".5"), Ok(0.5));
-        assert_eq!(parse_real("2.5e-3"), Ok(0.0025));
-        assert_eq!(parse_real("1k"), Ok(1000.0));
-        assert!(parse_real("1.5qq").is_err());
-        assert!(parse_real("x").is_err());
-        assert_eq!(
-            convert(DataType::Real, Value::str("1.50")),
-            Ok(Value::str("1.500000"))
-        );
-    }
 
     #[test]
     fn unresolved_unless_waits_for_the_last_pass() {

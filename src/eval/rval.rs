@@ -1,8 +1,8 @@
 //! Turning right-hand values into values: expansion, lists, function calls,
 //! and the iteration over lists that a promise's references ask for.
 
+use super::call::{Builtins, FnError};
 use super::context::{EvalContext, NsSearch, scalar_text};
-use crate::functions::{self, FnError};
 use crate::syntax::ast::{FnCall, Rval};
 use crate::values::refs::next_ref;
 use crate::values::value::Value;
@@ -113,7 +113,7 @@ impl EvalContext {
         if name_text.unresolved {
             return Err(FnError::Defer);
         }
-        let Some(spec) = functions::lookup(&name_text.text) else {
+        let Some(spec) = (self.builtins().lookup)(&name_text.text) else {
             return Err(FnError::Failed(format!(
                 "function '{}' is not implemented",
                 name_text.text
@@ -131,7 +131,7 @@ impl EvalContext {
                 c.args.len()
             )));
         }
-        if self.settings.sandbox && functions::refused_in_sandbox(spec) {
+        if self.settings.sandbox && (self.builtins().refused_in_sandbox)(spec) {
             return Err(FnError::Failed(format!(
                 "function '{}' is refused in the sandbox: it could run a program or reach \
                  the network",
@@ -151,7 +151,7 @@ impl EvalContext {
             if list.unresolved {
                 return Err(FnError::Defer);
             }
-            return functions::maplist_call(self, pattern, &list.value).map(Evaluated::done);
+            return (self.builtins().maplist)(self, pattern, &list.value).map(Evaluated::done);
         }
         let mut args = Vec::with_capacity(c.args.len());
         let mut unresolved = false;
@@ -517,17 +517,17 @@ fn cache_key(name: &str, args: &[Value]) -> String {
 /// Every text in an rval that may hold references that drive iteration:
 /// strings, naked variables, list items and function arguments (except the
 /// raw ones, which their function expands itself).
-pub fn iteration_texts<'a>(r: &'a Rval, out: &mut Vec<&'a str>) {
+pub fn iteration_texts<'a>(builtins: Builtins, r: &'a Rval, out: &mut Vec<&'a str>) {
     match r {
         Rval::String(s) => out.push(&s.value),
         Rval::NakedVar { text, .. } => out.push(text),
         Rval::Symbol(_) => {}
-        Rval::List { items, .. } => items.iter().for_each(|i| iteration_texts(i, out)),
+        Rval::List { items, .. } => items.iter().for_each(|i| iteration_texts(builtins, i, out)),
         Rval::Call(c) => {
-            let raw = functions::lookup(&c.name.name).map_or(&[][..], |s| s.raw_args);
+            let raw = (builtins.lookup)(&c.name.name).map_or(&[][..], |s| s.raw_args);
             for (i, a) in c.args.iter().enumerate() {
                 if !raw.contains(&i) {
-                    iteration_texts(a, out);
+                    iteration_texts(builtins, a, out);
                 }
             }
         }
@@ -543,7 +543,7 @@ mod tests {
     use crate::values::{DataType, Origin};
 
     fn ctx() -> EvalContext {
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         for (n, v) in [
             ("a", Value::List(vec!["1".into(), "2".into()])),
             ("b", Value::List(vec!["x".into(), "y".into()])),

@@ -285,7 +285,7 @@ pub fn unresolved_variables(ctx: &EvalContext, promise: &Promise) -> Vec<String>
         texts.push(promise.guard.expr.as_str());
     }
     for a in &promise.attributes {
-        iteration_texts(&a.value, &mut texts);
+        iteration_texts(ctx.builtins(), &a.value, &mut texts);
     }
     let mut out = Vec::new();
     for t in texts {

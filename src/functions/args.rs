@@ -5,9 +5,9 @@
 
 use super::FnError;
 use crate::eval::EvalContext;
-use crate::eval::promises::{parse_int, parse_real};
 use crate::values::Value;
 use crate::values::json;
+use crate::values::number::{parse_int, parse_real};
 use crate::values::refs::VarRef;
 use serde_json::{Map, Value as Json};
 use std::borrow::Cow;
@@ -417,7 +417,7 @@ mod tests {
         assert_eq!(a.opt_option(0, "mode", &["lex", "int"], "lex"), Ok("int"));
         assert_eq!(a.opt_option(2, "mode", &["lex", "int"], "lex"), Ok("lex"));
         assert!(a.opt_option(0, "mode", &["lex"], "lex").is_err());
-        let ctx = EvalContext::default();
+        let ctx = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         assert_eq!(a.list(&ctx, 1, "items"), Ok(vec!["a".into(), "1".into()]));
         assert_eq!(a.list(&ctx, 0, "items"), Err(FnError::Defer));
     }

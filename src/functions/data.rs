@@ -460,8 +460,8 @@ fn strip_comments(
 fn check_field(args: &Args, kind: Field, s: &str) -> Result<(), FnError> {
     let ok = match kind {
         Field::Str => true,
-        Field::Int => crate::eval::promises::parse_int(s).is_ok(),
-        Field::Real => crate::eval::promises::parse_real(s).is_ok(),
+        Field::Int => crate::values::number::parse_int(s).is_ok(),
+        Field::Real => crate::values::number::parse_real(s).is_ok(),
     };
     if ok {
         Ok(())

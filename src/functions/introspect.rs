@@ -390,7 +390,7 @@ mod tests {
 
     #[test]
     fn call_stack_outermost_first() {
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         c.push_frame(Frame::new("default", "main", "agent"));
         c.set_this("promiser", Value::str("call sub"));
         c.push_frame(Frame::new("default", "sub", "agent"));
@@ -409,7 +409,7 @@ mod tests {
 
     #[test]
     fn versions_compare_given_components() {
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         let t = |c: &mut EvalContext, f: FnImpl, v: &[&str]| f(c, &s(v));
         type FnImpl = super::super::FnImpl;
         let yes = Ok(class_result(true));
@@ -431,7 +431,7 @@ mod tests {
 
     #[test]
     fn classes_match_by_name_and_tag() {
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         c.push_frame(Frame::new("default", "b", "agent"));
         c.define_class(
             "t_one",

@@ -769,7 +769,7 @@ mod tests {
     /// case can show one; the text is cf-agent's `%lf,%lf`, low end first.
     #[test]
     fn ranges_are_low_then_high() {
-        let mut ctx = EvalContext::default();
+        let mut ctx = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         let r = rrange(&mut ctx, &[Value::str("2.25"), Value::str("-1")]).unwrap();
         assert_eq!(r, Value::str("-1.000000,2.250000"));
         let i = irange(&mut ctx, &[Value::str("10"), Value::str("1k")]).unwrap();
@@ -802,7 +802,7 @@ mod tests {
 
     #[test]
     fn shuffle_like_cfengine() {
-        let mut ctx = EvalContext::default();
+        let mut ctx = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         let l = Value::List(
             ["b", "a", "b", "", "c"]
                 .iter()

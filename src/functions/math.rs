@@ -4,8 +4,8 @@
 use super::args::Args;
 use super::{FnResult, FnSpec, class_result, spec};
 use crate::eval::EvalContext;
-use crate::eval::promises::parse_int;
 use crate::values::Value;
+use crate::values::number::parse_int;
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("eval", 1, Some(3), eval),

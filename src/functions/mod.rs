@@ -11,7 +11,6 @@
 //! entry with [`spec`], [`raw`], [`effect`] or [`cached`].
 
 pub mod args;
-pub(crate) use lists::maplist_call;
 mod core;
 mod data;
 mod exec;
@@ -27,55 +26,18 @@ mod strings;
 mod system;
 pub mod time;
 
-/// C's `strtol`/`atoi` reading of a number, for what reads program output
-/// as cf-agent does.
-pub(crate) use strings::parse_c_long;
-
-use crate::eval::EvalContext;
-
 use crate::values::Value;
 use std::collections::HashMap;
 use std::sync::OnceLock;
-use thiserror::Error;
 
-#[derive(Debug, Clone, PartialEq, Error)]
-pub enum FnError {
-    /// An argument is not resolved yet; try again in a later pass.
-    #[error("argument not resolved yet")]
-    Defer,
-    /// The call failed; the message says why.
-    #[error("{0}")]
-    Failed(String),
-    /// The call failed where cf-agent fails it without a word (`filestat`
-    /// of a missing file): the message is for `-v` only.
-    #[error("{0}")]
-    Quiet(String),
-}
+pub use crate::eval::call::{Builtins, FnError, FnImpl, FnResult, FnSpec};
 
-pub type FnResult = Result<Value, FnError>;
-
-pub type FnImpl = fn(&mut EvalContext, &[Value]) -> FnResult;
-
-/// What a function needs to be called correctly.
-#[derive(Debug)]
-pub struct FnSpec {
-    pub name: &'static str,
-    pub min_args: usize,
-    /// `None` for variadic functions.
-    pub max_args: Option<usize>,
-    /// Positions of arguments passed unexpanded.
-    pub raw_args: &'static [usize],
-    /// Runs commands, reads the network, or changes something: never run
-    /// while only checking a policy.
-    pub side_effects: bool,
-    /// Run once per agent run for the same arguments.
-    pub cached: bool,
-    /// Reads and parses the file named by this argument: the result is
-    /// kept for the same arguments while the file stays the same (size,
-    /// modification time and inode), so passes do not parse it again.
-    pub parses_file: Option<usize>,
-    pub imp: FnImpl,
-}
+/// The built-ins as evaluation calls them (`EvalContext::with_builtins`).
+pub const BUILTINS: Builtins = Builtins {
+    lookup,
+    maplist: lists::maplist_call,
+    refused_in_sandbox,
+};
 
 /// Every family's table of functions.
 fn families() -> &'static [&'static [FnSpec]] {

@@ -86,7 +86,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("my-proto.txt");
         std::fs::write(&f, "=x=1\n+c1\n^context=other\n=y=2\n").unwrap();
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         let r = read_module_protocol(&mut c, &[Value::str(f.display().to_string())]);
         assert_eq!(r, Ok(class_result(true)));
         assert!(c.vars.get("default", "my_proto_txt", "x").is_some());
@@ -97,7 +97,7 @@ mod tests {
 
     #[test]
     fn modules_need_a_work_directory() {
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         assert!(usemodule(&mut c, &[Value::str("m")]).is_err());
     }
 }

@@ -663,14 +663,14 @@ mod tests {
                 }
             }
         });
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         let args: Vec<Value> = ["127.0.0.1", &port.to_string(), "ping", "7"]
             .iter()
             .map(|s| Value::str(*s))
             .collect();
         assert_eq!(readtcp(&mut c, &args), Ok(Value::str("echo:pi")));
         // In cf-promises' role the call fails without connecting.
-        let mut common = EvalContext::default();
+        let mut common = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         let mut info = crate::eval::classes::ClassInfo::soft(crate::values::Origin::Agent, vec![]);
         info.hard = true;
         common.classes.define("common", info);
@@ -688,7 +688,7 @@ mod tests {
 
     #[test]
     fn hub_functions_say_not_supported() {
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         match hubknowledge(&mut c, &[Value::str("x")]) {
             Err(FnError::Failed(m)) => assert!(m.contains("not supported"), "{m}"),
             other => panic!("unexpected {other:?}"),

@@ -249,7 +249,7 @@ mod tests {
     use super::*;
 
     fn replace(text: &str, re: &str, repl: &str, opts: &str) -> FnResult {
-        let mut ctx = EvalContext::default();
+        let mut ctx = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         regex_replace(
             &mut ctx,
             &[

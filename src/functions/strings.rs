@@ -10,6 +10,7 @@ use crate::eval::EvalContext;
 use crate::values::Value;
 use crate::values::canon::canonify;
 use crate::values::json;
+use crate::values::number::parse_c_long;
 use md5::Md5;
 use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha384, Sha512};
@@ -430,25 +431,6 @@ fn pad(conv: &Conv, s: String) -> String {
     }
 }
 
-/// `strtol` (and `atoi`): leading spaces, a sign and digits; what follows
-/// is ignored, and no digits at all is 0.
-pub(crate) fn parse_c_long(s: &str) -> i64 {
-    let t = s.trim_start();
-    let (neg, digits) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    let mut n: i64 = 0;
-    for b in digits.bytes() {
-        if !b.is_ascii_digit() {
-            break;
-        }
-        n = n.saturating_mul(10).saturating_add((b - b'0') as i64);
-    }
-    if neg { -n } else { n }
-}
-
 /// `strtod`: the longest leading number; 0 when there is none.
 fn parse_c_double(s: &str) -> f64 {
     let t = s.trim_start();
@@ -537,7 +519,7 @@ mod tests {
     use super::*;
 
     fn call(f: super::super::FnImpl, args: &[&str]) -> FnResult {
-        let mut ctx = EvalContext::default();
+        let mut ctx = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         let a: Vec<Value> = args.iter().map(|s| Value::str(*s)).collect();
         f(&mut ctx, &a)
     }
@@ -615,7 +597,7 @@ mod tests {
 
     #[test]
     fn splitting() {
-        let mut ctx = EvalContext::default();
+        let mut ctx = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         let re = ctx.regexes.get(",").unwrap();
         assert_eq!(split_regex(&re, "a,b,,c", 2), vec!["a", "b,,c"]);
         assert_eq!(

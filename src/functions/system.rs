@@ -525,7 +525,7 @@ mod tests {
 
     #[test]
     fn root_exists_everywhere() {
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         assert_eq!(getuid(&mut c, &s(&["root"])), Ok(Value::str("0")));
         assert_eq!(userexists(&mut c, &s(&["0"])), Ok(class_result(true)));
         assert_eq!(
@@ -540,7 +540,7 @@ mod tests {
 
     #[test]
     fn getenv_truncates() {
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         // PATH is set in every test environment.
         let v = getenv(&mut c, &s(&["PATH", "3"])).unwrap();
         assert_eq!(v.as_scalar().map(str::len), Some(3));
@@ -552,7 +552,7 @@ mod tests {
 
     #[test]
     fn execresult_trims_and_keeps_failures() {
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         assert_eq!(
             execresult(&mut c, &s(&["/bin/printf '  x \\n\\n'", "useshell"])),
             Ok(Value::str("  x"))
@@ -584,7 +584,7 @@ mod tests {
             &[rec("bash", "5.2"), rec("zsh", "5.9")],
         )
         .unwrap();
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         c.vars.put(
             "default",
             "sys",
@@ -633,7 +633,7 @@ mod tests {
             &[rec("bash", "5.3", "apt_get")],
         )
         .unwrap();
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         let put = |c: &mut EvalContext, scope: &str, name: &str, v: Value| {
             let t = v.natural_type();
             c.vars
@@ -677,7 +677,7 @@ mod tests {
 
     #[test]
     fn processes_include_this_one() {
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         let me = std::process::id() as i64;
         let found = findprocesses(&mut c, &s(&[".*"])).unwrap();
         let pids: Vec<i64> = found

@@ -177,7 +177,7 @@ mod tests {
 
     #[test]
     fn accumulated_counts_30_day_months() {
-        let mut c = EvalContext::default();
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
         let args: Vec<Value> = ["1", "1", "1", "1", "1", "1"]
             .iter()
             .map(|s| Value::str(*s))

@@ -237,7 +237,7 @@ fn spec_from(
         );
     }
     if let Some(t) = c.scalar("exec_timeout") {
-        let secs = crate::eval::promises::parse_int(t).map_err(|e| format!("exec_timeout: {e}"))?;
+        let secs = crate::values::number::parse_int(t).map_err(|e| format!("exec_timeout: {e}"))?;
         spec.timeout = Some(Duration::from_secs(secs.max(1) as u64));
     }
     if let Some(u) = c.scalar("umask") {

@@ -275,7 +275,7 @@ impl Processes {
 fn range(s: &str) -> (i64, i64) {
     let mut parts = s
         .split(',')
-        .map(|x| crate::eval::promises::parse_int(x.trim()).ok());
+        .map(|x| crate::values::number::parse_int(x.trim()).ok());
     match (parts.next().flatten(), parts.next().flatten()) {
         (Some(a), Some(b)) => (a, b),
         (Some(a), None) => (a, a),

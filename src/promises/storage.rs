@@ -332,7 +332,7 @@ fn volume(
     };
     let int = |attr: &str, default: i64| {
         body.scalar(attr)
-            .and_then(|v| crate::eval::promises::parse_int(v).ok())
+            .and_then(|v| crate::values::number::parse_int(v).ok())
             .unwrap_or(default)
     };
     if meta.kind == crate::host::fs::FileKind::Dir {

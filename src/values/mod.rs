@@ -9,6 +9,7 @@ pub mod digraph;
 pub mod hash;
 pub mod json;
 pub mod lenient_json;
+pub mod number;
 pub mod refs;
 pub mod regex;
 pub mod value;

@@ -189,7 +189,7 @@ pub(crate) fn edit_file(
     }
     let max = defaults
         .and_then(|d| d.scalar("max_file_size"))
-        .and_then(|m| crate::eval::promises::parse_int(m).ok())
+        .and_then(|m| crate::values::number::parse_int(m).ok())
         .map(|m| m.max(0) as u64)
         .or(act.ctx.agent_control.editfilesize)
         .unwrap_or(DEFAULT_MAX_FILE_SIZE);
@@ -671,7 +671,7 @@ impl Editor<'_> {
         act.ctx.enter_promise(file, promise);
         let mut texts = vec![promise.promiser.value.as_str()];
         for a in &promise.attributes {
-            iteration_texts(&a.value, &mut texts);
+            iteration_texts(act.ctx.builtins(), &a.value, &mut texts);
         }
         let policy = act.policy;
         let line = file.source.line_of(promise.promiser.span.start);

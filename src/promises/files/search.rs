@@ -272,7 +272,7 @@ fn in_range(range: &str, v: i64) -> bool {
     let Some((a, b)) = range.split_once(',') else {
         return false;
     };
-    let parse = |s: &str| crate::eval::promises::parse_int(s).ok();
+    let parse = |s: &str| crate::values::number::parse_int(s).ok();
     match (parse(a), parse(b)) {
         (Some(lo), Some(hi)) => lo <= v && v <= hi,
         _ => false,

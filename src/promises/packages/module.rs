@@ -43,7 +43,7 @@ impl ModuleBody {
     pub fn from_body(b: &ResolvedBody) -> ModuleBody {
         let minutes = |attr: &str| match b.scalar(attr) {
             None => 0,
-            Some(v) => crate::eval::promises::parse_int(v).unwrap_or(CF_NOINT),
+            Some(v) => crate::values::number::parse_int(v).unwrap_or(CF_NOINT),
         };
         let text = |attr: &str| b.scalar(attr).filter(|s| !s.is_empty()).map(str::to_string);
         ModuleBody {
@@ -178,7 +178,7 @@ impl Module {
     /// `supports-api-version`: the one number the module prints, or -1.
     fn api_version(&self, host: &Host) -> i64 {
         match self.call(host, "supports-api-version", "") {
-            Ok(lines) if lines.len() == 1 => crate::functions::parse_c_long(&lines[0]),
+            Ok(lines) if lines.len() == 1 => crate::values::number::parse_c_long(&lines[0]),
             Ok(_) => -1,
             Err(CallFailed) => {
                 tracing::info!("Error occurred while getting supported API version.");
