@@ -4,8 +4,8 @@
 //! The evaluation fuzz target is only as safe as these tests say.
 
 use convergent::pipeline::Sandbox;
-use convergent::promises::Outcome;
 use convergent::report::MemorySink;
+use convergent::report::Outcome;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -3,23 +3,25 @@
 //! promise act once per run (reports, methods, actuators) while vars and
 //! classes converge across passes.
 
-use super::bodies::{BODY_ATTRIBUTES, BUNDLE_ATTRIBUTES, BodyError, reference_parts, resolve_body};
+use super::bodies::{BodyError, reference_parts};
 use super::classes::ClassInfo;
 use super::context::{EvalContext, Frame};
 use super::promises::EvalMessage;
 use super::transaction::{order_by_priority, order_methods, priority_of_bundle, transaction_of};
 use super::vars::Variable;
 use super::why::{self, Status, WhyLog};
+use crate::eval::expanded::{AttrValue, ExpandedPromise};
+use crate::eval::expanded::{MAX_PASSES, attrs_key, define_outcome_classes, expand_attributes};
 use crate::host::{ChangeJournal, Host};
 use crate::load::{LoadedFile, PolicySet};
 use crate::promises::custom::PromiseModules;
-use crate::promises::{ActContext, AttrValue, ExpandedPromise, Outcome, ResolvedBody, actuator};
+use crate::promises::{ActContext, actuator};
+use crate::report::Outcome;
 use crate::report::json::JsonEvent;
 use crate::report::{Counts, PromiseEvent, Sink};
 use crate::state::journal::{Header, Journal};
 use crate::state::{LockStatus, PersistentClass, StateStore};
 use crate::syntax::ast::{Bundle, Promise, Rval};
-use crate::values::canon::canonify_class;
 use crate::values::value::{DataType, Origin, Value};
 use indexmap::IndexMap;
 use std::collections::{HashMap, HashSet};
@@ -48,9 +50,6 @@ pub const NORMAL_ORDER: &[&str] = &[
 
 /// cf-agent's default `ifelapsed`, in minutes.
 pub const DEFAULT_IFELAPSED_MINUTES: u64 = 1;
-
-/// The most passes over a bundle, as cf-agent does.
-pub const MAX_PASSES: usize = 3;
 
 /// How deeply methods may call bundles before we stop a runaway recursion.
 const MAX_CALL_DEPTH: usize = 64;
@@ -1194,61 +1193,6 @@ impl<'a> AgentRun<'a> {
     }
 }
 
-/// Defines (and cancels) the classes a `classes` body asks for on an
-/// outcome, persisting them when it says so. Shared by the scheduler and
-/// the promises inside edit bundles. Returns whether a new class appeared.
-pub fn define_outcome_classes(
-    ctx: &mut EvalContext,
-    mut state: Option<&mut StateStore>,
-    now: i64,
-    body: &ResolvedBody,
-    outcome: Outcome,
-) -> bool {
-    let (define, cancel) = match outcome {
-        Outcome::Kept => ("promise_kept", "cancel_kept"),
-        Outcome::Repaired => ("promise_repaired", "cancel_repaired"),
-        Outcome::Denied => ("repair_denied", "cancel_notkept"),
-        Outcome::Timeout => ("repair_timeout", "cancel_notkept"),
-        Outcome::Failed | Outcome::Interrupted | Outcome::Warned => {
-            ("repair_failed", "cancel_notkept")
-        }
-    };
-    let names = body.list(define);
-    let local = body.scalar("scope") == Some("bundle");
-    let persist = body
-        .scalar("persist_time")
-        .and_then(|v| crate::values::number::parse_int(v).ok())
-        .filter(|&m| m > 0);
-    let reset = body.scalar("timer_policy") != Some("absolute");
-    let mut changed = false;
-    for n in names {
-        let name = canonify_class(&n);
-        if let (Some(minutes), Some(st)) = (persist, state.as_deref_mut()) {
-            let class = PersistentClass {
-                name: name.clone(),
-                expires: now + minutes * 60,
-                tags: Vec::new(),
-            };
-            if let Err(e) = st.persist_class(&class, reset) {
-                tracing::error!("{e}");
-            }
-        }
-        // cf-agent tags outcome classes with nothing at all.
-        let info = ClassInfo::soft(Origin::Agent, Vec::new());
-        changed |= ctx.define_class(&name, local, info);
-    }
-    for n in body.list(cancel) {
-        let name = canonify_class(&n);
-        ctx.undefine_class(&name);
-        if let Some(st) = state.as_deref_mut()
-            && let Err(e) = st.forget_class(&name)
-        {
-            tracing::error!("{e}");
-        }
-    }
-    changed
-}
-
 impl AgentRun<'_> {
     /// Stores the classes that classes promises asked to persist (their
     /// timers restart, as cf-agent's default `reset` policy does).
@@ -1300,68 +1244,6 @@ fn ordered_sections(bundle: &Bundle) -> Vec<(&str, &[Promise])> {
                 .map(|s| (s.promise_type.name.as_str(), s.promises.as_slice()))
         })
         .collect()
-}
-
-/// Evaluates every attribute of a promise for the current iteration.
-pub fn expand_attributes(
-    ctx: &mut EvalContext,
-    policy: &PolicySet,
-    promise: &Promise,
-) -> Result<IndexMap<String, AttrValue>, BodyError> {
-    let mut attrs = IndexMap::new();
-    for a in &promise.attributes {
-        let name = a.name.name.as_str();
-        let v = if BODY_ATTRIBUTES.contains(&name)
-            && matches!(a.value, Rval::Symbol(_) | Rval::Call(_))
-        {
-            AttrValue::Body(resolve_body(ctx, policy, name, &a.value)?)
-        } else if BUNDLE_ATTRIBUTES.contains(&name) {
-            let (bname, args) = reference_parts(ctx, &a.value, true)?;
-            AttrValue::Bundle { name: bname, args }
-        } else if matches!(name, "if" | "ifvarclass" | "unless") {
-            // Already decided by `promise_condition`; an `unless` that runs
-            // in the last pass with unresolved arguments is not an error.
-            match ctx.eval_rval(&a.value) {
-                Ok(e) => AttrValue::Value(e.value),
-                Err(_) => continue,
-            }
-        } else {
-            let e = ctx.eval_rval(&a.value)?;
-            AttrValue::Value(e.value)
-        };
-        attrs.insert(name.to_string(), v);
-    }
-    Ok(attrs)
-}
-
-/// A stable text for the attributes of an iteration, so that two
-/// iterations with the same promiser but different attributes are told
-/// apart.
-pub(crate) fn attrs_key(attrs: &IndexMap<String, AttrValue>) -> String {
-    let mut k = String::new();
-    for (n, v) in attrs {
-        k.push_str(n);
-        k.push('=');
-        match v {
-            AttrValue::Value(Value::Scalar(s)) => k.push_str(s),
-            AttrValue::Value(Value::List(l)) => k.push_str(&l.join(",")),
-            AttrValue::Value(Value::Data(d)) => k.push_str(&d.to_string()),
-            AttrValue::Body(b) => k.push_str(&body_key(b)),
-            AttrValue::Bundle { name, args } => {
-                k.push_str(name);
-                for a in args {
-                    k.push('|');
-                    k.push_str(&format!("{a:?}"));
-                }
-            }
-        }
-        k.push(';');
-    }
-    k
-}
-
-fn body_key(b: &ResolvedBody) -> String {
-    format!("{}{:?}", b.name, b.attrs)
 }
 
 /// FNV-1a: a small hash that is the same in every build, for lock names

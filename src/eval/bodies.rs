@@ -4,8 +4,8 @@
 
 use super::call::FnError;
 use super::context::EvalContext;
+use crate::eval::expanded::ResolvedBody;
 use crate::load::PolicySet;
-use crate::promises::ResolvedBody;
 use crate::syntax::ast::Rval;
 use crate::values::value::Value;
 use std::collections::HashMap;

@@ -7,6 +7,7 @@ pub mod call;
 pub mod classes;
 pub mod context;
 pub mod control;
+pub mod expanded;
 pub mod module_protocol;
 pub mod preeval;
 pub mod promises;

@@ -1,15 +1,15 @@
 //! Evaluating the promise types that only change the evaluation state:
 //! `vars` and `classes`. Pre-evaluation and the agent run share these.
 
-use super::agent::define_outcome_classes;
 use super::bodies::resolve_body;
 use super::call::FnError;
 use super::classes::ClassInfo;
 use super::context::EvalContext;
 use super::rval::{Evaluated, iteration_texts};
 use super::vars::{PutResult, VarPolicy, Variable};
+use crate::eval::expanded::define_outcome_classes;
 use crate::load::{LoadedFile, PolicySet};
-use crate::promises::Outcome;
+use crate::report::Outcome;
 use crate::syntax::ast::{Promise, Rval};
 use crate::values::canon::{canonify, canonify_class};
 use crate::values::number::{convert, parse_int};

@@ -2,9 +2,15 @@
 //! body asks), quote its output as cf-agent does, and judge the outcome
 //! by its return code.
 
-use super::{ActContext, Actuator, ExpandedPromise, Outcome, ResolvedBody, parse_bool};
+use super::{ActContext, Actuator};
+
+use crate::eval::expanded::{ExpandedPromise, ResolvedBody};
+
+use crate::report::Outcome;
+
 use crate::host::exec::{CommandSpec, NotExecutable, split_command_line};
 use crate::values::Value;
+use crate::values::number::parse_bool;
 use std::time::Duration;
 
 pub struct Commands;

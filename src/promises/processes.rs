@@ -5,10 +5,14 @@
 //! anything is also kept (both classes are defined); signals and a stop
 //! command are repairs.
 
-use super::{ActContext, Actuator, ExpandedPromise, Outcome, ResolvedBody};
+use super::{ActContext, Actuator};
+
+use crate::eval::expanded::{ExpandedPromise, ResolvedBody};
+
 use crate::eval::classes::ClassInfo;
 use crate::host::exec::{CommandSpec, NotExecutable, check_executable, split_command_line};
 use crate::host::procs::{ProcessInfo, signal_number};
+use crate::report::Outcome;
 use crate::values::Value;
 use crate::values::canon::canonify_class;
 use crate::values::value::Origin;

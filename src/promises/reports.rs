@@ -1,6 +1,10 @@
 //! `reports`: print a line (`R: ...`), or append it to a file.
 
-use super::{ActContext, Actuator, ExpandedPromise, Outcome};
+use super::{ActContext, Actuator};
+
+use crate::eval::expanded::ExpandedPromise;
+
+use crate::report::Outcome;
 use std::path::Path;
 
 pub struct Reports;
@@ -45,7 +49,7 @@ impl Actuator for Reports {
 
 /// `printfile` body: print the first `number_of_lines` lines of a file as
 /// report lines. False when the file cannot be read.
-fn print_file(act: &mut ActContext<'_>, body: &super::ResolvedBody) -> bool {
+fn print_file(act: &mut ActContext<'_>, body: &crate::eval::expanded::ResolvedBody) -> bool {
     let Some(path) = body.scalar("file_to_print") else {
         return false;
     };

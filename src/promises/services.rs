@@ -3,9 +3,13 @@
 //! policy that defines its own `standard_services` bundle (or names a
 //! `service_bundle`) is run instead, by the scheduler, as cf-agent does.
 
-use super::{ActContext, Actuator, ExpandedPromise, Outcome};
+use super::{ActContext, Actuator};
+
+use crate::eval::expanded::ExpandedPromise;
+
 use crate::host::Host;
 use crate::host::exec::CommandSpec;
+use crate::report::Outcome;
 use std::path::Path;
 use std::time::Duration;
 

@@ -4,8 +4,14 @@
 //! and its mount helper (NFS, CIFS); where they are missing the mount
 //! command's failure is reported as it is.
 
-use super::{ActContext, Actuator, ExpandedPromise, Outcome, ResolvedBody, parse_bool};
+use super::{ActContext, Actuator};
+
+use crate::eval::expanded::{ExpandedPromise, ResolvedBody};
+
+use crate::report::Outcome;
+
 use crate::host::exec::CommandSpec;
+use crate::values::number::parse_bool;
 use std::path::Path;
 
 pub struct Storage;

@@ -6,9 +6,13 @@
 //! it) and the hash `x` until a password is set; locking puts `!` before the
 //! hash and expires the account on 1970-01-02.
 
-use super::{ActContext, Actuator, AttrValue, ExpandedPromise, Followup, Outcome};
+use super::{ActContext, Actuator, Followup};
+
+use crate::eval::expanded::{AttrValue, ExpandedPromise};
+
 use crate::host::Host;
 use crate::host::exec::CommandSpec;
+use crate::report::Outcome;
 use crate::values::Value;
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -6,7 +6,55 @@ pub mod json;
 pub mod log;
 pub mod tables;
 
-use crate::promises::Outcome;
+/// How one promise iteration ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Kept,
+    Repaired,
+    Failed,
+    Denied,
+    Timeout,
+    Interrupted,
+    /// Something differs and was not changed (dry-run or `action_policy
+    /// => "warn"`): a repair that would have been made.
+    Warned,
+}
+
+impl Outcome {
+    pub fn is_not_kept(self) -> bool {
+        !matches!(self, Outcome::Kept | Outcome::Repaired)
+    }
+
+    /// The worse of two outcomes, for aggregating (a method's bundle, the
+    /// steps of one promise), as cf-agent's PromiseResultUpdate: a warning
+    /// is worse than a repair, a failure worse than a warning; of two
+    /// failures the first stays.
+    pub fn worst(self, other: Outcome) -> Outcome {
+        let rank = |o: Outcome| match o {
+            Outcome::Kept => 0,
+            Outcome::Repaired => 1,
+            Outcome::Warned => 2,
+            _ => 3,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Kept => "kept",
+            Outcome::Repaired => "repaired",
+            Outcome::Failed => "failed",
+            Outcome::Denied => "denied",
+            Outcome::Timeout => "timeout",
+            Outcome::Interrupted => "interrupted",
+            Outcome::Warned => "warned",
+        }
+    }
+}
 
 /// One promise iteration's result, as data.
 #[derive(Debug, Clone, PartialEq)]

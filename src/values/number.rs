@@ -205,3 +205,13 @@ mod tests {
         );
     }
 }
+
+/// A boolean option as CFEngine spells it (`true/yes/on` or
+/// `false/no/off`).
+pub fn parse_bool(s: &str) -> Option<bool> {
+    match s {
+        "true" | "yes" | "on" => Some(true),
+        "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}

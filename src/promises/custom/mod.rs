@@ -23,10 +23,14 @@
 
 pub mod protocol;
 
-use super::{ActContext, AttrValue, ExpandedPromise, Outcome};
+use super::ActContext;
+
+use crate::eval::expanded::{AttrValue, ExpandedPromise};
+
 use crate::eval::classes::ClassInfo;
 use crate::host::coprocess::{Coprocess, ReadLine};
 use crate::host::exec::{CommandSpec, split_command_line};
+use crate::report::Outcome;
 use crate::report::log::{CRITICAL_TARGET, NOTICE_TARGET};
 use crate::syntax::ast::{Body, BodyKind};
 use crate::values::Value;
@@ -844,7 +848,7 @@ fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::promises::ResolvedBody;
+    use crate::eval::expanded::ResolvedBody;
 
     fn promise(attrs: Vec<(&str, AttrValue)>) -> ExpandedPromise {
         ExpandedPromise {

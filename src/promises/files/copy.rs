@@ -3,9 +3,13 @@
 //! (`.cfnew`) and renamed over it; the old file is kept as `.cfsaved`
 //! unless `copy_backup` says otherwise.
 
-use super::super::{ActContext, ExpandedPromise, ResolvedBody, parse_bool};
+use super::super::ActContext;
+
+use crate::eval::expanded::{ExpandedPromise, ResolvedBody};
+
 use super::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, Verdict};
 use crate::host::fs::{FileKind, Meta};
+use crate::values::number::parse_bool;
 use std::path::{Path, PathBuf};
 
 /// Copies `body.source` to `target` (recursively when the promise has a

@@ -17,13 +17,17 @@
 //! the run's compile cache; deletions rebuild the line vector in one pass,
 //! so editing stays linear in the file size.
 
-use super::super::{ActContext, AttrValue, ExpandedPromise, Outcome, ResolvedBody};
+use super::super::ActContext;
+
+use crate::eval::expanded::{AttrValue, ExpandedPromise, ResolvedBody};
+
 use super::{Verdict, bytes};
-use crate::eval::agent::{define_outcome_classes, expand_attributes};
 use crate::eval::context::Frame;
+use crate::eval::expanded::{define_outcome_classes, expand_attributes};
 use crate::eval::rval::iteration_texts;
 use crate::eval::vars::Variable;
 use crate::load::LoadedFile;
+use crate::report::Outcome;
 use crate::syntax::ast::{Bundle, Promise};
 use crate::values::regex::Regex;
 use crate::values::value::{DataType, Origin, Value};
@@ -221,7 +225,7 @@ pub(crate) fn edit_file(
     let flag_of = |name: &str| {
         defaults
             .and_then(|d| d.scalar(name))
-            .and_then(super::super::parse_bool)
+            .and_then(crate::values::number::parse_bool)
             .unwrap_or(false)
     };
     let empty_first = is_template || flag_of("empty_file_before_editing");
@@ -634,7 +638,7 @@ impl Editor<'_> {
             frame.local_classes = caller.local_classes.clone();
         }
         ctx.push_frame(frame);
-        for _pass in 0..crate::eval::agent::MAX_PASSES {
+        for _pass in 0..crate::eval::expanded::MAX_PASSES {
             for t in EDIT_ORDER {
                 for section in bundle.sections.iter().filter(|s| s.promise_type.name == *t) {
                     for promise in &section.promises {
@@ -1842,7 +1846,7 @@ fn compile(act: &mut ActContext<'_>, pattern: &str) -> Result<Arc<Regex>, String
 
 fn flag(body: &ResolvedBody, name: &str) -> bool {
     body.scalar(name)
-        .and_then(super::super::parse_bool)
+        .and_then(crate::values::number::parse_bool)
         .unwrap_or(false)
 }
 

@@ -1,8 +1,12 @@
 //! `link_from`: symbolic links (absolute or relative) and hard links.
 
-use super::super::{ActContext, ExpandedPromise, ResolvedBody, parse_bool};
+use super::super::ActContext;
+
+use crate::eval::expanded::{ExpandedPromise, ResolvedBody};
+
 use super::Verdict;
 use crate::host::fs::FileKind;
+use crate::values::number::parse_bool;
 use std::path::{Component, Path, PathBuf};
 
 pub fn link_from(

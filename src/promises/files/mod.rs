@@ -11,8 +11,12 @@ pub mod perms;
 pub mod search;
 pub mod template;
 
-use super::{ActContext, Actuator, ExpandedPromise, Outcome, ResolvedBody};
+use super::{ActContext, Actuator};
+
+use crate::eval::expanded::{ExpandedPromise, ResolvedBody};
+
 use crate::host::fs::{FileKind, Meta, can_chown};
+use crate::report::Outcome;
 use perms::{ModeSpec, gid_of, rx_for_dirs, uid_of};
 use std::path::{Path, PathBuf};
 
@@ -249,7 +253,10 @@ fn rename(
         }
         return;
     }
-    let disable = body.scalar("disable").and_then(super::parse_bool) == Some(true);
+    let disable = body
+        .scalar("disable")
+        .and_then(crate::values::number::parse_bool)
+        == Some(true);
     let newname = match body.scalar("newname") {
         Some(n) if n.starts_with('/') => PathBuf::from(n),
         Some(n) => target.parent().unwrap_or(Path::new("/")).join(n),
@@ -460,7 +467,7 @@ fn apply_perms(
                 let mut want = spec.apply(meta.mode);
                 let rxdirs = body
                     .scalar("rxdirs")
-                    .and_then(super::parse_bool)
+                    .and_then(crate::values::number::parse_bool)
                     .unwrap_or(true);
                 if meta.kind == FileKind::Dir && rxdirs {
                     want = rx_for_dirs(want);
@@ -645,7 +652,7 @@ fn delete(
     let is_dir = meta.kind == FileKind::Dir;
     let rmdirs = body
         .scalar("rmdirs")
-        .and_then(super::parse_bool)
+        .and_then(crate::values::number::parse_bool)
         .unwrap_or(true);
     if is_dir && !rmdirs {
         return;

@@ -2,9 +2,9 @@
 //! regex promiser matches, or the tree a `depth_search` body walks,
 //! filtered by a `file_select` body.
 
-use super::super::{ExpandedPromise, ResolvedBody};
 use super::perms::{ModeSpec, gid_of, uid_of};
 use crate::eval::EvalContext;
+use crate::eval::expanded::{ExpandedPromise, ResolvedBody};
 use crate::host::Host;
 use crate::host::fs::{FileKind, Meta};
 use std::path::{Path, PathBuf};
@@ -78,19 +78,19 @@ pub fn depth_search(
     };
     let include_base = body
         .scalar("include_basedir")
-        .and_then(super::super::parse_bool)
+        .and_then(crate::values::number::parse_bool)
         .unwrap_or(false);
     let rmdeadlinks = body
         .scalar("rmdeadlinks")
-        .and_then(super::super::parse_bool)
+        .and_then(crate::values::number::parse_bool)
         .unwrap_or(false);
     let traverse_links = body
         .scalar("traverse_links")
-        .and_then(super::super::parse_bool)
+        .and_then(crate::values::number::parse_bool)
         .unwrap_or(false);
     let xdev = body
         .scalar("xdev")
-        .and_then(super::super::parse_bool)
+        .and_then(crate::values::number::parse_bool)
         .unwrap_or(false);
     let exclude = compile_all(ctx, &body.list("exclude_dirs"));
     let include = compile_all(ctx, &body.list("include_dirs"));

@@ -12,7 +12,11 @@ pub mod module;
 
 pub use cache::Session;
 
-use super::{ActContext, Actuator, ExpandedPromise, Outcome};
+use super::{ActContext, Actuator};
+
+use crate::eval::expanded::ExpandedPromise;
+
+use crate::report::Outcome;
 use crate::values::Value;
 use cache::{Env, ListKind};
 use module::{
@@ -53,7 +57,7 @@ impl Actuator for Packages {
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
         let at = p.located();
         let has = |a: &str| match p.attrs.get(a) {
-            Some(super::AttrValue::Value(Value::List(l))) => !l.is_empty(),
+            Some(crate::eval::expanded::AttrValue::Value(Value::List(l))) => !l.is_empty(),
             Some(_) => true,
             None => false,
         };

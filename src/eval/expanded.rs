@@ -1,0 +1,251 @@
+//! The expanded-promise vocabulary: one iteration of a promise with its
+//! attributes evaluated (bodies resolved, bundle references with their
+//! arguments), and what both the scheduler and the edit bundles do with
+//! one: expand its attributes, define the classes of its outcome.
+
+use super::EvalContext;
+use super::bodies::{BODY_ATTRIBUTES, BUNDLE_ATTRIBUTES, BodyError, reference_parts, resolve_body};
+use super::classes::ClassInfo;
+use crate::load::PolicySet;
+use crate::report::Outcome;
+use crate::state::{PersistentClass, StateStore};
+use crate::syntax::ast::{Promise, Rval};
+use crate::values::canon::canonify_class;
+use crate::values::number::parse_bool;
+use crate::values::{Origin, Value};
+use indexmap::IndexMap;
+
+/// The most passes over a bundle, as cf-agent does.
+pub const MAX_PASSES: usize = 3;
+
+/// A body's attributes after parameters and guards were applied.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResolvedBody {
+    pub name: String,
+    pub attrs: IndexMap<String, Value>,
+    /// The arguments given to the bundles the body names (`service_bundle
+    /// => b("x")`), by attribute; the name itself is in `attrs`.
+    pub bundle_args: IndexMap<String, Vec<Value>>,
+}
+
+impl ResolvedBody {
+    pub fn scalar(&self, name: &str) -> Option<&str> {
+        self.attrs.get(name).and_then(Value::as_scalar)
+    }
+
+    /// A bundle the body names, with its arguments.
+    pub fn bundle_call(&self, name: &str) -> Option<(String, Vec<Value>)> {
+        let bundle = self.scalar(name)?.to_string();
+        let args = self.bundle_args.get(name).cloned().unwrap_or_default();
+        Some((bundle, args))
+    }
+
+    pub fn list(&self, name: &str) -> Vec<String> {
+        match self.attrs.get(name) {
+            Some(Value::List(l)) => l.clone(),
+            Some(Value::Scalar(s)) => vec![s.clone()],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// An attribute's value for one iteration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttrValue {
+    Value(Value),
+    Body(ResolvedBody),
+    /// A bundle reference (`usebundle`, `edit_line`, ...) with its
+    /// evaluated arguments.
+    Bundle {
+        name: String,
+        args: Vec<Value>,
+    },
+}
+
+/// One iteration of a promise, fully expanded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpandedPromise {
+    pub promise_type: String,
+    pub promiser: String,
+    pub attrs: IndexMap<String, AttrValue>,
+    pub bundle: String,
+    pub namespace: String,
+    pub file: String,
+    pub line: usize,
+    pub handle: Option<String>,
+    /// Some reference in the promise could not be resolved (yet). Only
+    /// custom promise types act on such a promise: cf-agent fails it until
+    /// it resolves.
+    pub unresolved: bool,
+}
+
+impl ExpandedPromise {
+    /// Where the promise is written, to end an error line with: cf-agent
+    /// names it only under `-v`, we at every level.
+    pub fn located(&self) -> String {
+        format!(
+            "(in a {} promise at {}:{})",
+            self.promise_type, self.file, self.line
+        )
+    }
+
+    /// Whether the promise only warns (`action_policy => "warn"` or
+    /// `"nop"`): it says what differs and changes nothing, even in a real
+    /// run.
+    pub fn warn_only(&self) -> bool {
+        self.body("action")
+            .and_then(|a| a.scalar("action_policy"))
+            .is_some_and(|p| p == "warn" || p == "nop")
+    }
+
+    pub fn scalar(&self, name: &str) -> Option<&str> {
+        match self.attrs.get(name) {
+            Some(AttrValue::Value(Value::Scalar(s))) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn body(&self, name: &str) -> Option<&ResolvedBody> {
+        match self.attrs.get(name) {
+            Some(AttrValue::Body(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    pub fn value(&self, name: &str) -> Option<&Value> {
+        match self.attrs.get(name) {
+            Some(AttrValue::Value(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Where the promise is, in cf-agent's words (its `PromiseRef`).
+    pub fn reference(&self) -> String {
+        format!(
+            "Promise belongs to bundle '{}' in file '{}' near line {}",
+            self.bundle, self.file, self.line
+        )
+    }
+
+    /// A boolean option (`true/yes/on` or `false/no/off`).
+    pub fn flag(&self, name: &str) -> Option<bool> {
+        self.scalar(name).and_then(parse_bool)
+    }
+}
+
+/// Evaluates every attribute of a promise for the current iteration.
+pub fn expand_attributes(
+    ctx: &mut EvalContext,
+    policy: &PolicySet,
+    promise: &Promise,
+) -> Result<IndexMap<String, AttrValue>, BodyError> {
+    let mut attrs = IndexMap::new();
+    for a in &promise.attributes {
+        let name = a.name.name.as_str();
+        let v = if BODY_ATTRIBUTES.contains(&name)
+            && matches!(a.value, Rval::Symbol(_) | Rval::Call(_))
+        {
+            AttrValue::Body(resolve_body(ctx, policy, name, &a.value)?)
+        } else if BUNDLE_ATTRIBUTES.contains(&name) {
+            let (bname, args) = reference_parts(ctx, &a.value, true)?;
+            AttrValue::Bundle { name: bname, args }
+        } else if matches!(name, "if" | "ifvarclass" | "unless") {
+            // Already decided by `promise_condition`; an `unless` that runs
+            // in the last pass with unresolved arguments is not an error.
+            match ctx.eval_rval(&a.value) {
+                Ok(e) => AttrValue::Value(e.value),
+                Err(_) => continue,
+            }
+        } else {
+            let e = ctx.eval_rval(&a.value)?;
+            AttrValue::Value(e.value)
+        };
+        attrs.insert(name.to_string(), v);
+    }
+    Ok(attrs)
+}
+
+/// A stable text for the attributes of an iteration, so that two
+/// iterations with the same promiser but different attributes are told
+/// apart.
+pub(crate) fn attrs_key(attrs: &IndexMap<String, AttrValue>) -> String {
+    let mut k = String::new();
+    for (n, v) in attrs {
+        k.push_str(n);
+        k.push('=');
+        match v {
+            AttrValue::Value(Value::Scalar(s)) => k.push_str(s),
+            AttrValue::Value(Value::List(l)) => k.push_str(&l.join(",")),
+            AttrValue::Value(Value::Data(d)) => k.push_str(&d.to_string()),
+            AttrValue::Body(b) => k.push_str(&body_key(b)),
+            AttrValue::Bundle { name, args } => {
+                k.push_str(name);
+                for a in args {
+                    k.push('|');
+                    k.push_str(&format!("{a:?}"));
+                }
+            }
+        }
+        k.push(';');
+    }
+    k
+}
+
+fn body_key(b: &ResolvedBody) -> String {
+    format!("{}{:?}", b.name, b.attrs)
+}
+
+/// Defines (and cancels) the classes a `classes` body asks for on an
+/// outcome, persisting them when it says so. Shared by the scheduler and
+/// the promises inside edit bundles. Returns whether a new class appeared.
+pub fn define_outcome_classes(
+    ctx: &mut EvalContext,
+    mut state: Option<&mut StateStore>,
+    now: i64,
+    body: &ResolvedBody,
+    outcome: Outcome,
+) -> bool {
+    let (define, cancel) = match outcome {
+        Outcome::Kept => ("promise_kept", "cancel_kept"),
+        Outcome::Repaired => ("promise_repaired", "cancel_repaired"),
+        Outcome::Denied => ("repair_denied", "cancel_notkept"),
+        Outcome::Timeout => ("repair_timeout", "cancel_notkept"),
+        Outcome::Failed | Outcome::Interrupted | Outcome::Warned => {
+            ("repair_failed", "cancel_notkept")
+        }
+    };
+    let names = body.list(define);
+    let local = body.scalar("scope") == Some("bundle");
+    let persist = body
+        .scalar("persist_time")
+        .and_then(|v| crate::values::number::parse_int(v).ok())
+        .filter(|&m| m > 0);
+    let reset = body.scalar("timer_policy") != Some("absolute");
+    let mut changed = false;
+    for n in names {
+        let name = canonify_class(&n);
+        if let (Some(minutes), Some(st)) = (persist, state.as_deref_mut()) {
+            let class = PersistentClass {
+                name: name.clone(),
+                expires: now + minutes * 60,
+                tags: Vec::new(),
+            };
+            if let Err(e) = st.persist_class(&class, reset) {
+                tracing::error!("{e}");
+            }
+        }
+        // cf-agent tags outcome classes with nothing at all.
+        let info = ClassInfo::soft(Origin::Agent, Vec::new());
+        changed |= ctx.define_class(&name, local, info);
+    }
+    for n in body.list(cancel) {
+        let name = canonify_class(&n);
+        ctx.undefine_class(&name);
+        if let Some(st) = state.as_deref_mut()
+            && let Err(e) = st.forget_class(&name)
+        {
+            tracing::error!("{e}");
+        }
+    }
+    changed
+}
