@@ -4,7 +4,12 @@
 //! Two flag sets share one binary: cf-agent's (the default) and
 //! cf-promises' (when invoked through a link named `cf-promises`).
 
+use crate::config::{
+    Config, ConfigError, LogLevel, Mode, default_workdir, normalize, parse_log_level,
+    resolve_entry, split_list,
+};
 use clap::{ArgAction, Parser};
+use std::path::PathBuf;
 
 /// Flags accepted as `agent` or `cf-agent`.
 #[derive(Debug, Parser, Default)]
@@ -250,5 +255,157 @@ impl From<PromisesArgs> for AgentArgs {
             version: p.version,
             ..AgentArgs::default()
         }
+    }
+}
+
+impl AgentArgs {
+    /// The settings these flags ask for.
+    pub fn resolve(self, is_root: bool) -> Result<Config, ConfigError> {
+        let args = self;
+        let unsupported = [(args.bootstrap.is_some(), "-B/--bootstrap")];
+        if let Some((_, flag)) = unsupported.iter().find(|(on, _)| *on) {
+            return Err(ConfigError::NotSupported(flag.to_string()));
+        }
+        let workdir = match &args.workdir {
+            // An empty name would silently mean the current directory, and
+            // the state (locks, persistent classes) would land there.
+            Some(w) if w.is_empty() => {
+                return Err(ConfigError::Invalid {
+                    flag: "-w/--workdir".into(),
+                    value: String::new(),
+                    reason: "expected a directory name, found an empty one".into(),
+                });
+            }
+            Some(w) => {
+                let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+                normalize(&cwd.join(w))
+            }
+            // CFEngine's own name for a work directory chosen from outside
+            // (its acceptance suite sets it for every test), as cf-agent
+            // reads it; -w wins.
+            None => match std::env::var_os("CFENGINE_TEST_OVERRIDE_WORKDIR") {
+                Some(w) if !w.is_empty() => {
+                    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+                    normalize(&cwd.join(w))
+                }
+                _ => default_workdir(
+                    is_root,
+                    std::env::var("XDG_STATE_HOME").ok().as_deref(),
+                    std::env::var("HOME").ok().as_deref(),
+                ),
+            },
+        };
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let entry = resolve_entry(args.file.as_deref(), &workdir, &cwd);
+        if let Some(sim) = &args.simulate
+            && !matches!(sim.as_str(), "diff" | "manifest" | "manifest-full")
+        {
+            return Err(ConfigError::Invalid {
+                flag: "--simulate".into(),
+                value: sim.clone(),
+                reason: "expected diff, manifest or manifest-full".into(),
+            });
+        }
+        let mode = if args.version {
+            Mode::Version
+        } else if let Some(name) = &args.explain {
+            Mode::Explain(name.clone())
+        } else if args.graph {
+            Mode::Graph
+        } else if let Some(p) = &args.why {
+            Mode::Why(p.clone())
+        } else if let Some(files) = args.syntax_only {
+            Mode::SyntaxOnly(files.into_iter().map(PathBuf::from).collect())
+        } else if let Some(fmt) = &args.policy_output_format {
+            if fmt != "json" {
+                return Err(ConfigError::Invalid {
+                    flag: "-p/--policy-output-format".into(),
+                    value: fmt.clone(),
+                    reason: "only 'json' is supported".into(),
+                });
+            }
+            Mode::PolicyJson
+        } else if args.show_vars.is_some() || args.show_classes.is_some() {
+            Mode::Show {
+                vars: args.show_vars.clone(),
+                classes: args.show_classes.clone(),
+            }
+        } else if args.check {
+            Mode::Check
+        } else {
+            Mode::Run
+        };
+        let log_level = match args.log_level.as_deref() {
+            Some(l) => parse_log_level(l)?,
+            None if args.debug => LogLevel::Debug,
+            None if args.verbose => LogLevel::Verbose,
+            None if args.inform => LogLevel::Info,
+            None => LogLevel::Notice,
+        };
+        let bundlesequence = args
+            .bundlesequence
+            .as_ref()
+            .map(|b| split_list(std::slice::from_ref(b)));
+        Ok(Config {
+            mode,
+            workdir,
+            entry,
+            bundlesequence,
+            defines: split_list(&args.define),
+            negates: split_list(&args.negate),
+            no_lock: args.no_lock,
+            // cf-agent's --simulate never changes the system.
+            dry_run: args.dry_run || args.simulate.is_some(),
+            log_level,
+            timestamps: args.timestamp,
+            color: match args.color.as_deref() {
+                Some("always") => true,
+                Some("auto") => std::io::IsTerminal::is_terminal(&std::io::stdout()),
+                _ => false,
+            },
+            ignore_preferred_augments: args.ignore_preferred_augments,
+            show_evaluated_vars: args.show_evaluated_vars,
+            show_evaluated_classes: args.show_evaluated_classes,
+            detailed_exitcodes: args.detailed_exitcodes,
+            json: args.json,
+            diff: args.diff || args.simulate.is_some(),
+            report_file: args.report_file.map(|f| normalize(&cwd.join(f))),
+            lock_wait: std::time::Duration::from_secs(args.wait_for_lock),
+            // Zero is what a default-built argument set holds (the
+            // cf-promises front end's), not a limit anyone asked for.
+            module_timeout: match args.module_timeout {
+                0 => crate::config::DEFAULT_MODULE_TIMEOUT,
+                n => std::time::Duration::from_secs(n),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsupported_flags_are_errors() {
+        let args = AgentArgs {
+            bootstrap: Some("h".into()),
+            ..AgentArgs::default()
+        };
+        assert_eq!(
+            args.resolve(false).unwrap_err(),
+            ConfigError::NotSupported("-B/--bootstrap".into())
+        );
+    }
+
+    #[test]
+    fn an_empty_workdir_is_refused() {
+        let args = AgentArgs {
+            workdir: Some(String::new()),
+            ..AgentArgs::default()
+        };
+        assert_eq!(
+            args.resolve(false).unwrap_err().to_string(),
+            "invalid value '' for -w/--workdir: expected a directory name, found an empty one"
+        );
     }
 }

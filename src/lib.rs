@@ -4,20 +4,20 @@
 //! The pipeline runs one way: CLI → config → augments → parse → evaluate →
 //! actuate → report. See DESIGN.md for the map of modules.
 
+pub mod agent;
 pub mod augments;
 pub mod cli;
 pub mod config;
 pub mod discover;
 pub mod eval;
 pub mod functions;
-pub mod graph;
 pub mod host;
 pub mod load;
 pub mod pipeline;
 pub mod promises;
-pub mod properties;
 pub mod report;
 pub mod schema;
+pub mod show;
 pub mod state;
 pub mod syntax;
 pub mod values;

@@ -9,11 +9,11 @@ use convergent::eval::{EvalContext, EvalSettings};
 
 use convergent::load::{LoadedFile, load_file};
 use convergent::pipeline::{PipelineError, Prepared, prepare, run_agent};
-use convergent::report::explain::explain;
 use convergent::report::json::{JsonEvent, JsonSink};
 use convergent::report::log::LogTarget;
-use convergent::report::tables::{classes_table, compile_filter, vars_table};
 use convergent::report::{HumanSink, Sink, Tee};
+use convergent::show::explain::explain;
+use convergent::show::tables::{classes_table, compile_filter, vars_table};
 use convergent::syntax::json::policy_json;
 use std::process::ExitCode;
 
@@ -62,7 +62,7 @@ fn main() -> ExitCode {
     // The effective uid is what matters for the default work directory
     // (and whether we may give files away is the same question).
     let is_root = convergent::host::fs::can_chown();
-    let config = match Config::from_args(args, is_root) {
+    let config = match args.resolve(is_root) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("   error: {e}");
@@ -277,8 +277,11 @@ fn run(config: &Config) -> ExitCode {
             eprint!("{}", prepared.render_diagnostics());
             // The graph is printed even for a policy with a cycle: it is
             // the way to see the cycle.
-            let graph =
-                convergent::graph::PromiseGraph::build(&mut prepared.ctx, &prepared.policy, true);
+            let graph = convergent::agent::graph::PromiseGraph::build(
+                &mut prepared.ctx,
+                &prepared.policy,
+                true,
+            );
             print!("{}", graph.to_dot());
             if prepared.has_errors() {
                 ExitCode::from(EXIT_POLICY_ERROR)
@@ -343,7 +346,7 @@ fn run(config: &Config) -> ExitCode {
 /// `--why`: answers from the record the last run left in the state
 /// directory; the policy is not read again.
 fn why(config: &Config, query: &str) -> ExitCode {
-    use convergent::eval::why::{WHY_FILE, WhyLog, render};
+    use convergent::agent::why::{WHY_FILE, WhyLog, render};
     let path = convergent::state::StateStore::dir(&config.workdir).join(WHY_FILE);
     let text = match convergent::host::local::read_to_string(&path) {
         Ok(t) => t,

@@ -2,10 +2,10 @@
 //! parse and pre-evaluate → the agent run. `main` calls these and maps
 //! what they return to output and exit codes.
 
+use crate::agent::{AgentRun, RunError, RunSummary};
 use crate::augments::{self, AugmentsInput};
 use crate::config::Config;
 use crate::discover::{DiscoverInput, Discovery, NameLookup, Role, apply_command_line, discover};
-use crate::eval::agent::{AgentRun, RunError, RunSummary};
 use crate::eval::classes::ClassInfo;
 use crate::eval::preeval::{PreEvalReport, load_and_preevaluate, preevaluate_entry};
 use crate::eval::vars::Variable;
@@ -45,10 +45,10 @@ pub struct Prepared {
     /// of `policy.files`.
     pub validation: Vec<Vec<Diagnostic>>,
     /// The hierarchical properties and how each was merged (`--explain`).
-    pub properties: crate::properties::Properties,
+    pub properties: crate::augments::properties::Properties,
     /// `depends_on` cycles: their promises could never run, so the policy
     /// is refused before anything runs.
-    pub cycles: Vec<crate::graph::DependsCycle>,
+    pub cycles: Vec<crate::agent::graph::DependsCycle>,
 }
 
 impl Prepared {
@@ -171,7 +171,8 @@ fn prepare_with(
         Scope::WholePolicy
     };
     let validation = validate_together(&files, scope);
-    let cycles = crate::graph::PromiseGraph::build(&mut ctx, &policy, false).depends_cycles();
+    let cycles =
+        crate::agent::graph::PromiseGraph::build(&mut ctx, &policy, false).depends_cycles();
     Ok(Prepared {
         ctx,
         policy,
@@ -284,11 +285,11 @@ fn recover_transactions(state_dir: &std::path::Path, sink: &mut dyn Sink) {
 }
 
 /// Saves what `--why` needs about this run in the state directory.
-fn save_why(state_dir: &std::path::Path, config: &Config, why: &mut crate::eval::why::WhyLog) {
+fn save_why(state_dir: &std::path::Path, config: &Config, why: &mut crate::agent::why::WhyLog) {
     why.time = now_secs();
     why.policy = config.entry.display().to_string();
     why.dry_run = config.dry_run;
-    let path = state_dir.join(crate::eval::why::WHY_FILE);
+    let path = state_dir.join(crate::agent::why::WHY_FILE);
     let text = serde_json::to_vec(why).unwrap_or_default();
     if let Err(e) = crate::host::local::write_private(&path, &text) {
         tracing::error!(

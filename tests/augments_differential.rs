@@ -28,7 +28,7 @@ use convergent::eval::classes::ClassInfo;
 use convergent::eval::preeval::load_and_preevaluate;
 use convergent::eval::vars::Variable;
 use convergent::load::PolicySet;
-use convergent::report::tables::{classes_table, vars_table};
+use convergent::show::tables::{classes_table, vars_table};
 use convergent::values::canon::canonify_class;
 use convergent::values::{DataType, Origin, Value};
 use std::path::{Path, PathBuf};

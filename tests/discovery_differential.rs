@@ -6,7 +6,7 @@
 //! the test, never against recorded values.
 
 use convergent::discover::{DiscoverInput, Discovery, Role, discover};
-use convergent::report::tables::render_value;
+use convergent::show::tables::render_value;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -130,7 +130,7 @@ fn sandbox_refuses_functions_that_run_programs_or_reach_the_network() {
     for name in ["canonify", "readfile", "findfiles", "regcmp", "getenv"] {
         assert!(!refused_in_sandbox(lookup(name).unwrap()), "{name}");
     }
-    use convergent::eval::agent::refused_in_sandbox as refused_type;
+    use convergent::agent::refused_in_sandbox as refused_type;
     for t in [
         "commands",
         "packages",

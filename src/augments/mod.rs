@@ -27,6 +27,7 @@
 
 pub mod classes;
 pub mod cmdb;
+pub mod properties;
 
 use crate::eval::EvalContext;
 use crate::eval::classes::ClassInfo;
@@ -85,10 +86,10 @@ pub struct AugmentsReport {
     /// Keys that are ignored where they appear (CFEngine warns too).
     pub warnings: Vec<AugmentsError>,
     /// The `properties` keys of the def-layer files, gathered in order.
-    pub property_sources: crate::properties::PropertySources,
-    /// The hierarchical properties of this host (see [`crate::properties`]),
+    pub property_sources: crate::augments::properties::PropertySources,
+    /// The hierarchical properties of this host (see [`crate::augments::properties`]),
     /// resolved once every layer is installed.
-    pub properties: crate::properties::Properties,
+    pub properties: crate::augments::properties::Properties,
 }
 
 /// A problem with one augments file. `Display` is one line naming the file
@@ -216,7 +217,7 @@ pub fn apply(ctx: &mut EvalContext, input: &AugmentsInput) -> AugmentsReport {
     // Properties are merged last: group conditions see every class the
     // augments define, and the host layer is already installed.
     let sources = std::mem::take(&mut report.property_sources);
-    report.properties = crate::properties::Properties::resolve(ctx, sources);
+    report.properties = crate::augments::properties::Properties::resolve(ctx, sources);
 
     if let Some(var) = ctx.vars.get("default", "def", "augments_inputs")
         && matches!(var.origin, Origin::Augments { .. })
@@ -305,7 +306,7 @@ fn load_def_file(
     if let Some(properties) = root.get("properties") {
         let properties = expand(ctx, properties);
         let display = file.display();
-        let source = crate::properties::SourceFile {
+        let source = crate::augments::properties::SourceFile {
             path: &display,
             lines: &file.lines,
             layer,

@@ -1,7 +1,8 @@
-//! Evaluation: scopes, classes, expansion, pre-evaluation and the
-//! bundle scheduler.
+//! Evaluation: the store (variables, classes, frames, namespaces),
+//! expansion and iteration, bodies, pre-evaluation, and the
+//! expanded-promise vocabulary the scheduler (`agent/`) and the actuators
+//! share.
 
-pub mod agent;
 pub mod bodies;
 pub mod call;
 pub mod classes;
@@ -12,8 +13,6 @@ pub mod module_protocol;
 pub mod preeval;
 pub mod promises;
 pub mod rval;
-pub mod transaction;
 pub mod vars;
-pub mod why;
 
 pub use context::{EvalContext, EvalSettings, Frame};

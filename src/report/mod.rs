@@ -1,10 +1,8 @@
 //! Output: report lines, log lines, promise events, and the `--show-*`
 //! tables.
 
-pub mod explain;
 pub mod json;
 pub mod log;
-pub mod tables;
 
 /// How one promise iteration ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 /// How long a module may stay silent by default before it is taken for
 /// hung.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+pub const DEFAULT_TIMEOUT: Duration = crate::config::DEFAULT_MODULE_TIMEOUT;
 
 /// How long a module may take to exit after it was told to terminate.
 const EXIT_GRACE: Duration = Duration::from_secs(5);

@@ -6,8 +6,8 @@
 //! this in [`WhyLog`]; the pipeline saves it in WORKDIR/state/why.json
 //! after every run (dry runs included), and `agent --why` reads it back.
 
-use super::context::{EvalContext, scalar_text};
-use super::rval::iteration_texts;
+use crate::eval::context::{EvalContext, scalar_text};
+use crate::eval::rval::iteration_texts;
 use crate::syntax::ast::Promise;
 use crate::syntax::classexpr::ClassExpr;
 use crate::values::refs::next_ref;

@@ -5,9 +5,9 @@
 //! definitions, each class's origin, each property's linearization), so it
 //! costs nothing at run time.
 
+use crate::augments::properties::Properties;
 use crate::eval::EvalContext;
 use crate::eval::vars::{VarPolicy, Variable};
-use crate::properties::Properties;
 use crate::values::canon::{canonify_class, class_key};
 use crate::values::refs::VarRef;
 use crate::values::value::{AugmentsLayer, Origin, Value};

@@ -25,7 +25,7 @@
 //! the written order. Anything else (a bundle that is not a transaction, or
 //! one without a priority) stays where it is written and separates runs.
 
-use super::context::{EvalContext, Frame};
+use crate::eval::context::{EvalContext, Frame};
 use crate::load::PolicySet;
 use crate::syntax::ast::{Bundle, Promise, Rval};
 use crate::values::value::Value;

@@ -3,15 +3,17 @@
 //! promise act once per run (reports, methods, actuators) while vars and
 //! classes converge across passes.
 
-use super::bodies::{BodyError, reference_parts};
-use super::classes::ClassInfo;
-use super::context::{EvalContext, Frame};
-use super::promises::EvalMessage;
-use super::transaction::{order_by_priority, order_methods, priority_of_bundle, transaction_of};
-use super::vars::Variable;
-use super::why::{self, Status, WhyLog};
+pub mod graph;
+pub mod transaction;
+pub mod why;
+
+use crate::eval::bodies::{BodyError, reference_parts};
+use crate::eval::classes::ClassInfo;
+use crate::eval::context::{EvalContext, Frame};
 use crate::eval::expanded::{AttrValue, ExpandedPromise};
 use crate::eval::expanded::{MAX_PASSES, attrs_key, define_outcome_classes, expand_attributes};
+use crate::eval::promises::EvalMessage;
+use crate::eval::vars::Variable;
 use crate::host::{ChangeJournal, Host};
 use crate::load::{LoadedFile, PolicySet};
 use crate::promises::custom::PromiseModules;
@@ -27,6 +29,8 @@ use indexmap::IndexMap;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use thiserror::Error;
+use transaction::{order_by_priority, order_methods, priority_of_bundle, transaction_of};
+use why::{Status, WhyLog};
 
 /// Agent bundles' promise types in the order cf-agent evaluates them;
 /// custom promise types follow in the order they are written.
@@ -327,8 +331,8 @@ impl<'a> AgentRun<'a> {
         // Classes of common bundles that pre-evaluation asked to persist.
         self.store_persistent_classes();
         let policy = self.policy;
-        super::preeval::evaluate_meta(self.ctx, policy);
-        self.ctx.agent_control = super::control::AgentControl::resolve(self.ctx, policy);
+        crate::eval::preeval::evaluate_meta(self.ctx, policy);
+        self.ctx.agent_control = crate::eval::control::AgentControl::resolve(self.ctx, policy);
         let prios: Vec<Option<i64>> = seq
             .iter()
             .map(|c| priority_of_bundle(self.ctx, policy, "default", &c.name))
