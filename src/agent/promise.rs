@@ -1,0 +1,595 @@
+//! One promise in a pass: vars, classes and meta promises converge; the
+//! others act once per run per iteration, each expanded, gated (the
+//! transaction, `depends_on`, locks), acted on and recorded.
+
+use super::why::{self, Status};
+use super::{AgentRun, DEFAULT_IFELAPSED_MINUTES, PassState, fnv1a, refused_in_sandbox};
+use crate::eval::bodies::BodyError;
+use crate::eval::context::{EvalContext, Frame};
+use crate::eval::expanded::{AttrValue, ExpandedPromise};
+use crate::eval::expanded::{attrs_key, define_outcome_classes, expand_attributes};
+use crate::eval::promises::EvalMessage;
+use crate::load::LoadedFile;
+use crate::promises::actuator;
+use crate::report::{Outcome, PromiseEvent};
+use crate::state::LockStatus;
+use crate::syntax::ast::{Bundle, Promise, Rval};
+use crate::values::Value;
+use indexmap::IndexMap;
+use std::sync::Arc;
+
+/// The iterations of one acting promise after expansion.
+#[derive(Default)]
+struct Expansion {
+    /// Expanded iterations, ready to act.
+    work: Vec<ExpandedPromise>,
+    /// Iterations that did not get as far as acting, and why (`--why`).
+    skipped: Vec<(String, String)>,
+    /// Iterations whose attributes failed to expand, and the error.
+    failures: Vec<(String, String)>,
+    /// Something waits for a variable that may still appear.
+    deferred: bool,
+}
+
+/// The names under which an iteration is done for this run and holds its
+/// `ifelapsed` lock across runs.
+struct IterationKeys {
+    done: String,
+    lock: String,
+}
+
+/// What acting on one iteration gave.
+struct Acted {
+    /// `None` when no actuator handles the promise type.
+    outcome: Option<Outcome>,
+    duration: std::time::Duration,
+    changes: Vec<String>,
+}
+
+impl AgentRun<'_> {
+    pub(super) fn eval_promise(
+        &mut self,
+        file: &Arc<LoadedFile>,
+        bundle: &Bundle,
+        ptype: &str,
+        promise: &Promise,
+        common: bool,
+        state: &mut PassState,
+    ) {
+        match ptype {
+            "vars" => {
+                let (r, msgs) = self.ctx.eval_vars_promise(file, promise, Some(self.policy));
+                state.changed |= r.changed;
+                state.deferred |= r.deferred;
+                // A failure is final; what waits is told in the last pass.
+                if state.last || r.failed {
+                    self.note_messages(msgs);
+                }
+            }
+            "classes" => {
+                let (r, msgs) = self.ctx.eval_classes_promise(file, promise, common);
+                self.store_persistent_classes();
+                state.changed |= r.changed;
+                state.deferred |= r.deferred;
+                if state.last || r.failed {
+                    self.note_messages(msgs);
+                }
+            }
+            "meta" => {
+                // meta promises are variables of the `<bundle>_meta` scope.
+                let name = format!("{}_meta", bundle.name.name);
+                let ns = bundle.namespace.clone();
+                self.ctx.push_frame(Frame::new(&ns, &name, "meta"));
+                let (r, _) = self.ctx.eval_vars_promise(file, promise, Some(self.policy));
+                self.ctx.pop_frame();
+                state.changed |= r.changed;
+            }
+            _ => self.eval_acting_promise(file, bundle, ptype, promise, state),
+        }
+    }
+
+    /// Promises that act (reports, methods, files, commands, ...): once
+    /// per run per iteration. Each iteration is expanded, gated (the
+    /// transaction, `depends_on`, locks), acted on and recorded.
+    fn eval_acting_promise(
+        &mut self,
+        file: &Arc<LoadedFile>,
+        bundle: &Bundle,
+        ptype: &str,
+        promise: &Promise,
+        state: &mut PassState,
+    ) {
+        let line = file.source.line_of(promise.promiser.span.start);
+        let expansion = self.expand_iterations(file, bundle, ptype, promise, line, state.last);
+        state.deferred |= expansion.deferred;
+        let site = why::Site {
+            file: &file.source.path,
+            line,
+            namespace: &bundle.namespace,
+            bundle: &bundle.name.name,
+            promise_type: ptype,
+            promise,
+        };
+        self.record_unexpanded(&site, expansion.skipped, expansion.failures, state.last);
+        for ep in expansion.work {
+            if self.fatal.is_some() {
+                return;
+            }
+            let Some(keys) = self.gate(&site, &ep, state) else {
+                continue;
+            };
+            let acted = self.act_once(&ep);
+            self.record(&site, &ep, keys, acted, state);
+        }
+    }
+
+    /// Every iteration of an acting promise, expanded, and those that did
+    /// not get as far as acting, with why.
+    fn expand_iterations(
+        &mut self,
+        file: &Arc<LoadedFile>,
+        bundle: &Bundle,
+        ptype: &str,
+        promise: &Promise,
+        line: usize,
+        last: bool,
+    ) -> Expansion {
+        self.ctx.enter_promise(file, promise);
+        let texts = self.ctx.promise_texts(promise, &["depends_on"]);
+        let mut out = Expansion::default();
+        let policy = self.policy;
+        // cf-agent hands a custom promise to its module code even while
+        // parts of it are unresolved; that code fails it until they
+        // resolve (see `promises::custom`).
+        let custom = crate::schema::promise_type(ptype).is_none();
+        let expanded = |promiser: String, attrs: IndexMap<String, AttrValue>, unresolved| {
+            let handle = match attrs.get("handle") {
+                Some(AttrValue::Value(Value::Scalar(h))) => Some(h.clone()),
+                _ => None,
+            };
+            ExpandedPromise {
+                promise_type: ptype.to_string(),
+                promiser,
+                attrs,
+                bundle: bundle.name.name.clone(),
+                namespace: bundle.namespace.clone(),
+                file: file.source.path.clone(),
+                line,
+                handle,
+                unresolved,
+            }
+        };
+        self.ctx
+            .for_each_promise_iteration(promise, &texts, &mut |ctx| {
+                let names = |ctx: &EvalContext| why::unresolved_variables(ctx, promise).join(", ");
+                match ctx.promise_condition(promise) {
+                    Some(true) => {}
+                    Some(false) => {
+                        let shown = ctx.expand_promiser(&promise.promiser.value).text;
+                        out.skipped
+                            .push((shown, why::condition_reason(ctx, promise)));
+                        return;
+                    }
+                    None => {
+                        out.deferred = true;
+                        let shown = ctx.expand_promiser(&promise.promiser.value).text;
+                        let reason = format!(
+                            "its condition refers to variables that did not resolve: {}",
+                            names(ctx)
+                        );
+                        out.skipped.push((shown, reason));
+                        return;
+                    }
+                }
+                let promiser = ctx.expand_promiser(&promise.promiser.value);
+                // An unresolved promiser waits; reports print it as written in
+                // the last pass, and methods run at once, as cf-agent does.
+                if promiser.unresolved
+                    && ptype != "methods"
+                    && !custom
+                    && !(last && ptype == "reports")
+                {
+                    out.deferred = true;
+                    let reason = format!(
+                        "its promiser refers to variables that did not resolve: {}",
+                        names(ctx)
+                    );
+                    out.skipped.push((promiser.text, reason));
+                    return;
+                }
+                ctx.set_this("promiser", Value::str(promiser.text.clone()));
+                match expand_attributes(ctx, policy, promise) {
+                    Ok(attrs) => out.work.push(expanded(promiser.text, attrs, false)),
+                    Err(BodyError::Defer) if custom => {
+                        out.work
+                            .push(expanded(promiser.text, IndexMap::new(), true))
+                    }
+                    Err(BodyError::Defer) => {
+                        out.deferred = true;
+                        let reason = format!(
+                            "its attributes refer to variables or bodies that did not resolve: {}",
+                            names(ctx)
+                        );
+                        out.skipped.push((promiser.text, reason));
+                    }
+                    Err(e) => out.failures.push((promiser.text, e.to_string())),
+                }
+            });
+        out
+    }
+
+    /// Records the iterations that were skipped or failed before acting;
+    /// a failure is an error line in the last pass.
+    fn record_unexpanded(
+        &mut self,
+        site: &why::Site,
+        skipped: Vec<(String, String)>,
+        failures: Vec<(String, String)>,
+        last: bool,
+    ) {
+        // The handle as written, for iterations that were not expanded.
+        let written_handle = match site.promise.attribute("handle").map(|a| &a.value) {
+            Some(Rval::String(h)) => Some(self.ctx.expand(&h.value).text),
+            _ => None,
+        };
+        for (shown, reason) in skipped {
+            let status = Status::Skipped { reason };
+            self.why
+                .record(site, written_handle.as_deref(), &shown, status);
+        }
+        for (shown, f) in failures {
+            if last {
+                tracing::error!(
+                    "{f} (in a {} promise at {}:{})",
+                    site.promise_type,
+                    site.file,
+                    site.line
+                );
+            }
+            let status = Status::Skipped { reason: f };
+            self.why
+                .record(site, written_handle.as_deref(), &shown, status);
+        }
+    }
+
+    /// Whether an expanded iteration may act now: not done already this
+    /// run, its transaction not abandoned, its dependencies met, no lock
+    /// held. Returns its once-per-run key and lock name when it may.
+    fn gate(
+        &mut self,
+        site: &why::Site,
+        ep: &ExpandedPromise,
+        state: &mut PassState,
+    ) -> Option<IterationKeys> {
+        let ptype = &ep.promise_type;
+        // cf-agent's once-per-run lock names the bundle, the type, the
+        // promiser and the attributes, not where the promise is written:
+        // two identical promises act once, and a bundle called again does
+        // not repeat what it did.
+        let done = format!(
+            "{}:{}\u{1}{ptype}\u{1}{}\u{1}{}",
+            ep.namespace,
+            ep.bundle,
+            ep.promiser,
+            attrs_key(&ep.attrs)
+        );
+        if let Some(a) = actuator(ptype) {
+            a.check_each_pass(ep);
+        }
+        if self.done.contains(&done) {
+            return None;
+        }
+        let handle = ep.handle.as_deref();
+        if let Some(tx) = &self.tx
+            && let Some(failure) = &tx.failure
+        {
+            let reason = format!(
+                "the transaction '{}:{}' was abandoned after {failure}",
+                tx.namespace, tx.bundle
+            );
+            self.why
+                .record(site, handle, &ep.promiser, Status::Skipped { reason });
+            return None;
+        }
+        if let Some(reason) = self.unmet_dependencies(ep) {
+            state.deferred = true;
+            self.why
+                .record(site, handle, &ep.promiser, Status::Skipped { reason });
+            return None;
+        }
+        let lock = format!(
+            "{}:{}/{ptype}/{:016x}",
+            ep.namespace,
+            ep.bundle,
+            fnv1a(&done)
+        );
+        if let Some(reason) = self.lock_held(ep, &lock) {
+            self.done.insert(done);
+            self.why
+                .record(site, handle, &ep.promiser, Status::Skipped { reason });
+            return None;
+        }
+        Some(IterationKeys { done, lock })
+    }
+
+    /// Acts on one iteration: a method, a services promise handled by a
+    /// bundle, or the promise type's actuator; with how long it took and
+    /// the changes it logged.
+    fn act_once(&mut self, ep: &ExpandedPromise) -> Acted {
+        let span = tracing::info_span!(crate::report::log::PROMISE_SPAN);
+        let entered = span.enter();
+        let started = std::time::Instant::now();
+        let outcome = if ep.promise_type == "methods" {
+            self.eval_method(ep)
+        } else if let Some((bundle, args)) = self.service_bundle(ep) {
+            // A services promise handled by a bundle, as cf-agent hands it
+            // to standard_services(service, policy), or to the
+            // service_method's bundle with the arguments it gives.
+            let policy = ep.scalar("service_policy").unwrap_or("start").to_string();
+            let args =
+                args.unwrap_or_else(|| vec![Value::str(ep.promiser.clone()), Value::str(policy)]);
+            let mut call = ep.clone();
+            call.attrs
+                .insert("usebundle".into(), AttrValue::Bundle { name: bundle, args });
+            self.eval_method(&call)
+        } else {
+            self.act(ep)
+        };
+        let duration = started.elapsed();
+        let changes = crate::report::log::take_captured();
+        drop(entered);
+        Acted {
+            outcome,
+            duration,
+            changes,
+        }
+    }
+
+    /// Records what an iteration's acting came to: the why-record, the
+    /// transaction's first failure, the once-per-run and `ifelapsed`
+    /// locks, the outcome classes, the handle's outcome for `depends_on`,
+    /// the bundle's outcome and the event.
+    fn record(
+        &mut self,
+        site: &why::Site,
+        ep: &ExpandedPromise,
+        keys: IterationKeys,
+        acted: Acted,
+        state: &mut PassState,
+    ) {
+        let handle = ep.handle.as_deref();
+        // A promise that ended before its once-per-run lock is tried again
+        // in the next pass, as cf-agent's passes do.
+        let again = std::mem::take(&mut self.again_next_pass);
+        state.changed |= again;
+        let Some(outcome) = acted.outcome else {
+            let ptype = &ep.promise_type;
+            let reason = if crate::schema::promise_type(ptype).is_none() {
+                format!("promise type '{ptype}' is not defined by any 'promise agent' block")
+            } else {
+                format!("promise type '{ptype}' is not supported yet")
+            };
+            self.why
+                .record(site, handle, &ep.promiser, Status::Skipped { reason });
+            return;
+        };
+        self.why.record(
+            site,
+            handle,
+            &ep.promiser,
+            Status::Ran {
+                outcome: outcome.as_str().to_string(),
+                changes: acted.changes.clone(),
+            },
+        );
+        self.note_transaction_failure(ep, outcome);
+        // Under -K cf-agent neither honours nor leaves promise locks.
+        if !again {
+            self.done.insert(keys.done);
+            if !self.no_lock
+                && let Some(st) = self.state.as_deref_mut()
+            {
+                st.record_done(&keys.lock, self.now);
+            }
+        }
+        state.changed |= outcome == Outcome::Repaired;
+        match self.reported_outcomes.take() {
+            Some(reported) => {
+                for o in reported {
+                    state.changed |= self.set_outcome_classes(ep, o);
+                }
+            }
+            None => state.changed |= self.set_outcome_classes(ep, outcome),
+        }
+        if let Some(h) = &ep.handle {
+            let prev = self.handles.get(h).copied();
+            self.handles
+                .insert(h.clone(), prev.map_or(outcome, |p| p.worst(outcome)));
+            state.changed = true;
+        }
+        self.record_bundle_outcome(outcome);
+        self.sink.promise_event(&PromiseEvent {
+            bundle: ep.bundle.clone(),
+            namespace: ep.namespace.clone(),
+            promise_type: ep.promise_type.clone(),
+            promiser: ep.promiser.clone(),
+            handle: ep.handle.clone(),
+            file: ep.file.clone(),
+            line: ep.line,
+            outcome,
+            changes: acted.changes,
+            duration: acted.duration,
+        });
+    }
+
+    /// The first promise of a transaction that ends not kept abandons it.
+    fn note_transaction_failure(&mut self, ep: &ExpandedPromise, outcome: Outcome) {
+        if let Some(tx) = self.tx.as_mut()
+            && tx.failure.is_none()
+            && matches!(
+                outcome,
+                Outcome::Failed | Outcome::Denied | Outcome::Timeout | Outcome::Interrupted
+            )
+        {
+            tx.failure = Some(format!(
+                "the {} promise '{}' ({}:{}) was not kept ({})",
+                ep.promise_type,
+                ep.promiser,
+                ep.file,
+                ep.line,
+                outcome.as_str()
+            ));
+        }
+    }
+
+    /// Whether the promise acted less than `ifelapsed` minutes ago (in an
+    /// earlier run), and so waits, in words; says so under `-I`.
+    fn lock_held(&self, ep: &ExpandedPromise, lock_key: &str) -> Option<String> {
+        if self.no_lock {
+            return None;
+        }
+        let st = self.state.as_deref()?;
+        let ifelapsed = ep
+            .body("action")
+            .and_then(|a| a.scalar("ifelapsed"))
+            .and_then(|v| crate::values::number::parse_int(v).ok())
+            .map(|v| v.max(0) as u64)
+            .or(self.ctx.agent_control.ifelapsed)
+            .unwrap_or(DEFAULT_IFELAPSED_MINUTES);
+        match st.lock_status(lock_key, self.now, ifelapsed) {
+            LockStatus::Free => None,
+            LockStatus::TooSoon { minutes_left } => {
+                tracing::info!(
+                    "Skipping {} promise '{}' in bundle '{}': it ran less than {ifelapsed} minute(s) ago (ifelapsed), {minutes_left} minute(s) left",
+                    ep.promise_type,
+                    ep.promiser,
+                    ep.bundle
+                );
+                Some(format!(
+                    "it ran less than {ifelapsed} minute(s) ago (ifelapsed); its lock has \
+                     {minutes_left} minute(s) left (-K ignores locks)"
+                ))
+            }
+        }
+    }
+
+    /// The bundle that implements a services promise, with the arguments
+    /// the service_method gives it: its `service_bundle`, else a
+    /// `standard_services` bundle the policy defines (called with the
+    /// service and the policy); `None` means our built-in service manager.
+    fn service_bundle(&self, ep: &ExpandedPromise) -> Option<(String, Option<Vec<Value>>)> {
+        if ep.promise_type != "services" {
+            return None;
+        }
+        if let Some((b, args)) = ep
+            .body("service_method")
+            .and_then(|m| m.bundle_call("service_bundle"))
+        {
+            return Some((b, (!args.is_empty()).then_some(args)));
+        }
+        self.policy
+            .bundle(&ep.namespace, "standard_services")
+            .map(|_| ("standard_services".to_string(), None))
+    }
+
+    /// The `depends_on` handles that are not (yet) kept or repaired, in
+    /// words; `None` when every one is.
+    fn unmet_dependencies(&self, ep: &ExpandedPromise) -> Option<String> {
+        let deps = match ep.attrs.get("depends_on") {
+            Some(AttrValue::Value(Value::List(l))) => l.clone(),
+            Some(AttrValue::Value(Value::Scalar(s))) => vec![s.clone()],
+            _ => return None,
+        };
+        let unmet: Vec<String> = deps
+            .iter()
+            .filter_map(|d| match self.handles.get(d) {
+                Some(Outcome::Kept | Outcome::Repaired) => None,
+                Some(o) => Some(format!("'{d}' ended {}", o.as_str())),
+                None => Some(format!("'{d}' has not run")),
+            })
+            .collect();
+        (!unmet.is_empty()).then(|| format!("depends_on is not met: {}", unmet.join(", ")))
+    }
+
+    /// Runs an actuator. `None` when the promise type has none yet.
+    fn act(&mut self, ep: &ExpandedPromise) -> Option<Outcome> {
+        // A report that returns a value to the calling method prints nothing.
+        if ep.promise_type == "reports"
+            && let Some(idx) = ep.scalar("bundle_return_value_index")
+        {
+            if let Some(rv) = self.return_values.last_mut() {
+                rv.insert(idx.to_string(), ep.promiser.clone());
+            }
+            return Some(Outcome::Kept);
+        }
+        if self.ctx.settings.sandbox && refused_in_sandbox(&ep.promise_type) {
+            tracing::error!(
+                "promises of type '{}' are refused in the sandbox: they could run programs \
+                 ({}:{})",
+                ep.promise_type,
+                ep.file,
+                ep.line
+            );
+            return Some(Outcome::Failed);
+        }
+        if crate::schema::promise_type(&ep.promise_type).is_none() {
+            // The modules are taken out while they act, since the context
+            // they act in borrows the rest of the run.
+            let mut modules = std::mem::take(&mut self.modules);
+            let dry_run = self.dry_run;
+            let r = modules.evaluate(&mut self.act_context(dry_run), ep);
+            self.modules = modules;
+            self.again_next_pass = !r.once;
+            return r.outcome;
+        }
+        let Some(act) = actuator(&ep.promise_type) else {
+            if self.unsupported.insert(ep.promise_type.clone()) {
+                tracing::error!(
+                    "promise type '{}' is not supported yet; its promises are skipped ({}:{})",
+                    ep.promise_type,
+                    ep.file,
+                    ep.line
+                );
+            }
+            return None;
+        };
+        let dry_run = self.dry_run || ep.warn_only();
+        let mut act_ctx = self.act_context(dry_run);
+        let outcome = act.evaluate(&mut act_ctx, ep);
+        let (followup, reported) = (act_ctx.followup.take(), act_ctx.reported_outcomes.take());
+        if let Some(f) = followup {
+            // As cf-agent's VerifyMethod: the bundle's own outcome does not
+            // change the promise's.
+            let mut call = ep.clone();
+            call.attrs.insert("usebundle".into(), f.bundle);
+            if f.inherit {
+                call.attrs
+                    .insert("inherit".into(), AttrValue::Value(Value::str("true")));
+            }
+            self.eval_method(&call);
+            tracing::info!("{}", f.then_inform);
+        }
+        // After the follow-up, whose own promises report theirs.
+        self.reported_outcomes = reported;
+        Some(outcome)
+    }
+
+    /// Keeps messages for the end of the run, each once: a promise that
+    /// fails in every pass says so once.
+    fn note_messages(&mut self, msgs: Vec<EvalMessage>) {
+        for m in msgs {
+            if !self.summary.messages.contains(&m) {
+                self.summary.messages.push(m);
+            }
+        }
+    }
+
+    /// Defines (and cancels) the classes a `classes` body asks for.
+    /// Returns whether a new class appeared.
+    fn set_outcome_classes(&mut self, ep: &ExpandedPromise, outcome: Outcome) -> bool {
+        let Some(body) = ep.body("classes") else {
+            return false;
+        };
+        define_outcome_classes(self.ctx, self.state.as_deref_mut(), self.now, body, outcome)
+    }
+}
