@@ -2,7 +2,7 @@
 //! parse and pre-evaluate → the agent run. `main` calls these and maps
 //! what they return to output and exit codes.
 
-use crate::agent::{AgentRun, RunError, RunSummary};
+use crate::agent::{AgentRun, RunError, RunSetup, RunSummary};
 use crate::augments::{self, AugmentsInput};
 use crate::config::Config;
 use crate::discover::{DiscoverInput, Discovery, NameLookup, Role, apply_command_line, discover};
@@ -232,19 +232,22 @@ pub fn run_agent(
         return Err(PipelineError::PolicyErrors);
     }
     let summary = {
-        let mut run = AgentRun::new(&mut prepared.ctx, &prepared.policy, sink, config.dry_run);
-        run.no_lock = config.no_lock;
-        run.diff = config.diff;
-        run.state = Some(&mut state);
-        run.state_dir = Some(state_dir.clone());
-        run.modules = PromiseModules::new(ModuleSettings {
-            log_level: config.log_level.into(),
-            timeout: config.module_timeout,
-        });
+        let setup = RunSetup {
+            no_lock: config.no_lock,
+            diff: config.diff,
+            state: Some(&mut state),
+            state_dir: Some(state_dir.clone()),
+            modules: PromiseModules::new(ModuleSettings {
+                log_level: config.log_level.into(),
+                timeout: config.module_timeout,
+            }),
+            ..RunSetup::new(config.dry_run)
+        };
+        let mut run = AgentRun::new(&mut prepared.ctx, &prepared.policy, sink, setup);
         let seq = run.bundlesequence(config.bundlesequence.as_deref())?;
         run.run(&seq)?;
-        save_why(&state_dir, config, &mut run.why);
-        std::mem::take(&mut run.summary)
+        save_why(&state_dir, config, run.why_mut());
+        run.into_summary()
     };
     state.flush()?;
     Ok(RunReport { prepared, summary })
@@ -382,10 +385,13 @@ impl Sandbox {
         if prepared.has_errors() {
             return Err(PipelineError::PolicyErrors);
         }
-        let mut run = AgentRun::new(&mut prepared.ctx, &prepared.policy, sink, true);
-        run.host = crate::host::Host::rooted(&self.root).with_dry_run_overlay();
+        let setup = RunSetup {
+            host: crate::host::Host::rooted(&self.root).with_dry_run_overlay(),
+            ..RunSetup::new(true)
+        };
+        let mut run = AgentRun::new(&mut prepared.ctx, &prepared.policy, sink, setup);
         let seq = run.bundlesequence(None)?;
         run.run(&seq)?;
-        Ok(std::mem::take(&mut run.summary))
+        Ok(run.into_summary())
     }
 }

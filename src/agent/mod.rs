@@ -15,6 +15,7 @@ use crate::eval::context::{EvalContext, Frame};
 use crate::eval::expanded::MAX_PASSES;
 use crate::eval::promises::EvalMessage;
 use crate::eval::vars::Variable;
+use crate::host::clock::Clock;
 use crate::host::{ChangeJournal, Host};
 use crate::load::{LoadedFile, PolicySet};
 use crate::promises::custom::PromiseModules;
@@ -102,21 +103,21 @@ pub struct RunSummary {
 
 /// The state of one agent run over a loaded, pre-evaluated policy.
 pub struct AgentRun<'a> {
-    pub ctx: &'a mut EvalContext,
-    pub policy: &'a PolicySet,
-    pub sink: &'a mut dyn Sink,
-    pub dry_run: bool,
+    ctx: &'a mut EvalContext,
+    policy: &'a PolicySet,
+    sink: &'a mut dyn Sink,
+    dry_run: bool,
     /// Where promise locks and persistent classes live; `None` with `-K`
     /// for locks (persistent classes still need it) or in tests.
-    pub state: Option<&'a mut StateStore>,
+    state: Option<&'a mut StateStore>,
     /// How promises reach the system.
-    pub host: crate::host::Host,
+    host: crate::host::Host,
     /// Print diffs of file content changes.
-    pub diff: bool,
+    diff: bool,
     /// Ignore `ifelapsed` locks (`-K`).
-    pub no_lock: bool,
-    /// The run's clock, seconds since the epoch.
-    pub now: i64,
+    no_lock: bool,
+    /// The run's clock, seconds since the epoch, read once at its start.
+    now: i64,
     /// Promise iterations finished for this run, by key.
     done: HashSet<String>,
     /// Outcomes of promises with a handle, for `depends_on`.
@@ -131,20 +132,20 @@ pub struct AgentRun<'a> {
     last_return_values: Option<HashMap<String, String>>,
     /// An error that ends the run at once, as cf-agent's fatal errors do.
     fatal: Option<RunError>,
-    pub summary: RunSummary,
+    summary: RunSummary,
     /// Where transactional bundles keep their undo journals (the state
     /// directory); `None` runs transactions without one, which refuses them.
-    pub state_dir: Option<std::path::PathBuf>,
+    state_dir: Option<std::path::PathBuf>,
     /// The transaction being run, if any (an inner one joins it).
     tx: Option<ActiveTx>,
     /// What became of each promise, for `--why`.
-    pub why: WhyLog,
+    why: WhyLog,
     /// The class of `abortclasses` that stopped the run.
     abort_run: Option<String>,
     /// A class of `abortbundleclasses` was defined: the bundle stops.
     abort_bundle: bool,
     /// The promise modules of custom promise types, running for the run.
-    pub modules: PromiseModules,
+    modules: PromiseModules,
     /// The promise just acted ended before its once-per-run lock.
     again_next_pass: bool,
     /// What this run knows of the package modules' caches.
@@ -183,32 +184,67 @@ struct PassState {
     last: bool,
 }
 
+/// How a run is to be made: everything an [`AgentRun`] takes besides the
+/// evaluated policy and where its events go.
+pub struct RunSetup<'a> {
+    /// Change nothing; say what would change.
+    pub dry_run: bool,
+    /// Ignore `ifelapsed` locks and leave none (`-K`).
+    pub no_lock: bool,
+    /// Print diffs of file content changes.
+    pub diff: bool,
+    /// Where promise locks and persistent classes live.
+    pub state: Option<&'a mut StateStore>,
+    /// Where transactional bundles keep their undo journals.
+    pub state_dir: Option<std::path::PathBuf>,
+    /// The promise modules of custom promise types.
+    pub modules: PromiseModules,
+    /// How promises reach the system.
+    pub host: Host,
+    /// Where the run reads the time.
+    pub clock: Clock,
+}
+
+impl RunSetup<'_> {
+    /// A run on this host without locks, state or modules: what tests
+    /// and the sandbox start from. A dry run remembers what it would have
+    /// written, so that its later promises (and diffs) see the files as a
+    /// real run would.
+    pub fn new(dry_run: bool) -> Self {
+        RunSetup {
+            dry_run,
+            no_lock: true,
+            diff: false,
+            state: None,
+            state_dir: None,
+            modules: PromiseModules::default(),
+            host: if dry_run {
+                Host::real().with_dry_run_overlay()
+            } else {
+                Host::real()
+            },
+            clock: Clock::System,
+        }
+    }
+}
+
 impl<'a> AgentRun<'a> {
     pub fn new(
         ctx: &'a mut EvalContext,
         policy: &'a PolicySet,
         sink: &'a mut dyn Sink,
-        dry_run: bool,
+        setup: RunSetup<'a>,
     ) -> AgentRun<'a> {
         AgentRun {
             ctx,
             policy,
             sink,
-            dry_run,
-            state: None,
-            // A dry run remembers what it would have written, so that its
-            // later promises (and diffs) see the files as a real run would.
-            host: if dry_run {
-                crate::host::Host::real().with_dry_run_overlay()
-            } else {
-                crate::host::Host::real()
-            },
-            diff: false,
-            no_lock: true,
-            now: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs() as i64)
-                .unwrap_or(0),
+            dry_run: setup.dry_run,
+            state: setup.state,
+            host: setup.host,
+            diff: setup.diff,
+            no_lock: setup.no_lock,
+            now: setup.clock.now_secs(),
             done: HashSet::new(),
             handles: HashMap::new(),
             unsupported: HashSet::new(),
@@ -217,16 +253,26 @@ impl<'a> AgentRun<'a> {
             last_return_values: None,
             fatal: None,
             summary: RunSummary::default(),
-            state_dir: None,
+            state_dir: setup.state_dir,
             tx: None,
             why: WhyLog::default(),
             abort_run: None,
             abort_bundle: false,
-            modules: PromiseModules::default(),
+            modules: setup.modules,
             again_next_pass: false,
             packages: Default::default(),
             reported_outcomes: None,
         }
+    }
+
+    /// What the run did, once it is over.
+    pub fn into_summary(self) -> RunSummary {
+        self.summary
+    }
+
+    /// What became of each promise, for `--why`.
+    pub fn why_mut(&mut self) -> &mut WhyLog {
+        &mut self.why
     }
 
     /// The bundles to run: `-b` if given, else body common control's
