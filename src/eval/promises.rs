@@ -279,20 +279,7 @@ impl EvalContext {
                 return (res, vec![]);
             }
         };
-        let policy = match promise
-            .attribute("policy")
-            .map(|a| self.eval_rval(&a.value))
-        {
-            Some(Ok(Evaluated {
-                value: Value::Scalar(p),
-                ..
-            })) => match p.as_str() {
-                "constant" => VarPolicy::Constant,
-                "ifdefined" => VarPolicy::IfDefined,
-                _ => VarPolicy::Free,
-            },
-            _ => VarPolicy::Free,
-        };
+        let policy = self.vars_policy(promise);
         // A constant keeps a value that is complete; one that still waits
         // for references is completed, as cf-agent does.
         if policy == VarPolicy::Constant
@@ -328,35 +315,9 @@ impl EvalContext {
         if unresolved {
             res.deferred = true;
         }
-        if dtype == DataType::Data && var_name.contains('[') {
+        if let Some(m) = self.indexed_data_error(&name.text, dtype, (&ns, &scope, &var_name)) {
             res.failed = true;
-            return (
-                res,
-                vec![msg(format!(
-                    "a data container cannot be assigned to the indexed name '{}'; assign it to '{}'",
-                    name.text,
-                    &var_name[..var_name.find('[').unwrap_or(var_name.len())]
-                ))],
-            );
-        }
-        // An array entry whose name is a path inside a data container of
-        // the same name cannot be set.
-        if let Some(i) = var_name.find('[')
-            && self
-                .vars
-                .get(&ns, &scope, &var_name[..i])
-                .is_some_and(|v| v.dtype == DataType::Data)
-            && self.lookup(&format!("{ns}:{scope}.{var_name}")).is_some()
-        {
-            res.failed = true;
-            return (
-                res,
-                vec![msg(format!(
-                    "'{}' cannot be set: '{}' is a data container",
-                    name.text,
-                    &var_name[..i]
-                ))],
-            );
+            return (res, vec![msg(m)]);
         }
         let value = match convert(dtype, value) {
             Ok(v) => v,
@@ -377,6 +338,71 @@ impl EvalContext {
             origin: origin.clone(),
             policy,
         };
+        res.changed = self.store_variable((&ns, &scope, &var_name), var, unresolved, (path, line));
+        res.stored = true;
+        (res, vec![])
+    }
+
+    /// The `policy` of a vars promise (`free` unless it says otherwise).
+    fn vars_policy(&mut self, promise: &Promise) -> VarPolicy {
+        match promise
+            .attribute("policy")
+            .map(|a| self.eval_rval(&a.value))
+        {
+            Some(Ok(Evaluated {
+                value: Value::Scalar(p),
+                ..
+            })) => match p.as_str() {
+                "constant" => VarPolicy::Constant,
+                "ifdefined" => VarPolicy::IfDefined,
+                _ => VarPolicy::Free,
+            },
+            _ => VarPolicy::Free,
+        }
+    }
+
+    /// Why a variable of type `dtype` cannot be stored under an indexed
+    /// name: a data container is never an array entry, and an array entry
+    /// whose name is a path inside a data container of the same name
+    /// cannot be set.
+    fn indexed_data_error(
+        &self,
+        shown: &str,
+        dtype: DataType,
+        (ns, scope, var_name): (&str, &str, &str),
+    ) -> Option<String> {
+        if dtype == DataType::Data && var_name.contains('[') {
+            return Some(format!(
+                "a data container cannot be assigned to the indexed name '{shown}'; assign it to '{}'",
+                &var_name[..var_name.find('[').unwrap_or(var_name.len())]
+            ));
+        }
+        // An array entry whose name is a path inside a data container of
+        // the same name cannot be set.
+        if let Some(i) = var_name.find('[')
+            && self
+                .vars
+                .get(ns, scope, &var_name[..i])
+                .is_some_and(|v| v.dtype == DataType::Data)
+            && self.lookup(&format!("{ns}:{scope}.{var_name}")).is_some()
+        {
+            return Some(format!(
+                "'{shown}' cannot be set: '{}' is a data container",
+                &var_name[..i]
+            ));
+        }
+        None
+    }
+
+    /// Stores a vars promise's variable, noting it while it still waits
+    /// for references; whether the store changed.
+    fn store_variable(
+        &mut self,
+        (ns, scope, var_name): (&str, &str, &str),
+        var: Variable,
+        unresolved: bool,
+        (path, line): (&str, usize),
+    ) -> bool {
         let key = format!("{ns}:{scope}.{var_name}");
         if unresolved {
             let shown = super::context::scalar_text(&var.value)
@@ -391,12 +417,10 @@ impl EvalContext {
         } else {
             self.unresolved_vars.remove(&key);
         }
-        match self.vars.put(&ns, &scope, &var_name, var) {
-            PutResult::New | PutResult::Changed => res.changed = true,
-            PutResult::Unchanged => {}
-        }
-        res.stored = true;
-        (res, vec![])
+        matches!(
+            self.vars.put(ns, scope, var_name, var),
+            PutResult::New | PutResult::Changed
+        )
     }
 
     /// Where a vars promise's expanded promiser puts its variable: the

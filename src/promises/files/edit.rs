@@ -145,35 +145,7 @@ pub(crate) fn edit_file(
     v: &mut Verdict,
 ) {
     let defaults = p.body("edit_defaults");
-    let method = p.scalar("template_method").unwrap_or("cfengine");
-    let kind = if let Some(AttrValue::Bundle { name, args }) = p.attrs.get("edit_line") {
-        EditKind::Bundle {
-            name: name.clone(),
-            args: args.clone(),
-        }
-    } else if method == "inline_mustache" {
-        let Some(t) = p.scalar("edit_template_string") else {
-            tracing::error!(
-                "'edit_template_string' not set for promiser: '{}'",
-                p.promiser
-            );
-            v.failed();
-            return;
-        };
-        EditKind::Mustache {
-            template: t.to_string(),
-            label: "inline".into(),
-        }
-    } else if let Some(t) = p.scalar("edit_template") {
-        if method == "mustache" {
-            EditKind::Mustache {
-                template: t.to_string(),
-                label: t.to_string(),
-            }
-        } else {
-            EditKind::CfengineTemplate(t.to_string())
-        }
-    } else {
+    let Some(kind) = edit_kind(p, v) else {
         return;
     };
     let meta = match act.host.stat(target) {
@@ -240,39 +212,8 @@ pub(crate) fn edit_file(
     if empty_first {
         lines.clear();
     }
-    let (file, bundle, args) = match kind {
-        EditKind::Bundle { name, args } => {
-            let Some((file, bundle)) = act.policy.bundle(&p.namespace, &name) else {
-                tracing::error!(
-                    "edit_line bundle '{name}' of files promise '{}' is not defined",
-                    p.promiser
-                );
-                v.failed();
-                return;
-            };
-            if bundle.params.len() != args.len() {
-                tracing::error!(
-                    "edit_line bundle '{name}' takes {} arguments, files promise '{}' gives {}",
-                    bundle.params.len(),
-                    p.promiser,
-                    args.len()
-                );
-                v.failed();
-                return;
-            }
-            (file.clone(), Arc::new(bundle.clone()), args)
-        }
-        EditKind::CfengineTemplate(path) => {
-            match super::template::cfengine_bundle(act, Path::new(&path)) {
-                Ok((file, bundle)) => (Arc::new(file), Arc::new(bundle), Vec::new()),
-                Err(msg) => {
-                    tracing::error!("{}", msg.replace("{promiser}", &p.promiser));
-                    v.failed();
-                    return;
-                }
-            }
-        }
-        EditKind::Mustache { .. } => unreachable!("rendered above"),
+    let Some((file, bundle, args)) = edit_bundle(act, p, kind, v) else {
+        return;
     };
     // With `action_policy => "warn"` cf-agent edits in memory as usual and
     // then shows what would change; a dry run instead has each edit
@@ -294,6 +235,38 @@ pub(crate) fn edit_file(
     if act.dry_run && warn_only {
         warn_diff(&before, &lines);
     }
+    let edited = Edited {
+        original: &original,
+        read_stamp,
+        mode: meta.mode,
+        pending,
+        warn_only,
+    };
+    write_edited(act, p, target, lines, edited, v);
+}
+
+/// A file's content as an edit found it, and how the edit may be saved.
+struct Edited<'a> {
+    original: &'a [u8],
+    read_stamp: Option<crate::host::fs::Stamp>,
+    mode: u32,
+    /// What the edit promises said they did, printed once it is saved.
+    pending: Vec<String>,
+    warn_only: bool,
+}
+
+/// Saves edited lines that differ from the file's: a dry run (or a warn
+/// only promise) says what would change, a real run writes beside the
+/// file and renames, keeping a backup as asked.
+fn write_edited(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    lines: Vec<String>,
+    e: Edited<'_>,
+    v: &mut Verdict,
+) {
+    let warn_only = e.warn_only;
     let text = Lines {
         lines,
         trailing_newline: true,
@@ -301,11 +274,11 @@ pub(crate) fn edit_file(
     .render();
     let text = bytes::encode(&text);
     if !warn_only {
-        super::show_diff(act, target, &original, &text);
+        super::show_diff(act, target, e.original, &text);
     }
     if act.dry_run {
         if !warn_only {
-            act.host.simulate_file(target, &text, meta.mode);
+            act.host.simulate_file(target, &text, e.mode);
         }
         // A dry run names each line it would change; only a promise
         // that itself only warns also says so of the whole file.
@@ -318,13 +291,95 @@ pub(crate) fn edit_file(
         v.warned();
         return;
     }
-    for m in pending {
+    for m in e.pending {
         tracing::info!("{m}");
     }
-    if write_with_backup(act, p, target, meta.mode, &text, read_stamp, v) {
+    if write_with_backup(act, p, target, e.mode, &text, e.read_stamp, v) {
         tracing::info!("Edited file '{}'", p.promiser);
         v.repaired();
     }
+}
+
+/// What edits the file: an edit_line bundle, a CFEngine template or a
+/// mustache template; `None` when nothing does (or, failed, when the
+/// inline template is missing).
+fn edit_kind(p: &ExpandedPromise, v: &mut Verdict) -> Option<EditKind> {
+    let method = p.scalar("template_method").unwrap_or("cfengine");
+    let kind = if let Some(AttrValue::Bundle { name, args }) = p.attrs.get("edit_line") {
+        EditKind::Bundle {
+            name: name.clone(),
+            args: args.clone(),
+        }
+    } else if method == "inline_mustache" {
+        let Some(t) = p.scalar("edit_template_string") else {
+            tracing::error!(
+                "'edit_template_string' not set for promiser: '{}'",
+                p.promiser
+            );
+            v.failed();
+            return None;
+        };
+        EditKind::Mustache {
+            template: t.to_string(),
+            label: "inline".into(),
+        }
+    } else if let Some(t) = p.scalar("edit_template") {
+        if method == "mustache" {
+            EditKind::Mustache {
+                template: t.to_string(),
+                label: t.to_string(),
+            }
+        } else {
+            EditKind::CfengineTemplate(t.to_string())
+        }
+    } else {
+        return None;
+    };
+    Some(kind)
+}
+
+/// The bundle that edits the file, with its arguments: the edit_line
+/// bundle named, or the one a CFEngine template becomes.
+fn edit_bundle(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    kind: EditKind,
+    v: &mut Verdict,
+) -> Option<(Arc<LoadedFile>, Arc<Bundle>, Vec<Value>)> {
+    Some(match kind {
+        EditKind::Bundle { name, args } => {
+            let Some((file, bundle)) = act.policy.bundle(&p.namespace, &name) else {
+                tracing::error!(
+                    "edit_line bundle '{name}' of files promise '{}' is not defined",
+                    p.promiser
+                );
+                v.failed();
+                return None;
+            };
+            if bundle.params.len() != args.len() {
+                tracing::error!(
+                    "edit_line bundle '{name}' takes {} arguments, files promise '{}' gives {}",
+                    bundle.params.len(),
+                    p.promiser,
+                    args.len()
+                );
+                v.failed();
+                return None;
+            }
+            (file.clone(), Arc::new(bundle.clone()), args)
+        }
+        EditKind::CfengineTemplate(path) => {
+            match super::template::cfengine_bundle(act, Path::new(&path)) {
+                Ok((file, bundle)) => (Arc::new(file), Arc::new(bundle), Vec::new()),
+                Err(msg) => {
+                    tracing::error!("{}", msg.replace("{promiser}", &p.promiser));
+                    v.failed();
+                    return None;
+                }
+            }
+        }
+        EditKind::Mustache { .. } => unreachable!("rendered above"),
+    })
 }
 
 /// Renders a mustache template over the promise's data (or the state of
