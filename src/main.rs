@@ -8,10 +8,10 @@ use convergent::config::{Config, Mode};
 use convergent::eval::{EvalContext, EvalSettings};
 
 use convergent::load::{LoadedFile, load_file};
-use convergent::pipeline::{PipelineError, Prepared, prepare, run_agent};
+use convergent::pipeline::{PipelineError, Prepared, RunReport, prepare, run_agent};
 use convergent::report::json::{JsonEvent, JsonSink};
 use convergent::report::log::LogTarget;
-use convergent::report::{HumanSink, Sink, Tee};
+use convergent::report::{Counts, HumanSink, Sink, Tee};
 use convergent::show::explain::explain;
 use convergent::show::tables::{classes_table, compile_filter, vars_table};
 use convergent::syntax::json::policy_json;
@@ -110,235 +110,298 @@ fn utf8_args(args: impl Iterator<Item = std::ffi::OsString>) -> Result<Vec<Strin
     Ok(out)
 }
 
+/// Carries out the mode the command line chose, each in its own function.
 fn run(config: &Config) -> ExitCode {
     match &config.mode {
         Mode::Version => {
             println!("{}", convergent::VERSION_LINE);
             ExitCode::SUCCESS
         }
-        Mode::SyntaxOnly(files) => {
-            let mut failed = false;
-            for f in files {
-                match load_file(f) {
-                    Ok(mut loaded) => {
-                        loaded.validate_alone();
-                        eprint!("{}", loaded.render_diagnostics());
-                        failed |= loaded.has_errors();
-                    }
-                    Err(e) => {
-                        eprintln!("   error: {e}");
-                        failed = true;
-                    }
-                }
+        Mode::SyntaxOnly(files) => check_syntax(files),
+        Mode::PolicyJson => print_policy_json(config),
+        Mode::Run => run_policy(config),
+        Mode::Why(query) => why(config, query),
+        Mode::Graph => print_graph(config),
+        Mode::Check | Mode::Show { .. } | Mode::Explain(_) => check_policy(config),
+    }
+}
+
+/// `--syntax-only`: each file parsed and validated alone, every file's
+/// diagnostics printed before the exit code says whether any had errors.
+fn check_syntax(files: &[std::path::PathBuf]) -> ExitCode {
+    let mut failed = false;
+    for f in files {
+        match load_file(f) {
+            Ok(mut loaded) => {
+                loaded.validate_alone();
+                eprint!("{}", loaded.render_diagnostics());
+                failed |= loaded.has_errors();
             }
-            if failed {
-                ExitCode::from(EXIT_POLICY_ERROR)
-            } else {
-                ExitCode::SUCCESS
+            Err(e) => {
+                eprintln!("   error: {e}");
+                failed = true;
             }
         }
-        Mode::PolicyJson => {
-            let loaded: LoadedFile = match load_file(&config.entry) {
-                Ok(mut l) => {
-                    l.validate_alone();
-                    l
-                }
-                Err(e) => {
-                    eprintln!("   error: {e}");
-                    return ExitCode::from(EXIT_POLICY_ERROR);
-                }
-            };
-            eprint!("{}", loaded.render_diagnostics());
-            if loaded.has_errors() {
-                return ExitCode::from(EXIT_POLICY_ERROR);
-            }
-            let v = policy_json([(&loaded.tree, &loaded.source)]);
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-            ExitCode::SUCCESS
+    }
+    if failed {
+        ExitCode::from(EXIT_POLICY_ERROR)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `--policy-output-format=json`: the entry file alone, as cf-promises
+/// prints it; nothing is printed for a file with errors.
+fn print_policy_json(config: &Config) -> ExitCode {
+    let loaded: LoadedFile = match load_file(&config.entry) {
+        Ok(mut l) => {
+            l.validate_alone();
+            l
         }
-        Mode::Run => {
-            let started = std::time::Instant::now();
-            let mut human = HumanSink::default();
-            let mut json = JsonSink::new(std::io::stdout());
-            let mut file = config
-                .report_file
-                .as_ref()
-                .map(|_| JsonSink::new(Vec::new()));
-            let mut sinks: Vec<&mut dyn Sink> = Vec::new();
-            if config.json {
-                sinks.push(&mut json);
-            } else {
-                sinks.push(&mut human);
-            }
-            if let Some(f) = file.as_mut() {
-                sinks.push(f);
-            }
-            let mut sink = Tee(sinks);
-            sink.event(&JsonEvent::RunStart {
-                time: convergent::host::clock::now_secs(),
-                version: convergent::VERSION_LINE.to_string(),
-                policy: config.entry.display().to_string(),
-                workdir: config.workdir.display().to_string(),
-                dry_run: config.dry_run,
-            });
-            let mut on_loaded = |p: &Prepared| {
-                eprint!("{}", p.render_diagnostics());
-                for e in &p.report.load_errors {
-                    tracing::error!("{e}");
-                }
-                // Promises that failed while pre-evaluating, as cf-agent
-                // reports them before it runs anything.
-                for m in &p.report.messages {
-                    tracing::error!("{} ({}:{})", m.message, m.file, m.line);
-                }
-            };
-            let report = match run_agent(config, &mut sink, &mut on_loaded) {
-                Ok(r) => r,
-                Err(PipelineError::PolicyErrors) => return ExitCode::from(EXIT_POLICY_ERROR),
-                Err(e) => {
-                    tracing::error!("{e}");
-                    return ExitCode::from(EXIT_POLICY_ERROR);
-                }
-            };
-            for m in &report.summary.messages {
-                if !report.prepared.report.messages.contains(m) {
-                    tracing::error!("{} ({}:{})", m.message, m.file, m.line);
-                }
-            }
-            drop(sink);
-            let c = if config.json {
-                json.counts
-            } else {
-                human.counts
-            };
-            let end = JsonEvent::RunEnd {
-                kept: c.kept,
-                repaired: c.repaired,
-                not_kept: c.not_kept,
-                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-            };
-            if config.json {
-                json.event(&end);
-            }
-            if let (Some(path), Some(mut f)) = (&config.report_file, file) {
-                f.event(&end);
-                // 0600: the report holds expanded command lines.
-                if let Err(e) = convergent::host::local::write_private(path, &f.into_inner()) {
-                    tracing::error!("Could not write the report file '{}': {e}", path.display());
-                }
-            }
-            // Verbose only: under -I cf-agent prints changes and nothing else,
-            // and cron mails or scripts may count those lines.
-            if c.total() > 0 {
-                let pct = |n: usize| 100.0 * n as f64 / c.total() as f64;
-                tracing::debug!(
-                    "Summary: {} promises: {} kept ({:.2}%), {} repaired ({:.2}%), {} not kept ({:.2}%)",
-                    c.total(),
-                    c.kept,
-                    pct(c.kept),
-                    c.repaired,
-                    pct(c.repaired),
-                    c.not_kept,
-                    pct(c.not_kept)
-                );
-            }
-            match show_tables(
-                &report.prepared.ctx,
-                config.show_evaluated_classes.as_ref(),
-                config.show_evaluated_vars.as_ref(),
-            ) {
+        Err(e) => {
+            eprintln!("   error: {e}");
+            return ExitCode::from(EXIT_POLICY_ERROR);
+        }
+    };
+    eprint!("{}", loaded.render_diagnostics());
+    if loaded.has_errors() {
+        return ExitCode::from(EXIT_POLICY_ERROR);
+    }
+    let v = policy_json([(&loaded.tree, &loaded.source)]);
+    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    ExitCode::SUCCESS
+}
+
+/// A policy run: events go to the human or the JSON sink, and to the
+/// report file if one is asked for; then the closing summary, the
+/// `--show-evaluated-*` tables and the exit code.
+fn run_policy(config: &Config) -> ExitCode {
+    let started = std::time::Instant::now();
+    let mut human = HumanSink::default();
+    let mut json = JsonSink::new(std::io::stdout());
+    let mut file = config
+        .report_file
+        .as_ref()
+        .map(|_| JsonSink::new(Vec::new()));
+    let mut sinks: Vec<&mut dyn Sink> = Vec::new();
+    if config.json {
+        sinks.push(&mut json);
+    } else {
+        sinks.push(&mut human);
+    }
+    if let Some(f) = file.as_mut() {
+        sinks.push(f);
+    }
+    let mut sink = Tee(sinks);
+    sink.event(&run_start_event(config));
+    let report = match run_agent(config, &mut sink, &mut report_loaded) {
+        Ok(r) => r,
+        Err(PipelineError::PolicyErrors) => return ExitCode::from(EXIT_POLICY_ERROR),
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::from(EXIT_POLICY_ERROR);
+        }
+    };
+    log_run_failures(&report);
+    // The sinks are borrowed by the tee until here; their counts are read
+    // after it is gone.
+    drop(sink);
+    let c = if config.json {
+        json.counts
+    } else {
+        human.counts
+    };
+    let end = JsonEvent::RunEnd {
+        kept: c.kept,
+        repaired: c.repaired,
+        not_kept: c.not_kept,
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+    };
+    if config.json {
+        json.event(&end);
+    }
+    if let (Some(path), Some(f)) = (&config.report_file, file) {
+        write_report_file(path, f, &end);
+    }
+    log_summary(&c);
+    match show_tables(
+        &report.prepared.ctx,
+        config.show_evaluated_classes.as_ref(),
+        config.show_evaluated_vars.as_ref(),
+    ) {
+        Ok(out) => print!("{out}"),
+        Err(code) => return code,
+    }
+    run_exit_code(config, &report, &c)
+}
+
+/// The event that opens a run's report: when, which agent, which policy.
+fn run_start_event(config: &Config) -> JsonEvent {
+    JsonEvent::RunStart {
+        time: convergent::host::clock::now_secs(),
+        version: convergent::VERSION_LINE.to_string(),
+        policy: config.entry.display().to_string(),
+        workdir: config.workdir.display().to_string(),
+        dry_run: config.dry_run,
+    }
+}
+
+/// Called once the policy is loaded, before anything acts: its
+/// diagnostics, load errors and pre-evaluation failures.
+fn report_loaded(p: &Prepared) {
+    eprint!("{}", p.render_diagnostics());
+    for e in &p.report.load_errors {
+        tracing::error!("{e}");
+    }
+    // Promises that failed while pre-evaluating, as cf-agent
+    // reports them before it runs anything.
+    for m in &p.report.messages {
+        tracing::error!("{} ({}:{})", m.message, m.file, m.line);
+    }
+}
+
+/// The run's failure messages not already logged when the policy was
+/// loaded.
+fn log_run_failures(report: &RunReport) {
+    for m in &report.summary.messages {
+        if !report.prepared.report.messages.contains(m) {
+            tracing::error!("{} ({}:{})", m.message, m.file, m.line);
+        }
+    }
+}
+
+/// `--report-file`: the run's JSON events, closed by `end`, written where
+/// only the owner can read them.
+fn write_report_file(path: &std::path::Path, mut file: JsonSink<Vec<u8>>, end: &JsonEvent) {
+    file.event(end);
+    // 0600: the report holds expanded command lines.
+    if let Err(e) = convergent::host::local::write_private(path, &file.into_inner()) {
+        tracing::error!("Could not write the report file '{}': {e}", path.display());
+    }
+}
+
+/// The promise counts of the run, with their shares.
+fn log_summary(c: &Counts) {
+    // Verbose only: under -I cf-agent prints changes and nothing else,
+    // and cron mails or scripts may count those lines.
+    if c.total() > 0 {
+        let pct = |n: usize| 100.0 * n as f64 / c.total() as f64;
+        tracing::debug!(
+            "Summary: {} promises: {} kept ({:.2}%), {} repaired ({:.2}%), {} not kept ({:.2}%)",
+            c.total(),
+            c.kept,
+            pct(c.kept),
+            c.repaired,
+            pct(c.repaired),
+            c.not_kept,
+            pct(c.not_kept)
+        );
+    }
+}
+
+/// The exit code of a run that finished: an abort first, then what
+/// `--detailed-exitcodes` adds for repairs and failures.
+fn run_exit_code(config: &Config, report: &RunReport, c: &Counts) -> ExitCode {
+    if report.summary.aborted.is_some() {
+        return ExitCode::from(EXIT_ABORTED);
+    }
+    if config.detailed_exitcodes {
+        let repaired = if c.repaired > 0 { EXIT_REPAIRED } else { 0 };
+        let not_kept = if c.not_kept > 0 { EXIT_NOT_KEPT } else { 0 };
+        return ExitCode::from(repaired | not_kept);
+    }
+    ExitCode::SUCCESS
+}
+
+/// The policy loaded and pre-evaluated with `settings`, or the exit code
+/// after saying why it could not be.
+fn prepare_or_exit(config: &Config, settings: EvalSettings) -> Result<Prepared, ExitCode> {
+    prepare(config, settings).map_err(|e| {
+        eprintln!("   error: {e}");
+        ExitCode::from(EXIT_POLICY_ERROR)
+    })
+}
+
+/// `--graph`: the promise graph in Graphviz dot, from a dry pre-evaluation.
+fn print_graph(config: &Config) -> ExitCode {
+    let settings = EvalSettings {
+        no_side_effects: false,
+        dry_run: true,
+        ..EvalSettings::default()
+    };
+    let mut prepared = match prepare_or_exit(config, settings) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    eprint!("{}", prepared.render_diagnostics());
+    // The graph is printed even for a policy with a cycle: it is
+    // the way to see the cycle.
+    let graph =
+        convergent::agent::graph::PromiseGraph::build(&mut prepared.ctx, &prepared.policy, true);
+    print!("{}", graph.to_dot());
+    if prepared.has_errors() {
+        ExitCode::from(EXIT_POLICY_ERROR)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// cf-promises' check, and `--show-vars`, `--show-classes` and `--explain`,
+/// which answer from a policy that passed it.
+fn check_policy(config: &Config) -> ExitCode {
+    let settings = EvalSettings {
+        no_side_effects: false,
+        dry_run: config.dry_run,
+        ..EvalSettings::default()
+    };
+    let prepared = match prepare_or_exit(config, settings) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    eprint!("{}", prepared.render_diagnostics());
+    for e in &prepared.report.load_errors {
+        eprintln!("   error: {e}");
+    }
+    if prepared.has_errors() {
+        return ExitCode::from(EXIT_POLICY_ERROR);
+    }
+    // Promises that failed, and variables left with references to
+    // nothing: one located line each. They fail alone, as in
+    // cf-promises, so they do not change the exit code.
+    for m in &prepared.report.messages {
+        eprintln!("   error: {}:{}: {}", m.file, m.line, m.message);
+    }
+    // cf-promises says nothing of these; the MPF has some on every
+    // platform, so they warn rather than err.
+    for m in &prepared.report.unresolved {
+        eprintln!(" warning: {}:{}: {}", m.file, m.line, m.message);
+    }
+    match &config.mode {
+        Mode::Show { vars, classes } => {
+            match show_tables(&prepared.ctx, classes.as_ref(), vars.as_ref()) {
                 Ok(out) => print!("{out}"),
                 Err(code) => return code,
             }
-            if report.summary.aborted.is_some() {
-                return ExitCode::from(EXIT_ABORTED);
-            }
-            if config.detailed_exitcodes {
-                let repaired = if c.repaired > 0 { EXIT_REPAIRED } else { 0 };
-                let not_kept = if c.not_kept > 0 { EXIT_NOT_KEPT } else { 0 };
-                return ExitCode::from(repaired | not_kept);
-            }
+        }
+        Mode::Explain(name) => return explain_name(&prepared, name),
+        _ => {}
+    }
+    ExitCode::SUCCESS
+}
+
+/// `--explain NAME`: what the policy says of a property, variable or class.
+fn explain_name(prepared: &Prepared, name: &str) -> ExitCode {
+    match explain(&prepared.ctx, &prepared.properties, name) {
+        Some(text) => {
+            print!("{text}");
             ExitCode::SUCCESS
         }
-        Mode::Why(query) => why(config, query),
-        Mode::Graph => {
-            let settings = EvalSettings {
-                no_side_effects: false,
-                dry_run: true,
-                ..EvalSettings::default()
-            };
-            let mut prepared = match prepare(config, settings) {
-                Ok(p) => p,
-                Err(e) => {
-                    eprintln!("   error: {e}");
-                    return ExitCode::from(EXIT_POLICY_ERROR);
-                }
-            };
-            eprint!("{}", prepared.render_diagnostics());
-            // The graph is printed even for a policy with a cycle: it is
-            // the way to see the cycle.
-            let graph = convergent::agent::graph::PromiseGraph::build(
-                &mut prepared.ctx,
-                &prepared.policy,
-                true,
+        None => {
+            eprintln!(
+                "   error: '{name}' names no property, variable (write scope.name) or \
+                 class of this policy on this host"
             );
-            print!("{}", graph.to_dot());
-            if prepared.has_errors() {
-                ExitCode::from(EXIT_POLICY_ERROR)
-            } else {
-                ExitCode::SUCCESS
-            }
-        }
-        Mode::Check | Mode::Show { .. } | Mode::Explain(_) => {
-            let settings = EvalSettings {
-                no_side_effects: false,
-                dry_run: config.dry_run,
-                ..EvalSettings::default()
-            };
-            let prepared = match prepare(config, settings) {
-                Ok(p) => p,
-                Err(e) => {
-                    eprintln!("   error: {e}");
-                    return ExitCode::from(EXIT_POLICY_ERROR);
-                }
-            };
-            eprint!("{}", prepared.render_diagnostics());
-            for e in &prepared.report.load_errors {
-                eprintln!("   error: {e}");
-            }
-            if prepared.has_errors() {
-                return ExitCode::from(EXIT_POLICY_ERROR);
-            }
-            // Promises that failed, and variables left with references to
-            // nothing: one located line each. They fail alone, as in
-            // cf-promises, so they do not change the exit code.
-            for m in &prepared.report.messages {
-                eprintln!("   error: {}:{}: {}", m.file, m.line, m.message);
-            }
-            // cf-promises says nothing of these; the MPF has some on every
-            // platform, so they warn rather than err.
-            for m in &prepared.report.unresolved {
-                eprintln!(" warning: {}:{}: {}", m.file, m.line, m.message);
-            }
-            if let Mode::Show { vars, classes } = &config.mode {
-                match show_tables(&prepared.ctx, classes.as_ref(), vars.as_ref()) {
-                    Ok(out) => print!("{out}"),
-                    Err(code) => return code,
-                }
-            }
-            if let Mode::Explain(name) = &config.mode {
-                match explain(&prepared.ctx, &prepared.properties, name) {
-                    Some(text) => print!("{text}"),
-                    None => {
-                        eprintln!(
-                            "   error: '{name}' names no property, variable (write scope.name) or \
-                             class of this policy on this host"
-                        );
-                        return ExitCode::from(EXIT_POLICY_ERROR);
-                    }
-                }
-            }
-            ExitCode::SUCCESS
+            ExitCode::from(EXIT_POLICY_ERROR)
         }
     }
 }

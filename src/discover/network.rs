@@ -226,6 +226,50 @@ fn proc_net_dev_names(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// What the interface walk gathers for the `sys` lists set at its end.
+#[derive(Default)]
+struct InterfaceLists {
+    /// The interfaces with an IPv4 address and a MAC address, for
+    /// `sys.interfaces`.
+    interfaces: Vec<String>,
+    /// The MAC addresses found, for `sys.hardware_addresses`.
+    hardware: Vec<String>,
+    /// The flag words of each IPv4 address, for `sys.hardware_flags`.
+    flags: Vec<String>,
+    /// Every address, IPv4 then IPv6, for `sys.ip_addresses`.
+    ips: Vec<String>,
+    /// The canonified names whose `sys.hardware_mac` is set, so that the
+    /// ifconfig walk does not set it twice.
+    macs_known: Vec<String>,
+}
+
+impl InterfaceLists {
+    /// Sets the `sys` lists that have at least one item.
+    fn publish(self, c: &mut Collector) {
+        set_list(
+            c,
+            "interfaces",
+            self.interfaces,
+            "inventory,source=agent,attribute_name=Interfaces",
+        );
+        set_list(
+            c,
+            "hardware_addresses",
+            self.hardware,
+            "inventory,source=agent,attribute_name=MAC addresses",
+        );
+        set_list(c, "hardware_flags", self.flags, "source=agent");
+        set_list(c, "ip_addresses", self.ips, "source=agent");
+    }
+}
+
+/// Sets `sys.<name>` to `items` unless there are none.
+fn set_list(c: &mut Collector, name: &str, items: Vec<String>, tags: &str) {
+    if !items.is_empty() {
+        c.var("sys", name, Value::List(items), DataType::Slist, tags);
+    }
+}
+
 /// The address classes and variables of the interfaces.
 pub(crate) fn interfaces(
     c: &mut Collector,
@@ -234,16 +278,27 @@ pub(crate) fn interfaces(
     ipv4: &[Ipv4Iface],
 ) {
     let patterns = ignore_patterns(root, layout);
+    let mut lists = InterfaceLists::default();
+    ipv4_interfaces(c, root, &patterns, ipv4, &mut lists);
+    if root.exists("/sbin/ifconfig") {
+        ifconfig_interfaces(c, root, &mut lists);
+    }
+    lists.publish(c);
+}
+
+/// The interfaces with an IPv4 address, in kernel order, less the ignored
+/// ones: their names, flags, addresses and MAC addresses.
+fn ipv4_interfaces(
+    c: &mut Collector,
+    root: &Root,
+    patterns: &[String],
+    ipv4: &[Ipv4Iface],
+    lists: &mut InterfaceLists,
+) {
     let mut last_name = String::new();
     let mut address_set = false;
-    let mut interfaces: Vec<String> = Vec::new();
-    let mut hardware: Vec<String> = Vec::new();
-    let mut flag_list: Vec<String> = Vec::new();
-    let mut ips: Vec<String> = Vec::new();
-    let mut macs_known: Vec<String> = Vec::new();
-
     for iface in ipv4.iter().filter(|i| !i.name.is_empty()) {
-        if ignored(&patterns, &iface.name) {
+        if ignored(patterns, &iface.name) {
             continue;
         }
         if iface.name != last_name {
@@ -260,42 +315,15 @@ pub(crate) fn interfaces(
                 words.clone(),
                 "source=agent",
             );
-            flag_list.push(words);
+            lists.flags.push(words);
         }
 
         if iface.flags & IFF_UP != 0 {
-            let txt = iface.addr.to_string();
-            c.class(&txt, INV);
-            // ipv4_192_0_2_2, ipv4_192_0_2, ipv4_192_0, ipv4_192
-            let mut ip = format!("ipv4_{txt}");
-            c.class(&ip, INV);
-            if !address_set && iface.flags & IFF_LOOPBACK == 0 {
-                c.sys(
-                    "ipv4",
-                    txt.clone(),
-                    "inventory,source=agent,attribute_name=none",
-                );
-                address_set = true;
-            }
-            ips.push(txt.clone());
-            while let Some(dot) = ip.rfind('.') {
-                ip.truncate(dot);
-                c.class(&ip, INV);
-            }
-            c.sys(&format!("ipv4[{canon}]"), txt.clone(), "source=agent");
-            let octets: Vec<&str> = txt.split('.').collect();
-            for n in (1..=3).rev() {
-                c.sys(
-                    &format!("ipv4_{n}[{canon}]"),
-                    octets[..n].join("."),
-                    "source=agent",
-                );
-            }
-            c.sys(
-                &format!("ip2iface[{txt}]"),
-                iface.name.clone(),
-                "source=agent",
-            );
+            // `sys.ipv4` is the first address up that is not loopback.
+            let primary = !address_set && iface.flags & IFF_LOOPBACK == 0;
+            ipv4_address(c, iface, &canon, primary);
+            address_set |= primary;
+            lists.ips.push(iface.addr.to_string());
         }
 
         // No MAC address for loopback.
@@ -307,77 +335,100 @@ pub(crate) fn interfaces(
                 mac.clone(),
                 "source=agent",
             );
-            hardware.push(mac.clone());
-            interfaces.push(iface.name.clone());
-            macs_known.push(canon.clone());
+            lists.hardware.push(mac.clone());
+            lists.interfaces.push(iface.name.clone());
+            lists.macs_known.push(canon.clone());
             c.class(&format!("mac_{mac}"), INV);
         }
     }
+}
 
-    if root.exists("/sbin/ifconfig") {
-        // What `ifconfig -a` shows: every interface, sorted by name.
-        let mut names = root
-            .read("/proc/net/dev")
-            .map(|t| proc_net_dev_names(&t))
-            .unwrap_or_default();
-        let v6 = root
-            .read("/proc/net/if_inet6")
-            .map(|t| parse_if_inet6(&t))
-            .unwrap_or_default();
-        for a in &v6 {
-            if !names.contains(&a.name) {
-                names.push(a.name.clone());
+/// The classes and `sys` variables of one IPv4 address of an interface
+/// that is up; `primary` makes it `sys.ipv4` too.
+fn ipv4_address(c: &mut Collector, iface: &Ipv4Iface, canon: &str, primary: bool) {
+    let txt = iface.addr.to_string();
+    c.class(&txt, INV);
+    // ipv4_192_0_2_2, ipv4_192_0_2, ipv4_192_0, ipv4_192
+    let mut ip = format!("ipv4_{txt}");
+    c.class(&ip, INV);
+    if primary {
+        c.sys(
+            "ipv4",
+            txt.clone(),
+            "inventory,source=agent,attribute_name=none",
+        );
+    }
+    while let Some(dot) = ip.rfind('.') {
+        ip.truncate(dot);
+        c.class(&ip, INV);
+    }
+    c.sys(&format!("ipv4[{canon}]"), txt.clone(), "source=agent");
+    let octets: Vec<&str> = txt.split('.').collect();
+    for n in (1..=3).rev() {
+        c.sys(
+            &format!("ipv4_{n}[{canon}]"),
+            octets[..n].join("."),
+            "source=agent",
+        );
+    }
+    c.sys(
+        &format!("ip2iface[{txt}]"),
+        iface.name.clone(),
+        "source=agent",
+    );
+}
+
+/// What cf-agent learns from `ifconfig -a`: the IPv6 addresses of every
+/// interface, and the MAC addresses of Ethernet devices the IPv4 walk did
+/// not give one.
+fn ifconfig_interfaces(c: &mut Collector, root: &Root, lists: &mut InterfaceLists) {
+    let dev_names = root
+        .read("/proc/net/dev")
+        .map(|t| proc_net_dev_names(&t))
+        .unwrap_or_default();
+    let v6 = root
+        .read("/proc/net/if_inet6")
+        .map(|t| parse_if_inet6(&t))
+        .unwrap_or_default();
+    for name in &ifconfig_order(dev_names, &v6) {
+        for a in v6.iter().filter(|a| &a.name == name) {
+            if a.addr == Ipv6Addr::LOCALHOST {
+                continue;
             }
+            let txt = a.addr.to_string();
+            c.class(&txt, INV);
+            c.class(&format!("ipv6_{txt}"), INV);
+            lists.ips.push(txt);
         }
-        names.sort_by(|a, b| natural_cmp(a, b));
-        for name in &names {
-            for a in v6.iter().filter(|a| &a.name == name) {
-                if a.addr == Ipv6Addr::LOCALHOST {
-                    continue;
-                }
-                let txt = a.addr.to_string();
-                c.class(&txt, INV);
-                c.class(&format!("ipv6_{txt}"), INV);
-                ips.push(txt);
-            }
-            let canon = canonify(name);
-            let is_ether = root
-                .read(&format!("/sys/class/net/{name}/type"))
-                .is_some_and(|t| t.trim() == "1");
-            if is_ether
-                && !macs_known.contains(&canon)
-                && let Some(mac) = mac_address(root, name)
-            {
-                c.sys(
-                    &format!("hardware_mac[{canon}]"),
-                    mac.clone(),
-                    "source=agent,derived-from=ifconfig",
-                );
-                hardware.push(mac);
-                macs_known.push(canon);
-            }
+        let canon = canonify(name);
+        let is_ether = root
+            .read(&format!("/sys/class/net/{name}/type"))
+            .is_some_and(|t| t.trim() == "1");
+        if is_ether
+            && !lists.macs_known.contains(&canon)
+            && let Some(mac) = mac_address(root, name)
+        {
+            c.sys(
+                &format!("hardware_mac[{canon}]"),
+                mac.clone(),
+                "source=agent,derived-from=ifconfig",
+            );
+            lists.hardware.push(mac);
+            lists.macs_known.push(canon);
         }
     }
+}
 
-    let list = |c: &mut Collector, name: &str, items: Vec<String>, tags: &str| {
-        if !items.is_empty() {
-            c.var("sys", name, Value::List(items), DataType::Slist, tags);
+/// The interfaces `ifconfig -a` shows: those of `/proc/net/dev`, then any
+/// other that has an IPv6 address, sorted by name as ifconfig sorts them.
+fn ifconfig_order(mut names: Vec<String>, v6: &[Inet6Addr]) -> Vec<String> {
+    for a in v6 {
+        if !names.contains(&a.name) {
+            names.push(a.name.clone());
         }
-    };
-    list(
-        c,
-        "interfaces",
-        interfaces,
-        "inventory,source=agent,attribute_name=Interfaces",
-    );
-    list(
-        c,
-        "hardware_addresses",
-        hardware,
-        "inventory,source=agent,attribute_name=MAC addresses",
-    );
-    list(c, "hardware_flags", flag_list, "source=agent");
-    list(c, "ip_addresses", ips, "source=agent");
+    }
+    names.sort_by(|a, b| natural_cmp(a, b));
+    names
 }
 
 fn hex_u64(s: &str) -> Option<u64> {
