@@ -3,9 +3,7 @@
 //! show the second run changes nothing, under --dry-run to show nothing
 //! changes, and where cf-agent can do the same, side by side with it.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

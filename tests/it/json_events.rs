@@ -3,9 +3,7 @@
 //! real output with unknown fields denied, so any change to the shape
 //! fails here first.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde::Deserialize;
 use std::process::Command;
 

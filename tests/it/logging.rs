@@ -1,9 +1,7 @@
 //! `-l`: every log line starts with the local time as cf-agent writes it
 //! (`2026-11-24T07:02:54+0000     info: ...`); report lines do not.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn check_lines(out: &str, who: &str) {
     let stamped = regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} +info: ").unwrap();

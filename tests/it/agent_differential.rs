@@ -12,9 +12,7 @@
 //! directory, with that entry's flags and without the `-K` every other
 //! case gets, so that promise locks and persistent classes carry over.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::Path;
 use std::process::Command;
 

@@ -10,9 +10,7 @@
 //!
 //! `STDLIB_CASE=substring` runs only the matching cases.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,9 +5,7 @@
 //! mustache error names its template line. The deep inputs are made here,
 //! far deeper than any stack allows, so that an overflow would abort.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::process::Command;
 
 const DEEP: usize = 100_000;

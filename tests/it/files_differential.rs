@@ -28,9 +28,7 @@
 //!
 //! `FILES_SCENARIO=substring` runs only the matching scenarios.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,9 +5,7 @@
 //! defines (compared with cf-agent on standard output only, since our
 //! validation warns about it on standard error).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};

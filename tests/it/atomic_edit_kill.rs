@@ -3,9 +3,7 @@
 //! over the run, again and again; after each kill the file must hold
 //! exactly its old content or exactly its new one.
 
-mod common;
-
-use common::agent_bin;
+use crate::common::agent_bin;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;

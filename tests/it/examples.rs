@@ -1,9 +1,7 @@
 //! The policies in examples/ run as README says, each in a temporary work
 //! directory, so that README's output cannot go stale unnoticed.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

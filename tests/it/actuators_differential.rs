@@ -41,9 +41,7 @@
 //!
 //! `ACTUATOR_SCENARIO=substring` runs only the matching scenarios.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 

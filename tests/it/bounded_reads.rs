@@ -2,9 +2,7 @@
 //! device or FIFO is never read whole, and a copy streams (a file of any
 //! size costs a few pages, not its size in memory).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

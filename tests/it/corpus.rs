@@ -11,9 +11,7 @@
 //! our validator does not find yet (each file says why); this test does
 //! not read it: move a file to invalid/ when the validator finds it.
 
-mod common;
-
-use common::{cf_files, have, header};
+use crate::common::{cf_files, have, header};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

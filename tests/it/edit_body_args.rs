@@ -2,9 +2,7 @@
 //! replace_with bodies) is passed on as text and bound per match, as
 //! cf-agent does; checked against `cf-agent -K` when it is installed.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::process::Command;
 
 const POLICY: &str = r#"

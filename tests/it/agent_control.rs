@@ -3,9 +3,7 @@
 //! `cf-agent -K` on the same policy: the same report and log lines and the
 //! same exit code.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::Path;
 use std::process::Command;
 

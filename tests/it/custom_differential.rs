@@ -19,9 +19,7 @@
 //!
 //! `CUSTOM_SCENARIO=substring` runs only the matching scenarios.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 
 fn modules_dir() -> PathBuf {

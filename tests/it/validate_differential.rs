@@ -11,9 +11,7 @@
 //! A second test runs `agent --syntax-only` over the masterfiles policy
 //! framework installed with CFEngine, which must pass cleanly.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -9,9 +9,7 @@
 //! test says plainly when it is skipped because cf-promises or the MPF is
 //! not installed.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;

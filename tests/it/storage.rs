@@ -2,9 +2,7 @@
 //! mounts themselves need a server this machine does not have; a failed
 //! mount fails alone).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::process::Command;
 
 #[test]

@@ -4,9 +4,7 @@
 //! ambiguous order, a cycle), and `--explain`. Each test writes real files
 //! in a temporary tree and runs the binary.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

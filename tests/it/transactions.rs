@@ -5,9 +5,7 @@
 //! is undone by the next one before anything else, and priorities order
 //! adjacent transactions.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -19,9 +19,7 @@
 //! classes the cases use, because discovery and the pipeline's augments
 //! stage are not wired yet.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use convergent::augments::{AugmentsInput, apply};
 use convergent::eval::EvalContext;
 use convergent::eval::classes::ClassInfo;

@@ -14,9 +14,7 @@
 //! Tests that need root say "skipped: needs root" and return when not
 //! root; CI runs as root.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::collections::HashSet;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -221,9 +219,11 @@ impl Attacker {
         std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut cmd = Command::new(&exe);
+        // The test's full name in the one test binary (`it`), whose other
+        // tests `--exact` leaves out.
         cmd.args([
             "--exact",
-            "attacker_process",
+            "safe_access::attacker_process",
             "--nocapture",
             "--test-threads=1",
         ])

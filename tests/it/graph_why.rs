@@ -3,9 +3,7 @@
 //! promises and what links them as DOT, and `--why` answers from the last
 //! run (or dry run) why a promise ran, was skipped or failed.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

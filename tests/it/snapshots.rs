@@ -15,9 +15,7 @@
 //! snapshot in tests/cases/snapshots/, named after its path; review new
 //! or changed ones with `cargo insta review`.
 
-mod common;
-
-use common::{header, run};
+use crate::common::{header, run};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -35,9 +35,7 @@
 //!   are copied beside the copy of the policy, so that relative inputs and
 //!   augments are found as cf-promises finds them
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::fs::FileTimes;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

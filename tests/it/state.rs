@@ -1,9 +1,7 @@
 //! Cron safety: promise locks (`ifelapsed`), the one-agent-per-workdir
 //! lock, and a state store that survives a kill.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -16,9 +16,7 @@
 //! `policies/modules/packages/apt_get`, checking each step with dpkg-query;
 //! with our agent, then with cf-agent on the same steps.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -1,0 +1,41 @@
+//! The integration tests, as one test binary (one link instead of one per
+//! file). Each module is one former `tests/*.rs` binary; `common` holds the
+//! helpers they share. Run one module with `cargo test --test it MODULE::`
+//! (or any substring of the test names).
+
+mod common;
+
+mod actuators;
+mod actuators_differential;
+mod agent_control;
+mod agent_differential;
+mod atomic_edit_kill;
+mod augments_differential;
+mod bounded_reads;
+mod corpus;
+mod custom_agent;
+mod custom_differential;
+mod discovery_differential;
+mod edit_body_args;
+mod examples;
+mod files_differential;
+mod fs_outside_host;
+mod function_coverage;
+mod functions_differential;
+mod functions_no_panic;
+mod graph_why;
+mod hostile_input;
+mod json_events;
+mod logging;
+mod mpf_differential;
+mod packages;
+mod properties;
+mod proptest_parse;
+mod safe_access;
+mod sandbox;
+mod snapshots;
+mod state;
+mod stdlib;
+mod storage;
+mod transactions;
+mod validate_differential;
