@@ -323,7 +323,9 @@ fn an_account_without_a_password_is_not_unlocked_into_an_empty_one() {
         eprintln!("skipped: needs root and useradd");
         return;
     }
-    let name = format!("cvg{}", std::process::id() % 100_000);
+    // Not `cvg` and a number: actuators_differential, which runs in this
+    // same process, names its users so, from the same pid (see its `tag`).
+    let name = format!("cvga{}", std::process::id() % 100_000);
     let _guard = UserGuard(name.clone());
     let made = Command::new("/usr/sbin/useradd")
         .args(["-M", &name])
@@ -376,7 +378,8 @@ fn services_through_init_scripts() {
         eprintln!("skipped: needs root to write /etc/init.d");
         return;
     }
-    let name = format!("cvgsvc{}", std::process::id() % 100_000);
+    // Not `cvgsvc` and a number, actuators_differential's services (as above).
+    let name = format!("cvgsvca{}", std::process::id() % 100_000);
     let script = PathBuf::from(format!("/etc/init.d/{name}"));
     let pidfile = format!("/tmp/{name}.pid");
     std::fs::write(
