@@ -326,6 +326,8 @@ fn an_account_without_a_password_is_not_unlocked_into_an_empty_one() {
     // Not `cvg` and a number: actuators_differential, which runs in this
     // same process, names its users so, from the same pid (see its `tag`).
     let name = format!("cvga{}", std::process::id() % 100_000);
+    // Before the guard, so that the user is removed while it is held.
+    let _users = serial(&USERS);
     let _guard = UserGuard(name.clone());
     let made = Command::new("/usr/sbin/useradd")
         .args(["-M", &name])

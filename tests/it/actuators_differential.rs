@@ -377,6 +377,7 @@ fn users_match_cf_agent() {
         eprintln!("skipped: the users scenarios need root");
         return;
     }
+    let _users = serial(&USERS);
     check_corpus(&["actuators/users"], "cf-agent", run_case);
 }
 

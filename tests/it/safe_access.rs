@@ -31,14 +31,8 @@ const ITERATIONS: usize = 200;
 /// The environment variable that turns [`attacker_process`] into an attacker.
 const ATTACK: &str = "CVG_SAFE_ACCESS_ATTACK";
 
-/// useradd and userdel lock /etc/passwd: one at a time.
-static USERS: Mutex<()> = Mutex::new(());
 /// The race tests run one at a time: each attacker spins on a CPU.
 static RACES: Mutex<()> = Mutex::new(());
-
-fn serial(m: &'static Mutex<()>) -> std::sync::MutexGuard<'static, ()> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn skipped_unless_root() -> bool {
     if is_root() {

@@ -5,6 +5,19 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+
+/// useradd, userdel and the agents' users promises lock /etc/passwd: one
+/// test at a time changes the user database. Hold it with [`serial`] for as
+/// long as a test adds, changes or removes users (safe_access,
+/// actuators and actuators_differential do, and all run in this process).
+pub static USERS: Mutex<()> = Mutex::new(());
+
+/// Takes a lock that serialises tests, also after a test that held it
+/// failed.
+pub fn serial(m: &'static Mutex<()>) -> MutexGuard<'static, ()> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 pub fn agent_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_agent"))
