@@ -9,6 +9,7 @@ mod actuators;
 mod actuators_differential;
 mod agent_control;
 mod agent_differential;
+mod architecture;
 mod atomic_edit_kill;
 mod augments_differential;
 mod bounded_reads;

@@ -215,7 +215,7 @@ fn violations(src: &Path) -> Vec<String> {
     }
     for m in unknown {
         bad.push(format!(
-            "module '{m}' has no floor: place it in FLOORS (tests/architecture.rs) and in \
+            "module '{m}' has no floor: place it in FLOORS (tests/it/architecture.rs) and in \
              README's layout"
         ));
     }
