@@ -1,7 +1,7 @@
 //! `--json` and `--report-file`: one JSON object per line per event —
 //! the run's start, each report line, each promise's outcome (with the
 //! changes it made and how long it took), and the run's summary. The shape
-//! is frozen by tests/json_events.rs.
+//! is frozen by tests/it/json_events.rs.
 
 use super::{Counts, PromiseEvent, Sink};
 use serde::{Deserialize, Serialize};

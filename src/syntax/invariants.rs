@@ -1,5 +1,5 @@
 //! The properties the parser promises for any input whatsoever. The
-//! property tests (tests/proptest_parse.rs) and the fuzz target (fuzz/)
+//! property tests (tests/it/proptest_parse.rs) and the fuzz target (fuzz/)
 //! hold it to them through [`check`], so both test the same thing.
 
 use super::ast::*;
