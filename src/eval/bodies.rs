@@ -4,11 +4,42 @@
 
 use super::call::FnError;
 use super::context::EvalContext;
-use crate::eval::expanded::ResolvedBody;
 use crate::load::PolicySet;
 use crate::syntax::ast::Rval;
 use crate::values::value::Value;
+use indexmap::IndexMap;
 use std::collections::HashMap;
+
+/// A body's attributes after parameters and guards were applied.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResolvedBody {
+    pub name: String,
+    pub attrs: IndexMap<String, Value>,
+    /// The arguments given to the bundles the body names (`service_bundle
+    /// => b("x")`), by attribute; the name itself is in `attrs`.
+    pub bundle_args: IndexMap<String, Vec<Value>>,
+}
+
+impl ResolvedBody {
+    pub fn scalar(&self, name: &str) -> Option<&str> {
+        self.attrs.get(name).and_then(Value::as_scalar)
+    }
+
+    /// A bundle the body names, with its arguments.
+    pub fn bundle_call(&self, name: &str) -> Option<(String, Vec<Value>)> {
+        let bundle = self.scalar(name)?.to_string();
+        let args = self.bundle_args.get(name).cloned().unwrap_or_default();
+        Some((bundle, args))
+    }
+
+    pub fn list(&self, name: &str) -> Vec<String> {
+        match self.attrs.get(name) {
+            Some(Value::List(l)) => l.clone(),
+            Some(Value::Scalar(s)) => vec![s.clone()],
+            _ => Vec::new(),
+        }
+    }
+}
 
 /// Body types whose name is also the attribute that refers to them.
 pub const BODY_ATTRIBUTES: &[&str] = &[

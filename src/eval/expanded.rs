@@ -4,7 +4,9 @@
 //! one: expand its attributes, define the classes of its outcome.
 
 use super::EvalContext;
-use super::bodies::{BODY_ATTRIBUTES, BUNDLE_ATTRIBUTES, BodyError, reference_parts, resolve_body};
+use super::bodies::{
+    BODY_ATTRIBUTES, BUNDLE_ATTRIBUTES, BodyError, ResolvedBody, reference_parts, resolve_body,
+};
 use super::classes::ClassInfo;
 use crate::load::PolicySet;
 use crate::report::Outcome;
@@ -17,37 +19,6 @@ use indexmap::IndexMap;
 
 /// The most passes over a bundle, as cf-agent does.
 pub const MAX_PASSES: usize = 3;
-
-/// A body's attributes after parameters and guards were applied.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ResolvedBody {
-    pub name: String,
-    pub attrs: IndexMap<String, Value>,
-    /// The arguments given to the bundles the body names (`service_bundle
-    /// => b("x")`), by attribute; the name itself is in `attrs`.
-    pub bundle_args: IndexMap<String, Vec<Value>>,
-}
-
-impl ResolvedBody {
-    pub fn scalar(&self, name: &str) -> Option<&str> {
-        self.attrs.get(name).and_then(Value::as_scalar)
-    }
-
-    /// A bundle the body names, with its arguments.
-    pub fn bundle_call(&self, name: &str) -> Option<(String, Vec<Value>)> {
-        let bundle = self.scalar(name)?.to_string();
-        let args = self.bundle_args.get(name).cloned().unwrap_or_default();
-        Some((bundle, args))
-    }
-
-    pub fn list(&self, name: &str) -> Vec<String> {
-        match self.attrs.get(name) {
-            Some(Value::List(l)) => l.clone(),
-            Some(Value::Scalar(s)) => vec![s.clone()],
-            _ => Vec::new(),
-        }
-    }
-}
 
 /// An attribute's value for one iteration.
 #[derive(Debug, Clone, PartialEq)]

@@ -252,7 +252,7 @@ impl super::Host {
                 use std::os::fd::AsRawFd;
                 let mut rest = &data[..];
                 while !rest.is_empty() {
-                    match super::coprocess::write_without_sigpipe(input.as_raw_fd(), rest) {
+                    match super::pipes::write_without_sigpipe(input.as_raw_fd(), rest) {
                         Ok(0) => break,
                         Ok(n) => rest = &rest[n..],
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -309,7 +309,7 @@ fn collect(
     // One read of what is there (or of end of file), waiting until `until`
     // at most; false when nothing came.
     let mut read_some = |until: Instant, output: &mut Vec<u8>, eof: &mut bool| loop {
-        if !super::coprocess::wait_ready(fd, libc::POLLIN, until) {
+        if !super::pipes::wait_ready(fd, libc::POLLIN, until) {
             return false;
         }
         match reader.read(&mut buf) {

@@ -10,6 +10,7 @@ pub mod exec;
 pub mod fs;
 pub mod local;
 pub mod packages;
+mod pipes;
 pub mod procs;
 pub mod safe;
 

@@ -7,7 +7,9 @@
 
 use super::{ActContext, Actuator};
 
-use crate::eval::expanded::{ExpandedPromise, ResolvedBody};
+use crate::eval::expanded::ExpandedPromise;
+
+use crate::eval::bodies::ResolvedBody;
 
 use crate::eval::classes::ClassInfo;
 use crate::host::exec::{CommandSpec, NotExecutable, check_executable, split_command_line};

@@ -49,7 +49,7 @@ impl Actuator for Reports {
 
 /// `printfile` body: print the first `number_of_lines` lines of a file as
 /// report lines. False when the file cannot be read.
-fn print_file(act: &mut ActContext<'_>, body: &crate::eval::expanded::ResolvedBody) -> bool {
+fn print_file(act: &mut ActContext<'_>, body: &crate::eval::bodies::ResolvedBody) -> bool {
     let Some(path) = body.scalar("file_to_print") else {
         return false;
     };

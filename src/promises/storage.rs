@@ -6,7 +6,9 @@
 
 use super::{ActContext, Actuator};
 
-use crate::eval::expanded::{ExpandedPromise, ResolvedBody};
+use crate::eval::expanded::ExpandedPromise;
+
+use crate::eval::bodies::ResolvedBody;
 
 use crate::report::Outcome;
 

@@ -848,7 +848,7 @@ fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::expanded::ResolvedBody;
+    use crate::eval::bodies::ResolvedBody;
 
     fn promise(attrs: Vec<(&str, AttrValue)>) -> ExpandedPromise {
         ExpandedPromise {

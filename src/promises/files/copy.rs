@@ -5,7 +5,9 @@
 
 use super::super::ActContext;
 
-use crate::eval::expanded::{ExpandedPromise, ResolvedBody};
+use crate::eval::expanded::ExpandedPromise;
+
+use crate::eval::bodies::ResolvedBody;
 
 use super::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, Verdict};
 use crate::host::fs::{FileKind, Meta};

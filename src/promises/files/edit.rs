@@ -19,7 +19,9 @@
 
 use super::super::ActContext;
 
-use crate::eval::expanded::{AttrValue, ExpandedPromise, ResolvedBody};
+use crate::eval::expanded::{AttrValue, ExpandedPromise};
+
+use crate::eval::bodies::ResolvedBody;
 
 use super::{Verdict, bytes};
 use crate::eval::context::Frame;

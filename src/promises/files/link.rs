@@ -2,7 +2,9 @@
 
 use super::super::ActContext;
 
-use crate::eval::expanded::{ExpandedPromise, ResolvedBody};
+use crate::eval::expanded::ExpandedPromise;
+
+use crate::eval::bodies::ResolvedBody;
 
 use super::Verdict;
 use crate::host::fs::FileKind;

@@ -13,7 +13,9 @@ pub mod template;
 
 use super::{ActContext, Actuator};
 
-use crate::eval::expanded::{ExpandedPromise, ResolvedBody};
+use crate::eval::expanded::ExpandedPromise;
+
+use crate::eval::bodies::ResolvedBody;
 
 use crate::host::fs::{FileKind, Meta, can_chown};
 use crate::report::Outcome;

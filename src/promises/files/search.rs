@@ -4,7 +4,8 @@
 
 use super::perms::{ModeSpec, gid_of, uid_of};
 use crate::eval::EvalContext;
-use crate::eval::expanded::{ExpandedPromise, ResolvedBody};
+use crate::eval::bodies::ResolvedBody;
+use crate::eval::expanded::ExpandedPromise;
 use crate::host::Host;
 use crate::host::fs::{FileKind, Meta};
 use std::path::{Path, PathBuf};

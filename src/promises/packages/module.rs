@@ -5,7 +5,7 @@
 //! the reply; a non-zero exit means the call failed. The replies are parsed
 //! here, into what cf-agent 3.21 makes of them, with its log lines.
 
-use crate::eval::expanded::ResolvedBody;
+use crate::eval::bodies::ResolvedBody;
 use crate::host::Host;
 use crate::host::exec::{Access, CommandSpec, OutputSelect, split_command_line};
 use crate::host::packages::PackageRecord;
