@@ -155,6 +155,29 @@ impl<'a> Args<'a> {
             None => Err(self.fail(format!("missing parameter '{param}' (argument {})", i + 1))),
         }
     }
+
+    /// A collecting argument where the name of a plain string variable is
+    /// that string rather than an error: `getvalues("s")` is `{ s }` and
+    /// `getindices("s")` is empty in cf-agent, which reads such names
+    /// allowing scalars (the other collecting functions fail on them).
+    pub fn collect_or_scalar(
+        &self,
+        ctx: &EvalContext,
+        i: usize,
+        param: &str,
+    ) -> Result<Value, FnError> {
+        if let Some(Value::Scalar(name)) = self.args.get(i) {
+            let t = name.trim_start();
+            if !t.starts_with('[')
+                && !t.starts_with('{')
+                && classic_array(ctx, name).is_none()
+                && let Some(v @ Value::Scalar(_)) = ctx.lookup(name)
+            {
+                return Ok(v);
+            }
+        }
+        self.collect(ctx, i, param)
+    }
 }
 
 /// A collecting argument: a list or data value passed directly (`@(x)`, a
