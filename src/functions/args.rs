@@ -272,7 +272,12 @@ fn with_variables(ctx: &EvalContext, text: &str) -> Result<Option<String>, FnErr
             out.push_str(word);
             continue;
         }
-        let value = ctx.lookup(word).ok_or(FnError::Defer)?;
+        // A classic array (`vars1[c]`, ... with no `vars1`) is the object
+        // of its entries, as for a collecting argument's name.
+        let value = ctx
+            .lookup(word)
+            .or_else(|| classic_array(ctx, word))
+            .ok_or(FnError::Defer)?;
         let j = match value {
             Value::Data(d) => (*d).clone(),
             Value::List(l) => Json::Array(l.into_iter().map(Json::String).collect()),
