@@ -273,10 +273,16 @@ fn with_variables(ctx: &EvalContext, text: &str) -> Result<Option<String>, FnErr
             continue;
         }
         // A classic array (`vars1[c]`, ... with no `vars1`) is the object
-        // of its entries, as for a collecting argument's name.
+        // of its entries, as for a collecting argument's name; not when the
+        // name has a namespace, whose colon cf-agent's JSON reader takes
+        // for JSON (mergedata-CFE-2551-2 expects no value then).
         let value = ctx
             .lookup(word)
-            .or_else(|| classic_array(ctx, word))
+            .or_else(|| {
+                (!word.contains(':'))
+                    .then(|| classic_array(ctx, word))
+                    .flatten()
+            })
             .ok_or(FnError::Defer)?;
         let j = match value {
             Value::Data(d) => (*d).clone(),
