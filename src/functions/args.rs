@@ -155,6 +155,29 @@ impl<'a> Args<'a> {
             None => Err(self.fail(format!("missing parameter '{param}' (argument {})", i + 1))),
         }
     }
+
+    /// A collecting argument where the name of a plain string variable is
+    /// that string rather than an error: `getvalues("s")` is `{ s }` and
+    /// `getindices("s")` is empty in cf-agent, which reads such names
+    /// allowing scalars (the other collecting functions fail on them).
+    pub fn collect_or_scalar(
+        &self,
+        ctx: &EvalContext,
+        i: usize,
+        param: &str,
+    ) -> Result<Value, FnError> {
+        if let Some(Value::Scalar(name)) = self.args.get(i) {
+            let t = name.trim_start();
+            if !t.starts_with('[')
+                && !t.starts_with('{')
+                && classic_array(ctx, name).is_none()
+                && let Some(v @ Value::Scalar(_)) = ctx.lookup(name)
+            {
+                return Ok(v);
+            }
+        }
+        self.collect(ctx, i, param)
+    }
 }
 
 /// A collecting argument: a list or data value passed directly (`@(x)`, a
@@ -249,7 +272,18 @@ fn with_variables(ctx: &EvalContext, text: &str) -> Result<Option<String>, FnErr
             out.push_str(word);
             continue;
         }
-        let value = ctx.lookup(word).ok_or(FnError::Defer)?;
+        // A classic array (`vars1[c]`, ... with no `vars1`) is the object
+        // of its entries, as for a collecting argument's name; not when the
+        // name has a namespace, whose colon cf-agent's JSON reader takes
+        // for JSON (mergedata-CFE-2551-2 expects no value then).
+        let value = ctx
+            .lookup(word)
+            .or_else(|| {
+                (!word.contains(':'))
+                    .then(|| classic_array(ctx, word))
+                    .flatten()
+            })
+            .ok_or(FnError::Defer)?;
         let j = match value {
             Value::Data(d) => (*d).clone(),
             Value::List(l) => Json::Array(l.into_iter().map(Json::String).collect()),

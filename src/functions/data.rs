@@ -71,9 +71,24 @@ fn read_text(args: &Args, i: usize, max_index: Option<usize>) -> Result<String, 
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// A file read as cf-agent reads it for `readfile` and the `read*list`,
+/// `read*array` and `data_readstringarray*` functions: a file of a single
+/// line loses its line ending (`"abc\n"` is `abc`), one of more lines
+/// keeps every byte.
+fn read_text_chomped(args: &Args, i: usize, max_index: Option<usize>) -> Result<String, FnError> {
+    let mut text = read_text(args, i, max_index)?;
+    if let Some(end) = text.find(['\n', '\r']) {
+        // Only a final "\n" goes: a lone "\r" at the end stays, as there.
+        if end + 1 == text.len() && text.ends_with('\n') {
+            text.truncate(end);
+        }
+    }
+    Ok(text)
+}
+
 fn readfile(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readfile", a);
-    let mut text = read_text(&args, 0, Some(1))?;
+    let mut text = read_text_chomped(&args, 0, Some(1))?;
     // cf-agent keeps the contents as a C string, so they end at the first
     // NUL byte (`readfile("/proc/1/cmdline")` is argv[0]).
     if let Some(nul) = text.find('\0') {
@@ -539,7 +554,7 @@ fn read_array(
     idx: bool,
 ) -> FnResult {
     let args = Args::new(name, a);
-    let text = read_text(&args, 1, None)?;
+    let text = read_text_chomped(&args, 1, None)?;
     let rows = table(ctx, &args, &text, 2)?;
     define_array(ctx, &args, rows, kind, idx)
 }
@@ -571,7 +586,7 @@ fn readstringarrayidx(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn read_list(name: &'static str, ctx: &mut EvalContext, a: &[Value], kind: Field) -> FnResult {
     let args = Args::new(name, a);
-    let text = read_text(&args, 0, None)?;
+    let text = read_text_chomped(&args, 0, None)?;
     let Splitting {
         text,
         split,
@@ -603,7 +618,7 @@ fn readstringlist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn data_readstringarray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("data_readstringarray", a);
-    let text = read_text(&args, 0, None)?;
+    let text = read_text_chomped(&args, 0, None)?;
     let rows = table(ctx, &args, &text, 1)?;
     let mut m = Map::new();
     for mut row in rows {
@@ -621,7 +636,7 @@ fn data_readstringarray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn data_readstringarrayidx(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("data_readstringarrayidx", a);
-    let text = read_text(&args, 0, None)?;
+    let text = read_text_chomped(&args, 0, None)?;
     let rows = table(ctx, &args, &text, 1)?;
     Ok(Value::data(csv_json(rows)))
 }

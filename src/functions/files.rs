@@ -420,8 +420,20 @@ fn translatepath(_: &mut EvalContext, a: &[Value]) -> FnResult {
 
 /// The directory part of a path, as `dirname(1)` computes it: trailing
 /// slashes ignored, `.` for a bare name, `/` for the root. An empty path
-/// stays empty.
+/// stays empty. Repeated slashes inside it count as one, as cf-agent
+/// collapses them before chopping the last node (`a///b//c` is `a/b`).
 pub fn dirname_of(path: &str) -> String {
+    let mut out = dirname_uncollapsed(path);
+    let mut prev_slash = false;
+    out.retain(|c| {
+        let keep = !(c == '/' && prev_slash);
+        prev_slash = c == '/';
+        keep
+    });
+    out
+}
+
+fn dirname_uncollapsed(path: &str) -> String {
     if path.is_empty() {
         return String::new();
     }
@@ -539,6 +551,9 @@ mod tests {
             ("//", "/"),
             (".", "."),
             ("a/b//", "a"),
+            ("//a///b////c///", "/a/b"),
+            ("a///b////c///", "a/b"),
+            ("//a", "/"),
         ] {
             assert_eq!(dirname_of(i), o, "dirname({i})");
         }

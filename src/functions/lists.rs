@@ -106,7 +106,7 @@ fn grep(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 /// defined, which has no indices or values: an empty list, as cf-agent
 /// gives (the MPF's def.cf relies on it).
 fn defined_or_none(ctx: &EvalContext, args: &Args) -> Result<Option<Value>, FnError> {
-    match args.collect(ctx, 0, "variable") {
+    match args.collect_or_scalar(ctx, 0, "variable") {
         Err(FnError::Defer) => Ok(None),
         r => r.map(Some),
     }

@@ -5,7 +5,7 @@ use super::args::Args;
 use super::{FnResult, FnSpec, class_result, spec};
 use crate::eval::EvalContext;
 use crate::values::Value;
-use crate::values::number::parse_int;
+use crate::values::number::{parse_int, parse_real};
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("eval", 1, Some(3), eval),
@@ -66,12 +66,11 @@ fn islessthan(_: &mut EvalContext, a: &[Value]) -> FnResult {
 fn int(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("int", a);
     let s = args.str(0, "string")?;
-    if let Ok(i) = parse_int(s) {
-        return Ok(Value::str(i.to_string()));
-    }
-    match s.trim().parse::<f64>() {
-        Ok(f) if f.is_finite() => Ok(Value::str((f.trunc() as i64).to_string())),
-        _ => Err(args.fail(format!("'{s}' is not a number"))),
+    // cf-agent reads the text as a real, unit suffix included ("65.987k" is
+    // 65987), and drops the decimals.
+    match parse_real(s) {
+        Ok(f) => Ok(Value::str((f.trunc() as i64).to_string())),
+        Err(_) => Err(args.fail(format!("'{s}' is not a number"))),
     }
 }
 

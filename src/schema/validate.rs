@@ -28,9 +28,10 @@
 
 use super::values::{ClassLiteralError, Misfit, check_class_literal, check_literal, has_var_ref};
 use super::{
-    AttrDef, BUNDLE_CALL_ATTRIBUTES, BundleType, CUSTOM_PROMISE_BLOCK_ATTRIBUTES, PromiseTypeDef,
-    RESERVED_BUNDLE_NAMES, RESERVED_VARIABLE_NAMES, Status, VARIABLE_TYPES, ValueType, Visibility,
-    body_type, bundle_type, bundle_type_names, function, promise_type, promise_types,
+    AttrDef, BUNDLE_CALL_ATTRIBUTES, BundleType, CUSTOM_PROMISE_BLOCK_ATTRIBUTES, FunctionDef,
+    PromiseTypeDef, RESERVED_BUNDLE_NAMES, RESERVED_VARIABLE_NAMES, Status, VARIABLE_TYPES,
+    ValueType, Visibility, body_type, bundle_type, bundle_type_names, function, promise_type,
+    promise_types,
 };
 use crate::syntax::MAX_NESTING;
 use crate::syntax::ast::{
@@ -698,7 +699,7 @@ impl<'a> Validator<'a> {
                             }
                         }
                     }
-                    Some(_) => {}
+                    Some(f) => self.number_args(f, c, site),
                     None if checked_top || c.name.name.contains('$') => {}
                     None => {
                         let help = suggest(&c.name.name, super::functions().iter().map(|f| f.name))
@@ -712,6 +713,39 @@ impl<'a> Validator<'a> {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Literal numbers given to a function's int or real parameters must lie
+    /// in the parameter's range: cf-agent checks every evaluated call's
+    /// arguments against the function's template and stops the run
+    /// ("In function 'accumulated', error in variable '1001', 'Integer is
+    /// out of range'"). Only numbers are checked here; a value naming a
+    /// variable is checked when evaluated, if at all.
+    fn number_args(&mut self, f: &FunctionDef, c: &FnCall, site: CallSite) {
+        for (a, p) in c.args.iter().zip(f.params) {
+            if !matches!(p.ty, ValueType::Int | ValueType::Real) || p.range.is_empty() {
+                continue;
+            }
+            // Unquoted numbers are symbols to the parser.
+            let (text, span) = match a {
+                Rval::String(s) => (s.value.as_str(), s.span),
+                Rval::Symbol(i) => (i.name.as_str(), i.span),
+                _ => continue,
+            };
+            let Err(m) = check_literal("", text, p.ty, p.range, &mut self.regexes) else {
+                continue;
+            };
+            let msg = format!("function '{}': {}", f.name, m.message);
+            match site {
+                CallSite::Evaluated => self.error(span, msg).help = m.help,
+                CallSite::NotEvaluated => {
+                    self.warning(span, msg).help = Some(
+                        "cf-promises does not evaluate this call, but the agent will fail on it"
+                            .to_string(),
+                    )
+                }
+            }
         }
     }
 

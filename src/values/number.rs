@@ -15,8 +15,9 @@ pub fn convert(dtype: DataType, v: Value) -> Result<Value, String> {
         (DataType::Ilist, Value::List(l)) => l
             .iter()
             .map(|s| {
-                // cf-agent keeps the text of each integer in a list.
-                if s.contains("$(") {
+                // cf-agent keeps the text of each integer in a list, and an
+                // item still naming a variable (`$(x)`, `${x}`, `@{x}`) as it is.
+                if super::refs::has_refs(s) {
                     Ok(s.clone())
                 } else {
                     parse_int(s).map(|_| s.clone())
@@ -27,8 +28,9 @@ pub fn convert(dtype: DataType, v: Value) -> Result<Value, String> {
         (DataType::Rlist, Value::List(l)) => l
             .iter()
             .map(|s| {
-                // cf-agent keeps the text of each real in a list.
-                if s.contains("$(") {
+                // cf-agent keeps the text of each real in a list, and an
+                // item still naming a variable (`$(x)`, `${x}`, `@{x}`) as it is.
+                if super::refs::has_refs(s) {
                     Ok(s.clone())
                 } else {
                     parse_real(s).map(|_| s.clone())
