@@ -402,6 +402,9 @@ impl AgentRun<'_> {
             None => state.changed |= self.set_outcome_classes(ep, outcome),
         }
         if let Some(h) = &ep.handle {
+            if matches!(outcome, Outcome::Kept | Outcome::Repaired) {
+                self.ctx.done_handles.insert(h.clone());
+            }
             let prev = self.handles.get(h).copied();
             self.handles
                 .insert(h.clone(), prev.map_or(outcome, |p| p.worst(outcome)));
@@ -502,6 +505,7 @@ impl AgentRun<'_> {
         };
         let unmet: Vec<String> = deps
             .iter()
+            .filter(|d| !self.ctx.done_handles.contains(*d))
             .filter_map(|d| match self.handles.get(d) {
                 Some(Outcome::Kept | Outcome::Repaired) => None,
                 Some(o) => Some(format!("'{d}' ended {}", o.as_str())),

@@ -114,6 +114,10 @@ pub struct EvalContext {
     /// resolve, by `ns:scope.name`, with where they were promised and the
     /// value: what is left of them at the end is reported.
     pub unresolved_vars: std::collections::BTreeMap<String, (String, usize, String)>,
+    /// Handles of the promises that are done (kept or repaired, or, for
+    /// vars and classes promises, evaluated): a promise whose `depends_on`
+    /// names a handle not in here is skipped, as cf-agent skips it.
+    pub done_handles: std::collections::HashSet<String>,
 }
 
 /// A bundle of the loaded policy, as introspection sees it.
