@@ -362,8 +362,15 @@ impl<'a> AgentRun<'a> {
     }
 
     fn run_sequence(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
+        let ignore_missing = self.ctx.common_control_flag("ignore_missing_bundles");
         for call in seq {
             let Some((_, bundle)) = self.policy.bundle("default", &call.name) else {
+                // cf-agent skips such a bundle when told to (the loop below
+                // runs only the bundles that exist).
+                if ignore_missing {
+                    tracing::info!("Ignoring missing bundle '{}'", call.name);
+                    continue;
+                }
                 return Err(RunError::UndefinedBundle(call.name.clone()));
             };
             if bundle.params.len() != call.args.len() {

@@ -329,6 +329,15 @@ impl EvalContext {
             .map(|v| &v.value)
     }
 
+    /// Whether a boolean attribute of `body common control` is set
+    /// (`ignore_missing_inputs => "on"`); unset or not a boolean is false.
+    pub fn common_control_flag(&self, attr: &str) -> bool {
+        self.common_control(attr)
+            .and_then(Value::as_scalar)
+            .and_then(crate::values::number::parse_bool)
+            .unwrap_or(false)
+    }
+
     pub fn lookup_variable(&self, text: &str) -> Option<&Variable> {
         let r = VarRef::parse(text);
         let (ns, scope) = self.resolve_scope(&r);

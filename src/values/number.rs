@@ -177,6 +177,16 @@ pub fn parse_c_long(s: &str) -> i64 {
     if neg { -n } else { n }
 }
 
+/// A boolean option as CFEngine spells it (`true/yes/on` or
+/// `false/no/off`).
+pub fn parse_bool(s: &str) -> Option<bool> {
+    match s {
+        "true" | "yes" | "on" => Some(true),
+        "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,15 +213,5 @@ mod tests {
             convert(DataType::Real, Value::str("1.50")),
             Ok(Value::str("1.500000"))
         );
-    }
-}
-
-/// A boolean option as CFEngine spells it (`true/yes/on` or
-/// `false/no/off`).
-pub fn parse_bool(s: &str) -> Option<bool> {
-    match s {
-        "true" | "yes" | "on" => Some(true),
-        "false" | "no" | "off" => Some(false),
-        _ => None,
     }
 }
