@@ -71,6 +71,14 @@ pub enum RunError {
         expected: usize,
         got: usize,
     },
+    /// A broken `inherit_from` chain stops cf-agent at the first promise
+    /// that uses the body.
+    #[error("{0}")]
+    BrokenBody(Box<FatalAt>),
+    /// So does an option attribute whose value, once expanded, is not one
+    /// of its words ("Selection is out of bounds").
+    #[error("{0}")]
+    OptionOutOfRange(Box<FatalAt>),
     /// cf-agent aborts the whole run when a method names a bundle that does
     /// not exist ("Aborting due to missing bundle").
     #[error("aborting due to missing bundle '{0}'")]
@@ -83,6 +91,16 @@ pub enum RunError {
         expected: usize,
         got: usize,
     },
+}
+
+/// What stopped the run at a promise, and where the promise is written.
+#[derive(Debug, PartialEq, Error)]
+#[error("{what} (in a {promise_type} promise at {file}:{line}); aborting")]
+pub struct FatalAt {
+    pub what: String,
+    pub promise_type: String,
+    pub file: String,
+    pub line: usize,
 }
 
 /// One entry of the bundlesequence: a bundle name and its arguments.
