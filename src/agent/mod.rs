@@ -404,6 +404,9 @@ impl<'a> AgentRun<'a> {
         let policy = self.policy;
         crate::eval::preeval::evaluate_meta(self.ctx, policy);
         self.ctx.agent_control = crate::eval::control::AgentControl::resolve(self.ctx, policy);
+        if self.preevaluated_abort() {
+            return Ok(());
+        }
         let prios: Vec<Option<i64>> = seq
             .iter()
             .map(|c| priority_of_bundle(self.ctx, policy, "default", &c.name))
@@ -424,6 +427,44 @@ impl<'a> AgentRun<'a> {
         }
         self.update_package_inventory();
         Ok(())
+    }
+
+    /// Whether a class common bundles defined while the policy was
+    /// pre-evaluated is one of `abortclasses`: cf-agent checks each class
+    /// as it is defined, so such a policy runs no bundle at all. Agent
+    /// control was not known then, so they are looked at now.
+    fn preevaluated_abort(&mut self) -> bool {
+        if self.ctx.agent_control.abortclasses.is_empty() {
+            return false;
+        }
+        let mut defined: Vec<String> = self
+            .ctx
+            .classes
+            .iter()
+            .filter(|(_, info)| matches!(info.origin, Origin::Promise { .. }))
+            .map(|(k, _)| k.clone())
+            .collect();
+        defined.sort_unstable();
+        let patterns = self.ctx.agent_control.abortclasses.clone();
+        let hit = defined.into_iter().find(|class| {
+            let bare = class.rsplit(':').next().unwrap_or(class);
+            patterns.iter().any(|p| {
+                self.ctx
+                    .regexes
+                    .get(p)
+                    .is_ok_and(|re| re.is_full_match(bare))
+            })
+        });
+        let Some(class) = hit else {
+            return false;
+        };
+        tracing::info!(
+            target: crate::report::log::NOTICE_TARGET,
+            "cf-agent aborted on defined class '{class}'"
+        );
+        self.abort_run = Some(class);
+        self.summary.aborted = self.abort_run.clone();
+        true
     }
 
     /// cf-agent refreshes the package inventory after the bundles ran.
