@@ -75,6 +75,10 @@ pub enum RunError {
     /// that uses the body.
     #[error("{0}")]
     BrokenBody(Box<FatalAt>),
+    /// So does a function giving one value to an attribute that takes a
+    /// list ("Attempted to give a scalar to a non-scalar type").
+    #[error("{0}")]
+    ScalarForList(Box<FatalAt>),
     /// So does an option attribute whose value, once expanded, is not one
     /// of its words ("Selection is out of bounds").
     #[error("{0}")]
@@ -407,6 +411,9 @@ impl<'a> AgentRun<'a> {
         if self.preevaluated_abort() {
             return Ok(());
         }
+        // A fatal error pre-evaluation met is met again, and placed, when
+        // the run evaluates that promise.
+        self.ctx.fatal = None;
         let prios: Vec<Option<i64>> = seq
             .iter()
             .map(|c| priority_of_bundle(self.ctx, policy, "default", &c.name))

@@ -74,6 +74,15 @@ impl AgentRun<'_> {
             }
             "classes" => {
                 let (r, msgs) = self.ctx.eval_classes_promise(file, promise, common);
+                if let Some(what) = self.ctx.fatal.take() {
+                    self.fatal = Some(RunError::ScalarForList(Box::new(FatalAt {
+                        what,
+                        promise_type: ptype.to_string(),
+                        file: file.source.path.clone(),
+                        line: file.source.line_of(promise.promiser.span.start),
+                    })));
+                    return;
+                }
                 self.store_persistent_classes();
                 state.changed |= r.changed;
                 state.deferred |= r.deferred;

@@ -118,6 +118,9 @@ pub struct EvalContext {
     /// vars and classes promises, evaluated): a promise whose `depends_on`
     /// names a handle not in here is skipped, as cf-agent skips it.
     pub done_handles: std::collections::HashSet<String>,
+    /// An error on which cf-agent stops the whole run, found while
+    /// evaluating a promise; the agent takes it after the promise.
+    pub fatal: Option<String>,
 }
 
 /// A bundle of the loaded policy, as introspection sees it.

@@ -632,6 +632,20 @@ impl EvalContext {
                 Err(FnError::Defer) => return Ok(None),
                 Err(FnError::Failed(m) | FnError::Quiet(m)) => return Err(m),
             };
+            // A function giving one value where the attribute takes a list
+            // passes the check (a literal does not) but stops cf-agent:
+            // "Attempted to give a scalar to a non-scalar type".
+            if kind != "expression"
+                && kind != "not"
+                && matches!(attr.value, Rval::Call(_))
+                && let Value::Scalar(s) = &e.value
+            {
+                let m = format!(
+                    "in attribute '{kind}', a function gave the single value '{s}' where a list is needed"
+                );
+                self.fatal = Some(m.clone());
+                return Err(m);
+            }
             let items: Vec<String> = match e.value {
                 Value::Scalar(s) => vec![s],
                 Value::List(l) => l,
