@@ -411,6 +411,7 @@ impl<'a> AgentRun<'a> {
         if self.preevaluated_abort() {
             return Ok(());
         }
+        self.apply_common_domain();
         // A fatal error pre-evaluation met is met again, and placed, when
         // the run evaluates that promise.
         self.ctx.fatal = None;
@@ -472,6 +473,34 @@ impl<'a> AgentRun<'a> {
         self.abort_run = Some(class);
         self.summary.aborted = self.abort_run.clone();
         true
+    }
+
+    /// `domain` of body common control names the host's domain: cf-agent
+    /// sets `sys.domain` from it and defines its canonified name as a hard
+    /// class. (It also rebuilds `sys.fqhost`, but 3.21 pads it with
+    /// blanks, so we leave that one as discovered.)
+    fn apply_common_domain(&mut self) {
+        let Some(domain) = self
+            .ctx
+            .common_control("domain")
+            .and_then(Value::as_scalar)
+            .filter(|d| !d.is_empty())
+            .map(str::to_string)
+        else {
+            return;
+        };
+        let dtype = crate::values::value::DataType::String;
+        let class = crate::values::canon::canonify(&domain);
+        let var = Variable::new(Value::str(domain), dtype, Origin::Agent);
+        self.ctx.vars.put("default", "sys", "domain", var);
+        let hard = ClassInfo {
+            hard: true,
+            ..ClassInfo::soft(
+                Origin::Agent,
+                vec!["source=agent".into(), "hardclass".into()],
+            )
+        };
+        self.ctx.classes.define(&class, hard);
     }
 
     /// cf-agent refreshes the package inventory after the bundles ran.
