@@ -71,6 +71,18 @@ pub enum RunError {
         expected: usize,
         got: usize,
     },
+    /// A broken `inherit_from` chain stops cf-agent at the first promise
+    /// that uses the body.
+    #[error("{0}")]
+    BrokenBody(Box<FatalAt>),
+    /// So does a function giving one value to an attribute that takes a
+    /// list ("Attempted to give a scalar to a non-scalar type").
+    #[error("{0}")]
+    ScalarForList(Box<FatalAt>),
+    /// So does an option attribute whose value, once expanded, is not one
+    /// of its words ("Selection is out of bounds").
+    #[error("{0}")]
+    OptionOutOfRange(Box<FatalAt>),
     /// cf-agent aborts the whole run when a method names a bundle that does
     /// not exist ("Aborting due to missing bundle").
     #[error("aborting due to missing bundle '{0}'")]
@@ -83,6 +95,16 @@ pub enum RunError {
         expected: usize,
         got: usize,
     },
+}
+
+/// What stopped the run at a promise, and where the promise is written.
+#[derive(Debug, PartialEq, Error)]
+#[error("{what} (in a {promise_type} promise at {file}:{line}); aborting")]
+pub struct FatalAt {
+    pub what: String,
+    pub promise_type: String,
+    pub file: String,
+    pub line: usize,
 }
 
 /// One entry of the bundlesequence: a bundle name and its arguments.
@@ -362,8 +384,15 @@ impl<'a> AgentRun<'a> {
     }
 
     fn run_sequence(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
+        let ignore_missing = self.ctx.common_control_flag("ignore_missing_bundles");
         for call in seq {
             let Some((_, bundle)) = self.policy.bundle("default", &call.name) else {
+                // cf-agent skips such a bundle when told to (the loop below
+                // runs only the bundles that exist).
+                if ignore_missing {
+                    tracing::info!("Ignoring missing bundle '{}'", call.name);
+                    continue;
+                }
                 return Err(RunError::UndefinedBundle(call.name.clone()));
             };
             if bundle.params.len() != call.args.len() {
@@ -379,6 +408,13 @@ impl<'a> AgentRun<'a> {
         let policy = self.policy;
         crate::eval::preeval::evaluate_meta(self.ctx, policy);
         self.ctx.agent_control = crate::eval::control::AgentControl::resolve(self.ctx, policy);
+        if self.preevaluated_abort() {
+            return Ok(());
+        }
+        self.apply_common_domain();
+        // A fatal error pre-evaluation met is met again, and placed, when
+        // the run evaluates that promise.
+        self.ctx.fatal = None;
         let prios: Vec<Option<i64>> = seq
             .iter()
             .map(|c| priority_of_bundle(self.ctx, policy, "default", &c.name))
@@ -399,6 +435,72 @@ impl<'a> AgentRun<'a> {
         }
         self.update_package_inventory();
         Ok(())
+    }
+
+    /// Whether a class common bundles defined while the policy was
+    /// pre-evaluated is one of `abortclasses`: cf-agent checks each class
+    /// as it is defined, so such a policy runs no bundle at all. Agent
+    /// control was not known then, so they are looked at now.
+    fn preevaluated_abort(&mut self) -> bool {
+        if self.ctx.agent_control.abortclasses.is_empty() {
+            return false;
+        }
+        let mut defined: Vec<String> = self
+            .ctx
+            .classes
+            .iter()
+            .filter(|(_, info)| matches!(info.origin, Origin::Promise { .. }))
+            .map(|(k, _)| k.clone())
+            .collect();
+        defined.sort_unstable();
+        let patterns = self.ctx.agent_control.abortclasses.clone();
+        let hit = defined.into_iter().find(|class| {
+            let bare = class.rsplit(':').next().unwrap_or(class);
+            patterns.iter().any(|p| {
+                self.ctx
+                    .regexes
+                    .get(p)
+                    .is_ok_and(|re| re.is_full_match(bare))
+            })
+        });
+        let Some(class) = hit else {
+            return false;
+        };
+        tracing::info!(
+            target: crate::report::log::NOTICE_TARGET,
+            "cf-agent aborted on defined class '{class}'"
+        );
+        self.abort_run = Some(class);
+        self.summary.aborted = self.abort_run.clone();
+        true
+    }
+
+    /// `domain` of body common control names the host's domain: cf-agent
+    /// sets `sys.domain` from it and defines its canonified name as a hard
+    /// class. (It also rebuilds `sys.fqhost`, but 3.21 pads it with
+    /// blanks, so we leave that one as discovered.)
+    fn apply_common_domain(&mut self) {
+        let Some(domain) = self
+            .ctx
+            .common_control("domain")
+            .and_then(Value::as_scalar)
+            .filter(|d| !d.is_empty())
+            .map(str::to_string)
+        else {
+            return;
+        };
+        let dtype = crate::values::value::DataType::String;
+        let class = crate::values::canon::canonify(&domain);
+        let var = Variable::new(Value::str(domain), dtype, Origin::Agent);
+        self.ctx.vars.put("default", "sys", "domain", var);
+        let hard = ClassInfo {
+            hard: true,
+            ..ClassInfo::soft(
+                Origin::Agent,
+                vec!["source=agent".into(), "hardclass".into()],
+            )
+        };
+        self.ctx.classes.define(&class, hard);
     }
 
     /// cf-agent refreshes the package inventory after the bundles ran.

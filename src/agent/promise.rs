@@ -3,7 +3,9 @@
 //! transaction, `depends_on`, locks), acted on and recorded.
 
 use super::why::{self, Status};
-use super::{AgentRun, DEFAULT_IFELAPSED_MINUTES, PassState, fnv1a, refused_in_sandbox};
+use super::{
+    AgentRun, DEFAULT_IFELAPSED_MINUTES, FatalAt, PassState, RunError, fnv1a, refused_in_sandbox,
+};
 use crate::eval::bodies::BodyError;
 use crate::eval::context::{EvalContext, Frame};
 use crate::eval::expanded::{AttrValue, ExpandedPromise};
@@ -12,6 +14,8 @@ use crate::eval::promises::EvalMessage;
 use crate::load::LoadedFile;
 use crate::promises::actuator;
 use crate::report::{Outcome, PromiseEvent};
+use crate::schema::ValueType;
+use crate::schema::values::{check_literal, has_var_ref};
 use crate::state::LockStatus;
 use crate::syntax::ast::{Bundle, Promise, Rval};
 use crate::values::Value;
@@ -29,6 +33,8 @@ struct Expansion {
     failures: Vec<(String, String)>,
     /// Something waits for a variable that may still appear.
     deferred: bool,
+    /// An error that stops the run (a broken `inherit_from`).
+    fatal: Option<crate::eval::bodies::BodyError>,
 }
 
 /// The names under which an iteration is done for this run and holds its
@@ -68,6 +74,15 @@ impl AgentRun<'_> {
             }
             "classes" => {
                 let (r, msgs) = self.ctx.eval_classes_promise(file, promise, common);
+                if let Some(what) = self.ctx.fatal.take() {
+                    self.fatal = Some(RunError::ScalarForList(Box::new(FatalAt {
+                        what,
+                        promise_type: ptype.to_string(),
+                        file: file.source.path.clone(),
+                        line: file.source.line_of(promise.promiser.span.start),
+                    })));
+                    return;
+                }
                 self.store_persistent_classes();
                 state.changed |= r.changed;
                 state.deferred |= r.deferred;
@@ -111,7 +126,19 @@ impl AgentRun<'_> {
             promise,
         };
         self.record_unexpanded(&site, expansion.skipped, expansion.failures, state.last);
+        if let Some(error) = expansion.fatal {
+            self.fatal = Some(RunError::BrokenBody(Box::new(FatalAt {
+                what: error.to_string(),
+                promise_type: ptype.to_string(),
+                file: file.source.path.clone(),
+                line,
+            })));
+            return;
+        }
         for ep in expansion.work {
+            if self.fatal.is_none() {
+                self.fatal = self.option_out_of_range(&ep);
+            }
             if self.fatal.is_some() {
                 return;
             }
@@ -212,6 +239,7 @@ impl AgentRun<'_> {
                         );
                         out.skipped.push((promiser.text, reason));
                     }
+                    Err(e) if e.is_fatal() => out.fatal = Some(e),
                     Err(e) => out.failures.push((promiser.text, e.to_string())),
                 }
             });
@@ -402,6 +430,9 @@ impl AgentRun<'_> {
             None => state.changed |= self.set_outcome_classes(ep, outcome),
         }
         if let Some(h) = &ep.handle {
+            if matches!(outcome, Outcome::Kept | Outcome::Repaired) {
+                self.ctx.done_handles.insert(h.clone());
+            }
             let prev = self.handles.get(h).copied();
             self.handles
                 .insert(h.clone(), prev.map_or(outcome, |p| p.worst(outcome)));
@@ -492,6 +523,56 @@ impl AgentRun<'_> {
             .map(|_| ("standard_services".to_string(), None))
     }
 
+    /// The first option attribute of an expanded promise (or of a body it
+    /// names) whose value is not one of the option's words: the policy's
+    /// check let it through because a variable gave it, and cf-agent stops
+    /// the run when it sees it expanded.
+    fn option_out_of_range(&mut self, ep: &ExpandedPromise) -> Option<RunError> {
+        let ptype = crate::schema::promise_type(&ep.promise_type)?;
+        let mut checks: Vec<(&'static crate::schema::AttrDef, &Value)> = Vec::new();
+        for (name, v) in &ep.attrs {
+            match v {
+                AttrValue::Value(val) => checks.extend(ptype.attribute(name).map(|d| (d, val))),
+                AttrValue::Body(b) => {
+                    let Some(bt) = crate::schema::body_type(name) else {
+                        continue;
+                    };
+                    for (an, av) in &b.attrs {
+                        checks.extend(bt.attribute(an).map(|d| (d, av)));
+                    }
+                }
+                AttrValue::Bundle { .. } => {}
+            }
+        }
+        for (def, val) in checks {
+            if !matches!(def.ty, ValueType::Option | ValueType::Olist) {
+                continue;
+            }
+            let items: Vec<&str> = match val {
+                Value::Scalar(s) => vec![s.as_str()],
+                Value::List(l) => l.iter().map(String::as_str).collect(),
+                Value::Data(_) => continue,
+            };
+            for item in items {
+                let fits = check_literal(def.name, item, def.ty, def.range, &mut self.ctx.regexes);
+                // A value still holding a reference is not the policy's
+                // final word; it is left to the actuator.
+                if fits.is_err() && !has_var_ref(item) {
+                    return Some(RunError::OptionOutOfRange(Box::new(FatalAt {
+                        what: format!(
+                            "in attribute '{}', '{item}' is not one of {}",
+                            def.name, def.range
+                        ),
+                        promise_type: ep.promise_type.clone(),
+                        file: ep.file.clone(),
+                        line: ep.line,
+                    })));
+                }
+            }
+        }
+        None
+    }
+
     /// The `depends_on` handles that are not (yet) kept or repaired, in
     /// words; `None` when every one is.
     fn unmet_dependencies(&self, ep: &ExpandedPromise) -> Option<String> {
@@ -502,6 +583,7 @@ impl AgentRun<'_> {
         };
         let unmet: Vec<String> = deps
             .iter()
+            .filter(|d| !self.ctx.done_handles.contains(*d))
             .filter_map(|d| match self.handles.get(d) {
                 Some(Outcome::Kept | Outcome::Repaired) => None,
                 Some(o) => Some(format!("'{d}' ended {}", o.as_str())),

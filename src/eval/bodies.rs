@@ -102,10 +102,33 @@ pub enum BodyError {
     },
     #[error("body '{0}' inherits from itself (or the chain is too deep)")]
     InheritCycle(String),
+    /// `inherit_from` gives a body other arguments than it takes; cf-agent
+    /// stops the run there, where a promise naming a body wrongly only
+    /// fails.
+    #[error(
+        "body '{parent}' takes {expected} arguments, but '{child}' inherits from it with {got}"
+    )]
+    InheritArity {
+        child: String,
+        parent: String,
+        expected: usize,
+        got: usize,
+    },
     #[error("an argument is not resolved yet")]
     Defer,
     #[error("{0}")]
     Function(String),
+}
+
+impl BodyError {
+    /// Whether cf-agent stops the whole run on this error: a broken
+    /// `inherit_from` chain is, a body a promise names wrongly is not.
+    pub fn is_fatal(&self) -> bool {
+        matches!(
+            self,
+            BodyError::InheritCycle(_) | BodyError::InheritArity { .. }
+        )
+    }
 }
 
 impl From<FnError> for BodyError {
@@ -228,7 +251,24 @@ fn resolve_into(
                 continue;
             }
             let (parent, pargs) = reference_parts(ctx, &a.attr.value, false)?;
-            resolve_into(ctx, policy, body_type, &parent, pargs, out, depth + 1)?;
+            if parent == name {
+                return Err(BodyError::InheritCycle(name.to_string()));
+            }
+            match resolve_into(ctx, policy, body_type, &parent, pargs, out, depth + 1) {
+                Err(BodyError::Arity {
+                    name: p,
+                    expected,
+                    got,
+                }) if p == parent => {
+                    return Err(BodyError::InheritArity {
+                        child: name.to_string(),
+                        parent: p,
+                        expected,
+                        got,
+                    });
+                }
+                r => r?,
+            }
         }
         for a in &body.attributes {
             if a.attr.name.name == "inherit_from" || !guard_holds(ctx, &a.guard.expr) {

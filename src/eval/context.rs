@@ -114,6 +114,13 @@ pub struct EvalContext {
     /// resolve, by `ns:scope.name`, with where they were promised and the
     /// value: what is left of them at the end is reported.
     pub unresolved_vars: std::collections::BTreeMap<String, (String, usize, String)>,
+    /// Handles of the promises that are done (kept or repaired, or, for
+    /// vars and classes promises, evaluated): a promise whose `depends_on`
+    /// names a handle not in here is skipped, as cf-agent skips it.
+    pub done_handles: std::collections::HashSet<String>,
+    /// An error on which cf-agent stops the whole run, found while
+    /// evaluating a promise; the agent takes it after the promise.
+    pub fatal: Option<String>,
 }
 
 /// A bundle of the loaded policy, as introspection sees it.
@@ -323,6 +330,15 @@ impl EvalContext {
         self.vars
             .get("default", "control_common", attr)
             .map(|v| &v.value)
+    }
+
+    /// Whether a boolean attribute of `body common control` is set
+    /// (`ignore_missing_inputs => "on"`); unset or not a boolean is false.
+    pub fn common_control_flag(&self, attr: &str) -> bool {
+        self.common_control(attr)
+            .and_then(Value::as_scalar)
+            .and_then(crate::values::number::parse_bool)
+            .unwrap_or(false)
     }
 
     pub fn lookup_variable(&self, text: &str) -> Option<&Variable> {

@@ -110,6 +110,13 @@ pub fn preevaluate_entry(
             break;
         }
     }
+    // With ignore_missing_inputs, cf-agent runs the policy without the
+    // inputs it cannot read (missing files, directories), and says nothing.
+    if ctx.common_control_flag("ignore_missing_inputs") {
+        report
+            .load_errors
+            .retain(|e| !matches!(e, LoadError::Read { .. }));
+    }
     // A promise that fails in every pass says so once.
     let mut seen = std::collections::HashSet::new();
     report.messages.retain(|m| seen.insert(m.clone()));

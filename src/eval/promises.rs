@@ -130,6 +130,35 @@ impl EvalContext {
         Some(true)
     }
 
+    /// Whether every handle a promise's `depends_on` names is done. A
+    /// list that does not resolve yet is not.
+    pub fn dependencies_done(&mut self, promise: &Promise) -> bool {
+        let Some(attr) = promise.attribute("depends_on") else {
+            return true;
+        };
+        match self.eval_rval(&attr.value) {
+            Ok(Evaluated {
+                value: Value::List(l),
+                unresolved: false,
+            }) => l.iter().all(|h| self.done_handles.contains(h)),
+            Ok(Evaluated {
+                value: Value::Scalar(h),
+                unresolved: false,
+            }) => self.done_handles.contains(&h),
+            _ => false,
+        }
+    }
+
+    /// Notes a promise's handle, if it has one, as done for `depends_on`.
+    fn note_handle_done(&mut self, promise: &Promise) {
+        if let Some(Rval::String(s)) = promise.attribute("handle").map(|h| &h.value) {
+            let e = self.expand(&s.value);
+            if !e.unresolved {
+                self.done_handles.insert(e.text);
+            }
+        }
+    }
+
     fn class_text_true(&mut self, expr: &str) -> Option<bool> {
         let t = expr.trim();
         if t.is_empty() {
@@ -241,7 +270,7 @@ impl EvalContext {
                 return (res, vec![]);
             }
         }
-        if name.unresolved {
+        if name.unresolved || !self.dependencies_done(promise) {
             res.deferred = true;
             return (res, vec![]);
         }
@@ -340,6 +369,7 @@ impl EvalContext {
         };
         res.changed = self.store_variable((&ns, &scope, &var_name), var, unresolved, (path, line));
         res.stored = true;
+        self.note_handle_done(promise);
         (res, vec![])
     }
 
@@ -512,7 +542,7 @@ impl EvalContext {
                 return (res, vec![]);
             }
         }
-        if name.unresolved {
+        if name.unresolved || !self.dependencies_done(promise) {
             res.deferred = true;
             return (res, vec![]);
         }
@@ -536,6 +566,8 @@ impl EvalContext {
                 );
             }
         };
+        // Evaluated, true or false: cf-agent counts the promise as kept.
+        self.note_handle_done(promise);
         if !truth {
             return (res, vec![]);
         }
@@ -600,6 +632,20 @@ impl EvalContext {
                 Err(FnError::Defer) => return Ok(None),
                 Err(FnError::Failed(m) | FnError::Quiet(m)) => return Err(m),
             };
+            // A function giving one value where the attribute takes a list
+            // passes the check (a literal does not) but stops cf-agent:
+            // "Attempted to give a scalar to a non-scalar type".
+            if kind != "expression"
+                && kind != "not"
+                && matches!(attr.value, Rval::Call(_))
+                && let Value::Scalar(s) = &e.value
+            {
+                let m = format!(
+                    "in attribute '{kind}', a function gave the single value '{s}' where a list is needed"
+                );
+                self.fatal = Some(m.clone());
+                return Err(m);
+            }
             let items: Vec<String> = match e.value {
                 Value::Scalar(s) => vec![s],
                 Value::List(l) => l,

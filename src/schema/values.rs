@@ -235,7 +235,8 @@ fn check_int(value: &str, range: &str) -> Result<(), Misfit> {
 
 /// Reads a real number as CFEngine does: the longest prefix `strtod`
 /// would read (decimal, exponent, hexadecimal, `inf`, `nan`), then an
-/// optional unit character as for integers; anything after it is ignored.
+/// optional unit character as for integers; anything but white space
+/// after that makes it no number (cf-promises: "Anomalous ending").
 pub fn parse_cf_real(s: &str) -> Option<f64> {
     let t = s.trim_start();
     let b = t.as_bytes();
@@ -308,6 +309,13 @@ pub fn parse_cf_real(s: &str) -> Option<f64> {
         }
     }
     let mut v: f64 = t[..i].parse().ok()?;
+    // One character may follow the number (a unit, or anything, as
+    // sscanf's `%lf%c` reads it); more is an "anomalous ending".
+    let mut after = t[i..].chars();
+    after.next();
+    if !after.as_str().trim().is_empty() {
+        return None;
+    }
     v *= match b.get(i) {
         Some(b'k') => 1e3,
         Some(b'K') => 1024.0,
@@ -653,7 +661,7 @@ mod tests {
         ] {
             assert!(check_real(ok, r).is_ok(), "{ok}");
         }
-        for bad in ["inf", "abc", "-inf", "1e200"] {
+        for bad in ["inf", "abc", "-inf", "1e200", "1.2.3", "1.2e.3", "1.5qq"] {
             assert!(check_real(bad, r).is_err(), "{bad}");
         }
     }
