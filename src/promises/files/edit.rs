@@ -743,7 +743,10 @@ impl Editor<'_> {
                     return;
                 }
                 let promiser = ctx.expand_promiser(&promise.promiser.value);
-                if promiser.unresolved && ptype != "reports" {
+                // A line to insert that names a variable that does not
+                // resolve is inserted as written, as cf-agent inserts it;
+                // other edits wait for it.
+                if promiser.unresolved && ptype != "reports" && ptype != "insert_lines" {
                     return;
                 }
                 ctx.set_this("promiser", Value::str(promiser.text.clone()));
