@@ -11,7 +11,7 @@
 //! where its path says.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Every top-level module of `src/` and its floor, from the ground up. A
 /// new module must be placed here.
@@ -65,17 +65,6 @@ fn module_of(src: &Path, file: &Path) -> String {
         .as_os_str()
         .to_string_lossy();
     first.trim_end_matches(".rs").to_string()
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// The text without its `#[cfg(test)]` modules (each runs from its
@@ -180,7 +169,7 @@ fn collect_group(text: &str, n: usize, _code: &str, inner: &str) -> Vec<String> 
 /// What points the wrong way in the tree under `src`.
 fn violations(src: &Path) -> Vec<String> {
     let mut files = Vec::new();
-    rust_files(src, &mut files);
+    crate::common::rust_files(src, &mut files);
     files.sort();
     let mut bad = Vec::new();
     let mut unknown = BTreeSet::new();

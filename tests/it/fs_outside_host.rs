@@ -11,7 +11,7 @@
 //! PATH ~ TEXT: REASON       uses on lines containing TEXT (no ": " in it)
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// One use of the file system found in the source.
 #[derive(Debug)]
@@ -70,20 +70,9 @@ fn touches_fs(line: &str) -> bool {
         || (code.contains("std::{") && code.split(|c| !ident_char(c)).any(|w| w == "fs"))
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 fn uses(root: &Path) -> Vec<Use> {
     let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
+    crate::common::rust_files(&root.join("src"), &mut files);
     files.sort();
     let mut out = Vec::new();
     for f in files {

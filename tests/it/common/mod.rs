@@ -408,3 +408,15 @@ pub fn scenario_dirs(dir: &str, filter_var: &str, min: usize) -> Vec<PathBuf> {
     }
     dirs
 }
+
+/// Every `.rs` file below `dir`, for the tests that read the source.
+pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
