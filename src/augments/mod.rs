@@ -98,7 +98,9 @@ pub struct AugmentsReport {
 pub enum AugmentsError {
     #[error("cannot read augments file '{file}': {message}")]
     Read { file: String, message: String },
-    #[error("{file}:{line}:{column}: malformed JSON, file ignored: {message}")]
+    #[error(
+        "{file}:{line}:{column}: Could not parse JSON file {file}: {message}; the file is ignored"
+    )]
     Json {
         file: String,
         line: usize,
@@ -602,10 +604,14 @@ fn install_inputs(
                 .with_tags(vec![AUGMENTS_TAG.to_string()]);
             ctx.vars.put("default", "def", "augments_inputs", var);
         }
-        _ => report.errors.push(file.invalid(
-            inputs.pos,
-            "the \"inputs\" key must be a list of file names; it is ignored",
-        )),
+        _ => {
+            // cf-agent's words, which tests and users grep for.
+            let message = format!(
+                "Trying to augment inputs in '{}' but the value was not a list of strings; it is ignored",
+                file.display()
+            );
+            report.errors.push(file.invalid(inputs.pos, message))
+        }
     }
 }
 
@@ -754,7 +760,9 @@ mod tests {
         let file = case.dir.join("p/def.json").display().to_string();
         assert_eq!(
             msg,
-            format!("{file}:3:10: malformed JSON, file ignored: unexpected 't', expected a value")
+            format!(
+                "{file}:3:10: Could not parse JSON file {file}: unexpected 't', expected a value; the file is ignored"
+            )
         );
         assert_eq!(scalar(&c, "data", "variables", "h").as_deref(), Some("1"));
         assert!(var(&c, "default", "def", "x").is_none());
@@ -793,7 +801,8 @@ mod tests {
             has("the conditions of the class 'obj' must be strings"),
             "{msgs:#?}"
         );
-        assert!(has("the \"inputs\" key must be a list"), "{msgs:#?}");
+        assert!(has("Trying to augment inputs in '"), "{msgs:#?}");
+        assert!(has("but the value was not a list of strings"), "{msgs:#?}");
         assert!(has("the \"augments\" key must be a list"), "{msgs:#?}");
         assert_eq!(msgs.len(), 11, "{msgs:#?}");
         // What was well-formed still loaded.
