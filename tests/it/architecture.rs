@@ -110,7 +110,7 @@ fn crate_paths(text: &str) -> Vec<(usize, String)> {
             }
             if let Some(inner) = rest.strip_prefix('{') {
                 // `use crate::{a::x, b::{y, z}}` (on one line or several).
-                let group = collect_group(text, n, code, inner);
+                let group = collect_group(text, n, inner);
                 out.extend(group.into_iter().map(|m| (n + 1, m)));
                 continue;
             }
@@ -126,7 +126,7 @@ fn crate_paths(text: &str) -> Vec<(usize, String)> {
 
 /// The first names of a `crate::{...}` group starting at `inner` on line
 /// `n` (it may run over the following lines).
-fn collect_group(text: &str, n: usize, _code: &str, inner: &str) -> Vec<String> {
+fn collect_group(text: &str, n: usize, inner: &str) -> Vec<String> {
     let mut body = String::from(inner);
     if !body.contains("};") {
         for l in text.lines().skip(n + 1) {
