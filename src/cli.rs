@@ -5,7 +5,7 @@
 //! cf-promises' (when invoked through a link named `cf-promises`).
 
 use crate::config::{
-    Config, ConfigError, LogLevel, Mode, default_workdir, normalize, parse_log_level,
+    Config, ConfigError, LogLevel, Mode, PolicyFormat, default_workdir, normalize, parse_log_level,
     resolve_entry, split_list,
 };
 use clap::{ArgAction, Parser};
@@ -94,7 +94,7 @@ pub struct AgentArgs {
     #[arg(short = 'c', long = "check")]
     pub check: bool,
 
-    /// Print the parsed policy in FORMAT (json) and stop
+    /// Print the parsed policy in FORMAT (none, cf, json, cf-full, json-full; json-spans: ours, with spans) and stop
     #[arg(short = 'p', long = "policy-output-format", value_name = "FORMAT")]
     pub policy_output_format: Option<String>,
 
@@ -174,7 +174,7 @@ pub struct PromisesArgs {
     #[arg(short = 'c', long = "check")]
     pub check: bool,
 
-    /// Print the parsed policy in FORMAT (json) and stop
+    /// Print the parsed policy in FORMAT (none, cf, json, cf-full, json-full; json-spans: ours, with spans) and stop
     #[arg(short = 'p', long = "policy-output-format", value_name = "FORMAT")]
     pub policy_output_format: Option<String>,
 
@@ -317,14 +317,16 @@ impl AgentArgs {
         } else if let Some(files) = args.syntax_only {
             Mode::SyntaxOnly(files.into_iter().map(PathBuf::from).collect())
         } else if let Some(fmt) = &args.policy_output_format {
-            if fmt != "json" {
-                return Err(ConfigError::Invalid {
-                    flag: "-p/--policy-output-format".into(),
-                    value: fmt.clone(),
-                    reason: "only 'json' is supported".into(),
-                });
+            match PolicyFormat::from_flag(fmt) {
+                Some(f) => Mode::PolicyOutput(f),
+                None => {
+                    return Err(ConfigError::Invalid {
+                        flag: "-p/--policy-output-format".into(),
+                        value: fmt.clone(),
+                        reason: "expected none, cf, json, cf-full, json-full or json-spans".into(),
+                    });
+                }
             }
-            Mode::PolicyJson
         } else if args.show_vars.is_some() || args.show_classes.is_some() {
             Mode::Show {
                 vars: args.show_vars.clone(),

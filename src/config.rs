@@ -33,6 +33,39 @@ pub enum LogLevel {
     Debug,
 }
 
+/// `-p`: how the parsed policy is printed. cf-promises' formats print
+/// the entry file, their `-full` forms every file loaded; `json-spans` is
+/// ours (the whole tree with spans and quote styles; it reads back).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PolicyFormat {
+    None,
+    Cf,
+    Json,
+    CfFull,
+    JsonFull,
+    JsonSpans,
+}
+
+impl PolicyFormat {
+    /// The format a `-p` value names.
+    pub fn from_flag(s: &str) -> Option<PolicyFormat> {
+        Some(match s {
+            "none" => PolicyFormat::None,
+            "cf" => PolicyFormat::Cf,
+            "json" => PolicyFormat::Json,
+            "cf-full" => PolicyFormat::CfFull,
+            "json-full" => PolicyFormat::JsonFull,
+            "json-spans" => PolicyFormat::JsonSpans,
+            _ => return None,
+        })
+    }
+
+    /// Whether every file loaded is printed, not the entry file alone.
+    pub fn full(self) -> bool {
+        matches!(self, PolicyFormat::CfFull | PolicyFormat::JsonFull)
+    }
+}
+
 /// What this invocation does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
@@ -41,8 +74,8 @@ pub enum Mode {
     Run,
     /// Parse, validate, pre-evaluate; change nothing.
     Check,
-    /// Print the parsed policy as JSON.
-    PolicyJson,
+    /// Print the parsed policy (`-p`).
+    PolicyOutput(PolicyFormat),
     /// Parse and validate each file alone.
     SyntaxOnly(Vec<PathBuf>),
     /// cf-promises' tables after pre-evaluation (either or both).

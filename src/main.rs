@@ -4,7 +4,7 @@
 
 use clap::Parser;
 use convergent::cli::{AgentArgs, PromisesArgs};
-use convergent::config::{Config, Mode};
+use convergent::config::{Config, Mode, PolicyFormat};
 use convergent::eval::{EvalContext, EvalSettings};
 
 use convergent::load::{LoadedFile, load_file};
@@ -13,6 +13,7 @@ use convergent::report::json::{JsonEvent, JsonSink};
 use convergent::report::log::LogTarget;
 use convergent::report::{Counts, HumanSink, Sink, Tee};
 use convergent::show::explain::explain;
+use convergent::show::policy::{cf_promises_shape, cf_text, json_text, paths_as_given};
 use convergent::show::tables::{classes_table, compile_filter, vars_table};
 use convergent::syntax::json::policy_json;
 use std::process::ExitCode;
@@ -118,7 +119,7 @@ fn run(config: &Config) -> ExitCode {
             ExitCode::SUCCESS
         }
         Mode::SyntaxOnly(files) => check_syntax(files),
-        Mode::PolicyJson => print_policy_json(config),
+        Mode::PolicyOutput(format) => print_policy(config, *format),
         Mode::Run => run_policy(config),
         Mode::Why(query) => why(config, query),
         Mode::Graph => print_graph(config),
@@ -150,26 +151,59 @@ fn check_syntax(files: &[std::path::PathBuf]) -> ExitCode {
     }
 }
 
-/// `--policy-output-format=json`: the entry file alone, as cf-promises
-/// prints it; nothing is printed for a file with errors.
-fn print_policy_json(config: &Config) -> ExitCode {
-    let loaded: LoadedFile = match load_file(&config.entry) {
-        Ok(mut l) => {
-            l.validate_alone();
-            l
-        }
-        Err(e) => {
-            eprintln!("   error: {e}");
+/// `-p FORMAT`: the parsed policy printed as cf-promises prints it (or
+/// as our JSON with spans); nothing is printed for a policy with errors.
+/// The `-full` formats load every input, the others the entry file alone.
+fn print_policy(config: &Config, format: PolicyFormat) -> ExitCode {
+    let files: Vec<std::sync::Arc<LoadedFile>> = if format.full() {
+        let settings = EvalSettings {
+            no_side_effects: true,
+            dry_run: true,
+            ..EvalSettings::default()
+        };
+        let prepared = match prepare_or_exit(config, settings) {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        eprint!("{}", prepared.render_diagnostics());
+        if prepared.has_errors() {
             return ExitCode::from(EXIT_POLICY_ERROR);
         }
+        prepared.policy.files.clone()
+    } else {
+        match load_file(&config.entry) {
+            Ok(mut l) => {
+                l.validate_alone();
+                eprint!("{}", l.render_diagnostics());
+                if l.has_errors() {
+                    return ExitCode::from(EXIT_POLICY_ERROR);
+                }
+                vec![std::sync::Arc::new(l)]
+            }
+            Err(e) => {
+                eprintln!("   error: {e}");
+                return ExitCode::from(EXIT_POLICY_ERROR);
+            }
+        }
     };
-    eprint!("{}", loaded.render_diagnostics());
-    if loaded.has_errors() {
-        return ExitCode::from(EXIT_POLICY_ERROR);
-    }
-    let v = policy_json([(&loaded.tree, &loaded.source)]);
-    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    let ours = policy_json(files.iter().map(|f| (&f.tree, &f.source)));
+    let text = match format {
+        PolicyFormat::None => String::new(),
+        PolicyFormat::JsonSpans => serde_json::to_string_pretty(&ours).unwrap_or_default() + "\n",
+        PolicyFormat::Json | PolicyFormat::JsonFull => json_text(&shaped(config, &ours)),
+        PolicyFormat::Cf | PolicyFormat::CfFull => cf_text(&shaped(config, &ours)),
+    };
+    print!("{text}");
     ExitCode::SUCCESS
+}
+
+/// The policy in cf-promises' shape, its paths as the command line gave them.
+fn shaped(config: &Config, ours: &serde_json::Value) -> serde_json::Value {
+    let mut v = cf_promises_shape(ours);
+    if let Ok(cwd) = std::env::current_dir() {
+        paths_as_given(&mut v, &config.entry, &cwd);
+    }
+    v
 }
 
 /// A policy run: events go to the human or the JSON sink, and to the

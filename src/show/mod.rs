@@ -2,4 +2,5 @@
 //! tables and `--explain`'s account of where a value came from.
 
 pub mod explain;
+pub mod policy;
 pub mod tables;

@@ -47,8 +47,10 @@ fn rval_json(r: &Rval, src: &SourceFile) -> Value {
 }
 
 fn attr_json(a: &Attribute, src: &SourceFile) -> Value {
+    // cf-promises gives an attribute the line its value ends on.
+    let value = a.value.span();
     json!({
-        "line": src.line_of(a.span.start),
+        "line": src.line_of(value.end.saturating_sub(1).max(value.start)),
         "lval": a.name.name,
         "lvalSpan": span_json(a.name.span, src),
         "rval": rval_json(&a.value, src),

@@ -30,6 +30,7 @@ mod json_events;
 mod logging;
 mod mpf_differential;
 mod packages;
+mod policy_output_differential;
 mod properties;
 mod proptest_parse;
 mod safe_access;
