@@ -318,7 +318,12 @@ impl AgentArgs {
             Mode::SyntaxOnly(files.into_iter().map(PathBuf::from).collect())
         } else if let Some(fmt) = &args.policy_output_format {
             match PolicyFormat::from_flag(fmt) {
-                Some(f) => Mode::PolicyOutput(f),
+                Some(format) => Mode::PolicyOutput {
+                    format,
+                    entry_as_given: args.file.clone().filter(|f| {
+                        f.starts_with('/') || f.starts_with("./") || f.starts_with("../")
+                    }),
+                },
                 None => {
                     return Err(ConfigError::Invalid {
                         flag: "-p/--policy-output-format".into(),

@@ -74,8 +74,12 @@ pub enum Mode {
     Run,
     /// Parse, validate, pre-evaluate; change nothing.
     Check,
-    /// Print the parsed policy (`-p`).
-    PolicyOutput(PolicyFormat),
+    /// Print the parsed policy (`-p`); the entry as the command line named
+    /// it, when it named a path (cf-promises prints paths from it).
+    PolicyOutput {
+        format: PolicyFormat,
+        entry_as_given: Option<String>,
+    },
     /// Parse and validate each file alone.
     SyntaxOnly(Vec<PathBuf>),
     /// cf-promises' tables after pre-evaluation (either or both).

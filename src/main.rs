@@ -119,7 +119,10 @@ fn run(config: &Config) -> ExitCode {
             ExitCode::SUCCESS
         }
         Mode::SyntaxOnly(files) => check_syntax(files),
-        Mode::PolicyOutput(format) => print_policy(config, *format),
+        Mode::PolicyOutput {
+            format,
+            entry_as_given,
+        } => print_policy(config, *format, entry_as_given.as_deref()),
         Mode::Run => run_policy(config),
         Mode::Why(query) => why(config, query),
         Mode::Graph => print_graph(config),
@@ -154,7 +157,7 @@ fn check_syntax(files: &[std::path::PathBuf]) -> ExitCode {
 /// `-p FORMAT`: the parsed policy printed as cf-promises prints it (or
 /// as our JSON with spans); nothing is printed for a policy with errors.
 /// The `-full` formats load every input, the others the entry file alone.
-fn print_policy(config: &Config, format: PolicyFormat) -> ExitCode {
+fn print_policy(config: &Config, format: PolicyFormat, entry_as_given: Option<&str>) -> ExitCode {
     let files: Vec<std::sync::Arc<LoadedFile>> = if format.full() {
         let settings = EvalSettings {
             no_side_effects: true,
@@ -190,18 +193,24 @@ fn print_policy(config: &Config, format: PolicyFormat) -> ExitCode {
     let text = match format {
         PolicyFormat::None => String::new(),
         PolicyFormat::JsonSpans => serde_json::to_string_pretty(&ours).unwrap_or_default() + "\n",
-        PolicyFormat::Json | PolicyFormat::JsonFull => json_text(&shaped(config, &ours)),
-        PolicyFormat::Cf | PolicyFormat::CfFull => cf_text(&shaped(config, &ours)),
+        PolicyFormat::Json | PolicyFormat::JsonFull => {
+            json_text(&shaped(config, entry_as_given, &ours))
+        }
+        PolicyFormat::Cf | PolicyFormat::CfFull => cf_text(&shaped(config, entry_as_given, &ours)),
     };
     print!("{text}");
     ExitCode::SUCCESS
 }
 
 /// The policy in cf-promises' shape, its paths as the command line gave them.
-fn shaped(config: &Config, ours: &serde_json::Value) -> serde_json::Value {
+fn shaped(
+    config: &Config,
+    entry_as_given: Option<&str>,
+    ours: &serde_json::Value,
+) -> serde_json::Value {
     let mut v = cf_promises_shape(ours);
-    if let Ok(cwd) = std::env::current_dir() {
-        paths_as_given(&mut v, &config.entry, &cwd);
+    if let (Some(given), Ok(cwd)) = (entry_as_given, std::env::current_dir()) {
+        paths_as_given(&mut v, given, &config.entry, &cwd);
     }
     v
 }

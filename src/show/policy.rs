@@ -206,16 +206,12 @@ fn promisee(pe: &Value) -> Value {
     }
 }
 
-/// Source paths as cf-promises prints them when the entry was named
-/// relative to `cwd` (`-f ./promises.cf`): the entry as given, the files
-/// it loads under the entry's directory as given (`./lib/x.cf`).
-pub fn paths_as_given(shaped: &mut Value, entry: &Path, cwd: &Path) {
-    // By text: `Path` would drop the `./` that cf-promises keeps.
-    let entry_text = entry.to_string_lossy();
-    let Some(given) = entry_text.strip_prefix(&format!("{}/", cwd.display())) else {
-        return;
-    };
-    let given_dir = Path::new(given).parent().unwrap_or(Path::new(""));
+/// Source paths as cf-promises prints them: the entry as the command line
+/// gave it (`given`: `./promises.cf`, `/x/./promises.cf`), the files it
+/// loads under the entry's directory as given (`./lib/x.cf`), unnormalised.
+pub fn paths_as_given(shaped: &mut Value, given: &str, entry: &Path, cwd: &Path) {
+    // By text: `Path::parent` would drop a `/.` that cf-promises keeps.
+    let given_dir = given.rsplit_once('/').map_or(".", |(dir, _)| dir);
     let real_dir = crate::config::normalize(&cwd.join(given_dir));
     for key in ["bodies", "bundles"] {
         for b in items_mut(shaped, key) {
@@ -226,7 +222,7 @@ pub fn paths_as_given(shaped: &mut Value, entry: &Path, cwd: &Path) {
             let shown = if p == entry {
                 given.to_string()
             } else if let Ok(rest) = p.strip_prefix(&real_dir) {
-                format!("{}/{}", given_dir.display(), rest.display())
+                format!("{given_dir}/{}", rest.display())
             } else {
                 continue;
             };

@@ -11,10 +11,16 @@ use std::process::Command;
 /// Standard output of `tool -p FORMAT -f ./NAME` run in `dir`, without
 /// the error lines cf-promises prints there for what it evaluates.
 fn printed(tool: &Path, dir: &Path, name: &str, format: &str) -> Option<String> {
+    // A name with a slash is given as it is (an absolute path).
+    let arg = if name.contains('/') {
+        name.to_string()
+    } else {
+        format!("./{name}")
+    };
     let out = run(Command::new(tool)
         .current_dir(dir)
         .args(["-p", format, "-f"])
-        .arg(format!("./{name}")));
+        .arg(arg));
     if out.code != Some(0) {
         return None;
     }
@@ -110,10 +116,13 @@ fn full_formats_print_every_input_and_json_spans_is_ours() {
     let spans = print("json-spans");
     assert!(spans.contains("\"promiserSpan\""), "{spans}");
     if let Some(cf_promises) = which("cf-promises") {
-        for format in ["cf-full", "json-full"] {
-            let theirs = printed(&cf_promises, tmp.path(), "main.cf", format).unwrap_or_default();
-            let ours = printed(&agent_bin(), tmp.path(), "main.cf", format).unwrap_or_default();
-            assert_eq!(ours, theirs, "-p {format}");
+        let absolute = format!("{}/./main.cf", tmp.path().display());
+        for name in ["main.cf", absolute.as_str()] {
+            for format in ["cf-full", "json-full"] {
+                let theirs = printed(&cf_promises, tmp.path(), name, format).unwrap_or_default();
+                let ours = printed(&agent_bin(), tmp.path(), name, format).unwrap_or_default();
+                assert_eq!(ours, theirs, "-p {format} -f {name}");
+            }
         }
     } else {
         println!("skipped: cf-promises not installed, -full formats checked against ours only");
