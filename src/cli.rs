@@ -26,6 +26,10 @@ pub struct AgentArgs {
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Option<String>,
 
+    /// Policy entry file given without -f; it wins over -f, as in cf-agent
+    #[arg(value_name = "POLICY")]
+    pub policy: Option<String>,
+
     /// Run these bundles instead of body common control's bundlesequence (comma separated)
     #[arg(short = 'b', long = "bundlesequence", value_name = "BUNDLES")]
     pub bundlesequence: Option<String>,
@@ -170,6 +174,10 @@ pub struct PromisesArgs {
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Option<String>,
 
+    /// Policy entry file given without -f; it wins over -f, as in cf-promises
+    #[arg(value_name = "POLICY")]
+    pub policy: Option<String>,
+
     /// Full check: parse, validate and pre-evaluate
     #[arg(short = 'c', long = "check")]
     pub check: bool,
@@ -239,6 +247,7 @@ impl From<PromisesArgs> for AgentArgs {
             p.show_vars.is_some() || p.show_classes.is_some() || p.policy_output_format.is_some();
         AgentArgs {
             file: p.file,
+            policy: p.policy,
             check: p.check || !inspecting,
             policy_output_format: p.policy_output_format,
             workdir: p.workdir,
@@ -296,7 +305,8 @@ impl AgentArgs {
             },
         };
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        let entry = resolve_entry(args.file.as_deref(), &workdir, &cwd);
+        let file = args.policy.as_ref().or(args.file.as_ref());
+        let entry = resolve_entry(file.map(String::as_str), &workdir, &cwd);
         if let Some(sim) = &args.simulate
             && !matches!(sim.as_str(), "diff" | "manifest" | "manifest-full")
         {
@@ -320,7 +330,7 @@ impl AgentArgs {
             match PolicyFormat::from_flag(fmt) {
                 Some(format) => Mode::PolicyOutput {
                     format,
-                    entry_as_given: args.file.clone().filter(|f| {
+                    entry_as_given: file.cloned().filter(|f| {
                         f.starts_with('/') || f.starts_with("./") || f.starts_with("../")
                     }),
                 },

@@ -138,6 +138,11 @@ impl PolicySet {
         self.files.iter().any(|f| f.source.path == path)
     }
 
+    /// Whether a file with exactly this text is loaded.
+    pub fn contains_text(&self, text: &str) -> bool {
+        self.files.iter().any(|f| f.source.text == text)
+    }
+
     /// A bundle by (namespace, name); `name` may carry its own `ns:` prefix.
     pub fn bundle(
         &self,

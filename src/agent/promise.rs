@@ -344,6 +344,7 @@ impl AgentRun<'_> {
     /// bundle, or the promise type's actuator; with how long it took and
     /// the changes it logged.
     fn act_once(&mut self, ep: &ExpandedPromise) -> Acted {
+        log_promise_begin(ep);
         let span = tracing::info_span!(crate::report::log::PROMISE_SPAN);
         let entered = span.enter();
         let started = std::time::Instant::now();
@@ -673,5 +674,26 @@ impl AgentRun<'_> {
             return false;
         };
         define_outcome_classes(self.ctx, self.state.as_deref_mut(), self.now, body, outcome)
+    }
+}
+
+/// Under -v, the head of cf-agent's account of a promise it is about to
+/// act on: its type, promiser, bundle and comment.
+fn log_promise_begin(ep: &ExpandedPromise) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    let name = ep
+        .handle
+        .as_deref()
+        .map(|h| format!(" '{h}'"))
+        .unwrap_or_default();
+    tracing::debug!("P: .........................................................");
+    tracing::debug!("P: BEGIN promise{name} of type \"{}\"", ep.promise_type);
+    tracing::debug!("P:    Promiser/affected object: '{}'", ep.promiser);
+    tracing::debug!("P:    Part of bundle: {}", ep.bundle);
+    if let Some(c) = ep.scalar("comment") {
+        tracing::debug!("P:");
+        tracing::debug!("P:    Comment:  {c}");
     }
 }

@@ -41,6 +41,34 @@ pub fn load_and_preevaluate(
     Ok(preevaluate_entry(ctx, policy, entry, file))
 }
 
+/// Loads one input unless it is loaded already, by its path or by its
+/// text: cf-agent skips a file whose content it has parsed before (the
+/// same library reached through a link or copied under a second name).
+fn load_input(
+    policy: &mut PolicySet,
+    path: PathBuf,
+    failed_paths: &mut Vec<PathBuf>,
+    report: &mut PreEvalReport,
+) {
+    let key = path.display().to_string();
+    if policy.contains_path(&key) || failed_paths.contains(&path) {
+        return;
+    }
+    match load_file(&path) {
+        Ok(mut f) => {
+            if policy.contains_text(&f.source.text) {
+                return;
+            }
+            f.settle_main(false);
+            policy.add(f);
+        }
+        Err(e) => {
+            failed_paths.push(path);
+            report.load_errors.push(e);
+        }
+    }
+}
+
 /// `load_and_preevaluate` for an entry file already read (its `inputs`
 /// are still looked for beside `entry`).
 pub fn preevaluate_entry(
@@ -61,20 +89,7 @@ pub fn preevaluate_entry(
             let file = policy.files[done].clone();
             preevaluate_file(ctx, policy, &file, &mut report);
             for path in file_inputs(ctx, &file, &entry_dir, &mut false) {
-                let key = path.display().to_string();
-                if policy.contains_path(&key) || failed_paths.contains(&path) {
-                    continue;
-                }
-                match load_file(&path) {
-                    Ok(mut f) => {
-                        f.settle_main(false);
-                        policy.add(f);
-                    }
-                    Err(e) => {
-                        failed_paths.push(path);
-                        report.load_errors.push(e);
-                    }
-                }
+                load_input(policy, path, &mut failed_paths, &mut report);
             }
             done += 1;
         }
@@ -89,20 +104,7 @@ pub fn preevaluate_entry(
         for i in 0..policy.files.len() {
             let file = policy.files[i].clone();
             for path in file_inputs(ctx, &file, &entry_dir, &mut unresolved) {
-                let key = path.display().to_string();
-                if policy.contains_path(&key) || failed_paths.contains(&path) {
-                    continue;
-                }
-                match load_file(&path) {
-                    Ok(mut f) => {
-                        f.settle_main(false);
-                        policy.add(f);
-                    }
-                    Err(e) => {
-                        failed_paths.push(path);
-                        report.load_errors.push(e);
-                    }
-                }
+                load_input(policy, path, &mut failed_paths, &mut report);
             }
         }
         report.inputs_incomplete = unresolved;

@@ -359,6 +359,9 @@ impl EvalContext {
             }
         };
         let (tags, comment) = self.promise_meta(promise);
+        if let Some(c) = &comment {
+            tracing::debug!("Added variable '{var_name}' with comment '{c}'");
+        }
         let var = Variable {
             value,
             dtype,
@@ -594,6 +597,9 @@ impl EvalContext {
         if let Some((picked, global)) = chosen {
             let picked_info = ClassInfo::soft(origin.clone(), vec!["source=promise".into()]);
             self.define_class(&picked, !global && !common, picked_info);
+        }
+        if let Some(c) = &comment {
+            tracing::debug!("Added class '{name}' with comment '{c}'");
         }
         let info = ClassInfo {
             tags,

@@ -207,3 +207,48 @@ fn masterfiles_pass_syntax_only() {
         );
     }
 }
+
+/// An input whose text was loaded already (the same library through a
+/// link, or copied under another name) is skipped, as cf-promises skips
+/// it; the same names with other text are still defined twice.
+#[test]
+fn an_input_with_the_text_of_a_loaded_one_is_skipped() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let lib = "body package_method yum {}\nbundle agent libb { }\n";
+    std::fs::write(dir.join("real.cf"), lib).unwrap();
+    std::fs::write(dir.join("copy.cf"), lib).unwrap();
+    std::os::unix::fs::symlink("real.cf", dir.join("link.cf")).unwrap();
+    std::fs::write(
+        dir.join("other.cf"),
+        "body package_method yum { package_changes => \"bulk\"; }\nbundle agent libb { }\n",
+    )
+    .unwrap();
+    let cases = [("copy.cf", true), ("link.cf", true), ("other.cf", false)];
+    for (second, accepted) in cases {
+        let main = format!("main-{second}");
+        std::fs::write(
+            dir.join(&main),
+            format!("body common control {{ inputs => {{ \"real.cf\", \"{second}\" }}; }}\nbundle agent main {{ }}\n"),
+        )
+        .unwrap();
+        let mut tools = vec![agent_bin()];
+        tools.extend(which("cf-promises"));
+        for tool in tools {
+            let out = run(Command::new(&tool)
+                .current_dir(dir)
+                .arg("-w")
+                .arg(dir.join("work"))
+                .args(["-c", "-f"])
+                .arg(format!("./{main}")));
+            assert_eq!(
+                out.code == Some(0),
+                accepted,
+                "{} with {second}: {}{}",
+                tool.display(),
+                out.stdout,
+                out.stderr
+            );
+        }
+    }
+}
