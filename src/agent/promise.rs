@@ -680,7 +680,7 @@ impl AgentRun<'_> {
 /// Under -v, the head of cf-agent's account of a promise it is about to
 /// act on: its type, promiser, bundle and comment.
 fn log_promise_begin(ep: &ExpandedPromise) {
-    if !tracing::enabled!(tracing::Level::DEBUG) {
+    if !crate::report::log::verbose() {
         return;
     }
     let name = ep

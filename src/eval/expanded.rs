@@ -60,6 +60,18 @@ impl ExpandedPromise {
         )
     }
 
+    /// ` (in a commands promise at FILE:LINE)` under `-v`, nothing
+    /// otherwise: where cf-agent's own message is the whole line (the
+    /// examples and tests compare it), the place is added only when
+    /// verbose, as cf-agent adds it.
+    pub fn located_when_verbose(&self) -> String {
+        if crate::report::log::verbose() {
+            format!(" {}", self.located())
+        } else {
+            String::new()
+        }
+    }
+
     /// Whether the promise only warns (`action_policy => "warn"` or
     /// `"nop"`): it says what differs and changes nothing, even in a real
     /// run.

@@ -515,6 +515,12 @@ fn define_array(
             row.first().cloned().unwrap_or_default()
         };
         for (i, f) in row.into_iter().enumerate() {
+            // An integer array holds the numbers read (` 5` is 5, `2k`
+            // 2000), as cf-agent stores them; reals keep their text.
+            let f = match kind {
+                Field::Int => crate::values::number::parse_int(&f).map_or(f, |n| n.to_string()),
+                _ => f,
+            };
             let dtype = match kind {
                 Field::Str => DataType::String,
                 Field::Int => DataType::Int,

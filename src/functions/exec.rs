@@ -64,7 +64,12 @@ pub fn checked_words(line: &str) -> Result<Vec<String>, ExecError> {
     use crate::host::local::{self, PermissionsExt};
     match local::metadata(prog) {
         Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(words),
-        _ => Err(ExecError::NotExecutable(line.to_string())),
+        Ok(_) => Err(ExecError::NotExecutable(line.to_string())),
+        Err(_) => {
+            // cf-agent says so first, then the caller's own error.
+            tracing::error!("Proposed executable file '{prog}' doesn't exist");
+            Err(ExecError::NotExecutable(line.to_string()))
+        }
     }
 }
 

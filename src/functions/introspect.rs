@@ -122,7 +122,7 @@ fn getclassmetatags(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let info = local.or_else(|| ctx.classes.get(bare).cloned());
     match info {
         Some(i) => Ok(Value::List(select_tags(&i.tags, key))),
-        None => Err(p.fail(format!("class '{name}' is not defined"))),
+        None => Err(FnError::Quiet(format!("class '{name}' is not defined"))),
     }
 }
 
@@ -132,7 +132,7 @@ fn getvariablemetatags(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let key = p.opt_str(1, "tag_key")?;
     match ctx.lookup_variable(name) {
         Some(v) => Ok(Value::List(select_tags(&v.tags, key))),
-        None => Err(p.fail(format!("variable '{name}' is not defined"))),
+        None => Err(FnError::Quiet(format!("variable '{name}' is not defined"))),
     }
 }
 

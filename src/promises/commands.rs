@@ -115,9 +115,9 @@ impl Actuator for Commands {
                 NotExecutable::NoPermission => {}
             }
             tracing::error!(
-                "'{}' promises to be executable but isn't {}",
+                "'{}' promises to be executable but isn't{}",
                 p.promiser,
-                p.located()
+                p.located_when_verbose()
             );
             return Outcome::Failed;
         }
@@ -178,9 +178,9 @@ impl Actuator for Commands {
             .collect();
         let outcome = if result.timed_out || result.code.is_none() {
             tracing::error!(
-                "Finished script '{}' - failed (abnormal termination) {}",
+                "Finished script '{}' - failed (abnormal termination){}",
                 p.promiser,
-                p.located()
+                p.located_when_verbose()
             );
             Outcome::Failed
         } else {
@@ -188,7 +188,7 @@ impl Actuator for Commands {
                 p.body("classes"),
                 result.code.unwrap_or(-1),
                 &p.promiser,
-                &p.located(),
+                &p.located_when_verbose(),
             )
         };
         if p.flag("module").unwrap_or(false) {
@@ -274,7 +274,7 @@ fn judge(classes: Option<&ResolvedBody>, code: i32, promiser: &str, located: &st
             return Outcome::Repaired;
         }
         tracing::error!(
-            "Finished command related to promiser '{promiser}' -- an error occurred, returned {code} {located}"
+            "Finished command related to promiser '{promiser}' -- an error occurred, returned {code}{located}"
         );
         return Outcome::Failed;
     }
@@ -286,7 +286,7 @@ fn judge(classes: Option<&ResolvedBody>, code: i32, promiser: &str, located: &st
         tracing::info!("{prefix} defined as promise repaired");
         Outcome::Repaired
     } else if failed == Some(true) {
-        tracing::error!("{prefix} defined as promise failed {located}");
+        tracing::error!("{prefix} defined as promise failed{located}");
         Outcome::Failed
     } else {
         tracing::info!(

@@ -48,15 +48,16 @@ impl Actuator for Reports {
 }
 
 /// `printfile` body: print the first `number_of_lines` lines of a file as
-/// report lines. False when the file cannot be read.
+/// report lines, or with a negative number the last ones (cf-agent 3.18+);
+/// `inf` prints them all. False when the file cannot be read.
 fn print_file(act: &mut ActContext<'_>, body: &crate::eval::bodies::ResolvedBody) -> bool {
     let Some(path) = body.scalar("file_to_print") else {
         return false;
     };
-    let limit = body
+    let count = body
         .scalar("number_of_lines")
-        .and_then(|n| n.parse::<usize>().ok())
-        .unwrap_or(DEFAULT_PRINTFILE_LINES);
+        .and_then(|n| crate::values::number::parse_int(n).ok())
+        .unwrap_or(DEFAULT_PRINTFILE_LINES as i64);
     let text = act.host.read(std::path::Path::new(path)).and_then(|b| {
         String::from_utf8(b).map_err(|_| {
             std::io::Error::new(
@@ -67,7 +68,15 @@ fn print_file(act: &mut ActContext<'_>, body: &crate::eval::bodies::ResolvedBody
     });
     match text {
         Ok(text) => {
-            for line in text.lines().take(limit) {
+            // Lines end at '\n' only: a '\r' inside one is printed.
+            let lines: Vec<&str> = text.split_terminator('\n').collect();
+            let n = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
+            let shown = if count < 0 {
+                &lines[lines.len().saturating_sub(n)..]
+            } else {
+                &lines[..n.min(lines.len())]
+            };
+            for line in shown {
                 act.output.report_line(line);
             }
             true

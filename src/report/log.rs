@@ -126,8 +126,19 @@ pub enum LogTarget {
     Stderr,
 }
 
+/// Whether `-v` (or `-d`) is on. Kept apart from tracing: asking tracing
+/// (`enabled!`) while a log line's text is being made confuses the
+/// per-layer filter, which then drops that line.
+static VERBOSE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether verbose lines are printed (`-v`, `-d`).
+pub fn verbose() -> bool {
+    VERBOSE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Installs the global subscriber. Calling it twice is harmless.
 pub fn init(max: LogLevel, style: LineStyle, target: LogTarget) {
+    VERBOSE.store(max >= LogLevel::Verbose, std::sync::atomic::Ordering::Relaxed);
     use tracing_subscriber::layer::SubscriberExt;
     let filter = tracing_subscriber::filter::filter_fn(move |m| {
         m.is_span() || enabled(max, m.level(), m.target())
