@@ -209,11 +209,10 @@ fn build(
                 });
             }
             Tok::Close(name, line) => {
+                // Any closing tag ends the innermost section, whatever it
+                // names: cf-agent does not compare the names.
                 return match section {
-                    Some((s, _)) if s == name => Ok(out),
-                    Some((s, open)) => Err(format!(
-                        "line {line}: section '{s}' (opened on line {open}) closed by '{name}'"
-                    )),
+                    Some(_) => Ok(out),
                     None => Err(format!("line {line}: '{{{{/{name}}}}}' closes no section")),
                 };
             }
@@ -430,10 +429,9 @@ mod tests {
             r("x\n{{#a}}\ny\n", d).unwrap_err(),
             "line 2: section 'a' is not closed"
         );
-        assert_eq!(
-            r("{{#a}}\n\n{{/b}}", d).unwrap_err(),
-            "line 3: section 'a' (opened on line 1) closed by 'b'"
-        );
+        // As in cf-agent, a closing tag need not name its section.
+        assert_eq!(r("{{#a}}x{{/b}}y", d).unwrap(), "xy");
+        assert_eq!(r("{{^a}}x{{/b}}y", d).unwrap(), "y");
         assert_eq!(
             r("\n{{/b}}", d).unwrap_err(),
             "line 2: '{{/b}}' closes no section"

@@ -53,6 +53,14 @@ pub fn copy_from(
         return;
     }
     let Some(smeta) = act.host.stat(&source).ok().flatten() else {
+        // missing_ok: a source that is not there keeps the promise.
+        if body.scalar("missing_ok").and_then(parse_bool) == Some(true) {
+            tracing::debug!(
+                "Source '{}' is missing, and missing_ok is set: the copy is kept",
+                source.display()
+            );
+            return;
+        }
         tracing::error!(
             "Can't stat file '{}' on 'localhost' in files.copy_from promise",
             source.display()

@@ -10,6 +10,7 @@ pub mod link;
 pub mod perms;
 pub mod search;
 pub mod template;
+mod transform;
 
 use super::{ActContext, Actuator};
 
@@ -181,6 +182,13 @@ fn leaf(
         }
         return;
     };
+    if let Some(command) = p.scalar("transformer") {
+        transform::transform(act, p, &shown, command, v);
+        // A transformer may replace the file (gzip leaves FILE.gz).
+        if act.host.lstat(target).ok().flatten().is_none() {
+            return;
+        }
+    }
     if let Some(body) = p.body("perms") {
         apply_perms(act, &shown, target, &meta, body, v);
     }
