@@ -22,6 +22,9 @@ pub struct AgentControl {
     /// `abortbundleclasses`: regexes; when a class matching one is
     /// defined the current bundle stops.
     pub abortbundleclasses: Vec<String>,
+    /// `files_auto_define`: regexes of copied files that define
+    /// `auto_<canonified path>`.
+    pub files_auto_define: Vec<String>,
 }
 
 impl AgentControl {
@@ -64,6 +67,21 @@ impl AgentControl {
                 "ifelapsed" => out.ifelapsed = int(&e.value),
                 "abortclasses" => out.abortclasses = list(e.value),
                 "abortbundleclasses" => out.abortbundleclasses = list(e.value),
+                "files_auto_define" => out.files_auto_define = list(e.value),
+                // What -I and -v do, from the policy (never lowering them).
+                "inform" | "verbose" => {
+                    let on = e
+                        .value
+                        .as_scalar()
+                        .and_then(crate::values::number::parse_bool);
+                    if on == Some(true) {
+                        crate::report::log::raise_level(if a.attr.name.name == "inform" {
+                            crate::config::LogLevel::Info
+                        } else {
+                            crate::config::LogLevel::Verbose
+                        });
+                    }
+                }
                 _ => {}
             }
         }

@@ -126,22 +126,42 @@ pub enum LogTarget {
     Stderr,
 }
 
-/// Whether `-v` (or `-d`) is on. Kept apart from tracing: asking tracing
-/// (`enabled!`) while a log line's text is being made confuses the
-/// per-layer filter, which then drops that line.
-static VERBOSE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The level lines are printed at, kept apart from tracing so that it can
+/// be raised once the policy is read (agent control's `inform`,
+/// `verbose`), and asked without tracing (`enabled!`, while a log line's
+/// text is being made, confuses the per-layer filter, which then drops
+/// that line).
+static LEVEL: std::sync::atomic::AtomicU8 =
+    std::sync::atomic::AtomicU8::new(LogLevel::Notice as u8);
+
+fn current_level() -> LogLevel {
+    match LEVEL.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => LogLevel::Error,
+        1 => LogLevel::Warning,
+        2 => LogLevel::Notice,
+        3 => LogLevel::Info,
+        4 => LogLevel::Verbose,
+        _ => LogLevel::Debug,
+    }
+}
 
 /// Whether verbose lines are printed (`-v`, `-d`).
 pub fn verbose() -> bool {
-    VERBOSE.load(std::sync::atomic::Ordering::Relaxed)
+    current_level() >= LogLevel::Verbose
+}
+
+/// Raises the level to at least `level` (never lowers it): agent control's
+/// `inform => "true"` and `verbose => "true"` do what -I and -v do.
+pub fn raise_level(level: LogLevel) {
+    LEVEL.fetch_max(level as u8, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Installs the global subscriber. Calling it twice is harmless.
 pub fn init(max: LogLevel, style: LineStyle, target: LogTarget) {
-    VERBOSE.store(max >= LogLevel::Verbose, std::sync::atomic::Ordering::Relaxed);
     use tracing_subscriber::layer::SubscriberExt;
-    let filter = tracing_subscriber::filter::filter_fn(move |m| {
-        m.is_span() || enabled(max, m.level(), m.target())
+    LEVEL.store(max as u8, std::sync::atomic::Ordering::Relaxed);
+    let filter = tracing_subscriber::filter::filter_fn(|m| {
+        m.is_span() || enabled(current_level(), m.level(), m.target())
     });
     let format = CfFormat { style };
     let fmt = match target {

@@ -65,3 +65,33 @@ fn colour_by_level_only_when_asked() {
         eprintln!("skipped the cf-agent comparison: cf-agent not installed");
     }
 }
+
+/// Agent control's `inform => "true"` prints what -I prints, as cf-agent's
+/// does; without it a plain run prints only the report.
+#[test]
+fn agent_control_inform_raises_the_level() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("made");
+    let text = |inform: &str| {
+        format!(
+            "body common control {{ bundlesequence => {{ \"main\" }}; }}\nbody agent control {{ inform => \"{inform}\"; }}\nbundle agent main {{ files: \"{}\" create => \"true\"; reports: \"hello\"; }}\n",
+            target.display()
+        )
+    };
+    for (inform, shown) in [("false", false), ("true", true)] {
+        let _ = std::fs::remove_file(&target);
+        let policy = write_policy(tmp.path(), &text(inform));
+        let out = run(std::process::Command::new(agent_bin())
+            .arg("-w")
+            .arg(tmp.path().join("wd"))
+            .args(["-K", "-f"])
+            .arg(&policy));
+        assert_eq!(
+            out.stdout.contains("info: Created file"),
+            shown,
+            "inform {inform}: {}",
+            out.stdout
+        );
+        assert!(out.stdout.contains("R: hello"), "{}", out.stdout);
+    }
+}

@@ -345,7 +345,28 @@ fn copy_file(
             src.display()
         );
     }
+    auto_define(act, dst);
     v.repaired();
+}
+
+/// Agent control's `files_auto_define`: a file copied whose path matches
+/// one of its regexes defines the global class `auto_` + its canonified
+/// path, as cf-agent does.
+fn auto_define(act: &mut ActContext<'_>, dst: &Path) {
+    let path = dst.display().to_string();
+    let patterns = act.ctx.agent_control.files_auto_define.clone();
+    let matched = patterns
+        .iter()
+        .any(|re| crate::values::regex::Regex::new(re).is_ok_and(|r| r.is_full_match(&path)));
+    if matched {
+        let class = crate::values::canon::canonify(&format!("auto_{path}"));
+        tracing::info!("Auto defining class '{class}'");
+        let info = crate::eval::classes::ClassInfo::soft(
+            crate::values::value::Origin::Agent,
+            vec!["source=promise".into()],
+        );
+        act.ctx.define_class(&class, false, info);
+    }
 }
 
 /// `purge`: delete what the destination tree has and the source does not.

@@ -47,7 +47,10 @@ pub(super) fn transform(
         }
     };
     let output = result.output_text();
-    tracing::info!("Transformed '{shown}' with '{command}' {}", output.trim_end());
+    tracing::info!(
+        "Transformed '{shown}' with '{command}' {}",
+        output.trim_end()
+    );
     match result.code {
         Some(0) => {
             tracing::info!("Transformer '{shown}' => '{command}' seemed to work ok");
