@@ -453,7 +453,8 @@ fn some(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn every(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let (n, total) = count_matching("every", ctx, a)?;
-    Ok(class_result(n == total))
+    // cf-agent: an empty list has no element that matches, so not every.
+    Ok(class_result(n == total && total > 0))
 }
 
 fn none(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
