@@ -346,8 +346,10 @@ fn format_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
                 break;
             }
         }
+        // A conversion the text ends in before its letter is dropped, as
+        // cf-agent's reader of conversions stops where none matches.
         let Some((_, letter)) = chars.next() else {
-            return Err(args.fail(format!("incomplete conversion at the end of '{fmt}'")));
+            break;
         };
         conv.letter = letter;
         let Some(arg) = a.get(next_arg) else {
