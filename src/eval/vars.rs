@@ -146,6 +146,17 @@ impl VarStore {
         self.scopes.values().map(HashMap::len).sum()
     }
 
+    /// How many variables cf-agent's global variable table would hold:
+    /// all but the `match` and `this` scopes, which it keeps apart. The
+    /// table's size, and so the order a walk over it sees, follows.
+    pub fn global_table_len(&self) -> usize {
+        self.scopes
+            .iter()
+            .filter(|(k, _)| !matches!(k.scope.as_str(), "match" | "this"))
+            .map(|(_, m)| m.len())
+            .sum()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -6,6 +6,7 @@
 use super::FnError;
 use crate::eval::EvalContext;
 use crate::values::Value;
+use crate::values::hash::{var_ref_hash, var_table_buckets};
 use crate::values::json;
 use crate::values::number::{parse_int, parse_real};
 use crate::values::refs::VarRef;
@@ -296,7 +297,8 @@ fn with_variables(ctx: &EvalContext, text: &str) -> Result<Option<String>, FnErr
 }
 
 /// Gathers the entries `name[k1][k2]...` of a classic array into a JSON
-/// object (nested by index), keys in sorted order.
+/// object (nested by index), keys in the order cf-agent's walk over its
+/// variable table meets them: by bucket of their hash (ties by name).
 pub fn classic_array(ctx: &EvalContext, name: &str) -> Option<Value> {
     let r = VarRef::parse(name);
     let (ns, scope) = match (r.ns, r.scope) {
@@ -313,20 +315,23 @@ pub fn classic_array(ctx: &EvalContext, name: &str) -> Option<Value> {
         prefix.push_str(idx);
         prefix.push(']');
     }
-    let mut entries: Vec<(Vec<&str>, &Value)> = vars
+    let mask = var_table_buckets(ctx.vars.global_table_len()) - 1;
+    let mut entries: Vec<(u32, Vec<&str>, &Value)> = vars
         .iter()
         .filter_map(|(k, var)| {
             let rest = k.strip_prefix(prefix.as_str())?;
             let idx = split_indices(rest)?;
-            Some((idx, &var.value))
+            let all: Vec<&str> = r.indices.iter().chain(idx.iter()).copied().collect();
+            let bucket = var_ref_hash(ns, scope, r.base, &all) & mask;
+            Some((bucket, idx, &var.value))
         })
         .collect();
     if entries.is_empty() {
         return None;
     }
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    entries.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     let mut root = Map::new();
-    for (idx, value) in entries {
+    for (_, idx, value) in entries {
         insert_path(&mut root, &idx, value_to_json(value));
     }
     Some(Value::data(Json::Object(root)))

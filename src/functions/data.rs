@@ -853,23 +853,34 @@ fn classfiltercsv(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     } else {
         None
     };
-    let mut rows = parse_csv(&text);
-    let names: Vec<String> = if heading && !rows.is_empty() {
-        rows.remove(0)
+    let rows = csv_rows_of_equal_length("classfiltercsv", parse_csv(&text));
+    let columns = rows.first().map_or(0, Vec::len);
+    if !rows.is_empty() && class_col >= columns {
+        return Err(args.fail(format!(
+            "Class expression index is out of bounds. Row length {columns}, index {class_col}"
+        )));
+    }
+    let mut rows = rows.into_iter();
+    let names: Vec<String> = if heading {
+        rows.next().unwrap_or_default()
     } else {
         Vec::new()
     };
     let mut kept: Vec<Vec<String>> = Vec::new();
     for row in rows {
-        let Some(expr) = row.get(class_col) else {
-            continue;
-        };
-        if ctx.eval_class_expr(expr.trim()).unwrap_or(false) {
+        if ctx.eval_class_expr(row[class_col].trim()).unwrap_or(false) {
             kept.push(row);
         }
     }
-    if let Some(s) = sort_col {
-        kept.sort_by(|x, y| x.get(s).cmp(&y.get(s)));
+    match sort_col {
+        Some(s) if s == class_col => tracing::warn!(
+            "classfiltercsv: sorting column ({s}) is the same as class expression column ({class_col}). Not sorting data container."
+        ),
+        Some(s) if s >= columns => tracing::warn!(
+            "classfiltercsv: sorting index {s} out of bounds. Not sorting data container."
+        ),
+        Some(s) => kept.sort_by(|x, y| x[s].cmp(&y[s])),
+        None => {}
     }
     let out = kept
         .into_iter()
@@ -886,6 +897,34 @@ fn classfiltercsv(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         })
         .collect();
     Ok(Value::data(Json::Array(out)))
+}
+
+/// The rows of a CSV file as cf-agent's filtering reader keeps them:
+/// without comment lines (`#` first) and empty lines, and without the
+/// rows whose number of fields differs from the first row's (each one
+/// warned about).
+fn csv_rows_of_equal_length(fname: &str, rows: Vec<Vec<String>>) -> Vec<Vec<String>> {
+    let mut columns = 0;
+    let mut out = Vec::new();
+    for (n, row) in rows.into_iter().enumerate() {
+        let comment = row.first().is_some_and(|f| f.starts_with('#'));
+        let empty = row.len() == 1 && row[0].is_empty();
+        if comment || empty {
+            continue;
+        }
+        if columns == 0 {
+            columns = row.len();
+        } else if row.len() != columns {
+            tracing::warn!(
+                "{fname}: Line {} has incorrect amount of elements, {} instead of {columns}. Line ignored.",
+                n + 1,
+                row.len()
+            );
+            continue;
+        }
+        out.push(row);
+    }
+    out
 }
 
 fn string_mustache(ctx: &mut EvalContext, a: &[Value]) -> FnResult {

@@ -160,14 +160,14 @@ fn bundlesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
                 .get(&b.ns, &format!("{}_meta", b.name), "tags")
                 .map(|v| match &v.value {
                     Value::List(l) => l.clone(),
-                    Value::Scalar(s) => vec![s.clone()],
+                    Value::Scalar(s) => s.split(',').map(str::to_string).collect(),
                     Value::Data(d) => crate::eval::rval::json_scalars(d),
                 })
                 .unwrap_or_default();
-            if !tag_res
-                .iter()
-                .any(|r| tags.iter().any(|t| r.is_full_match(t)))
-            {
+            // cf-agent 3.21 means every tag regex to match a tag, but
+            // checks the first one as many times as there are: only the
+            // first counts.
+            if !tags.iter().any(|t| tag_res[0].is_full_match(t)) {
                 continue;
             }
         }

@@ -9,6 +9,7 @@ use crate::values::Value;
 use crate::values::canon::canonify;
 use crate::values::hash::oat_hash;
 use crate::values::json;
+use crate::values::number::parse_c_double;
 use serde_json::Value as Json;
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -317,7 +318,7 @@ fn extreme(name: &'static str, a: &[Value], ctx: &EvalContext, want: Ordering) -
         };
     }
     best.map(|b| Value::str(b.clone()))
-        .ok_or_else(|| args.fail("the list is empty"))
+        .ok_or_else(|| args.fail_quietly("the list is empty"))
 }
 
 fn max(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
@@ -453,7 +454,8 @@ fn some(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn every(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let (n, total) = count_matching("every", ctx, a)?;
-    Ok(class_result(n == total))
+    // cf-agent: an empty list has no element that matches, so not every.
+    Ok(class_result(n == total && total > 0))
 }
 
 fn none(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
@@ -620,12 +622,21 @@ fn mapdata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 // ---- statistics ---------------------------------------------------------------
 
+/// The primitive elements of the list as cf-agent's folding functions read
+/// them (`sscanf("%lf")`): what is no number counts as 0; nulls and nested
+/// containers are left out. No elements at all is a failure cf-agent does
+/// not report, for `mean` and `variance` which have no value then.
 fn numbers(name: &'static str, ctx: &EvalContext, a: &[Value]) -> Result<Vec<f64>, FnError> {
-    let v = Args::new(name, a).collect(ctx, 0, "list")?;
-    Ok(element_texts(&v, false)
+    let args = Args::new(name, a);
+    let v = args.collect(ctx, 0, "list")?;
+    let n: Vec<f64> = element_texts(&v, false)
         .iter()
-        .filter_map(|s| sort_real(s))
-        .collect())
+        .map(|s| parse_c_double(s))
+        .collect();
+    if n.is_empty() && matches!(name, "mean" | "variance") {
+        return Err(args.fail_quietly("the list is empty"));
+    }
+    Ok(n)
 }
 
 fn real(v: f64) -> Value {
@@ -642,21 +653,11 @@ fn product(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn mean(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let n = numbers("mean", ctx, a)?;
-    if n.is_empty() {
-        return Err(FnError::Failed(
-            "function 'mean': the list has no numbers".into(),
-        ));
-    }
     Ok(real(n.iter().sum::<f64>() / n.len() as f64))
 }
 
 fn variance(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let n = numbers("variance", ctx, a)?;
-    if n.is_empty() {
-        return Err(FnError::Failed(
-            "function 'variance': the list has no numbers".into(),
-        ));
-    }
     if n.len() == 1 {
         return Ok(real(0.0));
     }

@@ -5,7 +5,7 @@ use super::args::Args;
 use super::{FnResult, FnSpec, class_result, spec};
 use crate::eval::EvalContext;
 use crate::values::Value;
-use crate::values::number::{parse_int, parse_real};
+use crate::values::number::{parse_c_double, parse_int, parse_real};
 
 pub static FUNCTIONS: &[FnSpec] = &[
     spec("eval", 1, Some(3), eval),
@@ -20,13 +20,20 @@ fn eval(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let expr = args.str(0, "expression")?;
     let mode = args.opt_option(1, "mode", &["math", "class"], "math")?;
     args.opt_option(2, "options", &["infix"], "infix")?;
-    let v = MathParser::new(expr)
-        .parse()
-        .map_err(|e| args.fail(format!("cannot evaluate '{expr}': {e}")))?;
+    let v = MathParser::new(expr).parse();
     if mode == "class" {
-        return Ok(class_result(v != 0.0));
+        // What does not parse, and what is close enough to 0, is false.
+        let zero = |v: f64| v < 0.00000000000000001 && v > -0.00000000000000001;
+        return Ok(class_result(v.is_ok_and(|v| !zero(v))));
     }
-    Ok(Value::str(format!("{v:.6}")))
+    match v {
+        Ok(v) => Ok(Value::str(c_real(v))),
+        // cf-agent says so at the info level and gives an empty string.
+        Err(e) => {
+            tracing::info!("eval error: {e} (input '{expr}')");
+            Ok(Value::str(String::new()))
+        }
+    }
 }
 
 /// A number as a comparison reads it: the whole text, as a real.
@@ -93,12 +100,62 @@ fn randomint(_: &mut EvalContext, a: &[Value]) -> FnResult {
 
 // ---- the expression language ----------------------------------------------
 
-/// Infix arithmetic as `eval` accepts it: numbers (with k/m/g... unit
-/// suffixes), `+ - * / % ^`, comparisons (`== != < > <= >=`, giving 1 or
-/// 0), parentheses, constants (`e`, `pi`...) and one-argument functions.
+/// How deep parentheses may nest before an expression is refused, so that
+/// a hostile one cannot exhaust the stack.
+const MAX_MATH_DEPTH: usize = 200;
+
+/// The constants of `eval`, tried in this order, each a prefix of what
+/// follows (so `pi_2` reads as `pi`, and anything after `e` as `e`).
+const CONSTANTS: [(&str, f64); 13] = [
+    ("e", std::f64::consts::E),
+    ("log2e", std::f64::consts::LOG2_E),
+    ("log10e", std::f64::consts::LOG10_E),
+    ("ln2", std::f64::consts::LN_2),
+    ("ln10", std::f64::consts::LN_10),
+    ("pi", std::f64::consts::PI),
+    ("pi_2", std::f64::consts::FRAC_PI_2),
+    ("pi_4", std::f64::consts::FRAC_PI_4),
+    ("1_pi", std::f64::consts::FRAC_1_PI),
+    ("2_pi", std::f64::consts::FRAC_2_PI),
+    ("2_sqrtpi", std::f64::consts::FRAC_2_SQRT_PI),
+    ("sqrt2", std::f64::consts::SQRT_2),
+    ("sqrt1_2", std::f64::consts::FRAC_1_SQRT_2),
+];
+
+/// A function of one real.
+type Fn1 = fn(f64) -> f64;
+
+/// The one-argument functions of `eval`, tried in this order.
+const FUNCTIONS_1: [(&str, Fn1); 14] = [
+    ("ceil", f64::ceil),
+    ("floor", f64::floor),
+    ("log10", f64::log10),
+    ("log2", f64::log2),
+    ("log", f64::ln),
+    ("sqrt", f64::sqrt),
+    ("sin", f64::sin),
+    ("cos", f64::cos),
+    ("tan", f64::tan),
+    ("asin", f64::asin),
+    ("acos", f64::acos),
+    ("atan", f64::atan),
+    ("abs", f64::abs),
+    ("step", |x| if x < 0.0 { 0.0 } else { 1.0 }),
+];
+
+/// Infix arithmetic as `eval` reads it: cf-agent's grammar (a PEG), read
+/// the same way. A sum of products of values; the comparisons `==`, `<=`,
+/// `<`, `>=`, `>` (1 or 0) rank with `+` and `-`; `^` or `**`, `*`, `/`
+/// and `%` (of integers) with each other, all from the left. A value is a
+/// number (`-` only joined to its digits, with an optional unit k, m, g,
+/// t, p), a constant, a function of one value, or a parenthesised sum.
+/// Blanks may follow numbers, operators and parentheses only. What follows
+/// the longest expression at the start is ignored; no expression at all is
+/// an error, except for the empty text, which is 0.
 pub struct MathParser<'a> {
     s: &'a [u8],
     pos: usize,
+    depth: usize,
 }
 
 impl<'a> MathParser<'a> {
@@ -106,225 +163,202 @@ impl<'a> MathParser<'a> {
         MathParser {
             s: s.as_bytes(),
             pos: 0,
+            depth: 0,
         }
     }
 
     pub fn parse(mut self) -> Result<f64, String> {
-        let v = self.comparison()?;
-        self.ws();
-        if self.pos < self.s.len() {
-            return Err(format!(
-                "unexpected '{}' at position {}",
-                String::from_utf8_lossy(&self.s[self.pos..]),
-                self.pos + 1
-            ));
+        self.space();
+        match self.sum() {
+            Some(v) => Ok(v),
+            None if self.s.is_empty() => Ok(0.0),
+            None => Err("expression could not be parsed".into()),
         }
-        Ok(v)
     }
 
-    fn ws(&mut self) {
-        while self.pos < self.s.len() && self.s[self.pos].is_ascii_whitespace() {
+    fn space(&mut self) {
+        while matches!(self.s.get(self.pos), Some(b' ' | b'\t')) {
             self.pos += 1;
         }
     }
 
-    fn eat(&mut self, t: &str) -> bool {
-        self.ws();
-        if self.s[self.pos..].starts_with(t.as_bytes()) {
+    fn lit(&mut self, t: &str) -> bool {
+        let found = self.s[self.pos..].starts_with(t.as_bytes());
+        if found {
             self.pos += t.len();
+        }
+        found
+    }
+
+    /// An operator or parenthesis: the text, then blanks.
+    fn token(&mut self, t: &str) -> bool {
+        let found = self.lit(t);
+        if found {
+            self.space();
+        }
+        found
+    }
+
+    /// One of `ops` and its right operand read by `operand`, or nothing
+    /// consumed.
+    fn operation(
+        &mut self,
+        ops: &[&str],
+        operand: fn(&mut Self) -> Option<f64>,
+    ) -> Option<(usize, f64)> {
+        let save = self.pos;
+        for (i, op) in ops.iter().enumerate() {
+            if self.token(op)
+                && let Some(r) = operand(self)
+            {
+                return Some((i, r));
+            }
+            self.pos = save;
+        }
+        None
+    }
+
+    fn sum(&mut self) -> Option<f64> {
+        const OPS: [&str; 7] = ["+", "-", "==", "<=", "<", ">=", ">"];
+        // cf-agent's "close enough" for equality.
+        let close = |l: f64, r: f64| (l - r).abs() < 0.00000000000000001;
+        let mut l = self.product()?;
+        while let Some((op, r)) = self.operation(&OPS, Self::product) {
+            let truth = |b: bool| if b { 1.0 } else { 0.0 };
+            l = match op {
+                0 => l + r,
+                1 => l - r,
+                2 => truth(close(l, r)),
+                3 => truth(l < r || close(l, r)),
+                4 => truth(l < r),
+                5 => truth(l > r || close(l, r)),
+                _ => truth(l > r),
+            };
+        }
+        Some(l)
+    }
+
+    fn product(&mut self) -> Option<f64> {
+        const OPS: [&str; 5] = ["^", "**", "*", "/", "%"];
+        let mut l = self.value()?;
+        while let Some((op, r)) = self.operation(&OPS, Self::value) {
+            l = match op {
+                0 | 1 => l.powf(r),
+                2 => l * r,
+                3 => l / r,
+                // Of the integer parts; cf-agent dies of a zero divisor,
+                // where we give the expression no value.
+                _ => {
+                    let (a, b) = (l as i64, r as i64);
+                    if b == 0 {
+                        return None;
+                    }
+                    a.wrapping_rem(b) as f64
+                }
+            };
+        }
+        Some(l)
+    }
+
+    fn value(&mut self) -> Option<f64> {
+        if let Some(n) = self.number() {
+            return Some(n * self.unit().unwrap_or(1.0));
+        }
+        for (name, v) in CONSTANTS {
+            if self.lit(name) {
+                return Some(v);
+            }
+        }
+        if let Some(v) = self.function() {
+            return Some(v);
+        }
+        let save = self.pos;
+        if self.depth < MAX_MATH_DEPTH && self.token("(") {
+            self.depth += 1;
+            let v = self.sum();
+            self.depth -= 1;
+            if let Some(v) = v
+                && self.token(")")
+            {
+                return Some(v);
+            }
+        }
+        self.pos = save;
+        None
+    }
+
+    /// `-`? digits with an optional fraction, or `-`? `.` digits; then
+    /// blanks.
+    fn number(&mut self) -> Option<f64> {
+        let start = self.pos;
+        let digits = |p: &mut Self| {
+            let from = p.pos;
+            while p.s.get(p.pos).is_some_and(u8::is_ascii_digit) {
+                p.pos += 1;
+            }
+            p.pos - from
+        };
+        self.lit("-");
+        let whole = digits(self);
+        let ok = if whole > 0 {
+            if self.lit(".") {
+                digits(self);
+            }
             true
         } else {
-            false
+            self.lit(".") && digits(self) > 0
+        };
+        if !ok {
+            self.pos = start;
+            return None;
         }
+        let text = std::str::from_utf8(&self.s[start..self.pos]).unwrap_or("0");
+        self.space();
+        Some(parse_c_double(text))
     }
 
-    fn comparison(&mut self) -> Result<f64, String> {
-        let l = self.additive()?;
-        for (op, f) in [
-            (
-                "==",
-                (|a: f64, b: f64| (a - b).abs() < 1e-8) as fn(f64, f64) -> bool,
-            ),
-            ("!=", |a, b| (a - b).abs() >= 1e-8),
-            ("<=", |a, b| a <= b),
-            (">=", |a, b| a >= b),
-            ("<", |a, b| a < b),
-            (">", |a, b| a > b),
-        ] {
-            if self.eat(op) {
-                let r = self.additive()?;
-                return Ok(if f(l, r) { 1.0 } else { 0.0 });
-            }
-        }
-        Ok(l)
+    fn unit(&mut self) -> Option<f64> {
+        let m = match self.s.get(self.pos)?.to_ascii_lowercase() {
+            b'k' => 1e3,
+            b'm' => 1e6,
+            b'g' => 1e9,
+            b't' => 1e12,
+            b'p' => 1e15,
+            _ => return None,
+        };
+        self.pos += 1;
+        self.space();
+        Some(m)
     }
 
-    fn additive(&mut self) -> Result<f64, String> {
-        let mut v = self.term()?;
-        loop {
-            if self.eat("+") {
-                v += self.term()?;
-            } else if self.eat("-") {
-                v -= self.term()?;
-            } else {
-                return Ok(v);
-            }
-        }
-    }
-
-    fn term(&mut self) -> Result<f64, String> {
-        let mut v = self.power()?;
-        loop {
-            if self.eat("*") {
-                v *= self.power()?;
-            } else if self.eat("/") {
-                let d = self.power()?;
-                if d == 0.0 {
-                    return Err("division by zero".into());
-                }
-                v /= d;
-            } else if self.eat("%") {
-                let d = self.power()?;
-                if d == 0.0 {
-                    return Err("modulo by zero".into());
-                }
-                v %= d;
-            } else {
-                return Ok(v);
-            }
-        }
-    }
-
-    fn power(&mut self) -> Result<f64, String> {
-        let base = self.unary()?;
-        if self.eat("^") || self.eat("**") {
-            let e = self.power()?;
-            return Ok(base.powf(e));
-        }
-        Ok(base)
-    }
-
-    fn unary(&mut self) -> Result<f64, String> {
-        if self.eat("-") {
-            return Ok(-self.unary()?);
-        }
-        if self.eat("+") {
-            return self.unary();
-        }
-        self.primary()
-    }
-
-    fn primary(&mut self) -> Result<f64, String> {
-        self.ws();
-        if self.eat("(") {
-            let v = self.comparison()?;
-            if !self.eat(")") {
-                return Err("missing ')'".into());
-            }
-            return Ok(v);
-        }
-        let start = self.pos;
-        let c = *self.s.get(self.pos).ok_or("unexpected end of expression")?;
-        if c.is_ascii_digit() || c == b'.' {
-            while self.pos < self.s.len()
-                && (self.s[self.pos].is_ascii_digit() || self.s[self.pos] == b'.')
+    /// A function name, `(`, one value, `)`.
+    fn function(&mut self) -> Option<f64> {
+        let save = self.pos;
+        let (_, f) = FUNCTIONS_1.into_iter().find(|(name, _)| self.lit(name))?;
+        if self.depth < MAX_MATH_DEPTH && self.token("(") {
+            self.depth += 1;
+            let v = self.value();
+            self.depth -= 1;
+            if let Some(v) = v
+                && self.token(")")
             {
-                self.pos += 1;
+                return Some(f(v));
             }
-            if self.pos < self.s.len() && matches!(self.s[self.pos], b'e' | b'E') {
-                let save = self.pos;
-                self.pos += 1;
-                if self.pos < self.s.len() && matches!(self.s[self.pos], b'+' | b'-') {
-                    self.pos += 1;
-                }
-                if self.pos < self.s.len() && self.s[self.pos].is_ascii_digit() {
-                    while self.pos < self.s.len() && self.s[self.pos].is_ascii_digit() {
-                        self.pos += 1;
-                    }
-                } else {
-                    self.pos = save;
-                }
-            }
-            let text = std::str::from_utf8(&self.s[start..self.pos]).unwrap_or("");
-            let mut v: f64 = text.parse().map_err(|_| format!("bad number '{text}'"))?;
-            if let Some(&u) = self.s.get(self.pos) {
-                let mult = match u {
-                    b'k' => Some(1e3),
-                    b'm' => Some(1e6),
-                    b'g' => Some(1e9),
-                    b't' => Some(1e12),
-                    b'p' => Some(1e15),
-                    _ => None,
-                };
-                let next_is_word = self
-                    .s
-                    .get(self.pos + 1)
-                    .is_some_and(|n| n.is_ascii_alphanumeric());
-                if let Some(m) = mult
-                    && !next_is_word
-                {
-                    v *= m;
-                    self.pos += 1;
-                }
-            }
-            return Ok(v);
         }
-        if c.is_ascii_alphabetic() {
-            while self.pos < self.s.len()
-                && (self.s[self.pos].is_ascii_alphanumeric() || self.s[self.pos] == b'_')
-            {
-                self.pos += 1;
-            }
-            let name = std::str::from_utf8(&self.s[start..self.pos]).unwrap_or("");
-            let constant = match name {
-                "e" => Some(std::f64::consts::E),
-                "pi" => Some(std::f64::consts::PI),
-                "log2e" => Some(std::f64::consts::LOG2_E),
-                "log10e" => Some(std::f64::consts::LOG10_E),
-                "ln2" => Some(std::f64::consts::LN_2),
-                "ln10" => Some(std::f64::consts::LN_10),
-                "pi_2" => Some(std::f64::consts::FRAC_PI_2),
-                "pi_4" => Some(std::f64::consts::FRAC_PI_4),
-                "1_pi" => Some(std::f64::consts::FRAC_1_PI),
-                "2_pi" => Some(std::f64::consts::FRAC_2_PI),
-                "2_sqrtpi" => Some(std::f64::consts::FRAC_2_SQRT_PI),
-                "sqrt2" => Some(std::f64::consts::SQRT_2),
-                "sqrt1_2" => Some(std::f64::consts::FRAC_1_SQRT_2),
-                _ => None,
-            };
-            self.ws();
-            if self.s.get(self.pos) != Some(&b'(') {
-                return constant.ok_or_else(|| format!("unknown name '{name}'"));
-            }
-            let f: fn(f64) -> f64 = match name {
-                "ceil" => f64::ceil,
-                "floor" => f64::floor,
-                "log10" => f64::log10,
-                "log2" => f64::log2,
-                "log" => f64::ln,
-                "sqrt" => f64::sqrt,
-                "sin" => f64::sin,
-                "cos" => f64::cos,
-                "tan" => f64::tan,
-                "asin" => f64::asin,
-                "acos" => f64::acos,
-                "atan" => f64::atan,
-                "abs" => f64::abs,
-                "step" => |x| if x < 0.0 { 0.0 } else { 1.0 },
-                _ => return Err(format!("unknown function '{name}'")),
-            };
-            self.eat("(");
-            let arg = self.comparison()?;
-            if !self.eat(")") {
-                return Err("missing ')'".into());
-            }
-            let v = f(arg);
-            if !v.is_finite() {
-                return Err(format!("{name}({arg}) is not a number"));
-            }
-            return Ok(v);
-        }
-        Err(format!("unexpected '{}'", c as char))
+        self.pos = save;
+        None
+    }
+}
+
+/// A real as C's `printf("%lf")` writes it: six decimals, and `inf`,
+/// `-inf`, `nan` or `-nan`.
+fn c_real(v: f64) -> String {
+    match (v.is_nan(), v.is_infinite()) {
+        (true, _) if v.is_sign_negative() => "-nan".into(),
+        (true, _) => "nan".into(),
+        (_, true) if v < 0.0 => "-inf".into(),
+        (_, true) => "inf".into(),
+        _ => format!("{v:.6}"),
     }
 }
 
@@ -340,14 +374,45 @@ mod tests {
     fn arithmetic() {
         assert_eq!(calc("1+2*3"), Ok(7.0));
         assert_eq!(calc("(1+2)*3"), Ok(9.0));
-        assert_eq!(calc("2^3^2"), Ok(512.0));
         assert_eq!(calc("-2 + 5 % 3"), Ok(0.0));
         assert_eq!(calc("1k + 1"), Ok(1001.0));
         assert_eq!(calc("3 > 2"), Ok(1.0));
         assert_eq!(calc("floor(2.7) + ceil(0.2)"), Ok(3.0));
-        assert!(calc("1/0").is_err());
-        assert!(calc("1 +").is_err());
+        assert_eq!(calc("1/0"), Ok(f64::INFINITY));
         assert!(calc("nope(1)").is_err());
-        assert!(calc("").is_err());
+        assert!(calc("5 % 0").is_err());
+    }
+
+    /// What cf-agent 3.21 gives for the corners of its grammar.
+    #[test]
+    fn read_as_cf_agent_reads() {
+        // From the left, comparisons as low as sums.
+        assert_eq!(calc("2^3^2"), Ok(64.0));
+        assert_eq!(calc("3 == 1 + 2"), Ok(2.0));
+        // The longest expression at the start counts, the rest is ignored.
+        assert_eq!(calc("1 +"), Ok(1.0));
+        assert_eq!(calc("1 != 2"), Ok(1.0));
+        assert_eq!(calc("pi + 1"), Ok(std::f64::consts::PI));
+        assert_eq!(calc("pi_2"), Ok(std::f64::consts::PI));
+        assert_eq!(calc("exp(1)"), Ok(std::f64::consts::E));
+        assert_eq!(calc("1e5"), Ok(1.0));
+        // Units after blanks; no unary plus or detached minus.
+        assert_eq!(calc(" 5 k"), Ok(5000.0));
+        assert_eq!(calc("2 ^ -1"), Ok(0.5));
+        assert!(calc("+ 200").is_err());
+        assert!(calc("- 200").is_err());
+        assert!(calc("x").is_err());
+        assert!(calc("  ").is_err());
+        // A function takes one value, not a sum.
+        assert!(calc("sqrt(1+2)").is_err());
+        assert_eq!(calc(""), Ok(0.0));
+        assert_eq!(c_real(calc("3 / 0").unwrap_or_default()), "inf");
+        assert_eq!(c_real(calc("-3/0").unwrap_or_default()), "-inf");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_fatal() {
+        let deep = "(".repeat(100_000) + "1" + &")".repeat(100_000);
+        assert!(calc(&deep).is_err());
     }
 }

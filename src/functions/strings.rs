@@ -10,7 +10,7 @@ use crate::eval::EvalContext;
 use crate::values::Value;
 use crate::values::canon::canonify;
 use crate::values::json;
-use crate::values::number::parse_c_long;
+use crate::values::number::{parse_c_double, parse_c_long};
 use md5::Md5;
 use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha384, Sha512};
@@ -346,8 +346,10 @@ fn format_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
                 break;
             }
         }
+        // A conversion the text ends in before its letter is dropped, as
+        // cf-agent's reader of conversions stops where none matches.
         let Some((_, letter)) = chars.next() else {
-            return Err(args.fail(format!("incomplete conversion at the end of '{fmt}'")));
+            break;
         };
         conv.letter = letter;
         let Some(arg) = a.get(next_arg) else {
@@ -430,25 +432,6 @@ fn pad(conv: &Conv, s: String) -> String {
         }
         _ => s,
     }
-}
-
-/// `strtod`: the longest leading number; 0 when there is none.
-fn parse_c_double(s: &str) -> f64 {
-    let t = s.trim_start();
-    let mut end = 0;
-    let mut best = 0.0;
-    for (i, _) in t.char_indices().chain(std::iter::once((t.len(), ' '))) {
-        if i == 0 {
-            continue;
-        }
-        if let Ok(v) = t[..i].parse::<f64>() {
-            best = v;
-            end = i;
-        } else if i > end + 3 {
-            break;
-        }
-    }
-    best
 }
 
 fn format_int(conv: &Conv, n: i64) -> String {

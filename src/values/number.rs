@@ -160,6 +160,26 @@ fn float_prefix_len(t: &str) -> usize {
     i
 }
 
+/// `strtod` (and `sscanf("%lf")`): the longest leading number; 0 when
+/// there is none.
+pub fn parse_c_double(s: &str) -> f64 {
+    let t = s.trim_start();
+    let mut end = 0;
+    let mut best = 0.0;
+    for (i, _) in t.char_indices().chain(std::iter::once((t.len(), ' '))) {
+        if i == 0 {
+            continue;
+        }
+        if let Ok(v) = t[..i].parse::<f64>() {
+            best = v;
+            end = i;
+        } else if i > end + 3 {
+            break;
+        }
+    }
+    best
+}
+
 /// `strtol` (and `atoi`): leading spaces, a sign and digits; what follows
 /// is ignored, and no digits at all is 0.
 pub fn parse_c_long(s: &str) -> i64 {

@@ -386,10 +386,16 @@ fn create(
     v: &mut Verdict,
 ) -> Option<Meta> {
     let mode = creation_mode(p, is_dir);
+    // A regex promiser names each file it matched; others as written.
+    let shown = if search::is_regex_promiser(p) {
+        target.display().to_string()
+    } else {
+        p.promiser.clone()
+    };
     if act.dry_run {
         let only = only_warning(p.warn_only());
         if is_dir {
-            tracing::warn!("Should create directory '{}'{only}", p.promiser);
+            tracing::warn!("Should create directory '{}'{only}", shown);
         } else {
             // cf-agent names each missing parent directory, outermost first.
             let mut missing = Vec::new();
@@ -404,14 +410,10 @@ fn create(
                 tracing::warn!(
                     "Should make directory '{}' for '{}'{only}",
                     d.display(),
-                    p.promiser
+                    shown
                 );
             }
-            tracing::warn!(
-                "Should create file '{}', mode '{:04o}'{only}",
-                p.promiser,
-                mode
-            );
+            tracing::warn!("Should create file '{}', mode '{:04o}'{only}", shown, mode);
         }
         v.warned();
         // A dry run goes on as if the file were there (empty), so that its
@@ -425,11 +427,11 @@ fn create(
     if let Some(parent) = target.parent() {
         match act.host.mkdir_all(parent, DEFAULT_DIR_MODE) {
             Ok(made) if !made.is_empty() && !is_dir => {
-                tracing::info!("Created directory for '{}'", p.promiser);
+                tracing::info!("Created directory for '{}'", shown);
             }
             Ok(_) => {}
             Err(e) => {
-                tracing::error!("Could not create directories for '{}': {e}", p.promiser);
+                tracing::error!("Could not create directories for '{}': {e}", shown);
                 v.failed();
                 return None;
             }
@@ -445,15 +447,15 @@ fn create(
     match result {
         Ok(()) => {
             if is_dir {
-                tracing::info!("Created directory '{}'", p.promiser);
+                tracing::info!("Created directory '{}'", shown);
             } else {
-                tracing::info!("Created file '{}', mode {:04o}", p.promiser, mode);
+                tracing::info!("Created file '{}', mode {:04o}", shown, mode);
             }
             v.repaired();
             act.host.lstat(target).ok().flatten()
         }
         Err(e) => {
-            tracing::error!("Error creating '{}': {e}", p.promiser);
+            tracing::error!("Error creating '{}': {e}", shown);
             v.failed();
             None
         }

@@ -16,33 +16,39 @@ fn looks_like_regex(s: &str) -> bool {
 }
 
 /// The files a regex promiser (each path component a pattern, matched in
-/// full) names, sorted. The fixed leading components are not patterns.
+/// full) names, sorted. The fixed components are taken as written; where a
+/// pattern is to be matched in a directory that cannot be read (one yet to
+/// be made), the rest of the promiser is taken as written too, as cf-agent
+/// does: `"$(dir)/tu/*" create => "true"` makes a file named `*`.
 pub fn regex_promiser_matches(ctx: &mut EvalContext, host: &Host, promiser: &str) -> Vec<PathBuf> {
     let comps: Vec<&str> = promiser.split('/').filter(|c| !c.is_empty()).collect();
     let mut current = vec![PathBuf::from("/")];
-    for comp in comps {
-        let mut next = Vec::new();
+    let mut literal = Vec::new();
+    for (i, comp) in comps.iter().enumerate() {
         if !looks_like_regex(comp) {
-            for c in current {
-                let p = c.join(comp);
-                if host.lstat(&p).ok().flatten().is_some() {
-                    next.push(p);
-                }
-            }
-        } else {
-            let Ok(re) = ctx.regexes.get(comp) else {
-                return Vec::new();
-            };
-            for c in current {
-                for name in host.read_dir(&c).unwrap_or_default() {
-                    if re.is_full_match(&name) {
-                        next.push(c.join(name));
+            current = current.into_iter().map(|c| c.join(comp)).collect();
+            continue;
+        }
+        let mut next = Vec::new();
+        for c in current {
+            match host.read_dir(&c) {
+                // A pattern that does not compile matches nothing.
+                Ok(names) => {
+                    if let Ok(re) = ctx.regexes.get(comp) {
+                        next.extend(
+                            names
+                                .into_iter()
+                                .filter(|n| re.is_full_match(n))
+                                .map(|n| c.join(n)),
+                        );
                     }
                 }
+                Err(_) => literal.push(c.join(comps[i..].join("/"))),
             }
         }
         current = next;
     }
+    current.extend(literal);
     current.sort();
     current
 }
