@@ -415,7 +415,9 @@ impl EvalContext {
         f: &mut dyn FnMut(&mut EvalContext),
     ) {
         let with = promise.attribute("with");
-        let result = self.for_each_iteration(texts, &mut |ctx| {
+        let mut rounds = 0usize;
+        let mut result = self.for_each_iteration(texts, &mut |ctx| {
+            rounds += 1;
             let mark = ctx.bindings_len();
             if let Some(a) = with
                 && let Ok(Evaluated {
@@ -428,6 +430,16 @@ impl EvalContext {
             f(ctx);
             ctx.truncate_bindings(mark);
         });
+        // A promise with an attribute that is an `ifelse` call is evaluated
+        // once even when its iteration yields nothing (a reference like
+        // `$($(missing))` names no variable), as cf-agent does, so
+        // `ifelse(isvariable("x"), "$($(x))", "fallback")` still falls back.
+        if result.is_ok() && rounds == 0 && has_ifelse_attribute(promise) {
+            let mark = self.bindings_len();
+            f(self);
+            self.truncate_bindings(mark);
+            result = Ok(());
+        }
         if let Err(e) = result {
             // Pre-evaluation and the passes meet the promise again: one
             // error for it is enough.
@@ -443,6 +455,14 @@ impl EvalContext {
             }
         }
     }
+}
+
+/// Whether one of a promise's attributes is written as an `ifelse` call.
+fn has_ifelse_attribute(promise: &crate::syntax::ast::Promise) -> bool {
+    promise
+        .attributes
+        .iter()
+        .any(|a| matches!(&a.value, Rval::Call(c) if c.name.name == "ifelse"))
 }
 
 /// Whether a list item is written as nothing but an `@(...)` reference.
