@@ -620,11 +620,14 @@ fn mapdata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 // ---- statistics ---------------------------------------------------------------
 
+/// The numbers of a list or container's primitive elements (nulls and
+/// nested containers skipped), each read as `sscanf("%lf")` reads it:
+/// cf-agent counts an element that is no number as 0.
 fn numbers(name: &'static str, ctx: &EvalContext, a: &[Value]) -> Result<Vec<f64>, FnError> {
     let v = Args::new(name, a).collect(ctx, 0, "list")?;
     Ok(element_texts(&v, false)
         .iter()
-        .filter_map(|s| sort_real(s))
+        .map(|s| crate::values::number::scan_c_double(s).unwrap_or(0.0))
         .collect())
 }
 
@@ -633,7 +636,8 @@ fn real(v: f64) -> Value {
 }
 
 fn sum(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    Ok(real(numbers("sum", ctx, a)?.iter().sum()))
+    // Folded from +0.0: Rust's `sum` of nothing is -0.0, printed "-0.000000".
+    Ok(real(numbers("sum", ctx, a)?.iter().fold(0.0, |s, x| s + x)))
 }
 
 fn product(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
