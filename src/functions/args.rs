@@ -289,7 +289,7 @@ fn with_variables(ctx: &EvalContext, text: &str) -> Result<Option<String>, FnErr
             Value::List(l) => Json::Array(l.into_iter().map(Json::String).collect()),
             Value::Scalar(s) => Json::String(s),
         };
-        out.push_str(&json::write_compact(&j));
+        out.push_str(&json::write_compact_json(&j));
         replaced = true;
     }
     Ok(replaced.then_some(out))

@@ -115,14 +115,44 @@ pub fn expansion_text(j: &Json) -> Option<String> {
     }
 }
 
-/// Compact JSON, keys sorted, as cf-promises prints a container.
+/// Compact JSON, keys sorted, as cf-promises prints a container. Like
+/// cf-agent's writer it writes object keys as they are, unescaped (a key
+/// `x"x` is written `"x"x"`): what it writes is not always JSON.
 pub fn write_compact(j: &Json) -> String {
     let mut out = String::new();
-    compact_into(j, &mut out);
+    compact_into(j, Keys::AsWritten, &mut out);
     out
 }
 
-fn compact_into(j: &Json, out: &mut String) {
+/// Compact JSON, keys sorted and escaped: always JSON, for text that is
+/// read back (a container named inside inline JSON).
+pub fn write_compact_json(j: &Json) -> String {
+    let mut out = String::new();
+    compact_into(j, Keys::Escaped, &mut out);
+    out
+}
+
+/// How object keys are written.
+#[derive(Clone, Copy)]
+enum Keys {
+    /// Between quotes as they are, as cf-agent writes them.
+    AsWritten,
+    /// Escaped as JSON strings.
+    Escaped,
+}
+
+fn key_into(k: &str, keys: Keys, out: &mut String) {
+    match keys {
+        Keys::AsWritten => {
+            out.push('"');
+            out.push_str(k);
+            out.push('"');
+        }
+        Keys::Escaped => string_into(k, out),
+    }
+}
+
+fn compact_into(j: &Json, keys: Keys, out: &mut String) {
     match j {
         Json::Array(a) => {
             out.push('[');
@@ -130,7 +160,7 @@ fn compact_into(j: &Json, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                compact_into(v, out);
+                compact_into(v, keys, out);
             }
             out.push(']');
         }
@@ -140,9 +170,9 @@ fn compact_into(j: &Json, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                string_into(k, out);
+                key_into(k, keys, out);
                 out.push(':');
-                compact_into(v, out);
+                compact_into(v, keys, out);
             }
             out.push('}');
         }
@@ -152,7 +182,7 @@ fn compact_into(j: &Json, out: &mut String) {
 
 /// Indented JSON as `storejson` writes it: two spaces per level, sorted
 /// keys, empty arrays as `[]` and empty objects opened and closed on two
-/// lines.
+/// lines. Keys are written unescaped, as by [`write_compact`].
 pub fn write_pretty(j: &Json) -> String {
     let mut out = String::new();
     pretty_into(j, 0, &mut out);
@@ -188,7 +218,7 @@ fn pretty_into(j: &Json, level: usize, out: &mut String) {
                     out.push_str(",\n");
                 }
                 indent(level + 1, out);
-                string_into(k, out);
+                key_into(k, Keys::AsWritten, out);
                 out.push_str(": ");
                 pretty_into(v, level + 1, out);
             }
@@ -239,6 +269,17 @@ fn string_into(s: &str, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_written_unescaped_as_cfengine_writes_them() {
+        let j = parse(r#"{"x\"x":"y\"y","a\\b":[1]}"#).unwrap();
+        assert_eq!(write_compact(&j), r#"{"a\b":[1],"x"x":"y\"y"}"#);
+        assert_eq!(write_compact_json(&j), r#"{"a\\b":[1],"x\"x":"y\"y"}"#);
+        assert_eq!(
+            write_pretty(&j),
+            "{\n  \"a\\b\": [\n    1\n  ],\n  \"x\"x\": \"y\\\"y\"\n}"
+        );
+    }
 
     #[test]
     fn numbers_like_cfengine() {
