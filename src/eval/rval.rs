@@ -169,7 +169,17 @@ impl EvalContext {
             if e.unresolved {
                 unresolved = true;
             }
-            args.push(e.value);
+            push_argument(spec.name, a, e.value, &mut args);
+        }
+        if args.len() != c.args.len() && !arity_fits(spec, args.len()) {
+            let m = format!(
+                "function '{}': its arguments do not fit it once the lists of the calls \
+                 in them are spread: {} arguments",
+                spec.name,
+                args.len()
+            );
+            self.fatal = Some(m.clone());
+            return Err(FnError::Failed(m));
         }
         if unresolved && !ifelse_may_go_on(spec.name, &args) {
             return Err(FnError::Defer);
@@ -395,6 +405,28 @@ impl std::fmt::Display for TooManyIterations {
             self.combinations
         )
     }
+}
+
+/// Adds an evaluated argument. A call in the arguments that gives a list
+/// gives its items as arguments of their own to a function that does not
+/// collect lists (cf-agent: `and(splitstring("a b"))` is `and("a", "b")`,
+/// `concat(sort(l))` joins the sorted items); a collecting function
+/// (`sort`, `join`, ...) takes the list whole.
+fn push_argument(name: &str, written: &Rval, v: Value, args: &mut Vec<Value>) {
+    match v {
+        Value::List(items)
+            if matches!(written, Rval::Call(_))
+                && !crate::schema::function(name).is_some_and(|f| f.collecting) =>
+        {
+            args.extend(items.into_iter().map(Value::Scalar));
+        }
+        v => args.push(v),
+    }
+}
+
+/// Whether a function takes `n` arguments.
+fn arity_fits(spec: &crate::eval::call::FnSpec, n: usize) -> bool {
+    n >= spec.min_args && spec.max_args.is_none_or(|m| n <= m)
 }
 
 /// cf-agent defers a call whose arguments hold unresolved references, but
@@ -630,6 +662,23 @@ mod tests {
         assert!(e.unresolved);
         assert_eq!(e.text, deep);
         assert!(matches!(c.find_iterable_in(&deep), Wheel::None));
+    }
+
+    #[test]
+    fn list_results_spread_into_functions_that_do_not_collect() {
+        let mut c = ctx();
+        let e = c.eval_rval(&rval("concat(reverse(a), \"-\")")).unwrap();
+        assert_eq!(e.value, Value::str("21-"));
+        // `sort` collects: it takes the list whole.
+        let e = c.eval_rval(&rval("join(\",\", sort(b, \"lex\"))")).unwrap();
+        assert_eq!(e.value, Value::str("x,y"));
+        assert!(c.fatal.is_none());
+        // Two items for canonify's one parameter stop the run.
+        assert!(matches!(
+            c.eval_rval(&rval("canonify(reverse(a))")),
+            Err(FnError::Failed(_))
+        ));
+        assert!(c.fatal.is_some());
     }
 
     #[test]
