@@ -166,7 +166,7 @@ impl EvalContext {
                 continue;
             }
             let e = self.eval_rval(a)?;
-            if e.unresolved {
+            if e.unresolved && !names_mapping_variable(&e.value) {
                 unresolved = true;
             }
             push_argument(spec.name, a, e.value, &mut args);
@@ -211,8 +211,9 @@ impl EvalContext {
     /// Finds the first reference in `texts` that names a list or a data
     /// container not yet bound, looking inside nested references first.
     fn find_iterable(&self, texts: &[&str]) -> Wheel {
+        let mut special = false;
         for t in texts {
-            match self.find_iterable_in(t) {
+            match self.find_iterable_in(t, &mut special) {
                 Wheel::None => {}
                 w => return w,
             }
@@ -220,7 +221,11 @@ impl EvalContext {
         Wheel::None
     }
 
-    fn find_iterable_in(&self, s: &str) -> Wheel {
+    /// `special` is set once a reference to one of the variables mapping
+    /// functions bind (`$(this.k)`, ...) is met: cf-agent never skips a
+    /// combination for a wheel that comes after one of those, so
+    /// `"$(a[$(this.k)])"` stays as written instead of being skipped.
+    fn find_iterable_in(&self, s: &str, special: &mut bool) -> Wheel {
         // Recursive like the expansion, and bounded the same way: text
         // nested too deeply is never expanded, so it iterates over nothing.
         if crate::syntax::reference_too_deep(s).is_some() {
@@ -233,9 +238,13 @@ impl EvalContext {
                 continue;
             }
             let inner = &s[r.inner_start..r.inner_end];
-            match self.find_iterable_in(inner) {
+            match self.find_iterable_in(inner, special) {
                 Wheel::None => {}
                 w => return w,
+            }
+            let skip = if *special { Wheel::None } else { Wheel::Skip };
+            if is_mapping_variable(inner) && !self.is_bound(inner) {
+                *special = true;
             }
             // A reference whose name is built from other references
             // (`$(a[$(k)])`) is a wheel of its own in cf-agent: when its
@@ -243,8 +252,8 @@ impl EvalContext {
             let dependent = inner.contains("$(") || inner.contains("${");
             let name = self.expand(inner);
             if name.unresolved {
-                if dependent {
-                    return Wheel::Skip;
+                if dependent && matches!(skip, Wheel::Skip) {
+                    return skip;
                 }
                 continue;
             }
@@ -257,8 +266,8 @@ impl EvalContext {
                 self.lookup_in(&name.text, NsSearch::OwnOnly)
             };
             let Some(v) = found else {
-                if dependent {
-                    return Wheel::Skip;
+                if dependent && matches!(skip, Wheel::Skip) {
+                    return skip;
                 }
                 continue;
             };
@@ -275,6 +284,9 @@ impl EvalContext {
                 },
                 Value::Scalar(_) => continue,
             };
+            if elems.is_empty() && *special {
+                continue;
+            }
             return Wheel::Found(name.text, elems);
         }
         Wheel::None
@@ -489,6 +501,29 @@ impl EvalContext {
     }
 }
 
+/// The variables `maparray`, `mapdata` and `maplist` bind while they map
+/// (cf-agent's iteration treats their wheels apart).
+fn is_mapping_variable(name: &str) -> bool {
+    matches!(
+        name,
+        "this" | "this.k" | "this.v" | "this.k[1]" | "this.this"
+    )
+}
+
+/// Whether an argument's text still names a variable the mapping
+/// functions bind: cf-agent calls a function with such an argument even
+/// when other references in it did not resolve, for the mapping function
+/// to expand it (`mapdata("none", concat("$(spec)"), d)` where `spec` is
+/// `key = $(this.k)`).
+fn names_mapping_variable(v: &Value) -> bool {
+    let Value::Scalar(s) = v else {
+        return false;
+    };
+    ["this", "this.k", "this.k[1]", "this.v"]
+        .iter()
+        .any(|n| s.contains(&format!("$({n})")) || s.contains(&format!("${{{n}}}")))
+}
+
 /// Whether one of a promise's attributes is written as an `ifelse` call.
 fn has_ifelse_attribute(promise: &crate::syntax::ast::Promise) -> bool {
     promise
@@ -654,14 +689,14 @@ mod tests {
         let refs = format!("{}s{}", "$(".repeat(n), ")".repeat(n));
         assert!(c.expand(&refs).unresolved);
         assert!(matches!(
-            c.find_iterable_in(&refs),
+            c.find_iterable_in(&refs, &mut false),
             Wheel::None | Wheel::Skip
         ));
         let deep = format!("{}s{}", "$(".repeat(100_000), ")".repeat(100_000));
         let e = c.expand(&deep);
         assert!(e.unresolved);
         assert_eq!(e.text, deep);
-        assert!(matches!(c.find_iterable_in(&deep), Wheel::None));
+        assert!(matches!(c.find_iterable_in(&deep, &mut false), Wheel::None));
     }
 
     #[test]
@@ -679,6 +714,24 @@ mod tests {
             Err(FnError::Failed(_))
         ));
         assert!(c.fatal.is_some());
+    }
+
+    #[test]
+    fn arguments_naming_mapping_variables_do_not_defer() {
+        let mut c = ctx();
+        let e = c.eval_rval(&rval("concat(\"$(this.k) $(nope)\")")).unwrap();
+        assert_eq!(e.value, Value::str("$(this.k) $(nope)"));
+    }
+
+    #[test]
+    fn mapping_variables_keep_dependent_references_from_skipping() {
+        let c = ctx();
+        assert!(matches!(c.find_iterable(&["$(x[$(nope)])"]), Wheel::Skip));
+        assert!(matches!(c.find_iterable(&["$(x[$(this.k)])"]), Wheel::None));
+        assert!(matches!(
+            c.find_iterable(&["$(this.v)", "$(x[$(nope)])"]),
+            Wheel::None
+        ));
     }
 
     #[test]
