@@ -115,6 +115,34 @@ pub fn expansion_text(j: &Json) -> Option<String> {
     }
 }
 
+/// Whether every object in `j` has its keys in sorted order.
+pub fn keys_sorted(j: &Json) -> bool {
+    match j {
+        Json::Object(m) => {
+            m.keys().zip(m.keys().skip(1)).all(|(a, b)| a <= b) && m.values().all(keys_sorted)
+        }
+        Json::Array(a) => a.iter().all(keys_sorted),
+        _ => true,
+    }
+}
+
+/// Puts the keys of every object in `j` in sorted order, as cf-agent's
+/// writer leaves a container it wrote.
+pub fn sort_keys(j: &mut Json) {
+    match j {
+        Json::Object(m) => {
+            let mut entries: Vec<(String, Json)> = std::mem::take(m).into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            for (k, mut v) in entries {
+                sort_keys(&mut v);
+                m.insert(k, v);
+            }
+        }
+        Json::Array(a) => a.iter_mut().for_each(sort_keys),
+        _ => {}
+    }
+}
+
 /// Compact JSON, keys sorted, as cf-promises prints a container. Like
 /// cf-agent's writer it writes object keys as they are, unescaped (a key
 /// `x"x` is written `"x"x"`): what it writes is not always JSON.
@@ -269,6 +297,18 @@ fn string_into(s: &str, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_sorted_in_place() {
+        let mut j = parse(r#"{"b":{"z":1,"y":2},"a":[{"d":1,"c":2}]}"#).unwrap();
+        assert!(!keys_sorted(&j));
+        sort_keys(&mut j);
+        assert!(keys_sorted(&j));
+        let keys: Vec<&String> = j.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["a", "b"]);
+        let inner: Vec<&String> = j["a"][0].as_object().unwrap().keys().collect();
+        assert_eq!(inner, ["c", "d"]);
+    }
 
     #[test]
     fn keys_written_unescaped_as_cfengine_writes_them() {
