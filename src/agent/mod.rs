@@ -76,9 +76,11 @@ pub enum RunError {
     #[error("{0}")]
     BrokenBody(Box<FatalAt>),
     /// So does a function giving one value to an attribute that takes a
-    /// list ("Attempted to give a scalar to a non-scalar type").
+    /// list ("Attempted to give a scalar to a non-scalar type"), or a
+    /// call whose arguments do not fit once the lists of the calls in
+    /// them are spread ("Bad arguments").
     #[error("{0}")]
-    ScalarForList(Box<FatalAt>),
+    Evaluation(Box<FatalAt>),
     /// So does an option attribute whose value, once expanded, is not one
     /// of its words ("Selection is out of bounds").
     #[error("{0}")]

@@ -74,14 +74,8 @@ impl AgentRun<'_> {
             }
             "classes" => {
                 let (r, msgs) = self.ctx.eval_classes_promise(file, promise, common);
-                if let Some(what) = self.ctx.fatal.take() {
-                    self.fatal = Some(RunError::ScalarForList(Box::new(FatalAt {
-                        what,
-                        promise_type: ptype.to_string(),
-                        file: file.source.path.clone(),
-                        line: file.source.line_of(promise.promiser.span.start),
-                    })));
-                    return;
+                if self.ctx.fatal.is_some() {
+                    return self.take_evaluation_fatal(file, ptype, promise);
                 }
                 self.store_persistent_classes();
                 state.changed |= r.changed;
@@ -100,6 +94,21 @@ impl AgentRun<'_> {
                 state.changed |= r.changed;
             }
             _ => self.eval_acting_promise(file, bundle, ptype, promise, state),
+        }
+        self.take_evaluation_fatal(file, ptype, promise);
+    }
+
+    /// An error evaluating the promise met on which cf-agent stops the
+    /// whole run (a function's value that does not fit), placed at it.
+    fn take_evaluation_fatal(&mut self, file: &Arc<LoadedFile>, ptype: &str, promise: &Promise) {
+        if let Some(what) = self.ctx.fatal.take() {
+            self.fatal
+                .get_or_insert(RunError::Evaluation(Box::new(FatalAt {
+                    what,
+                    promise_type: ptype.to_string(),
+                    file: file.source.path.clone(),
+                    line: file.source.line_of(promise.promiser.span.start),
+                })));
         }
     }
 

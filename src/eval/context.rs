@@ -347,6 +347,25 @@ impl EvalContext {
         self.vars.get(ns, scope, r.name)
     }
 
+    /// cf-agent's JSON writer sorts the objects of a container it writes
+    /// in place: once `format("%S", d)` has written the container `d`
+    /// names, `getindices(d)` gives its keys sorted. Does
+    /// that to the variable `text` names (a whole variable, not an element).
+    pub fn sort_written_container(&mut self, text: &str) {
+        let r = VarRef::parse(text);
+        if !r.indices.is_empty() {
+            return;
+        }
+        let (ns, scope) = self.resolve_scope(&r);
+        let (ns, scope, name) = (ns.to_string(), scope.to_string(), r.name.to_string());
+        if let Some(var) = self.vars.get_mut(&ns, &scope, &name)
+            && let Value::Data(d) = &mut var.value
+            && !crate::values::json::keys_sorted(d)
+        {
+            crate::values::json::sort_keys(std::sync::Arc::make_mut(d));
+        }
+    }
+
     /// Expands every `$(...)`/`${...}` in `s`. References that cannot be
     /// resolved to a scalar stay as written and mark the result unresolved.
     pub fn expand(&self, s: &str) -> Expanded {

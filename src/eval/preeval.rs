@@ -126,6 +126,14 @@ pub fn preevaluate_entry(
     report
 }
 
+/// Whether a reference is, or holds, one to a variable the mapping
+/// functions bind.
+fn names_mapping_variable(reference: &str) -> bool {
+    ["this", "this.k", "this.k[1]", "this.v"]
+        .iter()
+        .any(|n| reference.contains(&format!("$({n})")) || reference.contains(&format!("${{{n}}}")))
+}
+
 /// The variables that still refer to undefined variables once
 /// pre-evaluation is over, each with the references that did not resolve.
 fn unresolved_at_end(ctx: &EvalContext, policy: &PolicySet) -> Vec<EvalMessage> {
@@ -151,8 +159,12 @@ fn unresolved_at_end(ctx: &EvalContext, policy: &PolicySet) -> Vec<EvalMessage> 
             // `@(...)` inside a longer string is never expanded (a regex's
             // `@([\d.]+)` is text), so it refers to nothing.
             let whole = r.start == 0 && r.end == text.len();
-            if !r.list_sigil || whole {
-                refs.push(format!("'{}'", &text[r.start..r.end]));
+            // A pattern for maparray, mapdata or maplist names the
+            // variables they bind (`$(this.k)`, `$(a[$(this.v)])`): those
+            // resolve only when the pattern is mapped.
+            let reference = &text[r.start..r.end];
+            if (!r.list_sigil || whole) && !names_mapping_variable(reference) {
+                refs.push(format!("'{reference}'"));
             }
             pos = r.end;
         }

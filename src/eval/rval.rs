@@ -166,10 +166,20 @@ impl EvalContext {
                 continue;
             }
             let e = self.eval_rval(a)?;
-            if e.unresolved {
+            if e.unresolved && !names_mapping_variable(&e.value) {
                 unresolved = true;
             }
-            args.push(e.value);
+            push_argument(spec.name, a, e.value, &mut args);
+        }
+        if args.len() != c.args.len() && !arity_fits(spec, args.len()) {
+            let m = format!(
+                "function '{}': its arguments do not fit it once the lists of the calls \
+                 in them are spread: {} arguments",
+                spec.name,
+                args.len()
+            );
+            self.fatal = Some(m.clone());
+            return Err(FnError::Failed(m));
         }
         if unresolved && !ifelse_may_go_on(spec.name, &args) {
             return Err(FnError::Defer);
@@ -201,8 +211,9 @@ impl EvalContext {
     /// Finds the first reference in `texts` that names a list or a data
     /// container not yet bound, looking inside nested references first.
     fn find_iterable(&self, texts: &[&str]) -> Wheel {
+        let mut special = false;
         for t in texts {
-            match self.find_iterable_in(t) {
+            match self.find_iterable_in(t, &mut special) {
                 Wheel::None => {}
                 w => return w,
             }
@@ -210,7 +221,11 @@ impl EvalContext {
         Wheel::None
     }
 
-    fn find_iterable_in(&self, s: &str) -> Wheel {
+    /// `special` is set once a reference to one of the variables mapping
+    /// functions bind (`$(this.k)`, ...) is met: cf-agent never skips a
+    /// combination for a wheel that comes after one of those, so
+    /// `"$(a[$(this.k)])"` stays as written instead of being skipped.
+    fn find_iterable_in(&self, s: &str, special: &mut bool) -> Wheel {
         // Recursive like the expansion, and bounded the same way: text
         // nested too deeply is never expanded, so it iterates over nothing.
         if crate::syntax::reference_too_deep(s).is_some() {
@@ -223,9 +238,13 @@ impl EvalContext {
                 continue;
             }
             let inner = &s[r.inner_start..r.inner_end];
-            match self.find_iterable_in(inner) {
+            match self.find_iterable_in(inner, special) {
                 Wheel::None => {}
                 w => return w,
+            }
+            let skip = if *special { Wheel::None } else { Wheel::Skip };
+            if is_mapping_variable(inner) && !self.is_bound(inner) {
+                *special = true;
             }
             // A reference whose name is built from other references
             // (`$(a[$(k)])`) is a wheel of its own in cf-agent: when its
@@ -233,8 +252,8 @@ impl EvalContext {
             let dependent = inner.contains("$(") || inner.contains("${");
             let name = self.expand(inner);
             if name.unresolved {
-                if dependent {
-                    return Wheel::Skip;
+                if dependent && matches!(skip, Wheel::Skip) {
+                    return skip;
                 }
                 continue;
             }
@@ -247,8 +266,8 @@ impl EvalContext {
                 self.lookup_in(&name.text, NsSearch::OwnOnly)
             };
             let Some(v) = found else {
-                if dependent {
-                    return Wheel::Skip;
+                if dependent && matches!(skip, Wheel::Skip) {
+                    return skip;
                 }
                 continue;
             };
@@ -265,6 +284,9 @@ impl EvalContext {
                 },
                 Value::Scalar(_) => continue,
             };
+            if elems.is_empty() && *special {
+                continue;
+            }
             return Wheel::Found(name.text, elems);
         }
         Wheel::None
@@ -397,6 +419,28 @@ impl std::fmt::Display for TooManyIterations {
     }
 }
 
+/// Adds an evaluated argument. A call in the arguments that gives a list
+/// gives its items as arguments of their own to a function that does not
+/// collect lists (cf-agent: `and(splitstring("a b"))` is `and("a", "b")`,
+/// `concat(sort(l))` joins the sorted items); a collecting function
+/// (`sort`, `join`, ...) takes the list whole.
+fn push_argument(name: &str, written: &Rval, v: Value, args: &mut Vec<Value>) {
+    match v {
+        Value::List(items)
+            if matches!(written, Rval::Call(_))
+                && !crate::schema::function(name).is_some_and(|f| f.collecting) =>
+        {
+            args.extend(items.into_iter().map(Value::Scalar));
+        }
+        v => args.push(v),
+    }
+}
+
+/// Whether a function takes `n` arguments.
+fn arity_fits(spec: &crate::eval::call::FnSpec, n: usize) -> bool {
+    n >= spec.min_args && spec.max_args.is_none_or(|m| n <= m)
+}
+
 /// cf-agent defers a call whose arguments hold unresolved references, but
 /// lets every three-argument `ifelse` through (made for
 /// `ifelse(isvariable("x"), $(x), "default")`): its result may then hold
@@ -415,7 +459,9 @@ impl EvalContext {
         f: &mut dyn FnMut(&mut EvalContext),
     ) {
         let with = promise.attribute("with");
-        let result = self.for_each_iteration(texts, &mut |ctx| {
+        let mut rounds = 0usize;
+        let mut result = self.for_each_iteration(texts, &mut |ctx| {
+            rounds += 1;
             let mark = ctx.bindings_len();
             if let Some(a) = with
                 && let Ok(Evaluated {
@@ -428,6 +474,16 @@ impl EvalContext {
             f(ctx);
             ctx.truncate_bindings(mark);
         });
+        // A promise with an attribute that is an `ifelse` call is evaluated
+        // once even when its iteration yields nothing (a reference like
+        // `$($(missing))` names no variable), as cf-agent does, so
+        // `ifelse(isvariable("x"), "$($(x))", "fallback")` still falls back.
+        if result.is_ok() && rounds == 0 && has_ifelse_attribute(promise) {
+            let mark = self.bindings_len();
+            f(self);
+            self.truncate_bindings(mark);
+            result = Ok(());
+        }
         if let Err(e) = result {
             // Pre-evaluation and the passes meet the promise again: one
             // error for it is enough.
@@ -443,6 +499,37 @@ impl EvalContext {
             }
         }
     }
+}
+
+/// The variables `maparray`, `mapdata` and `maplist` bind while they map
+/// (cf-agent's iteration treats their wheels apart).
+fn is_mapping_variable(name: &str) -> bool {
+    matches!(
+        name,
+        "this" | "this.k" | "this.v" | "this.k[1]" | "this.this"
+    )
+}
+
+/// Whether an argument's text still names a variable the mapping
+/// functions bind: cf-agent calls a function with such an argument even
+/// when other references in it did not resolve, for the mapping function
+/// to expand it (`mapdata("none", concat("$(spec)"), d)` where `spec` is
+/// `key = $(this.k)`).
+fn names_mapping_variable(v: &Value) -> bool {
+    let Value::Scalar(s) = v else {
+        return false;
+    };
+    ["this", "this.k", "this.k[1]", "this.v"]
+        .iter()
+        .any(|n| s.contains(&format!("$({n})")) || s.contains(&format!("${{{n}}}")))
+}
+
+/// Whether one of a promise's attributes is written as an `ifelse` call.
+fn has_ifelse_attribute(promise: &crate::syntax::ast::Promise) -> bool {
+    promise
+        .attributes
+        .iter()
+        .any(|a| matches!(&a.value, Rval::Call(c) if c.name.name == "ifelse"))
 }
 
 /// Whether a list item is written as nothing but an `@(...)` reference.
@@ -602,14 +689,49 @@ mod tests {
         let refs = format!("{}s{}", "$(".repeat(n), ")".repeat(n));
         assert!(c.expand(&refs).unresolved);
         assert!(matches!(
-            c.find_iterable_in(&refs),
+            c.find_iterable_in(&refs, &mut false),
             Wheel::None | Wheel::Skip
         ));
         let deep = format!("{}s{}", "$(".repeat(100_000), ")".repeat(100_000));
         let e = c.expand(&deep);
         assert!(e.unresolved);
         assert_eq!(e.text, deep);
-        assert!(matches!(c.find_iterable_in(&deep), Wheel::None));
+        assert!(matches!(c.find_iterable_in(&deep, &mut false), Wheel::None));
+    }
+
+    #[test]
+    fn list_results_spread_into_functions_that_do_not_collect() {
+        let mut c = ctx();
+        let e = c.eval_rval(&rval("concat(reverse(a), \"-\")")).unwrap();
+        assert_eq!(e.value, Value::str("21-"));
+        // `sort` collects: it takes the list whole.
+        let e = c.eval_rval(&rval("join(\",\", sort(b, \"lex\"))")).unwrap();
+        assert_eq!(e.value, Value::str("x,y"));
+        assert!(c.fatal.is_none());
+        // Two items for canonify's one parameter stop the run.
+        assert!(matches!(
+            c.eval_rval(&rval("canonify(reverse(a))")),
+            Err(FnError::Failed(_))
+        ));
+        assert!(c.fatal.is_some());
+    }
+
+    #[test]
+    fn arguments_naming_mapping_variables_do_not_defer() {
+        let mut c = ctx();
+        let e = c.eval_rval(&rval("concat(\"$(this.k) $(nope)\")")).unwrap();
+        assert_eq!(e.value, Value::str("$(this.k) $(nope)"));
+    }
+
+    #[test]
+    fn mapping_variables_keep_dependent_references_from_skipping() {
+        let c = ctx();
+        assert!(matches!(c.find_iterable(&["$(x[$(nope)])"]), Wheel::Skip));
+        assert!(matches!(c.find_iterable(&["$(x[$(this.k)])"]), Wheel::None));
+        assert!(matches!(
+            c.find_iterable(&["$(this.v)", "$(x[$(nope)])"]),
+            Wheel::None
+        ));
     }
 
     #[test]

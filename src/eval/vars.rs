@@ -87,6 +87,12 @@ impl VarStore {
             .and_then(|m| m.get(name))
     }
 
+    pub fn get_mut(&mut self, ns: &str, scope: &str, name: &str) -> Option<&mut Variable> {
+        self.scopes
+            .get_mut(&ScopeKey::new(ns, scope))
+            .and_then(|m| m.get_mut(name))
+    }
+
     pub fn put(&mut self, ns: &str, scope: &str, name: &str, var: Variable) -> PutResult {
         let key = ScopeKey::new(ns, scope);
         let map = self.scopes.entry(key.clone()).or_default();

@@ -230,6 +230,8 @@ fn with_variables(ctx: &EvalContext, text: &str) -> Result<Option<String>, FnErr
     let mut replaced = false;
     let mut chars = text.char_indices().peekable();
     let mut in_string = false;
+    // The containers open at this point: `{` or `[`.
+    let mut open: Vec<char> = Vec::new();
     while let Some((i, c)) = chars.next() {
         if in_string {
             out.push(c);
@@ -249,26 +251,52 @@ fn with_variables(ctx: &EvalContext, text: &str) -> Result<Option<String>, FnErr
             out.push(c);
             continue;
         }
+        match c {
+            '{' | '[' => open.push(c),
+            '}' | ']' => {
+                open.pop();
+            }
+            _ => {}
+        }
         // A name starts only where a value may (not inside a number such
-        // as `1e5`).
-        let value_place = matches!(
-            out.trim_end().chars().next_back(),
-            None | Some(':' | ',' | '[' | '{')
-        );
+        // as `1e5`); one where an object's key goes is that key, as text.
+        let before = out.trim_end().chars().next_back();
+        let value_place = matches!(before, None | Some(':' | ',' | '[' | '{'));
+        let key_place = open.last() == Some(&'{') && matches!(before, Some(',' | '{'));
         if !(value_place && (c.is_ascii_alphabetic() || c == '_')) {
             out.push(c);
             continue;
         }
+        // The name with its indices (`a[x][0]`), not the brackets closing
+        // an array around it.
         let mut end = i + c.len_utf8();
+        let mut depth = 0usize;
         while let Some(&(j, n)) = chars.peek() {
-            if n.is_ascii_alphanumeric() || matches!(n, '_' | '.' | ':' | '[' | ']') {
-                end = j + n.len_utf8();
-                chars.next();
-            } else {
+            let takes = match n {
+                '[' => {
+                    depth += 1;
+                    true
+                }
+                ']' if depth > 0 => {
+                    depth -= 1;
+                    true
+                }
+                // A key ends at its colon; a value's name may hold a namespace.
+                ':' => !key_place,
+                n => n.is_ascii_alphanumeric() || matches!(n, '_' | '.'),
+            };
+            if !takes {
                 break;
             }
+            end = j + n.len_utf8();
+            chars.next();
         }
         let word = &text[i..end];
+        if key_place {
+            out.push_str(&json::write_compact_json(&Json::String(word.to_string())));
+            replaced = true;
+            continue;
+        }
         if matches!(word, "true" | "false" | "null") {
             out.push_str(word);
             continue;
@@ -290,7 +318,7 @@ fn with_variables(ctx: &EvalContext, text: &str) -> Result<Option<String>, FnErr
             Value::List(l) => Json::Array(l.into_iter().map(Json::String).collect()),
             Value::Scalar(s) => Json::String(s),
         };
-        out.push_str(&json::write_compact(&j));
+        out.push_str(&json::write_compact_json(&j));
         replaced = true;
     }
     Ok(replaced.then_some(out))

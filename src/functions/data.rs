@@ -787,6 +787,8 @@ fn type_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
                 t.as_str().to_string()
             }
         }
+        // cf-agent calls what it cannot find a policy variable of no type.
+        _ if detail => "policy none".to_string(),
         _ => "none".to_string(),
     };
     Ok(Value::str(text))
@@ -932,11 +934,8 @@ fn string_mustache(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let template = args.str(0, "template")?;
     let data = match a.get(1) {
         Some(v) => value_to_arc_json(collect(ctx, v)?),
-        None => {
-            return Err(args.fail(
-                "without a data argument the template needs the whole state (datastate()), which is not available here",
-            ));
-        }
+        // Without data the template reads the whole state, as datastate().
+        None => std::sync::Arc::new(super::introspect::datastate_json(ctx)),
     };
     super::mustache::render(template, &data)
         .map(Value::str)

@@ -527,70 +527,122 @@ pub(crate) fn maplist_call(ctx: &mut EvalContext, pattern: &FnCall, list: &Value
     Ok(Value::List(out))
 }
 
-/// The (key, value) pairs `maparray` and `mapdata` visit: list and array
-/// positions or object keys; the primitives of a nested container are
-/// visited one by one under its key.
-fn key_values(v: &Value) -> Vec<(String, Value)> {
-    match v {
-        Value::Scalar(s) => vec![("0".into(), Value::str(s.clone()))],
-        Value::List(l) => l
+/// One element `maparray` and `mapdata` visit: its key (`this.k`), its
+/// value (`this.v`) and, for a primitive inside an object under the key,
+/// that object's key for it (`this.k[1]`).
+struct Visit {
+    k: String,
+    k1: Option<String>,
+    v: String,
+    /// Inside a nested container: equal results are kept once.
+    nested: bool,
+}
+
+/// What `maparray` and `mapdata` visit, as cf-agent does: an array is
+/// read as an object keyed by position; each primitive under a key once,
+/// and each primitive of a container under a key (deeper containers
+/// skipped).
+fn visits(v: &Value) -> Vec<Visit> {
+    let j: Json = match v {
+        Value::Data(d) => d.as_ref().clone(),
+        Value::List(l) => Json::Array(l.iter().cloned().map(Json::String).collect()),
+        Value::Scalar(s) => Json::Array(vec![Json::String(s.clone())]),
+    };
+    let pairs: Vec<(String, &Json)> = match &j {
+        Json::Object(m) => m.iter().map(|(k, v)| (k.clone(), v)).collect(),
+        Json::Array(a) => a
             .iter()
             .enumerate()
-            .map(|(i, s)| (i.to_string(), Value::str(s.clone())))
+            .map(|(i, v)| (i.to_string(), v))
             .collect(),
-        Value::Data(d) => {
-            let pairs: Vec<(String, &Json)> = match d.as_ref() {
-                Json::Object(m) => m.iter().map(|(k, v)| (k.clone(), v)).collect(),
-                Json::Array(arr) => arr
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| (i.to_string(), v))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            let mut out = Vec::new();
-            for (k, j) in pairs {
-                match j {
-                    Json::Array(_) | Json::Object(_) => {
-                        let inner: Box<dyn Iterator<Item = &Json>> = match j {
-                            Json::Array(a) => Box::new(a.iter()),
-                            Json::Object(m) => Box::new(m.values()),
-                            _ => Box::new(std::iter::empty()),
-                        };
-                        for e in inner {
-                            if let Some(t) = json::primitive_text(e) {
-                                out.push((k.clone(), Value::str(t.into_owned())));
-                            }
-                        }
-                    }
-                    prim => {
-                        if let Some(t) = json::primitive_text(prim) {
-                            out.push((k, Value::str(t.into_owned())));
-                        }
-                    }
+        _ => Vec::new(),
+    };
+    let mut out = Vec::new();
+    for (k, e) in pairs {
+        let inner: Vec<(Option<&String>, &Json)> = match e {
+            Json::Object(m) => m.iter().map(|(k1, v)| (Some(k1), v)).collect(),
+            Json::Array(a) => a.iter().map(|v| (None, v)).collect(),
+            prim => {
+                if let Some(t) = json::primitive_text(prim) {
+                    out.push(Visit {
+                        k: k.clone(),
+                        k1: None,
+                        v: t.into_owned(),
+                        nested: false,
+                    });
                 }
+                continue;
             }
-            out
+        };
+        for (k1, e2) in inner {
+            if let Some(t) = json::primitive_text(e2).filter(|_| !e2.is_array() && !e2.is_object())
+            {
+                out.push(Visit {
+                    k: k.clone(),
+                    k1: k1.cloned(),
+                    v: t.into_owned(),
+                    nested: true,
+                });
+            }
         }
     }
+    out
+}
+
+/// The pattern of `maparray` or `mapdata` expanded for one element, as
+/// cf-agent expands it: once as the function's argument and once more,
+/// with `this.k`, `this.v` (and `this.k[1]`) bound, their `"` escaped in
+/// `json` mode. `None` when a reference to one of them is still left.
+fn map_one(ctx: &mut EvalContext, pattern: &str, e: &Visit, json_mode: bool) -> Option<String> {
+    let esc = |s: &str| {
+        if json_mode {
+            s.replace('"', "\\\"")
+        } else {
+            s.to_string()
+        }
+    };
+    let mark = ctx.bindings_len();
+    ctx.bind("this.k".to_string(), Value::Scalar(esc(&e.k)));
+    ctx.bind("this.v".to_string(), Value::Scalar(esc(&e.v)));
+    if let Some(k1) = &e.k1 {
+        ctx.bind("this.k[1]".to_string(), Value::Scalar(esc(k1)));
+    }
+    let once = ctx.expand(pattern).text;
+    let twice = ctx.expand(&once).text;
+    ctx.truncate_bindings(mark);
+    let mut left = vec!["$(this.k)", "${this.k}", "$(this.v)", "${this.v}"];
+    if e.k1.is_some() {
+        left.extend(["$(this.k[1])", "${this.k[1]}"]);
+    }
+    (!left.iter().any(|r| twice.contains(r))).then_some(twice)
+}
+
+/// The texts `maparray` and `mapdata` make of `v`: one per element,
+/// those of a nested container once each.
+fn map_all(
+    args: &Args,
+    ctx: &mut EvalContext,
+    pattern: &str,
+    v: &Value,
+    json_mode: bool,
+) -> Result<Vec<String>, FnError> {
+    let mut out: Vec<String> = Vec::new();
+    for e in visits(v) {
+        let Some(s) = map_one(ctx, pattern, &e, json_mode) else {
+            return Err(args.fail_quietly("the pattern still names this.k or this.v once expanded"));
+        };
+        if !(e.nested && out.contains(&s)) {
+            out.push(s);
+        }
+    }
+    Ok(out)
 }
 
 fn maparray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("maparray", a);
     let pattern = args.str(0, "pattern")?;
     let v = args.collect(ctx, 1, "array")?;
-    let mut out = Vec::new();
-    for (k, val) in key_values(&v) {
-        if val.as_data().is_some() {
-            continue;
-        }
-        out.push(expand_with(
-            ctx,
-            pattern,
-            vec![("this.k", Value::Scalar(k)), ("this.v", val)],
-        ));
-    }
-    Ok(Value::List(out))
+    Ok(Value::List(map_all(&args, ctx, pattern, &v, false)?))
 }
 
 fn mapdata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
@@ -602,20 +654,16 @@ fn mapdata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         return Err(args.fail("the json_pipe conversion runs a command and is not supported"));
     }
     let mut out = Vec::new();
-    for (k, val) in key_values(&v) {
-        if val.as_data().is_some() {
-            continue;
+    for s in map_all(&args, ctx, pattern, &v, mode == "json")? {
+        match mode {
+            // Text that is not JSON is left out, as cf-agent leaves it.
+            "json" => match json::parse(&s) {
+                Ok(j) => out.push(j),
+                Err(e) => tracing::debug!("mapdata: '{s}' is not JSON ({e}); left out"),
+            },
+            "canonify" => out.push(Json::String(canonify(&s))),
+            _ => out.push(Json::String(s)),
         }
-        let s = expand_with(
-            ctx,
-            pattern,
-            vec![("this.k", Value::Scalar(k)), ("this.v", val)],
-        );
-        out.push(match mode {
-            "json" => json::parse(&s).map_err(|e| args.fail(format!("'{s}' is not JSON: {e}")))?,
-            "canonify" => Json::String(canonify(&s)),
-            _ => Json::String(s),
-        });
     }
     Ok(Value::data(Json::Array(out)))
 }
@@ -644,7 +692,8 @@ fn real(v: f64) -> Value {
 }
 
 fn sum(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    Ok(real(numbers("sum", ctx, a)?.iter().sum()))
+    // Folded from +0.0: Rust's `sum` of nothing is -0.0, printed "-0.000000".
+    Ok(real(numbers("sum", ctx, a)?.iter().fold(0.0, |s, x| s + x)))
 }
 
 fn product(ctx: &mut EvalContext, a: &[Value]) -> FnResult {

@@ -366,11 +366,15 @@ fn format_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
                     // cf-agent leaves the call unresolved and says why
                     // only under -v (the acceptance framework's
                     // dcs_all_classes_to_string meets this in every run).
-                    Value::Scalar(s) => ctx.lookup(s).ok_or_else(|| {
-                        args.fail_quietly(format!(
-                            "%S needs a data container or a list instead of '{s}'"
-                        ))
-                    })?,
+                    Value::Scalar(s) => {
+                        let v = ctx.lookup(s).ok_or_else(|| {
+                            args.fail_quietly(format!(
+                                "%S needs a data container or a list instead of '{s}'"
+                            ))
+                        })?;
+                        ctx.sort_written_container(s);
+                        v
+                    }
                     other => other.clone(),
                 };
                 pad(&conv, serialize(&v))

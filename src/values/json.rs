@@ -115,14 +115,72 @@ pub fn expansion_text(j: &Json) -> Option<String> {
     }
 }
 
-/// Compact JSON, keys sorted, as cf-promises prints a container.
+/// Whether every object in `j` has its keys in sorted order.
+pub fn keys_sorted(j: &Json) -> bool {
+    match j {
+        Json::Object(m) => {
+            m.keys().zip(m.keys().skip(1)).all(|(a, b)| a <= b) && m.values().all(keys_sorted)
+        }
+        Json::Array(a) => a.iter().all(keys_sorted),
+        _ => true,
+    }
+}
+
+/// Puts the keys of every object in `j` in sorted order, as cf-agent's
+/// writer leaves a container it wrote.
+pub fn sort_keys(j: &mut Json) {
+    match j {
+        Json::Object(m) => {
+            let mut entries: Vec<(String, Json)> = std::mem::take(m).into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            for (k, mut v) in entries {
+                sort_keys(&mut v);
+                m.insert(k, v);
+            }
+        }
+        Json::Array(a) => a.iter_mut().for_each(sort_keys),
+        _ => {}
+    }
+}
+
+/// Compact JSON, keys sorted, as cf-promises prints a container. Like
+/// cf-agent's writer it writes object keys as they are, unescaped (a key
+/// `x"x` is written `"x"x"`): what it writes is not always JSON.
 pub fn write_compact(j: &Json) -> String {
     let mut out = String::new();
-    compact_into(j, &mut out);
+    compact_into(j, Keys::AsWritten, &mut out);
     out
 }
 
-fn compact_into(j: &Json, out: &mut String) {
+/// Compact JSON, keys sorted and escaped: always JSON, for text that is
+/// read back (a container named inside inline JSON).
+pub fn write_compact_json(j: &Json) -> String {
+    let mut out = String::new();
+    compact_into(j, Keys::Escaped, &mut out);
+    out
+}
+
+/// How object keys are written.
+#[derive(Clone, Copy)]
+enum Keys {
+    /// Between quotes as they are, as cf-agent writes them.
+    AsWritten,
+    /// Escaped as JSON strings.
+    Escaped,
+}
+
+fn key_into(k: &str, keys: Keys, out: &mut String) {
+    match keys {
+        Keys::AsWritten => {
+            out.push('"');
+            out.push_str(k);
+            out.push('"');
+        }
+        Keys::Escaped => string_into(k, out),
+    }
+}
+
+fn compact_into(j: &Json, keys: Keys, out: &mut String) {
     match j {
         Json::Array(a) => {
             out.push('[');
@@ -130,7 +188,7 @@ fn compact_into(j: &Json, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                compact_into(v, out);
+                compact_into(v, keys, out);
             }
             out.push(']');
         }
@@ -140,9 +198,9 @@ fn compact_into(j: &Json, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                string_into(k, out);
+                key_into(k, keys, out);
                 out.push(':');
-                compact_into(v, out);
+                compact_into(v, keys, out);
             }
             out.push('}');
         }
@@ -152,7 +210,7 @@ fn compact_into(j: &Json, out: &mut String) {
 
 /// Indented JSON as `storejson` writes it: two spaces per level, sorted
 /// keys, empty arrays as `[]` and empty objects opened and closed on two
-/// lines.
+/// lines. Keys are written unescaped, as by [`write_compact`].
 pub fn write_pretty(j: &Json) -> String {
     let mut out = String::new();
     pretty_into(j, 0, &mut out);
@@ -188,7 +246,7 @@ fn pretty_into(j: &Json, level: usize, out: &mut String) {
                     out.push_str(",\n");
                 }
                 indent(level + 1, out);
-                string_into(k, out);
+                key_into(k, Keys::AsWritten, out);
                 out.push_str(": ");
                 pretty_into(v, level + 1, out);
             }
@@ -239,6 +297,29 @@ fn string_into(s: &str, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_sorted_in_place() {
+        let mut j = parse(r#"{"b":{"z":1,"y":2},"a":[{"d":1,"c":2}]}"#).unwrap();
+        assert!(!keys_sorted(&j));
+        sort_keys(&mut j);
+        assert!(keys_sorted(&j));
+        let keys: Vec<&String> = j.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["a", "b"]);
+        let inner: Vec<&String> = j["a"][0].as_object().unwrap().keys().collect();
+        assert_eq!(inner, ["c", "d"]);
+    }
+
+    #[test]
+    fn keys_written_unescaped_as_cfengine_writes_them() {
+        let j = parse(r#"{"x\"x":"y\"y","a\\b":[1]}"#).unwrap();
+        assert_eq!(write_compact(&j), r#"{"a\b":[1],"x"x":"y\"y"}"#);
+        assert_eq!(write_compact_json(&j), r#"{"a\\b":[1],"x\"x":"y\"y"}"#);
+        assert_eq!(
+            write_pretty(&j),
+            "{\n  \"a\\b\": [\n    1\n  ],\n  \"x\"x\": \"y\\\"y\"\n}"
+        );
+    }
 
     #[test]
     fn numbers_like_cfengine() {

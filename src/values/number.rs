@@ -163,21 +163,72 @@ fn float_prefix_len(t: &str) -> usize {
 /// `strtod` (and `sscanf("%lf")`): the longest leading number; 0 when
 /// there is none.
 pub fn parse_c_double(s: &str) -> f64 {
+    scan_c_double(s).unwrap_or(0.0)
+}
+
+/// `sscanf(s, "%lf")`: leading white space, then the longest number
+/// `strtod` reads (decimal with an optional exponent, hexadecimal with an
+/// optional binary exponent, `inf`, `infinity`, `nan`); what follows is
+/// ignored. `None` when no number starts the text.
+pub fn scan_c_double(s: &str) -> Option<f64> {
     let t = s.trim_start();
-    let mut end = 0;
-    let mut best = 0.0;
-    for (i, _) in t.char_indices().chain(std::iter::once((t.len(), ' '))) {
-        if i == 0 {
-            continue;
+    let b = t.as_bytes();
+    let signed = usize::from(matches!(b.first(), Some(b'+' | b'-')));
+    let neg = b.first() == Some(&b'-');
+    let body = &t[signed..];
+    let starts = |p: &str| {
+        body.as_bytes()
+            .get(..p.len())
+            .is_some_and(|h| h.eq_ignore_ascii_case(p.as_bytes()))
+    };
+    let magnitude = if starts("inf") {
+        f64::INFINITY
+    } else if starts("nan") {
+        f64::NAN
+    } else if starts("0x") {
+        scan_hex_double(&body[2..])
+    } else {
+        let len = float_prefix_len(body);
+        if len == 0 || body.starts_with(['+', '-']) {
+            return None;
         }
-        if let Ok(v) = t[..i].parse::<f64>() {
-            best = v;
-            end = i;
-        } else if i > end + 3 {
-            break;
+        body[..len].parse().ok()?
+    };
+    Some(if neg { -magnitude } else { magnitude })
+}
+
+/// The hexadecimal number after `0x`: hex digits with an optional
+/// fraction, then an optional `p` exponent (a power of two). No digits
+/// reads as 0, as `strtod` reads the `0` of `0x`.
+fn scan_hex_double(t: &str) -> f64 {
+    let mut mantissa = 0f64;
+    let mut scale = 0i32;
+    let mut seen_point = false;
+    let mut chars = t.char_indices().peekable();
+    let mut end = 0;
+    while let Some(&(i, c)) = chars.peek() {
+        match c {
+            '.' if !seen_point => seen_point = true,
+            c if c.is_ascii_hexdigit() => {
+                mantissa = mantissa * 16.0 + f64::from(c.to_digit(16).unwrap_or(0));
+                if seen_point {
+                    scale = scale.saturating_sub(4);
+                }
+            }
+            _ => break,
+        }
+        end = i + c.len_utf8();
+        chars.next();
+    }
+    let rest = &t[end..];
+    if let Some(exp) = rest.strip_prefix(['p', 'P']) {
+        let sign = usize::from(exp.starts_with(['+', '-']));
+        let digits = exp[sign..].bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 {
+            scale = scale.saturating_add(exp[..sign + digits].parse::<i32>().unwrap_or(0));
         }
     }
-    best
+    mantissa * 2f64.powi(scale)
 }
 
 /// `strtol` (and `atoi`): leading spaces, a sign and digits; what follows
@@ -212,6 +263,24 @@ pub fn parse_bool(s: &str) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scanned_doubles_like_sscanf() {
+        assert_eq!(scan_c_double("1x"), Some(1.0));
+        assert_eq!(scan_c_double(" 3 "), Some(3.0));
+        assert_eq!(scan_c_double("1e"), Some(1.0));
+        assert_eq!(scan_c_double("1e1"), Some(10.0));
+        assert_eq!(scan_c_double("-.5"), Some(-0.5));
+        assert_eq!(scan_c_double("0x10"), Some(16.0));
+        assert_eq!(scan_c_double("0x1p3"), Some(8.0));
+        assert_eq!(scan_c_double("-inf"), Some(f64::NEG_INFINITY));
+        assert!(scan_c_double("nan").is_some_and(f64::is_nan));
+        assert_eq!(scan_c_double("a"), None);
+        assert_eq!(scan_c_double("-.e1"), None);
+        assert_eq!(scan_c_double("+-1"), None);
+        assert_eq!(scan_c_double(""), None);
+        assert_eq!(scan_c_double("é"), None);
+    }
 
     #[test]
     fn numbers_like_cfengine() {

@@ -81,7 +81,14 @@ impl Actuator for Files {
             return Outcome::Failed;
         }
         if search::is_regex_promiser(p) && act.host.lstat(&target).ok().flatten().is_none() {
-            for path in search::regex_promiser_matches(act.ctx, act.host, &p.promiser) {
+            let matches = search::regex_promiser_matches(act.ctx, act.host, &p.promiser);
+            // Nothing matches: a promise to create makes the promiser as
+            // written, its pattern characters taken literally, as cf-agent
+            // does (01_vars/02_functions/lsdir.cf creates `tu/*`).
+            if matches.is_empty() && p.flag("create").unwrap_or(false) {
+                leaf(act, p, &target, is_dir_promise, true, &mut v);
+            }
+            for path in matches {
                 leaf(act, p, &path, false, true, &mut v);
             }
             return finish(p, v);
