@@ -155,6 +155,11 @@ impl EvalContext {
         }
         let mut args = Vec::with_capacity(c.args.len());
         let mut unresolved = false;
+        // A function that does not collect lists gets the elements of a
+        // list a nested call returns as arguments of their own, as
+        // cf-agent passes them: `and(splitstring("a,b", ",", 9))` is
+        // `and("a", "b")` (a `@(list)` argument is not spread).
+        let flattens = crate::schema::function(spec.name).is_some_and(|f| !f.collecting);
         for (i, a) in c.args.iter().enumerate() {
             if spec.raw_args.contains(&i) {
                 args.push(match a {
@@ -169,7 +174,12 @@ impl EvalContext {
             if e.unresolved {
                 unresolved = true;
             }
-            args.push(e.value);
+            match e.value {
+                Value::List(items) if flattens && matches!(a, Rval::Call(_)) => {
+                    args.extend(items.into_iter().map(Value::Scalar));
+                }
+                v => args.push(v),
+            }
         }
         if unresolved && !ifelse_may_go_on(spec.name, &args) {
             return Err(FnError::Defer);
