@@ -27,6 +27,7 @@ use crate::state::journal::{Header, Journal};
 use crate::state::{PersistentClass, StateStore};
 use crate::syntax::ast::{Bundle, Promise, Rval};
 use crate::values::value::{Origin, Value};
+use indexmap::IndexMap;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use thiserror::Error;
@@ -579,7 +580,7 @@ impl<'a> AgentRun<'a> {
         file: &Arc<LoadedFile>,
         bundle: &Bundle,
         args: &[Value],
-        inherit: Option<HashMap<String, ClassInfo>>,
+        inherit: Option<IndexMap<String, ClassInfo>>,
     ) -> Option<Outcome> {
         let mut frame = Frame::new(
             &bundle.namespace,
@@ -780,17 +781,18 @@ impl<'a> AgentRun<'a> {
 }
 
 impl AgentRun<'_> {
-    /// Stores the classes that classes promises asked to persist (their
-    /// timers restart, as cf-agent's default `reset` policy does).
+    /// Stores the classes that classes promises asked to persist, with
+    /// their tags (their timers restart, as cf-agent's default `reset`
+    /// policy does).
     fn store_persistent_classes(&mut self) {
-        for (name, minutes) in std::mem::take(&mut self.ctx.persist_requests) {
+        for (name, minutes, tags) in std::mem::take(&mut self.ctx.persist_requests) {
             let Some(st) = self.state.as_deref_mut() else {
                 continue;
             };
             let class = PersistentClass {
                 name,
                 expires: self.now + minutes * 60,
-                tags: Vec::new(),
+                tags,
             };
             if let Err(e) = st.persist_class(&class, true) {
                 tracing::error!("{e}");
