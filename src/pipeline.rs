@@ -184,8 +184,9 @@ fn prepare_with(
 }
 
 /// Persistent classes from earlier runs are defined after the host's and
-/// before the policy is read; `-N` names ones not to load (all that `-N`
-/// does in cf-agent 3.21).
+/// before the policy is read, with the tags they were stored with and
+/// `source=persistent`; `-N` names ones not to load (all that `-N` does in
+/// cf-agent 3.21).
 fn load_persistent_classes(ctx: &mut EvalContext, st: &mut StateStore, negates: &[String]) {
     match st.persistent_classes(now_secs()) {
         Ok(classes) => {
@@ -193,8 +194,12 @@ fn load_persistent_classes(ctx: &mut EvalContext, st: &mut StateStore, negates: 
                 if negates.iter().any(|n| canonify_class(n) == c.name) {
                     continue;
                 }
+                let mut tags = c.tags;
+                if !tags.iter().any(|t| t == "source=persistent") {
+                    tags.push("source=persistent".to_string());
+                }
                 ctx.classes
-                    .define(&c.name, ClassInfo::soft(Origin::Persistent, c.tags));
+                    .define(&c.name, ClassInfo::soft(Origin::Persistent, tags));
             }
         }
         Err(e) => tracing::error!("{e}"),

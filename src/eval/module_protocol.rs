@@ -102,7 +102,8 @@ pub fn apply(ctx: &mut EvalContext, scope: &str, output: &str) -> ModuleResult {
                 // Stored with the run's other persistent classes when it
                 // ends.
                 if let Some(m) = persistence {
-                    ctx.persist_requests.push((name.clone(), m as i64));
+                    ctx.persist_requests
+                        .push((name.clone(), m as i64, module_tags()));
                 }
             }
             '-' => {

@@ -595,6 +595,10 @@ impl EvalContext {
             let picked_info = ClassInfo::soft(origin.clone(), vec!["source=promise".into()]);
             self.define_class(&picked, !global && !common, picked_info);
         }
+        if let Some(minutes) = persistence {
+            self.persist_requests
+                .push((name.clone(), minutes, tags.clone()));
+        }
         let info = ClassInfo {
             tags,
             comment,
@@ -602,9 +606,6 @@ impl EvalContext {
             hard: false,
         };
         res.changed = self.define_class(&name, local, info);
-        if let Some(minutes) = persistence {
-            self.persist_requests.push((name, minutes));
-        }
         (res, vec![])
     }
 
