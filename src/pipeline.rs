@@ -229,6 +229,7 @@ pub fn run_agent(
     let settings = EvalSettings {
         no_side_effects: false,
         dry_run: config.dry_run,
+        command_output_shown: config.log_level >= crate::config::LogLevel::Info,
         ..EvalSettings::default()
     };
     let mut prepared = prepare_with(config, settings, Some(&mut state), None)?;
@@ -383,6 +384,7 @@ impl Sandbox {
             dry_run: true,
             sandbox: true,
             deadline: Some(std::time::Instant::now() + budget),
+            command_output_shown: false,
         };
         let file = LoadedFile::from_text(&self.config.entry.display().to_string(), text);
         let mut prepared =

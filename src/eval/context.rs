@@ -68,6 +68,10 @@ pub struct EvalSettings {
     /// stops and the agent runs no more promises, so that one input's work
     /// is bounded (the fuzzer's). `None`: no limit.
     pub deadline: Option<std::time::Instant>,
+    /// Whether a command `returnszero` runs without a shell writes to the
+    /// agent's own output: cf-agent lets it at inform level and above
+    /// (`-I`), and sends it to /dev/null below.
+    pub command_output_shown: bool,
 }
 
 /// The text of an expansion and whether some reference stayed unresolved.
