@@ -145,11 +145,7 @@ fn prepare_with(
         load_persistent_classes(&mut ctx, st, &config.negates);
     }
     // Augments come after the host and persistent classes, before policy.
-    let entry_dir = config
-        .entry
-        .parent()
-        .map(std::path::Path::to_path_buf)
-        .unwrap_or_default();
+    let entry_dir = crate::load::dirname_text(&config.entry);
     let augmented = augments::apply(
         &mut ctx,
         &AugmentsInput::new(

@@ -49,7 +49,7 @@ pub fn preevaluate_entry(
     entry: &Path,
     mut file: LoadedFile,
 ) -> PreEvalReport {
-    let entry_dir = entry.parent().map(Path::to_path_buf).unwrap_or_default();
+    let entry_dir = crate::load::dirname_text(entry);
     file.settle_main(true);
     policy.add(file);
     let mut report = PreEvalReport::default();
@@ -61,8 +61,7 @@ pub fn preevaluate_entry(
             let file = policy.files[done].clone();
             preevaluate_file(ctx, policy, &file, &mut report);
             for path in file_inputs(ctx, &file, &entry_dir, &mut false) {
-                let key = path.display().to_string();
-                if policy.contains_path(&key) || failed_paths.contains(&path) {
+                if already_read(policy, &failed_paths, &path) {
                     continue;
                 }
                 match load_file(&path) {
@@ -71,7 +70,7 @@ pub fn preevaluate_entry(
                         policy.add(f);
                     }
                     Err(e) => {
-                        failed_paths.push(path);
+                        failed_paths.push(normalize(&path));
                         report.load_errors.push(e);
                     }
                 }
@@ -89,8 +88,7 @@ pub fn preevaluate_entry(
         for i in 0..policy.files.len() {
             let file = policy.files[i].clone();
             for path in file_inputs(ctx, &file, &entry_dir, &mut unresolved) {
-                let key = path.display().to_string();
-                if policy.contains_path(&key) || failed_paths.contains(&path) {
+                if already_read(policy, &failed_paths, &path) {
                     continue;
                 }
                 match load_file(&path) {
@@ -99,7 +97,7 @@ pub fn preevaluate_entry(
                         policy.add(f);
                     }
                     Err(e) => {
-                        failed_paths.push(path);
+                        failed_paths.push(normalize(&path));
                         report.load_errors.push(e);
                     }
                 }
@@ -343,17 +341,32 @@ fn file_inputs(
                 if item.is_empty() {
                     continue;
                 }
+                // Kept as written (`DIR/../x.cf`): cf-agent's
+                // `this.promise_filename` and `promise_dirname` show the
+                // path so (01_vars/deep_delayed_expansion/main.cf compares
+                // them); `already_read` compares paths normalised.
                 let p = Path::new(&item);
-                out.push(normalize(&if p.is_absolute() {
+                out.push(if p.is_absolute() {
                     p.to_path_buf()
                 } else {
                     entry_dir.join(p)
-                }));
+                });
             }
         }
         ctx.pop_frame();
     }
     out
+}
+
+/// Whether an input is read already, or failed to be: one file named two
+/// ways (`x.cf`, `./x.cf`) is read once.
+fn already_read(policy: &PolicySet, failed: &[PathBuf], path: &Path) -> bool {
+    let key = normalize(path);
+    failed.contains(&key)
+        || policy
+            .files
+            .iter()
+            .any(|f| normalize(Path::new(&f.source.path)) == key)
 }
 
 /// A path with its `.` components dropped and `..` applied, so that one
