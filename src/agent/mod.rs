@@ -642,7 +642,8 @@ impl<'a> AgentRun<'a> {
                 }
                 // Once the classes are settled, cf-agent resolves the
                 // bundle's variables again, so a variable guarded by a class
-                // of this pass is there for the promises that follow.
+                // of this pass is there for the promises that follow, and
+                // then its defaults.
                 let last_classes =
                     section.0 == "classes" && order.get(i + 1).is_none_or(|n| n.0 != "classes");
                 if last_classes {
@@ -650,6 +651,13 @@ impl<'a> AgentRun<'a> {
                     for (_, promises) in order.iter().filter(|s| s.0 == "vars") {
                         for promise in *promises {
                             let (r, _) = self.ctx.eval_vars_promise(file, promise, Some(policy));
+                            state.changed |= r.changed;
+                        }
+                    }
+                    for (_, promises) in order.iter().filter(|s| s.0 == "defaults") {
+                        for promise in *promises {
+                            let (r, _) =
+                                self.ctx.eval_defaults_promise(file, promise, Some(policy));
                             state.changed |= r.changed;
                         }
                     }

@@ -72,6 +72,16 @@ impl AgentRun<'_> {
                     self.note_messages(msgs);
                 }
             }
+            "defaults" => {
+                let (r, msgs) = self
+                    .ctx
+                    .eval_defaults_promise(file, promise, Some(self.policy));
+                state.changed |= r.changed;
+                state.deferred |= r.deferred;
+                if state.last || r.failed {
+                    self.note_messages(msgs);
+                }
+            }
             "classes" => {
                 let (r, msgs) = self.ctx.eval_classes_promise(file, promise, common);
                 if let Some(what) = self.ctx.fatal.take() {

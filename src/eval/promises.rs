@@ -457,7 +457,10 @@ impl EvalContext {
     /// make it illegal.
     /// The error says whether the name was refused only when storing (an
     /// injection into another bundle).
-    fn vars_target(&self, name: &str) -> Result<(String, String, String), (String, bool)> {
+    pub(super) fn vars_target(
+        &self,
+        name: &str,
+    ) -> Result<(String, String, String), (String, bool)> {
         let head_end = name.find('[').unwrap_or(name.len());
         let (head, indices) = name.split_at(head_end);
         let valid_head = !head.is_empty()
