@@ -628,9 +628,16 @@ impl EvalContext {
                 continue;
             }
             let e = match self.eval_rval(&attr.value) {
-                Ok(e) if e.unresolved => return Ok(None),
-                Ok(e) => e,
-                Err(FnError::Defer) => return Ok(None),
+                Ok(e) if !e.unresolved => e,
+                Ok(_) | Err(FnError::Defer) => {
+                    // cf-agent does not wait: what did not resolve counts as
+                    // a class not set, and a class that is true even so is
+                    // defined at once (it never goes away again). One that
+                    // is false waits for a later pass, as it may turn true.
+                    return Ok(self
+                        .truth_with_unresolved_unset(kind, &attr.value)
+                        .then_some(true));
+                }
                 Err(FnError::Failed(m) | FnError::Quiet(m)) => return Err(m),
             };
             // A function giving one value where the attribute takes a list
@@ -686,6 +693,42 @@ impl EvalContext {
 }
 
 impl EvalContext {
+    /// The truth of a classes promise's `kind` attribute when part of its
+    /// value does not resolve: as cf-agent's, each unresolved item (or an
+    /// unresolved scalar value) is a class not set, and a function whose
+    /// arguments do not resolve gives nothing true
+    /// (02_classes/01_basic/invalid_function_in_list.cf:
+    /// `or => { "any", classify("${never}") }` is true).
+    fn truth_with_unresolved_unset(&mut self, kind: &str, value: &Rval) -> bool {
+        let Rval::List { items, .. } = value else {
+            // `not` of an unresolved scalar is true; of a call, or any
+            // other attribute, false.
+            return kind == "not" && !matches!(value, Rval::Call(_));
+        };
+        let mut truths = Vec::with_capacity(items.len());
+        for item in items {
+            match self.eval_rval(item) {
+                Ok(e) if !e.unresolved => {
+                    let texts = match e.value {
+                        Value::Scalar(s) => vec![s],
+                        Value::List(l) => l,
+                        Value::Data(_) => vec![],
+                    };
+                    for t in texts {
+                        truths.push(self.eval_class_expr(t.trim()).unwrap_or(false));
+                    }
+                }
+                _ => truths.push(false),
+            }
+        }
+        match kind {
+            "or" => truths.iter().any(|&t| t),
+            "and" => !truths.is_empty() && truths.iter().all(|&t| t),
+            "xor" => truths.iter().filter(|&&t| t).count() % 2 == 1,
+            _ => false,
+        }
+    }
+
     /// The item of `select_class` this host picks: chosen by a hash of the
     /// host's name, address and user, so that it stays the same from run
     /// to run, as cf-agent chooses.
