@@ -547,6 +547,13 @@ impl EvalContext {
             return (res, vec![]);
         }
         let name = canonify(&name.text);
+        // A class already set is not evaluated again, as in cf-agent: a
+        // `select_class` iterated over a list picks once
+        // (02_classes/01_basic/common_bundle_select_class_multiple_classes_as_scalar_variable.cf).
+        if self.class_is_set(&name) {
+            self.note_handle_done(promise);
+            return (res, vec![]);
+        }
         let mut chosen = None;
         let truth = match self.class_promise_truth(promise, &name, &mut chosen) {
             Ok(Some(t)) => t,
