@@ -229,13 +229,16 @@ impl EvalContext {
         let mut pos = 0;
         while let Some(r) = next_ref(s, pos) {
             pos = r.end;
-            if r.list_sigil {
-                continue;
-            }
             let inner = &s[r.inner_start..r.inner_end];
             match self.find_iterable_in(inner) {
                 Wheel::None => {}
                 w => return w,
+            }
+            // `@(x)` passes the list whole, but a list named inside it
+            // iterates: `"@($(bundles).d)"` once per bundle
+            // (01_vars/04_containers/pass_variable_container.cf).
+            if r.list_sigil {
+                continue;
             }
             // A reference whose name is built from other references
             // (`$(a[$(k)])`) is a wheel of its own in cf-agent: when its
