@@ -229,6 +229,24 @@ pub struct PromisesArgs {
     /// Print the syntax description (json) (not supported yet)
     #[arg(short = 's', long = "syntax-description", value_name = "FORMAT")]
     pub syntax_description: Option<String>,
+
+    /// Policy entry file, as `-f` but a relative name is taken in the
+    /// current directory (`cf-promises [OPTIONS] [FILE]`)
+    #[arg(value_name = "FILE")]
+    pub entry: Option<String>,
+}
+
+/// The policy file a positional `FILE` names: cf-promises takes a relative
+/// one in the current directory as written (`t/x.cf` is `CWD/t/x.cf`),
+/// where `-f t/x.cf` would look in WORKDIR/inputs.
+fn positional_entry(f: String) -> String {
+    if f.starts_with('/') {
+        return f;
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => cwd.join(&f).display().to_string(),
+        Err(_) => format!("./{f}"),
+    }
 }
 
 impl From<PromisesArgs> for AgentArgs {
@@ -238,7 +256,7 @@ impl From<PromisesArgs> for AgentArgs {
         let inspecting =
             p.show_vars.is_some() || p.show_classes.is_some() || p.policy_output_format.is_some();
         AgentArgs {
-            file: p.file,
+            file: p.entry.map(positional_entry).or(p.file),
             check: p.check || !inspecting,
             policy_output_format: p.policy_output_format,
             workdir: p.workdir,
@@ -395,6 +413,18 @@ mod tests {
             args.resolve(false).unwrap_err(),
             ConfigError::NotSupported("-B/--bootstrap".into())
         );
+    }
+
+    #[test]
+    fn cf_promises_takes_a_positional_file_in_the_current_directory() {
+        // 01_vars/04_containers/inline_json_parse.cf runs
+        // `cf-promises -p json FILE`.
+        let p = PromisesArgs::try_parse_from(["cf-promises", "-p", "json", "t/x.cf"]).unwrap();
+        let a = AgentArgs::from(p);
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(a.file, Some(cwd.join("t/x.cf").display().to_string()));
+        let p = PromisesArgs::try_parse_from(["cf-promises", "/abs/x.cf", "-f", "y.cf"]).unwrap();
+        assert_eq!(AgentArgs::from(p).file.as_deref(), Some("/abs/x.cf"));
     }
 
     #[test]
