@@ -345,6 +345,24 @@ impl EvalContext {
             res.failed = true;
             return (res, vec![msg(m)]);
         }
+        // A literal data value that starts with `---` is YAML: cf-agent's
+        // parser makes it `parseyaml(...)` (01_vars/04_containers/inline_yaml.cf).
+        let value = match (&attr.value, value) {
+            (Rval::String(lit), Value::Scalar(text))
+                if dtype == DataType::Data
+                    && lit.value.len() > 3
+                    && lit.value.starts_with("---") =>
+            {
+                match self.inline_yaml(text) {
+                    Ok(v) => v,
+                    Err(m) => {
+                        res.failed = true;
+                        return (res, vec![msg(format!("variable '{}': {m}", name.text))]);
+                    }
+                }
+            }
+            (_, v) => v,
+        };
         let value = match convert(dtype, value) {
             Ok(v) => v,
             Err(m) => {
@@ -368,6 +386,18 @@ impl EvalContext {
         res.stored = true;
         self.note_handle_done(promise);
         (res, vec![])
+    }
+
+    /// Inline YAML data, read as the `parseyaml` function reads it.
+    fn inline_yaml(&mut self, text: String) -> Result<Value, String> {
+        let Some(spec) = (self.builtins().lookup)("parseyaml") else {
+            return Err("inline YAML data is not supported yet".into());
+        };
+        match (spec.imp)(self, &[Value::Scalar(text)]) {
+            Ok(v) => Ok(v),
+            Err(FnError::Failed(m) | FnError::Quiet(m)) => Err(m),
+            Err(FnError::Defer) => Err("inline YAML data did not resolve".into()),
+        }
     }
 
     /// The `policy` of a vars promise (`free` unless it says otherwise).
