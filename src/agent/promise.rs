@@ -65,6 +65,15 @@ impl AgentRun<'_> {
         match ptype {
             "vars" => {
                 let (r, msgs) = self.ctx.eval_vars_promise(file, promise, Some(self.policy));
+                if let Some(what) = self.ctx.fatal.take() {
+                    self.fatal = Some(RunError::ScalarForList(Box::new(FatalAt {
+                        what,
+                        promise_type: ptype.to_string(),
+                        file: file.source.path.clone(),
+                        line: file.source.line_of(promise.promiser.span.start),
+                    })));
+                    return;
+                }
                 state.changed |= r.changed;
                 state.deferred |= r.deferred;
                 // A failure is final; what waits is told in the last pass.

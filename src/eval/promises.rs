@@ -345,6 +345,23 @@ impl EvalContext {
             res.failed = true;
             return (res, vec![msg(m)]);
         }
+        // A function giving one value to a list variable stops cf-agent
+        // ("Attempted to give a scalar to a non-scalar type"), where a
+        // literal would not have passed the parser
+        // (01_vars/01_basic/fncall-invalid-type.x.cf).
+        if matches!(attr.value, Rval::Call(_))
+            && matches!(dtype, DataType::Slist | DataType::Ilist | DataType::Rlist)
+            && !unresolved
+            && let Value::Scalar(s) = &value
+        {
+            let m = format!(
+                "in attribute '{}', a function gave the single value '{s}' where a list is needed",
+                attr.name.name
+            );
+            self.fatal = Some(m.clone());
+            res.failed = true;
+            return (res, vec![msg(m)]);
+        }
         // A literal data value that starts with `---` is YAML: cf-agent's
         // parser makes it `parseyaml(...)` (01_vars/04_containers/inline_yaml.cf).
         let value = match (&attr.value, value) {
