@@ -26,7 +26,8 @@ pub struct AgentArgs {
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Option<String>,
 
-    /// Policy entry file given without -f; it wins over -f, as in cf-agent
+    /// Policy entry file given without -f, a relative name taken in the
+    /// current directory; it wins over -f, as in cf-agent
     #[arg(value_name = "POLICY")]
     pub policy: Option<String>,
 
@@ -174,10 +175,6 @@ pub struct PromisesArgs {
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Option<String>,
 
-    /// Policy entry file given without -f; it wins over -f, as in cf-promises
-    #[arg(value_name = "POLICY")]
-    pub policy: Option<String>,
-
     /// Full check: parse, validate and pre-evaluate
     #[arg(short = 'c', long = "check")]
     pub check: bool,
@@ -237,6 +234,24 @@ pub struct PromisesArgs {
     /// Print the syntax description (json) (not supported yet)
     #[arg(short = 's', long = "syntax-description", value_name = "FORMAT")]
     pub syntax_description: Option<String>,
+
+    /// Policy entry file, as `-f` but a relative name is taken in the
+    /// current directory (`cf-promises [OPTIONS] [FILE]`)
+    #[arg(value_name = "FILE")]
+    pub entry: Option<String>,
+}
+
+/// The policy file a positional `FILE` names: cf-promises takes a relative
+/// one in the current directory as written (`t/x.cf` is `CWD/t/x.cf`),
+/// where `-f t/x.cf` would look in WORKDIR/inputs.
+fn positional_entry(f: String) -> String {
+    if f.starts_with('/') {
+        return f;
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => cwd.join(&f).display().to_string(),
+        Err(_) => format!("./{f}"),
+    }
 }
 
 impl From<PromisesArgs> for AgentArgs {
@@ -246,8 +261,8 @@ impl From<PromisesArgs> for AgentArgs {
         let inspecting =
             p.show_vars.is_some() || p.show_classes.is_some() || p.policy_output_format.is_some();
         AgentArgs {
-            file: p.file,
-            policy: p.policy,
+            file: p.entry.map(positional_entry).or(p.file),
+            policy: None,
             check: p.check || !inspecting,
             policy_output_format: p.policy_output_format,
             workdir: p.workdir,
@@ -305,7 +320,8 @@ impl AgentArgs {
             },
         };
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        let file = args.policy.as_ref().or(args.file.as_ref());
+        let positional = args.policy.clone().map(positional_entry);
+        let file = positional.as_ref().or(args.file.as_ref());
         let entry = resolve_entry(file.map(String::as_str), &workdir, &cwd);
         if let Some(sim) = &args.simulate
             && !matches!(sim.as_str(), "diff" | "manifest" | "manifest-full")
@@ -412,6 +428,18 @@ mod tests {
             args.resolve(false).unwrap_err(),
             ConfigError::NotSupported("-B/--bootstrap".into())
         );
+    }
+
+    #[test]
+    fn cf_promises_takes_a_positional_file_in_the_current_directory() {
+        // 01_vars/04_containers/inline_json_parse.cf runs
+        // `cf-promises -p json FILE`.
+        let p = PromisesArgs::try_parse_from(["cf-promises", "-p", "json", "t/x.cf"]).unwrap();
+        let a = AgentArgs::from(p);
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(a.file, Some(cwd.join("t/x.cf").display().to_string()));
+        let p = PromisesArgs::try_parse_from(["cf-promises", "/abs/x.cf", "-f", "y.cf"]).unwrap();
+        assert_eq!(AgentArgs::from(p).file.as_deref(), Some("/abs/x.cf"));
     }
 
     #[test]

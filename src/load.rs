@@ -200,6 +200,20 @@ impl PolicySet {
 }
 
 /// `("ns", "x:b")` → `("x", "b")`; `("ns", "b")` → `("ns", "b")`.
+/// The directory part of a policy file's path as cf-agent takes it: the
+/// text before the last `/`, as written (`/a/./b.cf` is `/a/.`, where
+/// `Path::parent` would drop the `.`); `/` for a file at the root, empty
+/// for a bare name. `this.promise_dirname` and the base of relative
+/// `inputs` are this.
+pub fn dirname_text(path: &Path) -> std::path::PathBuf {
+    let text = path.to_string_lossy();
+    match text.rfind('/') {
+        Some(0) => "/".into(),
+        Some(i) => text[..i].into(),
+        None => std::path::PathBuf::new(),
+    }
+}
+
 pub fn split_ns<'a>(ns: &'a str, name: &'a str) -> (&'a str, &'a str) {
     match name.split_once(':') {
         Some((n, b)) => (n, b),
@@ -221,6 +235,15 @@ mod tests {
                 Block::Body(_) => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn dirname_is_the_text_before_the_last_slash() {
+        let d = |p: &str| dirname_text(Path::new(p)).display().to_string();
+        assert_eq!(d("/tmp/t/./k.cf"), "/tmp/t/.");
+        assert_eq!(d("/a/./b/../up.cf"), "/a/./b/..");
+        assert_eq!(d("/x.cf"), "/");
+        assert_eq!(d("x.cf"), "");
     }
 
     #[test]

@@ -395,6 +395,7 @@ fn check_policy(config: &Config) -> ExitCode {
     let settings = EvalSettings {
         no_side_effects: false,
         dry_run: config.dry_run,
+        command_output_shown: config.log_level >= convergent::config::LogLevel::Info,
         ..EvalSettings::default()
     };
     let prepared = match prepare_or_exit(config, settings) {

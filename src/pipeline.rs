@@ -145,11 +145,7 @@ fn prepare_with(
         load_persistent_classes(&mut ctx, st, &config.negates);
     }
     // Augments come after the host and persistent classes, before policy.
-    let entry_dir = config
-        .entry
-        .parent()
-        .map(std::path::Path::to_path_buf)
-        .unwrap_or_default();
+    let entry_dir = crate::load::dirname_text(&config.entry);
     let augmented = augments::apply(
         &mut ctx,
         &AugmentsInput::new(
@@ -184,8 +180,9 @@ fn prepare_with(
 }
 
 /// Persistent classes from earlier runs are defined after the host's and
-/// before the policy is read; `-N` names ones not to load (all that `-N`
-/// does in cf-agent 3.21).
+/// before the policy is read, with the tags they were stored with and
+/// `source=persistent`; `-N` names ones not to load (all that `-N` does in
+/// cf-agent 3.21).
 fn load_persistent_classes(ctx: &mut EvalContext, st: &mut StateStore, negates: &[String]) {
     match st.persistent_classes(now_secs()) {
         Ok(classes) => {
@@ -193,8 +190,12 @@ fn load_persistent_classes(ctx: &mut EvalContext, st: &mut StateStore, negates: 
                 if negates.iter().any(|n| canonify_class(n) == c.name) {
                     continue;
                 }
+                let mut tags = c.tags;
+                if !tags.iter().any(|t| t == "source=persistent") {
+                    tags.push("source=persistent".to_string());
+                }
                 ctx.classes
-                    .define(&c.name, ClassInfo::soft(Origin::Persistent, c.tags));
+                    .define(&c.name, ClassInfo::soft(Origin::Persistent, tags));
             }
         }
         Err(e) => tracing::error!("{e}"),
@@ -224,6 +225,7 @@ pub fn run_agent(
     let settings = EvalSettings {
         no_side_effects: false,
         dry_run: config.dry_run,
+        command_output_shown: config.log_level >= crate::config::LogLevel::Info,
         ..EvalSettings::default()
     };
     let mut prepared = prepare_with(config, settings, Some(&mut state), None)?;
@@ -378,6 +380,7 @@ impl Sandbox {
             dry_run: true,
             sandbox: true,
             deadline: Some(std::time::Instant::now() + budget),
+            command_output_shown: false,
         };
         let file = LoadedFile::from_text(&self.config.entry.display().to_string(), text);
         let mut prepared =

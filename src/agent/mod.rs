@@ -27,6 +27,7 @@ use crate::state::journal::{Header, Journal};
 use crate::state::{PersistentClass, StateStore};
 use crate::syntax::ast::{Bundle, Promise, Rval};
 use crate::values::value::{Origin, Value};
+use indexmap::IndexMap;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use thiserror::Error;
@@ -583,7 +584,7 @@ impl<'a> AgentRun<'a> {
         file: &Arc<LoadedFile>,
         bundle: &Bundle,
         args: &[Value],
-        inherit: Option<HashMap<String, ClassInfo>>,
+        inherit: Option<IndexMap<String, ClassInfo>>,
     ) -> Option<Outcome> {
         let mut frame = Frame::new(
             &bundle.namespace,
@@ -645,7 +646,8 @@ impl<'a> AgentRun<'a> {
                 }
                 // Once the classes are settled, cf-agent resolves the
                 // bundle's variables again, so a variable guarded by a class
-                // of this pass is there for the promises that follow.
+                // of this pass is there for the promises that follow, and
+                // then its defaults.
                 let last_classes =
                     section.0 == "classes" && order.get(i + 1).is_none_or(|n| n.0 != "classes");
                 if last_classes {
@@ -653,6 +655,13 @@ impl<'a> AgentRun<'a> {
                     for (_, promises) in order.iter().filter(|s| s.0 == "vars") {
                         for promise in *promises {
                             let (r, _) = self.ctx.eval_vars_promise(file, promise, Some(policy));
+                            state.changed |= r.changed;
+                        }
+                    }
+                    for (_, promises) in order.iter().filter(|s| s.0 == "defaults") {
+                        for promise in *promises {
+                            let (r, _) =
+                                self.ctx.eval_defaults_promise(file, promise, Some(policy));
                             state.changed |= r.changed;
                         }
                     }
@@ -784,17 +793,18 @@ impl<'a> AgentRun<'a> {
 }
 
 impl AgentRun<'_> {
-    /// Stores the classes that classes promises asked to persist (their
-    /// timers restart, as cf-agent's default `reset` policy does).
+    /// Stores the classes that classes promises asked to persist, with
+    /// their tags (their timers restart, as cf-agent's default `reset`
+    /// policy does).
     fn store_persistent_classes(&mut self) {
-        for (name, minutes) in std::mem::take(&mut self.ctx.persist_requests) {
+        for (name, minutes, tags) in std::mem::take(&mut self.ctx.persist_requests) {
             let Some(st) = self.state.as_deref_mut() else {
                 continue;
             };
             let class = PersistentClass {
                 name,
                 expires: self.now + minutes * 60,
-                tags: Vec::new(),
+                tags,
             };
             if let Err(e) = st.persist_class(&class, true) {
                 tracing::error!("{e}");

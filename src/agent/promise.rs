@@ -65,9 +65,22 @@ impl AgentRun<'_> {
         match ptype {
             "vars" => {
                 let (r, msgs) = self.ctx.eval_vars_promise(file, promise, Some(self.policy));
+                if self.ctx.fatal.is_some() {
+                    return self.take_evaluation_fatal(file, ptype, promise);
+                }
                 state.changed |= r.changed;
                 state.deferred |= r.deferred;
                 // A failure is final; what waits is told in the last pass.
+                if state.last || r.failed {
+                    self.note_messages(msgs);
+                }
+            }
+            "defaults" => {
+                let (r, msgs) = self
+                    .ctx
+                    .eval_defaults_promise(file, promise, Some(self.policy));
+                state.changed |= r.changed;
+                state.deferred |= r.deferred;
                 if state.last || r.failed {
                     self.note_messages(msgs);
                 }
@@ -198,26 +211,28 @@ impl AgentRun<'_> {
         self.ctx
             .for_each_promise_iteration(promise, &texts, &mut |ctx| {
                 let names = |ctx: &EvalContext| why::unresolved_variables(ctx, promise).join(", ");
+                // `this.promiser` is set before the condition is read: an
+                // `if` may name it (`if => isplain("$(this.promiser)")`),
+                // as in cf-agent (01_vars/01_basic/this_promiser_ifvarclass.cf).
+                let promiser = ctx.expand_promiser(&promise.promiser.value);
+                ctx.set_this("promiser", Value::str(promiser.text.clone()));
                 match ctx.promise_condition(promise) {
                     Some(true) => {}
                     Some(false) => {
-                        let shown = ctx.expand_promiser(&promise.promiser.value).text;
                         out.skipped
-                            .push((shown, why::condition_reason(ctx, promise)));
+                            .push((promiser.text, why::condition_reason(ctx, promise)));
                         return;
                     }
                     None => {
                         out.deferred = true;
-                        let shown = ctx.expand_promiser(&promise.promiser.value).text;
                         let reason = format!(
                             "its condition refers to variables that did not resolve: {}",
                             names(ctx)
                         );
-                        out.skipped.push((shown, reason));
+                        out.skipped.push((promiser.text, reason));
                         return;
                     }
                 }
-                let promiser = ctx.expand_promiser(&promise.promiser.value);
                 // An unresolved promiser waits; reports print it as written in
                 // the last pass, and methods run at once, as cf-agent does.
                 if promiser.unresolved
@@ -233,7 +248,6 @@ impl AgentRun<'_> {
                     out.skipped.push((promiser.text, reason));
                     return;
                 }
-                ctx.set_this("promiser", Value::str(promiser.text.clone()));
                 match expand_attributes(ctx, policy, promise) {
                     Ok(attrs) => out.work.push(expanded(promiser.text, attrs, false)),
                     Err(BodyError::Defer) if custom => {

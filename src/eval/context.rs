@@ -8,6 +8,7 @@ use crate::syntax::classexpr::{ClassExpr, ClassExprError};
 use crate::values::canon::class_key;
 use crate::values::refs::{VarRef, is_special_scope, next_ref};
 use crate::values::value::{Origin, Value};
+use indexmap::IndexMap;
 use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,8 +19,10 @@ pub struct Frame {
     pub ns: String,
     pub bundle: String,
     pub bundle_type: String,
-    /// Classes local to this bundle run (agent bundles).
-    pub local_classes: HashMap<String, ClassInfo>,
+    /// Classes local to this bundle run (agent bundles), in the order they
+    /// were defined: cf-agent keeps a bundle's few classes in definition
+    /// order, and `classesmatching` lists them (reversed) in that order.
+    pub local_classes: IndexMap<String, ClassInfo>,
     /// `this.*` for the promise being evaluated.
     pub this: HashMap<String, Value>,
     /// Parameters of a body being expanded, looked up before the bundle.
@@ -65,6 +68,10 @@ pub struct EvalSettings {
     /// stops and the agent runs no more promises, so that one input's work
     /// is bounded (the fuzzer's). `None`: no limit.
     pub deadline: Option<std::time::Instant>,
+    /// Whether a command `returnszero` runs without a shell writes to the
+    /// agent's own output: cf-agent lets it at inform level and above
+    /// (`-I`), and sends it to /dev/null below.
+    pub command_output_shown: bool,
 }
 
 /// The text of an expansion and whether some reference stayed unresolved.
@@ -105,8 +112,8 @@ pub struct EvalContext {
     /// agent control names abort classes.
     pub newly_defined: Vec<String>,
     /// Classes that classes promises asked to keep (`persistence`), with
-    /// their minutes; the agent run stores them.
-    pub persist_requests: Vec<(String, i64)>,
+    /// their minutes and tags; the agent run stores them.
+    pub persist_requests: Vec<(String, i64, Vec<String>)>,
     noted_files: std::collections::HashSet<String>,
     /// Promises (file:line) already refused for iterating too often.
     refused_iterations: std::collections::HashSet<String>,
@@ -550,7 +557,7 @@ impl EvalContext {
 
     pub fn undefine_class(&mut self, name: &str) {
         if let Some(f) = self.frames.last_mut()
-            && f.local_classes.remove(name).is_some()
+            && f.local_classes.shift_remove(name).is_some()
         {
             return;
         }

@@ -8,6 +8,7 @@ pub mod call;
 pub mod classes;
 pub mod context;
 pub mod control;
+pub mod defaults;
 pub mod expanded;
 pub mod module_protocol;
 pub mod preeval;

@@ -102,11 +102,22 @@ pub fn apply(ctx: &mut EvalContext, scope: &str, output: &str) -> ModuleResult {
                 // Stored with the run's other persistent classes when it
                 // ends.
                 if let Some(m) = persistence {
-                    ctx.persist_requests.push((name.clone(), m as i64));
+                    ctx.persist_requests
+                        .push((name.clone(), m as i64, module_tags()));
                 }
             }
             '-' => {
-                ctx.classes.undefine(&canonify_class(rest.trim()));
+                // A comma-separated list; each class goes from every
+                // bundle on the stack as well as from the global ones, as
+                // cf-agent removes it (02_classes/02_functions/usemodule.cf
+                // cancels a class local to the calling bundle).
+                for name in rest.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    let name = canonify_class(name);
+                    for f in &mut ctx.frames {
+                        f.local_classes.shift_remove(&name);
+                    }
+                    ctx.classes.undefine(&name);
+                }
             }
             '=' | '@' | '%' => {
                 let Some((name, text)) = rest.split_once('=') else {
@@ -179,5 +190,19 @@ mod tests {
         assert_eq!(w.tags, vec!["t1", "t2", "source=module"]);
         assert!(ctx.vars.get("default", "mod", "v").unwrap().tags.is_empty());
         assert_eq!(r.other_lines, vec!["noise"]);
+    }
+
+    #[test]
+    fn cancelled_classes_leave_the_bundles_on_the_stack_too() {
+        let mut ctx = EvalContext::default();
+        ctx.push_frame(super::super::context::Frame::new("default", "b", "agent"));
+        let soft = || ClassInfo::soft(Origin::Agent, vec![]);
+        ctx.define_class("local_one", true, soft());
+        ctx.define_class("global_one", false, soft());
+        ctx.define_class("kept", true, soft());
+        apply(&mut ctx, "mod", "-local_one, global_one\n");
+        assert!(!ctx.class_is_set("local_one"));
+        assert!(!ctx.class_is_set("global_one"));
+        assert!(ctx.class_is_set("kept"));
     }
 }

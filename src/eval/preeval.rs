@@ -50,8 +50,7 @@ fn load_input(
     failed_paths: &mut Vec<PathBuf>,
     report: &mut PreEvalReport,
 ) {
-    let key = path.display().to_string();
-    if policy.contains_path(&key) || failed_paths.contains(&path) {
+    if already_read(policy, failed_paths, &path) {
         return;
     }
     match load_file(&path) {
@@ -63,7 +62,7 @@ fn load_input(
             policy.add(f);
         }
         Err(e) => {
-            failed_paths.push(path);
+            failed_paths.push(normalize(&path));
             report.load_errors.push(e);
         }
     }
@@ -77,7 +76,7 @@ pub fn preevaluate_entry(
     entry: &Path,
     mut file: LoadedFile,
 ) -> PreEvalReport {
-    let entry_dir = entry.parent().map(Path::to_path_buf).unwrap_or_default();
+    let entry_dir = crate::load::dirname_text(entry);
     file.settle_main(true);
     policy.add(file);
     let mut report = PreEvalReport::default();
@@ -357,17 +356,32 @@ fn file_inputs(
                 if item.is_empty() {
                     continue;
                 }
+                // Kept as written (`DIR/../x.cf`): cf-agent's
+                // `this.promise_filename` and `promise_dirname` show the
+                // path so (01_vars/deep_delayed_expansion/main.cf compares
+                // them); `already_read` compares paths normalised.
                 let p = Path::new(&item);
-                out.push(normalize(&if p.is_absolute() {
+                out.push(if p.is_absolute() {
                     p.to_path_buf()
                 } else {
                     entry_dir.join(p)
-                }));
+                });
             }
         }
         ctx.pop_frame();
     }
     out
+}
+
+/// Whether an input is read already, or failed to be: one file named two
+/// ways (`x.cf`, `./x.cf`) is read once.
+fn already_read(policy: &PolicySet, failed: &[PathBuf], path: &Path) -> bool {
+    let key = normalize(path);
+    failed.contains(&key)
+        || policy
+            .files
+            .iter()
+            .any(|f| normalize(Path::new(&f.source.path)) == key)
 }
 
 /// A path with its `.` components dropped and `..` applied, so that one

@@ -51,10 +51,7 @@ impl EvalContext {
     pub fn enter_promise(&mut self, file: &LoadedFile, promise: &Promise) {
         let path = Path::new(&file.source.path);
         let line = file.source.line_of(promise.promiser.span.start);
-        let dir = path
-            .parent()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
+        let dir = crate::load::dirname_text(path).display().to_string();
         let (ns, bundle) = self
             .frame()
             .map(|f| (f.ns.clone(), f.bundle.clone()))
@@ -348,6 +345,41 @@ impl EvalContext {
             res.failed = true;
             return (res, vec![msg(m)]);
         }
+        // A function giving one value to a list variable stops cf-agent
+        // ("Attempted to give a scalar to a non-scalar type"), where a
+        // literal would not have passed the parser
+        // (01_vars/01_basic/fncall-invalid-type.x.cf).
+        if matches!(attr.value, Rval::Call(_))
+            && matches!(dtype, DataType::Slist | DataType::Ilist | DataType::Rlist)
+            && !unresolved
+            && let Value::Scalar(s) = &value
+        {
+            let m = format!(
+                "in attribute '{}', a function gave the single value '{s}' where a list is needed",
+                attr.name.name
+            );
+            self.fatal = Some(m.clone());
+            res.failed = true;
+            return (res, vec![msg(m)]);
+        }
+        // A literal data value that starts with `---` is YAML: cf-agent's
+        // parser makes it `parseyaml(...)` (01_vars/04_containers/inline_yaml.cf).
+        let value = match (&attr.value, value) {
+            (Rval::String(lit), Value::Scalar(text))
+                if dtype == DataType::Data
+                    && lit.value.len() > 3
+                    && lit.value.starts_with("---") =>
+            {
+                match self.inline_yaml(text) {
+                    Ok(v) => v,
+                    Err(m) => {
+                        res.failed = true;
+                        return (res, vec![msg(format!("variable '{}': {m}", name.text))]);
+                    }
+                }
+            }
+            (_, v) => v,
+        };
         let value = match convert(dtype, value) {
             Ok(v) => v,
             Err(m) => {
@@ -374,6 +406,18 @@ impl EvalContext {
         res.stored = true;
         self.note_handle_done(promise);
         (res, vec![])
+    }
+
+    /// Inline YAML data, read as the `parseyaml` function reads it.
+    fn inline_yaml(&mut self, text: String) -> Result<Value, String> {
+        let Some(spec) = (self.builtins().lookup)("parseyaml") else {
+            return Err("inline YAML data is not supported yet".into());
+        };
+        match (spec.imp)(self, &[Value::Scalar(text)]) {
+            Ok(v) => Ok(v),
+            Err(FnError::Failed(m) | FnError::Quiet(m)) => Err(m),
+            Err(FnError::Defer) => Err("inline YAML data did not resolve".into()),
+        }
     }
 
     /// The `policy` of a vars promise (`free` unless it says otherwise).
@@ -463,7 +507,10 @@ impl EvalContext {
     /// make it illegal.
     /// The error says whether the name was refused only when storing (an
     /// injection into another bundle).
-    fn vars_target(&self, name: &str) -> Result<(String, String, String), (String, bool)> {
+    pub(super) fn vars_target(
+        &self,
+        name: &str,
+    ) -> Result<(String, String, String), (String, bool)> {
         let head_end = name.find('[').unwrap_or(name.len());
         let (head, indices) = name.split_at(head_end);
         let valid_head = !head.is_empty()
@@ -550,6 +597,13 @@ impl EvalContext {
             return (res, vec![]);
         }
         let name = canonify(&name.text);
+        // A class already set is not evaluated again, as in cf-agent: a
+        // `select_class` iterated over a list picks once
+        // (02_classes/01_basic/common_bundle_select_class_multiple_classes_as_scalar_variable.cf).
+        if self.class_is_set(&name) {
+            self.note_handle_done(promise);
+            return (res, vec![]);
+        }
         let mut chosen = None;
         let truth = match self.class_promise_truth(promise, &name, &mut chosen) {
             Ok(Some(t)) => t,
@@ -601,6 +655,10 @@ impl EvalContext {
         if let Some(c) = &comment {
             tracing::debug!("Added class '{name}' with comment '{c}'");
         }
+        if let Some(minutes) = persistence {
+            self.persist_requests
+                .push((name.clone(), minutes, tags.clone()));
+        }
         let info = ClassInfo {
             tags,
             comment,
@@ -608,9 +666,6 @@ impl EvalContext {
             hard: false,
         };
         res.changed = self.define_class(&name, local, info);
-        if let Some(minutes) = persistence {
-            self.persist_requests.push((name, minutes));
-        }
         (res, vec![])
     }
 
@@ -633,9 +688,16 @@ impl EvalContext {
                 continue;
             }
             let e = match self.eval_rval(&attr.value) {
-                Ok(e) if e.unresolved => return Ok(None),
-                Ok(e) => e,
-                Err(FnError::Defer) => return Ok(None),
+                Ok(e) if !e.unresolved => e,
+                Ok(_) | Err(FnError::Defer) => {
+                    // cf-agent does not wait: what did not resolve counts as
+                    // a class not set, and a class that is true even so is
+                    // defined at once (it never goes away again). One that
+                    // is false waits for a later pass, as it may turn true.
+                    return Ok(self
+                        .truth_with_unresolved_unset(kind, &attr.value)
+                        .then_some(true));
+                }
                 Err(FnError::Failed(m) | FnError::Quiet(m)) => return Err(m),
             };
             // A function giving one value where the attribute takes a list
@@ -691,6 +753,42 @@ impl EvalContext {
 }
 
 impl EvalContext {
+    /// The truth of a classes promise's `kind` attribute when part of its
+    /// value does not resolve: as cf-agent's, each unresolved item (or an
+    /// unresolved scalar value) is a class not set, and a function whose
+    /// arguments do not resolve gives nothing true
+    /// (02_classes/01_basic/invalid_function_in_list.cf:
+    /// `or => { "any", classify("${never}") }` is true).
+    fn truth_with_unresolved_unset(&mut self, kind: &str, value: &Rval) -> bool {
+        let Rval::List { items, .. } = value else {
+            // `not` of an unresolved scalar is true; of a call, or any
+            // other attribute, false.
+            return kind == "not" && !matches!(value, Rval::Call(_));
+        };
+        let mut truths = Vec::with_capacity(items.len());
+        for item in items {
+            match self.eval_rval(item) {
+                Ok(e) if !e.unresolved => {
+                    let texts = match e.value {
+                        Value::Scalar(s) => vec![s],
+                        Value::List(l) => l,
+                        Value::Data(_) => vec![],
+                    };
+                    for t in texts {
+                        truths.push(self.eval_class_expr(t.trim()).unwrap_or(false));
+                    }
+                }
+                _ => truths.push(false),
+            }
+        }
+        match kind {
+            "or" => truths.iter().any(|&t| t),
+            "and" => !truths.is_empty() && truths.iter().all(|&t| t),
+            "xor" => truths.iter().filter(|&&t| t).count() % 2 == 1,
+            _ => false,
+        }
+    }
+
     /// The item of `select_class` this host picks: chosen by a hash of the
     /// host's name, address and user, so that it stays the same from run
     /// to run, as cf-agent chooses.

@@ -155,6 +155,11 @@ impl EvalContext {
         }
         let mut args = Vec::with_capacity(c.args.len());
         let mut unresolved = false;
+        // A function that does not collect lists gets the elements of a
+        // list a nested call returns as arguments of their own, as
+        // cf-agent passes them: `and(splitstring("a,b", ",", 9))` is
+        // `and("a", "b")` (a `@(list)` argument is not spread).
+
         for (i, a) in c.args.iter().enumerate() {
             if spec.raw_args.contains(&i) {
                 args.push(match a {
@@ -234,13 +239,16 @@ impl EvalContext {
         let mut pos = 0;
         while let Some(r) = next_ref(s, pos) {
             pos = r.end;
-            if r.list_sigil {
-                continue;
-            }
             let inner = &s[r.inner_start..r.inner_end];
             match self.find_iterable_in(inner, special) {
                 Wheel::None => {}
                 w => return w,
+            }
+            // `@(x)` passes the list whole, but a list named inside it
+            // iterates: `"@($(bundles).d)"` once per bundle
+            // (01_vars/04_containers/pass_variable_container.cf).
+            if r.list_sigil {
+                continue;
             }
             let skip = if *special { Wheel::None } else { Wheel::Skip };
             if is_mapping_variable(inner) && !self.is_bound(inner) {

@@ -31,22 +31,30 @@ pub static FUNCTIONS: &[FnSpec] = &[
 // ---- classes ---------------------------------------------------------------
 
 /// Every defined class as policy names it (`ns:name` outside the default
-/// namespace), with its tags: global ones and those local to the bundle
-/// being evaluated.
+/// namespace), with its tags: first those local to the bundle being
+/// evaluated, latest defined first, then the global ones, sorted.
+///
+/// cf-agent builds the list by prepending the global matches, then the
+/// local ones: a bundle's classes come out in reverse definition order
+/// (it keeps a few in a plain array), before the global ones, which come
+/// in hash-table order; that order we do not imitate and sort instead
+/// (02_classes/02_functions/iprange.cf compares the local order).
 fn all_classes(ctx: &EvalContext) -> Vec<(String, Vec<String>)> {
-    let mut out: Vec<(String, Vec<String>)> = ctx
+    let mut global: Vec<(String, Vec<String>)> = ctx
         .classes
         .iter()
         .map(|(k, i)| (k.clone(), i.tags.clone()))
         .collect();
+    global.sort();
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
     if let Some(f) = ctx.frame() {
-        for (k, i) in &f.local_classes {
-            if !out.iter().any(|(n, _)| n == k) {
+        for (k, i) in f.local_classes.iter().rev() {
+            if !global.iter().any(|(n, _)| n == k) {
                 out.push((k.clone(), i.tags.clone()));
             }
         }
     }
-    out.sort();
+    out.extend(global);
     out
 }
 
@@ -84,8 +92,7 @@ fn matching_classes(ctx: &mut EvalContext, p: &Args) -> Result<Vec<String>, FnEr
         .collect())
 }
 
-/// `classesmatching(regex, tag...)`. cf-agent lists them in hash order; we
-/// list them sorted.
+/// `classesmatching(regex, tag...)`, in the order of `all_classes`.
 fn classesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("classesmatching", a);
     Ok(Value::List(matching_classes(ctx, &p)?))
@@ -439,9 +446,16 @@ mod tests {
             ClassInfo::soft(Origin::Agent, vec!["k=v".into()]),
         );
         c.define_class("t_two", true, ClassInfo::soft(Origin::Agent, vec![]));
+        c.define_class("t_three", true, ClassInfo::soft(Origin::Agent, vec![]));
+        // Local classes first, latest defined first, as cf-agent lists
+        // them; then the global ones.
         assert_eq!(
             classesmatching(&mut c, &s(&["t_.*"])),
-            Ok(Value::List(vec!["t_one".into(), "t_two".into()]))
+            Ok(Value::List(vec![
+                "t_three".into(),
+                "t_two".into(),
+                "t_one".into()
+            ]))
         );
         assert_eq!(
             classesmatching(&mut c, &s(&["t_.*", "k=.*"])),
@@ -455,7 +469,7 @@ mod tests {
         assert!(getclassmetatags(&mut c, &s(&["nope"])).is_err());
         assert_eq!(
             countclassesmatching(&mut c, &s(&["t_t.*"])),
-            Ok(Value::str("1"))
+            Ok(Value::str("2"))
         );
     }
 }

@@ -80,12 +80,20 @@ fn execresult_as_data(_: &mut EvalContext, a: &[Value]) -> FnResult {
     })))
 }
 
-/// `returnszero(command, shell)`: whether it ran and exited with 0.
-fn returnszero(_: &mut EvalContext, a: &[Value]) -> FnResult {
+/// `returnszero(command, shell)`: whether it ran and exited with 0. Its
+/// output is not collected: as in cf-agent, a command run through the shell
+/// always writes to the agent's own output, one run without a shell only at
+/// inform level and above (02_classes/02_functions/silent_returnszero.cf).
+fn returnszero(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("returnszero", a);
     let line = p.str(0, "command")?;
     let shell = shell_arg(&p, 1)?;
-    match exec::run(line, shell, OutputSelect::Stdout, exec::DEFAULT_TIMEOUT) {
+    let output = if shell == exec::Shell::Sh || ctx.settings.command_output_shown {
+        OutputSelect::Inherit
+    } else {
+        OutputSelect::Stdout
+    };
+    match exec::run(line, shell, output, exec::DEFAULT_TIMEOUT) {
         Ok(f) => Ok(class_result(f.code == Some(0))),
         Err(e) => {
             tracing::error!("returnszero {e}");

@@ -39,6 +39,9 @@ pub enum OutputSelect {
     /// Standard output; standard error goes where the agent's own goes, as
     /// cf-agent lets a package module's diagnostics through.
     StdoutPassStderr,
+    /// Nothing: both outputs go where the agent's own go, as cf-agent lets
+    /// `returnszero`'s command write.
+    Inherit,
 }
 
 /// What a command did.
@@ -236,6 +239,10 @@ impl super::Host {
             OutputSelect::Stdout => cmd.stdout(writer).stderr(Stdio::null()),
             OutputSelect::Stderr => cmd.stdout(Stdio::null()).stderr(writer),
             OutputSelect::StdoutPassStderr => cmd.stdout(writer).stderr(Stdio::inherit()),
+            OutputSelect::Inherit => {
+                drop(writer);
+                cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit())
+            }
         };
         cmd.stdin(if spec.stdin.is_empty() {
             Stdio::null()

@@ -228,6 +228,49 @@ pub const RESERVED_VARIABLE_NAMES: &[&str] = &[
 /// accepts.
 pub const CUSTOM_PROMISE_BLOCK_ATTRIBUTES: &[&str] = &["inherit_from", "interpreter", "path"];
 
+/// Attributes cf-promises 3.21 still parses but has removed: its syntax
+/// description leaves them out, and it warns "Removed constraint" and
+/// ignores them. Keyed by body type (a control body's type is the
+/// component: `common`, `agent`, ...); from its source's
+/// `SYNTAX_STATUS_REMOVED` entries of the body types we know.
+pub const REMOVED_BODY_ATTRIBUTES: &[(&str, &[&str])] = &[
+    ("action", &["value_kept", "value_notkept", "value_repaired"]),
+    (
+        "agent",
+        &[
+            "auditing",
+            "binarypaddingchar",
+            "exclamation",
+            "syslog",
+            "track_value",
+        ],
+    ),
+    ("common", &["host_licenses_paid"]),
+    ("hub", &["export_zenoss"]),
+    (
+        "report_data_select",
+        &[
+            "classes_exclude",
+            "classes_include",
+            "promise_notkept_log_exclude",
+            "promise_notkept_log_include",
+            "promise_repaired_log_exclude",
+            "promise_repaired_log_include",
+            "variables_exclude",
+            "variables_include",
+        ],
+    ),
+    ("server", &["keycacheTTL"]),
+];
+
+/// Whether cf-promises accepts `attribute` in bodies of `body_type` only to
+/// warn that it was removed and ignore it.
+pub fn is_removed_body_attribute(body_type: &str, attribute: &str) -> bool {
+    REMOVED_BODY_ATTRIBUTES
+        .iter()
+        .any(|(t, names)| *t == body_type && names.contains(&attribute))
+}
+
 /// Attributes whose value, written like a function call, is a bundle with
 /// arguments rather than a function.
 pub const BUNDLE_CALL_ATTRIBUTES: &[&str] = &[

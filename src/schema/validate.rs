@@ -855,6 +855,16 @@ impl<'a> Validator<'a> {
         for ba in &b.attributes {
             let a = &ba.attr;
             let Some(ad) = def.attribute(&a.name.name) else {
+                if super::is_removed_body_attribute(def.name, &a.name.name) {
+                    self.warning(
+                        a.name.span,
+                        format!(
+                            "Removed constraint '{}' in promise type '{}'; it is ignored",
+                            a.name.name, def.name
+                        ),
+                    );
+                    continue;
+                }
                 let help = suggest(&a.name.name, def.attributes.iter().map(|x| x.name))
                     .map(|s| format!("did you mean '{s}'?"));
                 self.error(
@@ -1109,6 +1119,26 @@ mod tests {
             .filter(|d| !d.is_error())
             .map(|d| d.message)
             .collect()
+    }
+
+    #[test]
+    fn a_removed_control_attribute_warns_and_is_ignored() {
+        // cf-promises 3.21: "Removed constraint 'host_licenses_paid' in
+        // promise type 'common' [-Wremoved]", and the policy runs
+        // (01_vars/03_lists/013.cf still sets it).
+        let src = r#"
+body common control { bundlesequence => { "main" }; host_licenses_paid => "5"; }
+body action a { value_kept => "1"; ifelapsed => "1"; }
+bundle agent main { reports: "x" action => a; }
+"#;
+        assert_eq!(
+            warnings(src),
+            vec![
+                "Removed constraint 'host_licenses_paid' in promise type 'common'; it is ignored",
+                "Removed constraint 'value_kept' in promise type 'action'; it is ignored",
+            ]
+        );
+        assert!(check(src).iter().all(|d| !d.is_error()));
     }
 
     #[test]

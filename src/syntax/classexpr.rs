@@ -78,6 +78,10 @@ impl ClassExpr {
     /// Evaluates with `is_set` answering whether one class name is defined.
     pub fn eval(&self, is_set: &mut impl FnMut(&str) -> bool) -> bool {
         match self {
+            // cf-agent reads the words `true` and `false` as constants,
+            // never as class names (what `"$(json_bool)"` expands to).
+            ClassExpr::Name(n) if n == "true" => true,
+            ClassExpr::Name(n) if n == "false" => false,
             ClassExpr::Name(n) => is_set(n),
             ClassExpr::Not(e) => !e.eval(is_set),
             ClassExpr::And(es) => es.iter().all(|e| e.eval(is_set)),
@@ -229,6 +233,16 @@ mod tests {
         assert!(eval("any . linux ", &["any", "linux"]));
         assert!(eval("!(!a)", &["a"]));
         assert!(eval("ns:cls", &["ns:cls"]));
+    }
+
+    #[test]
+    fn true_and_false_are_constants() {
+        // 02_classes/01_basic/from_json_booleans.cf: a JSON true expanded
+        // into an expression defines the class.
+        assert!(eval("true", &[]));
+        assert!(!eval("false", &["false"]));
+        assert!(eval("!false.true", &[]));
+        assert!(!eval("truex", &[]));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! (`2026-11-24T07:02:54+0000     info: ...`); report lines do not.
 
 use crate::common::*;
+use std::process::Command;
 
 fn check_lines(out: &str, who: &str) {
     let stamped = regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} +info: ").unwrap();
@@ -93,5 +94,46 @@ fn agent_control_inform_raises_the_level() {
             out.stdout
         );
         assert!(out.stdout.contains("R: hello"), "{}", out.stdout);
+    }
+}
+
+/// `returnszero`'s command writes to the agent's own output: without a
+/// shell only at inform level (`-I`), through the shell always; as
+/// cf-agent (02_classes/02_functions/silent_returnszero.cf).
+#[test]
+fn returnszero_output_passes_through_at_inform_level() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        tmp.path(),
+        "bundle agent main\n{\n  classes:\n    \"a\" expression => returnszero(\"/bin/echo noshell-said\", \"noshell\");\n    \"b\" expression => returnszero(\"/bin/echo useshell-said\", \"useshell\");\n}\n",
+    );
+    let check = |out: &str, inform: bool, who: &str| {
+        assert_eq!(
+            out.lines().any(|l| l == "noshell-said"),
+            inform,
+            "{who}: {out:?}"
+        );
+        assert!(out.lines().any(|l| l == "useshell-said"), "{who}: {out:?}");
+    };
+    let wd = tmp.path().join("wd");
+    check(&agent_inform(&wd, &policy, &[]).stdout, true, "ours -I");
+    let quiet = run(Command::new(agent_bin())
+        .args(["-K", "-w"])
+        .arg(&wd)
+        .arg("-f")
+        .arg(&policy));
+    check(&quiet.stdout, false, "ours");
+    if have("cf-agent") {
+        check(
+            &cf_agent_inform(tmp.path(), &policy, &[]).stdout,
+            true,
+            "cf-agent -I",
+        );
+        let quiet = run(Command::new("cf-agent")
+            .args(["-K", "-w"])
+            .arg(cf_workdir(tmp.path()))
+            .arg("-f")
+            .arg(&policy));
+        check(&quiet.stdout, false, "cf-agent");
     }
 }

@@ -739,10 +739,13 @@ impl Editor<'_> {
         let mut work = Vec::new();
         act.ctx
             .for_each_promise_iteration(promise, &texts, &mut |ctx| {
+                // `this.promiser` is set before the condition is read: an
+                // `if` may name it, as in cf-agent.
+                let promiser = ctx.expand_promiser(&promise.promiser.value);
+                ctx.set_this("promiser", Value::str(promiser.text.clone()));
                 if ctx.promise_condition(promise) != Some(true) {
                     return;
                 }
-                let promiser = ctx.expand_promiser(&promise.promiser.value);
                 // A line to insert that names a variable that does not
                 // resolve is inserted as written, as cf-agent inserts it;
                 // other edits wait for it.
