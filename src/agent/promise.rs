@@ -344,6 +344,7 @@ impl AgentRun<'_> {
     /// bundle, or the promise type's actuator; with how long it took and
     /// the changes it logged.
     fn act_once(&mut self, ep: &ExpandedPromise) -> Acted {
+        log_promise_header(ep);
         let span = tracing::info_span!(crate::report::log::PROMISE_SPAN);
         let entered = span.enter();
         let started = std::time::Instant::now();
@@ -673,5 +674,25 @@ impl AgentRun<'_> {
             return false;
         };
         define_outcome_classes(self.ctx, self.state.as_deref_mut(), self.now, body, outcome)
+    }
+}
+
+/// The verbose lines cf-agent prints before it acts on a promise: what it
+/// is, where it belongs and its comment, expanded as the promise is
+/// (00_basics/01_compiler/100.cf greps them for `$(this.promiser)`).
+fn log_promise_header(ep: &ExpandedPromise) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    tracing::debug!("P: .........................................................");
+    match &ep.handle {
+        Some(h) => tracing::debug!("P: BEGIN promise '{h}' of type \"{}\"", ep.promise_type),
+        None => tracing::debug!("P: BEGIN promise of type \"{}\"", ep.promise_type),
+    }
+    tracing::debug!("P:    Promiser/affected object: '{}'", ep.promiser);
+    tracing::debug!("P:    Part of bundle: {}", ep.bundle);
+    if let Some(comment) = ep.scalar("comment") {
+        tracing::debug!("P:");
+        tracing::debug!("P:    Comment:  {comment}");
     }
 }
