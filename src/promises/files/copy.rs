@@ -338,6 +338,8 @@ fn copy_file(
         );
     }
     v.repaired();
+    // cf-agent then checks the copy's owner, group and mode, as promised.
+    v.kept_step();
 }
 
 /// `purge`: delete what the destination tree has and the source does not.
