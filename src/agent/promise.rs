@@ -225,7 +225,7 @@ impl AgentRun<'_> {
                     return;
                 }
                 ctx.set_this("promiser", Value::str(promiser.text.clone()));
-                match expand_attributes(ctx, policy, promise) {
+                match expand_attributes(ctx, policy, ptype, promise) {
                     Ok(attrs) => out.work.push(expanded(promiser.text, attrs, false)),
                     Err(BodyError::Defer) if custom => {
                         out.work

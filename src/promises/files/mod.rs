@@ -194,8 +194,13 @@ fn leaf(
         let before = (v.failed, v.warned);
         apply_perms(act, &shown, target, &meta, body, v);
         // cf-agent checks a regular file's permissions once more after all
-        // its changes and finds them as promised.
-        if meta.kind == FileKind::File && before == (v.failed, v.warned) && !act.dry_run {
+        // its changes and finds them as promised; not for a default perms
+        // body, whose attributes the promise has without the body.
+        if meta.kind == FileKind::File
+            && before == (v.failed, v.warned)
+            && !act.dry_run
+            && !body.is_default()
+        {
             v.kept_step();
         }
     }
