@@ -167,6 +167,8 @@ fn prepare_with(
     // With inputs missing, what the files reference may be in those.
     let scope = if report.inputs_incomplete {
         Scope::Fragment
+    } else if config.full_check {
+        Scope::FullCheck
     } else {
         Scope::WholePolicy
     };
@@ -327,6 +329,7 @@ impl Sandbox {
         }
         let config = Config {
             mode: crate::config::Mode::Run,
+            full_check: true,
             workdir,
             entry: policy.join("promises.cf"),
             bundlesequence: None,

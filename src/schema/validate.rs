@@ -23,7 +23,8 @@
 //! - functions: unknown at the top of a checked value, returning the wrong
 //!   type, and the argument count where cf-promises evaluates the call
 //!   (vars promises, and classes promises of common bundles);
-//! - when the policy is runnable (it has `body common control`): bodies
+//! - when the policy is runnable (it has `body common control`), or in a
+//!   full check (`cf-promises -c`, cf-agent before a run): bodies
 //!   referenced from promises must exist.
 
 use super::values::{ClassLiteralError, Misfit, check_class_literal, check_literal, has_var_ref};
@@ -57,11 +58,19 @@ pub enum Scope {
     /// Files taken on their own (their inputs not followed): what they
     /// reference may be defined elsewhere, so that is not checked.
     Fragment,
+    /// Everything the policy loads, checked as `cf-promises -c` checks it
+    /// (and cf-agent before it runs): references must resolve even without
+    /// `body common control`.
+    FullCheck,
 }
 
 pub fn validate_with(files: &[&PolicyFile], scope: Scope) -> Vec<(usize, Diagnostic)> {
     let mut v = Validator::new(files);
-    v.runnable &= scope == Scope::WholePolicy;
+    match scope {
+        Scope::Fragment => v.runnable = false,
+        Scope::WholePolicy => {}
+        Scope::FullCheck => v.runnable = true,
+    }
     v.run();
     let mut out = v.out;
     out.sort_by_key(|(f, d)| (*f, d.span.start, d.span.end));
@@ -491,11 +500,9 @@ impl<'a> Validator<'a> {
             .collect();
         let help =
             suggest(short, candidates.iter().copied()).map(|s| format!("did you mean '{s}'?"));
-        self.error(
-            span,
-            format!("no body '{name}' of type {body_type} is defined"),
-        )
-        .help = help;
+        // cf-promises' words, which tests and users grep for.
+        self.error(span, format!("Undefined body {name} with type {body_type}"))
+            .help = help;
     }
 
     fn vars_promise(&mut self, p: &'a Promise) {
@@ -1408,6 +1415,19 @@ body classes c { promise_repaired => { "r" }; }
             ))
             .is_empty()
         );
+    }
+
+    /// `cf-promises -c`, and cf-agent before a run, resolve body references
+    /// also without `body common control`
+    /// (00_basics/03_bodies/report_error_when_body_missing.cf).
+    #[test]
+    fn a_full_check_resolves_references_of_any_policy() {
+        let src = "bundle agent main { commands: \"/bin/echo\" action => nosuch(\"x\"); }";
+        let parsed = parse("t.cf", src);
+        let found = validate_with(&[&parsed.file], Scope::FullCheck);
+        let msgs: Vec<&str> = found.iter().map(|(_, d)| d.message.as_str()).collect();
+        assert_eq!(msgs, ["Undefined body nosuch with type action"]);
+        assert!(validate_with(&[&parsed.file], Scope::WholePolicy).is_empty());
     }
 
     #[test]
