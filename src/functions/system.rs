@@ -47,8 +47,11 @@ fn shell_arg(p: &Args, i: usize) -> Result<Shell, FnError> {
     }
 }
 
+/// Which output to keep: both streams unless asked, as cf-agent 3.21
+/// keeps them (00_basics/03_bodies/report_error_when_body_missing.cf greps
+/// what an agent run wrote to its standard error).
 fn capture_arg(p: &Args, i: usize) -> Result<OutputSelect, FnError> {
-    match p.opt_option(i, "output", &["both", "stdout", "stderr"], "stdout")? {
+    match p.opt_option(i, "output", &["both", "stdout", "stderr"], "both")? {
         "stderr" => Ok(OutputSelect::Stderr),
         "both" => Ok(OutputSelect::Both),
         _ => Ok(OutputSelect::Stdout),
@@ -560,6 +563,14 @@ mod tests {
         assert!(execresult(&mut c, &s(&["echo x", "noshell"])).is_err());
         let d = execresult_as_data(&mut c, &s(&["echo x; exit 3", "useshell"])).unwrap();
         assert_eq!(d, Value::data(json!({"exit_code": 3, "output": "x"})));
+        assert_eq!(
+            execresult(&mut c, &s(&["echo x; echo y >&2", "useshell"])),
+            Ok(Value::str("x\ny"))
+        );
+        assert_eq!(
+            execresult(&mut c, &s(&["echo x; echo y >&2", "useshell", "stdout"])),
+            Ok(Value::str("x"))
+        );
         assert_eq!(
             returnszero(&mut c, &s(&["/nonexistent", "noshell"])),
             Ok(class_result(false))
