@@ -859,6 +859,9 @@ impl<'a> Validator<'a> {
             return;
         };
         let control = b.name.name == "control";
+        if def.name == "action" {
+            self.action_logs_something(b);
+        }
         for ba in &b.attributes {
             let a = &ba.attr;
             let Some(ad) = def.attribute(&a.name.name) else {
@@ -902,6 +905,22 @@ impl<'a> Validator<'a> {
     /// Whether an attribute of a custom promise names a body: a common one
     /// (`action`, `classes`), or one of a type named after the attribute
     /// (a custom body, which modules of the JSON protocol receive).
+    /// An action body that names where to log must say what to log.
+    fn action_logs_something(&mut self, b: &Body) {
+        let has = |n: &str| b.attributes.iter().any(|ba| ba.attr.name.name == n);
+        if ["log_kept", "log_repaired", "log_failed"]
+            .iter()
+            .any(|n| has(n))
+            && !has("log_string")
+        {
+            // cf-promises' words.
+            self.error(
+                b.name.span,
+                "An action body with log_kept, log_repaired or log_failed is required to have a log_string attribute",
+            );
+        }
+    }
+
     fn names_custom_body(&self, a: &Attribute) -> bool {
         let n = a.name.name.as_str();
         let called = match &a.value {
