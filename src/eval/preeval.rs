@@ -49,7 +49,11 @@ pub fn preevaluate_entry(
     entry: &Path,
     mut file: LoadedFile,
 ) -> PreEvalReport {
-    let entry_dir = entry.parent().map(Path::to_path_buf).unwrap_or_default();
+    let entry_dir = Path::new(dirname(&entry.display().to_string())).to_path_buf();
+    // Files by their normalized path, so that one file named two ways
+    // (`x.cf`, `./x.cf`) is read once.
+    let mut loaded: std::collections::HashSet<PathBuf> =
+        std::collections::HashSet::from([normalize(entry)]);
     file.settle_main(true);
     policy.add(file);
     let mut report = PreEvalReport::default();
@@ -61,17 +65,18 @@ pub fn preevaluate_entry(
             let file = policy.files[done].clone();
             preevaluate_file(ctx, policy, &file, &mut report);
             for path in file_inputs(ctx, &file, &entry_dir, &mut false) {
-                let key = path.display().to_string();
-                if policy.contains_path(&key) || failed_paths.contains(&path) {
+                let key = normalize(&path);
+                if loaded.contains(&key) || failed_paths.contains(&key) {
                     continue;
                 }
+                loaded.insert(key.clone());
                 match load_file(&path) {
                     Ok(mut f) => {
                         f.settle_main(false);
                         policy.add(f);
                     }
                     Err(e) => {
-                        failed_paths.push(path);
+                        failed_paths.push(key);
                         report.load_errors.push(e);
                     }
                 }
@@ -89,17 +94,18 @@ pub fn preevaluate_entry(
         for i in 0..policy.files.len() {
             let file = policy.files[i].clone();
             for path in file_inputs(ctx, &file, &entry_dir, &mut unresolved) {
-                let key = path.display().to_string();
-                if policy.contains_path(&key) || failed_paths.contains(&path) {
+                let key = normalize(&path);
+                if loaded.contains(&key) || failed_paths.contains(&key) {
                     continue;
                 }
+                loaded.insert(key.clone());
                 match load_file(&path) {
                     Ok(mut f) => {
                         f.settle_main(false);
                         policy.add(f);
                     }
                     Err(e) => {
-                        failed_paths.push(path);
+                        failed_paths.push(key);
                         report.load_errors.push(e);
                     }
                 }
@@ -343,17 +349,30 @@ fn file_inputs(
                 if item.is_empty() {
                     continue;
                 }
-                let p = Path::new(&item);
-                out.push(normalize(&if p.is_absolute() {
-                    p.to_path_buf()
+                // Joined as text, `.` and `..` kept, as cf-agent names the
+                // file (its `this.promise_filename`,
+                // 00_basics/04_bundles/namespaced.cf).
+                out.push(if item.starts_with('/') {
+                    PathBuf::from(item)
                 } else {
-                    entry_dir.join(p)
-                }));
+                    PathBuf::from(format!("{}/{item}", entry_dir.display()))
+                });
             }
         }
         ctx.pop_frame();
     }
     out
+}
+
+/// The directory part of a path as written: all before its last `/`
+/// (`/a/./x.cf` → `/a/.`), as cf-agent's `this.promise_dirname` and its
+/// inputs see it.
+pub fn dirname(path: &str) -> &str {
+    match path.rsplit_once('/') {
+        Some(("", _)) => "/",
+        Some((dir, _)) => dir,
+        None => ".",
+    }
 }
 
 /// A path with its `.` components dropped and `..` applied, so that one
@@ -388,5 +407,13 @@ mod tests {
             normalize(Path::new("/a/x.cf"))
         );
         assert_eq!(normalize(Path::new("../x.cf")), PathBuf::from("../x.cf"));
+    }
+
+    #[test]
+    fn dirname_keeps_the_path_as_written() {
+        assert_eq!(dirname("/a/./x.cf"), "/a/.");
+        assert_eq!(dirname("/a/b/../x.cf"), "/a/b/..");
+        assert_eq!(dirname("/x.cf"), "/");
+        assert_eq!(dirname("x.cf"), ".");
     }
 }

@@ -51,10 +51,7 @@ impl EvalContext {
     pub fn enter_promise(&mut self, file: &LoadedFile, promise: &Promise) {
         let path = Path::new(&file.source.path);
         let line = file.source.line_of(promise.promiser.span.start);
-        let dir = path
-            .parent()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
+        let dir = super::preeval::dirname(&file.source.path).to_string();
         let (ns, bundle) = self
             .frame()
             .map(|f| (f.ns.clone(), f.bundle.clone()))
