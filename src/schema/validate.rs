@@ -250,9 +250,11 @@ impl<'a> Validator<'a> {
                 },
                 |s| format!("did you mean '{s}'?"),
             );
+            // cf-promises' words, which tests grep for
+            // (00_basics/04_bundles/wrong-bundle-type.cf).
             self.error(
                 b.bundle_type.span,
-                format!("unknown bundle type '{}'", b.bundle_type.name),
+                format!("Unknown bundle type '{}'", b.bundle_type.name),
             )
             .help = Some(help);
             return;
@@ -1205,7 +1207,7 @@ body classes c { promise_repaired => { "r" }; }
     fn bundle_types_and_names() {
         assert_eq!(
             errors("bundle foo m { }"),
-            vec!["unknown bundle type 'foo'"]
+            vec!["Unknown bundle type 'foo'"]
         );
         assert_eq!(errors("bundle agent sys { }").len(), 1);
         assert!(errors("bundle agent default { }").is_empty());
