@@ -18,6 +18,7 @@
 //! [`Collector`] follows both rules, and the discovery steps run in
 //! cf-agent's order so the surviving tags are the same.
 
+mod bootstrap;
 mod cpu;
 mod host;
 mod kernel;
@@ -183,6 +184,7 @@ pub fn discover(input: &DiscoverInput) -> Discovery {
     os::os_version_major(&mut c);
     version::const_vars(&mut c);
     paths::policy_entry_vars(&mut c, &input.entry);
+    bootstrap::bootstrap_state(&mut c, &root, &input.layout, input.name_lookup);
 
     c.finish()
 }

@@ -759,3 +759,27 @@ fn monitor_environment_file() {
     input.now = SystemTime::now() + Duration::from_secs(7200);
     assert!(discover(&input).var("mon", "users_high").is_none());
 }
+
+/// What bootstrapping leaves in the work directory: `policy_server.dat`
+/// and `state/am_policy_hub` (00_basics/def.json/policy_server_classes.cf).
+#[test]
+fn bootstrap_files_define_the_hub() {
+    let t = ubuntu_tree();
+    let d = ubuntu_discovery(&t);
+    assert!(d.class("am_policy_hub").is_none());
+    assert!(d.var("sys", "policy_hub_port").is_none());
+    t.file("/var/lib/convergent/policy_server.dat", "www:1234\n")
+        .file("/var/lib/convergent/state/am_policy_hub", "");
+    let d = ubuntu_discovery(&t);
+    assert_eq!(scalar(&d, "policy_hub"), "10.0.0.5");
+    assert_eq!(scalar(&d, "policy_hub_port"), "1234");
+    for c in ["am_policy_hub", "policy_server"] {
+        assert!(d.class(c).is_some(), "{c}");
+    }
+    // A name that does not resolve gives no sys.policy_hub, as in
+    // cf-agent; the port is the default one.
+    t.file("/var/lib/convergent/policy_server.dat", "fake-server\n");
+    let d = ubuntu_discovery(&t);
+    assert!(d.var("sys", "policy_hub").is_none());
+    assert_eq!(scalar(&d, "policy_hub_port"), "5308");
+}
