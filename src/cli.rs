@@ -26,6 +26,10 @@ pub struct AgentArgs {
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Option<String>,
 
+    /// The policy entry file given without -f, as cf-agent takes it (it wins over -f)
+    #[arg(value_name = "POLICY")]
+    pub file_operand: Option<String>,
+
     /// Run these bundles instead of body common control's bundlesequence (comma separated)
     #[arg(short = 'b', long = "bundlesequence", value_name = "BUNDLES")]
     pub bundlesequence: Option<String>,
@@ -175,6 +179,10 @@ pub struct PromisesArgs {
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Option<String>,
 
+    /// The policy entry file given without -f (it wins over -f)
+    #[arg(value_name = "POLICY")]
+    pub file_operand: Option<String>,
+
     /// Full check: parse, validate and pre-evaluate
     #[arg(short = 'c', long = "check")]
     pub check: bool,
@@ -244,6 +252,7 @@ impl From<PromisesArgs> for AgentArgs {
             p.show_vars.is_some() || p.show_classes.is_some() || p.policy_output_format.is_some();
         AgentArgs {
             file: p.file,
+            file_operand: p.file_operand,
             check: p.check || !inspecting,
             light_check: !p.check,
             policy_output_format: p.policy_output_format,
@@ -302,7 +311,9 @@ impl AgentArgs {
             },
         };
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        let entry = resolve_entry(args.file.as_deref(), &workdir, &cwd);
+        // cf-agent reads one operand as the policy file, after -f.
+        let file = args.file_operand.as_deref().or(args.file.as_deref());
+        let entry = resolve_entry(file, &workdir, &cwd);
         if let Some(sim) = &args.simulate
             && !matches!(sim.as_str(), "diff" | "manifest" | "manifest-full")
         {
