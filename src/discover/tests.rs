@@ -47,6 +47,7 @@ impl Tree {
             ipv4: Some(ipv4),
             utc_offset: Some(offset),
             name_lookup: NameLookup::HostsFile,
+            procdir: None,
         }
     }
 }
@@ -726,6 +727,16 @@ fn parsers() {
         routes[1]["flags"],
         serde_json::json!(["down", "net", "local"])
     );
+    // cf-agent reads the reference and use counts as decimal digits, and
+    // skips a line where either has a hex letter.
+    let routes = parse_ipv6_routes(
+        "00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 0007e26c 00200200       lo
+         fe80000000000000c27cd1fffe3eada6 80 00000000000000000000000000000000 00 00000000000000000000000000000000 00000000 00000012 00000010 80200001       lo
+",
+    );
+    assert_eq!(routes.len(), 1);
+    assert_eq!(routes[0]["refcnt"], 12);
+    assert_eq!(routes[0]["use"], 10);
     let dev = parse_net_dev("h\nh\n  lo: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n");
     assert_eq!(dev["lo"]["transmit_multicast"], "16");
     assert_eq!(dev["lo"]["receive_bytes"], "1");

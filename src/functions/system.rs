@@ -387,10 +387,10 @@ const SYSCTL_ROOT: &str = "/proc/sys";
 fn sysctlvalue(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("sysctlvalue", a);
     let key = p.str(0, "key")?;
-    let path = format!("{SYSCTL_ROOT}/{}", key.replace('.', "/"));
+    let path = local::relocated_proc(&format!("{SYSCTL_ROOT}/{}", key.replace('.', "/")));
     match local::read_to_string(&path) {
         Ok(v) => Ok(Value::str(v.trim_end_matches('\n'))),
-        Err(e) => Err(p.fail(format!("cannot read '{path}': {e}"))),
+        Err(e) => Err(p.fail(format!("cannot read '{}': {e}", path.display()))),
     }
 }
 
@@ -424,7 +424,7 @@ fn collect_sysctl(dir: &std::path::Path, prefix: &str, out: &mut Vec<(String, St
 /// `data_sysctlvalues()`: every readable kernel parameter by dotted key.
 fn data_sysctlvalues(_: &mut EvalContext, _: &[Value]) -> FnResult {
     let mut all = Vec::new();
-    collect_sysctl(std::path::Path::new(SYSCTL_ROOT), "", &mut all);
+    collect_sysctl(&local::relocated_proc(SYSCTL_ROOT), "", &mut all);
     all.sort();
     let m: Map<String, Json> = all.into_iter().map(|(k, v)| (k, Json::String(v))).collect();
     Ok(Value::data(Json::Object(m)))
