@@ -99,6 +99,11 @@ pub struct AgentArgs {
     #[arg(short = 'c', long = "check")]
     pub check: bool,
 
+    /// cf-promises without `-c`: its lighter check, which resolves body
+    /// references only in a policy with `body common control`.
+    #[arg(skip)]
+    pub light_check: bool,
+
     /// Print the parsed policy in FORMAT (none, cf, json, cf-full, json-full; json-spans: ours, with spans) and stop
     #[arg(short = 'p', long = "policy-output-format", value_name = "FORMAT")]
     pub policy_output_format: Option<String>,
@@ -264,6 +269,7 @@ impl From<PromisesArgs> for AgentArgs {
             file: p.entry.map(positional_entry).or(p.file),
             policy: None,
             check: p.check || !inspecting,
+            light_check: !p.check,
             policy_output_format: p.policy_output_format,
             workdir: p.workdir,
             show_vars: p.show_vars,
@@ -379,8 +385,11 @@ impl AgentArgs {
             .bundlesequence
             .as_ref()
             .map(|b| split_list(std::slice::from_ref(b)));
+        // cf-agent has cf-promises check the policy fully before it runs it.
+        let full_check = mode == Mode::Run || (args.check && !args.light_check);
         Ok(Config {
             mode,
+            full_check,
             workdir,
             entry,
             bundlesequence,

@@ -99,6 +99,10 @@ pub enum Mode {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub mode: Mode,
+    /// Validate as `cf-promises -c` does (and cf-agent before a run):
+    /// references to bodies must resolve even in a policy without `body
+    /// common control`.
+    pub full_check: bool,
     pub workdir: PathBuf,
     pub entry: PathBuf,
     pub bundlesequence: Option<Vec<String>>,

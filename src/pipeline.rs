@@ -49,6 +49,10 @@ pub struct Prepared {
     /// `depends_on` cycles: their promises could never run, so the policy
     /// is refused before anything runs.
     pub cycles: Vec<crate::agent::graph::DependsCycle>,
+    /// Some file has an error of its own, found without looking at the
+    /// others (what cf-promises calls syntax errors, as opposed to
+    /// references that do not resolve).
+    pub syntax_errors: bool,
 }
 
 impl Prepared {
@@ -68,6 +72,12 @@ impl Prepared {
                     .map(|e| format!("   error: {e}\n")),
             )
             .chain(self.cycles.iter().map(|c| format!("   error: {c}\n")))
+            // cf-promises' closing words, which tests grep for
+            // (00_basics/namespaces_can_not_contain_funny_characters.cf).
+            .chain(
+                self.syntax_errors
+                    .then(|| "   error: There are syntax errors in policy files\n".to_string()),
+            )
             .collect()
     }
 
@@ -163,10 +173,17 @@ fn prepare_with(
     // With inputs missing, what the files reference may be in those.
     let scope = if report.inputs_incomplete {
         Scope::Fragment
+    } else if config.full_check {
+        Scope::FullCheck
     } else {
         Scope::WholePolicy
     };
     let validation = validate_together(&files, scope);
+    let syntax_errors = files.iter().any(|f| f.has_errors())
+        || validate_together(&files, Scope::Fragment)
+            .iter()
+            .flatten()
+            .any(Diagnostic::is_error);
     let cycles =
         crate::agent::graph::PromiseGraph::build(&mut ctx, &policy, false).depends_cycles();
     Ok(Prepared {
@@ -176,6 +193,7 @@ fn prepare_with(
         validation,
         properties: augmented.properties,
         cycles,
+        syntax_errors,
     })
 }
 
@@ -329,6 +347,7 @@ impl Sandbox {
         }
         let config = Config {
             mode: crate::config::Mode::Run,
+            full_check: true,
             workdir,
             entry: policy.join("promises.cf"),
             bundlesequence: None,

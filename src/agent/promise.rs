@@ -248,7 +248,8 @@ impl AgentRun<'_> {
                     out.skipped.push((promiser.text, reason));
                     return;
                 }
-                match expand_attributes(ctx, policy, promise) {
+                ctx.set_this("promiser", Value::str(promiser.text.clone()));
+                match expand_attributes(ctx, policy, ptype, promise) {
                     Ok(attrs) => out.work.push(expanded(promiser.text, attrs, false)),
                     Err(BodyError::Defer) if custom => {
                         out.work
@@ -453,6 +454,7 @@ impl AgentRun<'_> {
             }
             None => state.changed |= self.set_outcome_classes(ep, outcome),
         }
+        self.log_transaction(ep, outcome);
         if let Some(h) = &ep.handle {
             if matches!(outcome, Outcome::Kept | Outcome::Repaired) {
                 self.ctx.done_handles.insert(h.clone());
@@ -690,6 +692,48 @@ impl AgentRun<'_> {
         }
     }
 
+    /// The action body's `log_string`, written where its `log_kept`,
+    /// `log_repaired` or `log_failed` says for the promise's outcome, as
+    /// cf-agent writes it (a new log file is made 0600,
+    /// 00_basics/03_bodies/log_file_permissions.cf). Promises
+    /// that only support evaluation log nothing.
+    fn log_transaction(&self, ep: &ExpandedPromise, outcome: Outcome) {
+        if NOT_LOGGED_TYPES.contains(&ep.promise_type.as_str()) {
+            return;
+        }
+        let Some(action) = ep.body("action") else {
+            return;
+        };
+        let attr = match outcome {
+            Outcome::Kept => "log_kept",
+            Outcome::Repaired => "log_repaired",
+            Outcome::Warned => return,
+            Outcome::Failed | Outcome::Denied | Outcome::Timeout | Outcome::Interrupted => {
+                "log_failed"
+            }
+        };
+        let (Some(dest), Some(text)) = (action.scalar(attr), action.scalar("log_string")) else {
+            return;
+        };
+        match dest {
+            "stdout" => tracing::info!("L: {text}"),
+            "udp_syslog" => tracing::error!(
+                "{attr} => \"udp_syslog\" is not supported yet; '{text}' is not logged {}",
+                ep.located()
+            ),
+            path => {
+                tracing::debug!("Logging string '{text}' to '{path}'");
+                let line = format!("{text}\n");
+                if let Err(e) = self
+                    .host
+                    .append(std::path::Path::new(path), line.as_bytes())
+                {
+                    tracing::error!("Unable to open private log '{path}': {e}");
+                }
+            }
+        }
+    }
+
     /// Defines (and cancels) the classes a `classes` body asks for.
     /// Returns whether a new class appeared.
     fn set_outcome_classes(&mut self, ep: &ExpandedPromise, outcome: Outcome) -> bool {
@@ -699,6 +743,17 @@ impl AgentRun<'_> {
         define_outcome_classes(self.ctx, self.state.as_deref_mut(), self.now, body, outcome)
     }
 }
+
+/// Promise types whose outcomes cf-agent neither counts nor logs: they
+/// support evaluation and change nothing on the system.
+const NOT_LOGGED_TYPES: &[&str] = &[
+    "vars",
+    "classes",
+    "insert_lines",
+    "delete_lines",
+    "replace_patterns",
+    "field_edits",
+];
 
 /// Under -v, the head of cf-agent's account of a promise it is about to
 /// act on: its type, promiser, bundle and comment.

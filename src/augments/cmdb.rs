@@ -52,12 +52,12 @@ pub(crate) fn load(ctx: &mut EvalContext, path: &Path, report: &mut AugmentsRepo
     };
     for m in members {
         if !matches!(m.key.as_str(), "vars" | "variables" | "classes") {
-            report.warnings.push(file.invalid(
+            report.warnings.push(file.invalid_cmdb(
                 m.key_pos,
                 format!(
-                    "the key '{}' is not allowed in host-specific data (only vars, variables \
-                     and classes); skipped",
-                    m.key
+                    "Invalid key '{}' in the CMDB data file '{}', skipping it",
+                    m.key,
+                    path.display()
                 ),
             ));
         }
@@ -69,19 +69,16 @@ pub(crate) fn load(ctx: &mut EvalContext, path: &Path, report: &mut AugmentsRepo
             continue;
         }
         let Json::Object(members) = &node.value else {
-            report.errors.push(file.invalid(
+            report.errors.push(file.invalid_cmdb(
                 node.pos,
-                format!("the \"{key}\" key of host-specific data must be a JSON object; ignored"),
+                format!("Invalid '{key}' CMDB data, must be a JSON object"),
             ));
             continue;
         };
         if node.any_string(&has_refs) {
-            report.errors.push(file.invalid(
+            report.errors.push(file.invalid_cmdb(
                 node.pos,
-                format!(
-                    "the \"{key}\" key of host-specific data cannot contain variable \
-                     references; ignored"
-                ),
+                format!("Invalid '{key}' CMDB data, cannot contain variable references"),
             ));
             continue;
         }
@@ -105,11 +102,18 @@ fn install_var(
     spec: &Node,
     report: &mut AugmentsReport,
 ) -> Result<(), AugmentsError> {
-    let (value_node, tags, comment) = if key == "variables" {
+    // A variable of "variables" is an object with its value, tags and
+    // comment, or a bare value as in "vars"
+    // (00_basics/06_host_specific_data/02-variables.cf).
+    let described = key == "variables" && matches!(spec.value, Json::Object(_));
+    let (value_node, tags, comment) = if described {
         let Some(v) = spec.get("value") else {
-            return Err(file.invalid(
+            return Err(file.invalid_cmdb(
                 spec.pos,
-                format!("the variable '{name}' has no \"value\"; skipped"),
+                format!(
+                    "Missing value in '{name}' variable specification in CMDB data (value \
+                     field is required)"
+                ),
             ));
         };
         let tags = tags_of(file, "variable", name, spec, CMDB_TAG, report);
@@ -160,20 +164,20 @@ fn install_class(
         }
         Json::Object(_) => {
             if !only(spec.get("class_expressions"), "any::") {
-                return Err(file.invalid(
+                return Err(file.invalid_cmdb(
                     spec.pos,
                     format!(
-                        "the class '{name}' in host-specific data can only have \
-                         \"class_expressions\": [] or [\"any::\"]; skipped"
+                        "Invalid class expression rules for class '{name}' in CMDB data, only \
+                         '[]' or '[\"any::\"]' allowed"
                     ),
                 ));
             }
             if !only(spec.get("regular_expressions"), "any") {
-                return Err(file.invalid(
+                return Err(file.invalid_cmdb(
                     spec.pos,
                     format!(
-                        "the class '{name}' in host-specific data can only have \
-                         \"regular_expressions\": [] or [\"any\"]; skipped"
+                        "Invalid regular expression rules for class '{name}' in CMDB data, \
+                         only '[]' or '[\"any\"]' allowed"
                     ),
                 ));
             }

@@ -115,6 +115,15 @@ pub enum AugmentsError {
         column: usize,
         message: String,
     },
+    /// Host-specific data of the wrong shape, in cf-agent's words, which
+    /// users and tests grep for from the line's start; where it is follows.
+    #[error("{message} ({file}:{line}:{column})")]
+    Cmdb {
+        file: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
     #[error("{file}: could not load the augments file '{name}' it names: {reason}")]
     Include {
         file: String,
@@ -138,6 +147,17 @@ impl FileCtx<'_> {
     pub fn invalid(&self, pos: usize, message: impl Into<String>) -> AugmentsError {
         let (line, column) = self.lines.line_col(pos);
         AugmentsError::Invalid {
+            file: self.display(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    /// [`AugmentsError::Cmdb`] at a position of this file.
+    pub fn invalid_cmdb(&self, pos: usize, message: impl Into<String>) -> AugmentsError {
+        let (line, column) = self.lines.line_col(pos);
+        AugmentsError::Cmdb {
             file: self.display(),
             line,
             column,
@@ -493,8 +513,9 @@ pub(crate) fn put_var(
             }
         )
     {
+        // cf-agent's words (00_basics/06_host_specific_data/11-augments-no-override.cf).
         tracing::debug!(
-            "cannot set variable {ns}:{scope}.{name} from augments, already defined from \
+            "Cannot set variable {ns}:{scope}.{name} from augments, already defined from \
              host-specific data"
         );
         return false;

@@ -18,6 +18,7 @@
 //! [`Collector`] follows both rules, and the discovery steps run in
 //! cf-agent's order so the surviving tags are the same.
 
+mod bootstrap;
 mod cpu;
 mod host;
 mod kernel;
@@ -77,6 +78,9 @@ pub struct DiscoverInput {
     pub utc_offset: Option<i64>,
     /// How the host's own name is resolved to its fully qualified name.
     pub name_lookup: NameLookup,
+    /// The directory the networking files of `/proc` are read below
+    /// (`CFENGINE_TEST_OVERRIDE_PROCDIR`); `None` reads them below `root`.
+    pub procdir: Option<PathBuf>,
 }
 
 impl DiscoverInput {
@@ -92,6 +96,7 @@ impl DiscoverInput {
             ipv4: None,
             utc_offset: None,
             name_lookup: NameLookup::System,
+            procdir: crate::host::local::proc_override(),
         }
     }
 }
@@ -169,7 +174,11 @@ pub fn discover(input: &DiscoverInput) -> Discovery {
         None => network::kernel_ipv4(),
     };
     network::interfaces(&mut c, &root, &input.layout, &ipv4);
-    network::networking(&mut c, &root);
+    let net_root = input
+        .procdir
+        .as_deref()
+        .map_or_else(|| root.clone(), Root::new);
+    network::networking(&mut c, &net_root);
     monitor::environment(&mut c, &root, &input.layout, input.now, input.utc_offset);
     version::builtin_classes(&mut c);
     os::os_classes(&mut c, &root);
@@ -183,6 +192,7 @@ pub fn discover(input: &DiscoverInput) -> Discovery {
     os::os_version_major(&mut c);
     version::const_vars(&mut c);
     paths::policy_entry_vars(&mut c, &input.entry);
+    bootstrap::bootstrap_state(&mut c, &root, &input.layout, input.name_lookup);
 
     c.finish()
 }

@@ -538,6 +538,17 @@ pub(crate) fn parse_ipv6_routes(text: &str) -> Vec<Json> {
             let next_hop = parse_ipv6_hex(f[4])?;
             let metric = hex_u64(f[5])? as u32 as i32;
             let flags = hex_u64(f[8])?;
+            // cf-agent reads the reference count and the use count, which
+            // the kernel writes in hex, as decimal digits: a line where
+            // either has a letter is not read at all
+            // (00_basics/environment/proc-net.cf).
+            let decimal = |t: &str| {
+                t.bytes()
+                    .all(|b| b.is_ascii_digit())
+                    .then(|| t.parse::<u64>().ok())
+                    .flatten()
+            };
+            let (refcnt, used) = (decimal(f[6])?, decimal(f[7])?);
             Some(json!({
                 "dest": ipv6_full(&src),
                 "dest_prefix": f[1],
@@ -545,9 +556,9 @@ pub(crate) fn parse_ipv6_routes(text: &str) -> Vec<Json> {
                 "interface": f[9],
                 "metric": metric,
                 "next_hop": ipv6_full(&next_hop),
-                "refcnt": hex_u64(f[6])?,
+                "refcnt": refcnt,
                 "source_prefix": f[3],
-                "use": hex_u64(f[7])?,
+                "use": used,
             }))
         })
         .collect()

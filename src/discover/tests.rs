@@ -47,6 +47,7 @@ impl Tree {
             ipv4: Some(ipv4),
             utc_offset: Some(offset),
             name_lookup: NameLookup::HostsFile,
+            procdir: None,
         }
     }
 }
@@ -726,6 +727,16 @@ fn parsers() {
         routes[1]["flags"],
         serde_json::json!(["down", "net", "local"])
     );
+    // cf-agent reads the reference and use counts as decimal digits, and
+    // skips a line where either has a hex letter.
+    let routes = parse_ipv6_routes(
+        "00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 0007e26c 00200200       lo
+         fe80000000000000c27cd1fffe3eada6 80 00000000000000000000000000000000 00 00000000000000000000000000000000 00000000 00000012 00000010 80200001       lo
+",
+    );
+    assert_eq!(routes.len(), 1);
+    assert_eq!(routes[0]["refcnt"], 12);
+    assert_eq!(routes[0]["use"], 10);
     let dev = parse_net_dev("h\nh\n  lo: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n");
     assert_eq!(dev["lo"]["transmit_multicast"], "16");
     assert_eq!(dev["lo"]["receive_bytes"], "1");
@@ -758,4 +769,28 @@ fn monitor_environment_file() {
     // An hour later the file is too old to trust.
     input.now = SystemTime::now() + Duration::from_secs(7200);
     assert!(discover(&input).var("mon", "users_high").is_none());
+}
+
+/// What bootstrapping leaves in the work directory: `policy_server.dat`
+/// and `state/am_policy_hub` (00_basics/def.json/policy_server_classes.cf).
+#[test]
+fn bootstrap_files_define_the_hub() {
+    let t = ubuntu_tree();
+    let d = ubuntu_discovery(&t);
+    assert!(d.class("am_policy_hub").is_none());
+    assert!(d.var("sys", "policy_hub_port").is_none());
+    t.file("/var/lib/convergent/policy_server.dat", "www:1234\n")
+        .file("/var/lib/convergent/state/am_policy_hub", "");
+    let d = ubuntu_discovery(&t);
+    assert_eq!(scalar(&d, "policy_hub"), "10.0.0.5");
+    assert_eq!(scalar(&d, "policy_hub_port"), "1234");
+    for c in ["am_policy_hub", "policy_server"] {
+        assert!(d.class(c).is_some(), "{c}");
+    }
+    // A name that does not resolve gives no sys.policy_hub, as in
+    // cf-agent; the port is the default one.
+    t.file("/var/lib/convergent/policy_server.dat", "fake-server\n");
+    let d = ubuntu_discovery(&t);
+    assert!(d.var("sys", "policy_hub").is_none());
+    assert_eq!(scalar(&d, "policy_hub_port"), "5308");
 }

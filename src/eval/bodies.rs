@@ -21,6 +21,15 @@ pub struct ResolvedBody {
 }
 
 impl ResolvedBody {
+    /// Whether this is a promise type's default body (see [`default_body`]):
+    /// cf-agent copies its attributes into the promise, which then has them
+    /// but not the body.
+    pub fn is_default(&self) -> bool {
+        self.name
+            .strip_prefix(DEFAULT_BODY_NAMESPACE)
+            .is_some_and(|r| r.starts_with(':'))
+    }
+
     pub fn scalar(&self, name: &str) -> Option<&str> {
         self.attrs.get(name).and_then(Value::as_scalar)
     }
@@ -210,6 +219,23 @@ pub fn resolve_named_body(
     resolve_into(ctx, policy, body_type, name, Vec::new(), &mut out, 0)?;
     Ok(out)
 }
+
+/// The body cf-agent gives a promise of type `promise_type` that names no
+/// body of `body_type`: `bodydefault:PROMISETYPE_BODYTYPE`, when the policy
+/// defines one (00_basics/03_bodies/default_files_action.cf).
+pub fn default_body(
+    ctx: &mut EvalContext,
+    policy: &PolicySet,
+    promise_type: &str,
+    body_type: &str,
+) -> Option<Result<ResolvedBody, BodyError>> {
+    let name = format!("{DEFAULT_BODY_NAMESPACE}:{promise_type}_{body_type}");
+    policy.body(DEFAULT_BODY_NAMESPACE, body_type, &name)?;
+    Some(resolve_named_body(ctx, policy, body_type, &name))
+}
+
+/// The namespace whose bodies are the defaults of promise types.
+const DEFAULT_BODY_NAMESPACE: &str = "bodydefault";
 
 fn resolve_into(
     ctx: &mut EvalContext,

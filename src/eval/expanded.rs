@@ -5,7 +5,8 @@
 
 use super::EvalContext;
 use super::bodies::{
-    BODY_ATTRIBUTES, BUNDLE_ATTRIBUTES, BodyError, ResolvedBody, reference_parts, resolve_body,
+    BODY_ATTRIBUTES, BUNDLE_ATTRIBUTES, BodyError, ResolvedBody, default_body, reference_parts,
+    resolve_body,
 };
 use super::classes::ClassInfo;
 use crate::load::PolicySet;
@@ -120,6 +121,7 @@ impl ExpandedPromise {
 pub fn expand_attributes(
     ctx: &mut EvalContext,
     policy: &PolicySet,
+    promise_type: &str,
     promise: &Promise,
 ) -> Result<IndexMap<String, AttrValue>, BodyError> {
     let mut attrs = IndexMap::new();
@@ -144,6 +146,16 @@ pub fn expand_attributes(
             AttrValue::Value(e.value)
         };
         attrs.insert(name.to_string(), v);
+    }
+    if let Some(def) = crate::schema::promise_type(promise_type) {
+        for a in def.attributes {
+            if a.ty != crate::schema::ValueType::Body || attrs.contains_key(a.name) {
+                continue;
+            }
+            if let Some(body) = default_body(ctx, policy, promise_type, a.name) {
+                attrs.insert(a.name.to_string(), AttrValue::Body(body?));
+            }
+        }
     }
     Ok(attrs)
 }

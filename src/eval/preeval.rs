@@ -417,4 +417,12 @@ mod tests {
         );
         assert_eq!(normalize(Path::new("../x.cf")), PathBuf::from("../x.cf"));
     }
+
+    #[test]
+    fn dirname_keeps_the_path_as_written() {
+        let d = |p: &str| crate::load::dirname_text(Path::new(p));
+        assert_eq!(d("/a/./x.cf"), PathBuf::from("/a/."));
+        assert_eq!(d("/a/b/../x.cf"), PathBuf::from("/a/b/.."));
+        assert_eq!(d("/x.cf"), PathBuf::from("/"));
+    }
 }

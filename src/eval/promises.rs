@@ -1,7 +1,7 @@
 //! Evaluating the promise types that only change the evaluation state:
 //! `vars` and `classes`. Pre-evaluation and the agent run share these.
 
-use super::bodies::resolve_body;
+use super::bodies::{default_body, resolve_body};
 use super::call::FnError;
 use super::classes::ClassInfo;
 use super::context::EvalContext;
@@ -223,14 +223,16 @@ impl EvalContext {
         let mut messages = Vec::new();
         self.for_each_promise_iteration(promise, &texts, &mut |ctx| {
             let (r, m) = ctx.eval_vars_iteration(promise, &origin, &file.source.path, line);
-            if let (Some(policy), Some(attr)) = (policy, promise.attribute("classes")) {
+            if let (Some(policy), true) = (policy, r.stored) {
                 // cf-agent audits a vars promise only when it got as far as
                 // storing its variable, and calls that kept; a promise that
                 // failed earlier defines no outcome class. A body that does
                 // not resolve yet defines nothing now.
-                if r.stored
-                    && let Ok(body) = resolve_body(ctx, policy, "classes", &attr.value)
-                {
+                let body = match promise.attribute("classes") {
+                    Some(attr) => resolve_body(ctx, policy, "classes", &attr.value).ok(),
+                    None => default_body(ctx, policy, "vars", "classes").and_then(Result::ok),
+                };
+                if let Some(body) = body {
                     define_outcome_classes(ctx, None, 0, &body, Outcome::Kept);
                 }
             }

@@ -619,6 +619,12 @@ pub fn iteration_texts<'a>(builtins: Builtins, r: &'a Rval, out: &mut Vec<&'a st
         Rval::Symbol(_) => {}
         Rval::List { items, .. } => items.iter().for_each(|i| iteration_texts(builtins, i, out)),
         Rval::Call(c) => {
+            // A bundle or body named by a variable (`usebundle =>
+            // $(bundles)("z")`) iterates over it too
+            // (00_basics/04_bundles/bundle-iteration.cf).
+            if c.name.name.contains(['$', '@']) {
+                out.push(&c.name.name);
+            }
             let raw = (builtins.lookup)(&c.name.name).map_or(&[][..], |s| s.raw_args);
             for (i, a) in c.args.iter().enumerate() {
                 if !raw.contains(&i) {

@@ -329,15 +329,21 @@ fn proc_net_address(hex: &str, v6: bool) -> Option<(String, String)> {
     let (addr, port) = hex.split_once(':')?;
     let port = u16::from_str_radix(port, 16).ok()?.to_string();
     let ip = if v6 {
-        if addr.len() != 32 {
+        // cf-agent writes the kernel's hex as it stands, four digits to a
+        // group, none left out: `::1`, which the kernel writes in host
+        // order, reads 0:0:0:0:0:0:100:0 (00_basics/environment/
+        // proc-net-functions.cf).
+        if addr.len() != 32 || !addr.is_ascii() {
             return None;
         }
-        let mut bytes = [0u8; 16];
-        for (w, chunk) in bytes.chunks_mut(4).enumerate() {
-            let word = u32::from_str_radix(&addr[w * 8..w * 8 + 8], 16).ok()?;
-            chunk.copy_from_slice(&word.to_ne_bytes());
-        }
-        Ipv6Addr::from(bytes).to_string()
+        let groups: Option<Vec<String>> = (0..8)
+            .map(|g| {
+                u16::from_str_radix(&addr[g * 4..g * 4 + 4], 16)
+                    .ok()
+                    .map(|v| format!("{v:x}"))
+            })
+            .collect();
+        groups?.join(":")
     } else {
         let v = u32::from_str_radix(addr, 16).ok()?;
         Ipv4Addr::from(v.to_le_bytes()).to_string()
@@ -347,7 +353,8 @@ fn proc_net_address(hex: &str, v6: bool) -> Option<(String, String)> {
 
 fn proc_net_table(kind: &str) -> Vec<Json> {
     let v6 = kind.ends_with('6');
-    let Ok(text) = crate::host::local::read_to_string(format!("/proc/net/{kind}")) else {
+    let path = crate::host::local::relocated_proc(&format!("/proc/net/{kind}"));
+    let Ok(text) = crate::host::local::read_to_string(path) else {
         return Vec::new();
     };
     text.lines()
@@ -633,6 +640,8 @@ mod tests {
         assert!(IpRange::parse("1.2.3.4/33").is_none());
     }
 
+    /// As cf-agent 3.21 writes them: IPv6 hex as the kernel has it, four
+    /// digits to a group (00_basics/environment/proc-net-functions.cf).
     #[test]
     fn proc_net_addresses_decode() {
         assert_eq!(
@@ -641,7 +650,7 @@ mod tests {
         );
         assert_eq!(
             proc_net_address("00000000000000000000000001000000:0050", true),
-            Some(("::1".into(), "80".into()))
+            Some(("0:0:0:0:0:0:100:0".into(), "80".into()))
         );
     }
 

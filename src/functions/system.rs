@@ -47,8 +47,11 @@ fn shell_arg(p: &Args, i: usize) -> Result<Shell, FnError> {
     }
 }
 
+/// Which output to keep: both streams unless asked, as cf-agent 3.21
+/// keeps them (00_basics/03_bodies/report_error_when_body_missing.cf greps
+/// what an agent run wrote to its standard error).
 fn capture_arg(p: &Args, i: usize) -> Result<OutputSelect, FnError> {
-    match p.opt_option(i, "output", &["both", "stdout", "stderr"], "stdout")? {
+    match p.opt_option(i, "output", &["both", "stdout", "stderr"], "both")? {
         "stderr" => Ok(OutputSelect::Stderr),
         "both" => Ok(OutputSelect::Both),
         _ => Ok(OutputSelect::Stdout),
@@ -392,10 +395,10 @@ const SYSCTL_ROOT: &str = "/proc/sys";
 fn sysctlvalue(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("sysctlvalue", a);
     let key = p.str(0, "key")?;
-    let path = format!("{SYSCTL_ROOT}/{}", key.replace('.', "/"));
+    let path = local::relocated_proc(&format!("{SYSCTL_ROOT}/{}", key.replace('.', "/")));
     match local::read_to_string(&path) {
         Ok(v) => Ok(Value::str(v.trim_end_matches('\n'))),
-        Err(e) => Err(p.fail(format!("cannot read '{path}': {e}"))),
+        Err(e) => Err(p.fail(format!("cannot read '{}': {e}", path.display()))),
     }
 }
 
@@ -429,7 +432,7 @@ fn collect_sysctl(dir: &std::path::Path, prefix: &str, out: &mut Vec<(String, St
 /// `data_sysctlvalues()`: every readable kernel parameter by dotted key.
 fn data_sysctlvalues(_: &mut EvalContext, _: &[Value]) -> FnResult {
     let mut all = Vec::new();
-    collect_sysctl(std::path::Path::new(SYSCTL_ROOT), "", &mut all);
+    collect_sysctl(&local::relocated_proc(SYSCTL_ROOT), "", &mut all);
     all.sort();
     let m: Map<String, Json> = all.into_iter().map(|(k, v)| (k, Json::String(v))).collect();
     Ok(Value::data(Json::Object(m)))
@@ -568,6 +571,14 @@ mod tests {
         assert!(execresult(&mut c, &s(&["echo x", "noshell"])).is_err());
         let d = execresult_as_data(&mut c, &s(&["echo x; exit 3", "useshell"])).unwrap();
         assert_eq!(d, Value::data(json!({"exit_code": 3, "output": "x"})));
+        assert_eq!(
+            execresult(&mut c, &s(&["echo x; echo y >&2", "useshell"])),
+            Ok(Value::str("x\ny"))
+        );
+        assert_eq!(
+            execresult(&mut c, &s(&["echo x; echo y >&2", "useshell", "stdout"])),
+            Ok(Value::str("x"))
+        );
         assert_eq!(
             returnszero(&mut c, &s(&["/nonexistent", "noshell"])),
             Ok(class_result(false))

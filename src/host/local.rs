@@ -34,6 +34,24 @@ pub const PRIVATE_FILE_MODE: u32 = 0o600;
 
 /// The whole content of a regular file. Anything else (a device such as
 /// `/dev/zero`, a FIFO) is refused: it may never end, or never answer.
+/// Where the networking files of `/proc` are read from: below the
+/// directory `CFENGINE_TEST_OVERRIDE_PROCDIR` names when it is set, as
+/// cf-agent reads them (its acceptance tests point it at a fake tree,
+/// 00_basics/environment/proc-net.cf), else the real `/proc`.
+pub fn proc_override() -> Option<PathBuf> {
+    std::env::var_os("CFENGINE_TEST_OVERRIDE_PROCDIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+}
+
+/// A `/proc` path below [`proc_override`], when it is set.
+pub fn relocated_proc(path: &str) -> PathBuf {
+    match proc_override() {
+        Some(dir) => dir.join(path.trim_start_matches('/')),
+        None => PathBuf::from(path),
+    }
+}
+
 pub fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
     read_upto(path, None)
 }

@@ -184,12 +184,18 @@ impl Actuator for Commands {
             );
             Outcome::Failed
         } else {
-            judge(
+            let judged = judge(
                 p.body("classes"),
                 result.code.unwrap_or(-1),
                 &p.promiser,
                 &p.located_when_verbose(),
-            )
+            );
+            let worst = judged.iter().copied().reduce(Outcome::worst);
+            if judged.len() > 1 {
+                // Each list the code is in sets its own outcome classes.
+                act.reported_outcomes = Some(judged);
+            }
+            worst.unwrap_or(Outcome::Failed)
         };
         if p.flag("module").unwrap_or(false) {
             let scope = module_scope(&program);
@@ -257,11 +263,12 @@ fn spec_from(
     Ok(spec)
 }
 
-/// The outcome from the return code, as cf-agent 3.21 judges it: when the
-/// classes body lists return codes, a listed code is kept, repaired or
-/// failed as listed and any other code failed; otherwise 0 is repaired
-/// and anything else failed.
-fn judge(classes: Option<&ResolvedBody>, code: i32, promiser: &str, located: &str) -> Outcome {
+/// The outcomes from the return code, as cf-agent 3.21 judges it: when the
+/// classes body lists return codes, the code is kept, repaired and failed
+/// as each list holds it (a code in several lists has every one of their
+/// outcomes, 00_basics/03_bodies/120.cf) and any other code failed;
+/// otherwise 0 is repaired and anything else failed.
+fn judge(classes: Option<&ResolvedBody>, code: i32, promiser: &str, located: &str) -> Vec<Outcome> {
     let listed = |attr: &str| -> Option<bool> {
         let codes = classes.map(|c| c.list(attr)).unwrap_or_default();
         (!codes.is_empty()).then(|| codes.iter().any(|x| x.trim().parse::<i32>() == Ok(code)))
@@ -271,29 +278,34 @@ fn judge(classes: Option<&ResolvedBody>, code: i32, promiser: &str, located: &st
     let failed = listed("failed_returncodes");
     if kept.is_none() && repaired.is_none() && failed.is_none() {
         if code == 0 {
-            return Outcome::Repaired;
+            return vec![Outcome::Repaired];
         }
         tracing::error!(
             "Finished command related to promiser '{promiser}' -- an error occurred, returned {code}{located}"
         );
-        return Outcome::Failed;
+        return vec![Outcome::Failed];
     }
     let prefix = format!("Command related to promiser '{promiser}' returned code '{code}'");
+    let mut outcomes = Vec::new();
     if kept == Some(true) {
         tracing::info!("{prefix} defined as promise kept");
-        Outcome::Kept
-    } else if repaired == Some(true) {
+        outcomes.push(Outcome::Kept);
+    }
+    if repaired == Some(true) {
         tracing::info!("{prefix} defined as promise repaired");
-        Outcome::Repaired
-    } else if failed == Some(true) {
+        outcomes.push(Outcome::Repaired);
+    }
+    if failed == Some(true) {
         tracing::error!("{prefix} defined as promise failed{located}");
-        Outcome::Failed
-    } else {
+        outcomes.push(Outcome::Failed);
+    }
+    if outcomes.is_empty() {
         tracing::info!(
             "{prefix} not defined as promise kept, not kept or repaired; setting to failed"
         );
-        Outcome::Failed
+        outcomes.push(Outcome::Failed);
     }
+    outcomes
 }
 
 /// Module variables land in a scope named after the command's file name.

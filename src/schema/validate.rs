@@ -23,7 +23,8 @@
 //! - functions: unknown at the top of a checked value, returning the wrong
 //!   type, and the argument count where cf-promises evaluates the call
 //!   (vars promises, and classes promises of common bundles);
-//! - when the policy is runnable (it has `body common control`): bodies
+//! - when the policy is runnable (it has `body common control`), or in a
+//!   full check (`cf-promises -c`, cf-agent before a run): bodies
 //!   referenced from promises must exist.
 
 use super::values::{ClassLiteralError, Misfit, check_class_literal, check_literal, has_var_ref};
@@ -57,11 +58,19 @@ pub enum Scope {
     /// Files taken on their own (their inputs not followed): what they
     /// reference may be defined elsewhere, so that is not checked.
     Fragment,
+    /// Everything the policy loads, checked as `cf-promises -c` checks it
+    /// (and cf-agent before it runs): references must resolve even without
+    /// `body common control`.
+    FullCheck,
 }
 
 pub fn validate_with(files: &[&PolicyFile], scope: Scope) -> Vec<(usize, Diagnostic)> {
     let mut v = Validator::new(files);
-    v.runnable &= scope == Scope::WholePolicy;
+    match scope {
+        Scope::Fragment => v.runnable = false,
+        Scope::WholePolicy => {}
+        Scope::FullCheck => v.runnable = true,
+    }
     v.run();
     let mut out = v.out;
     out.sort_by_key(|(f, d)| (*f, d.span.start, d.span.end));
@@ -241,9 +250,11 @@ impl<'a> Validator<'a> {
                 },
                 |s| format!("did you mean '{s}'?"),
             );
+            // cf-promises' words, which tests grep for
+            // (00_basics/04_bundles/wrong-bundle-type.cf).
             self.error(
                 b.bundle_type.span,
-                format!("unknown bundle type '{}'", b.bundle_type.name),
+                format!("Unknown bundle type '{}'", b.bundle_type.name),
             )
             .help = Some(help);
             return;
@@ -491,11 +502,9 @@ impl<'a> Validator<'a> {
             .collect();
         let help =
             suggest(short, candidates.iter().copied()).map(|s| format!("did you mean '{s}'?"));
-        self.error(
-            span,
-            format!("no body '{name}' of type {body_type} is defined"),
-        )
-        .help = help;
+        // cf-promises' words, which tests and users grep for.
+        self.error(span, format!("Undefined body {name} with type {body_type}"))
+            .help = help;
     }
 
     fn vars_promise(&mut self, p: &'a Promise) {
@@ -852,6 +861,9 @@ impl<'a> Validator<'a> {
             return;
         };
         let control = b.name.name == "control";
+        if def.name == "action" {
+            self.action_logs_something(b);
+        }
         for ba in &b.attributes {
             let a = &ba.attr;
             let Some(ad) = def.attribute(&a.name.name) else {
@@ -905,6 +917,22 @@ impl<'a> Validator<'a> {
     /// Whether an attribute of a custom promise names a body: a common one
     /// (`action`, `classes`), or one of a type named after the attribute
     /// (a custom body, which modules of the JSON protocol receive).
+    /// An action body that names where to log must say what to log.
+    fn action_logs_something(&mut self, b: &Body) {
+        let has = |n: &str| b.attributes.iter().any(|ba| ba.attr.name.name == n);
+        if ["log_kept", "log_repaired", "log_failed"]
+            .iter()
+            .any(|n| has(n))
+            && !has("log_string")
+        {
+            // cf-promises' words.
+            self.error(
+                b.name.span,
+                "An action body with log_kept, log_repaired or log_failed is required to have a log_string attribute",
+            );
+        }
+    }
+
     fn names_custom_body(&self, a: &Attribute) -> bool {
         let n = a.name.name.as_str();
         let called = match &a.value {
@@ -1209,7 +1237,7 @@ body classes c { promise_repaired => { "r" }; }
     fn bundle_types_and_names() {
         assert_eq!(
             errors("bundle foo m { }"),
-            vec!["unknown bundle type 'foo'"]
+            vec!["Unknown bundle type 'foo'"]
         );
         assert_eq!(errors("bundle agent sys { }").len(), 1);
         assert!(errors("bundle agent default { }").is_empty());
@@ -1438,6 +1466,19 @@ body classes c { promise_repaired => { "r" }; }
             ))
             .is_empty()
         );
+    }
+
+    /// `cf-promises -c`, and cf-agent before a run, resolve body references
+    /// also without `body common control`
+    /// (00_basics/03_bodies/report_error_when_body_missing.cf).
+    #[test]
+    fn a_full_check_resolves_references_of_any_policy() {
+        let src = "bundle agent main { commands: \"/bin/echo\" action => nosuch(\"x\"); }";
+        let parsed = parse("t.cf", src);
+        let found = validate_with(&[&parsed.file], Scope::FullCheck);
+        let msgs: Vec<&str> = found.iter().map(|(_, d)| d.message.as_str()).collect();
+        assert_eq!(msgs, ["Undefined body nosuch with type action"]);
+        assert!(validate_with(&[&parsed.file], Scope::WholePolicy).is_empty());
     }
 
     #[test]

@@ -61,6 +61,10 @@ pub const FEATURES: &[&str] = &[
     "xml",
 ];
 
+/// cf-promises refuses an identifier (or `ns:name`) of this many bytes or
+/// more: its buffers for names hold 1023 bytes and a terminator.
+const MAX_IDENTIFIER_LEN: usize = 1024;
+
 fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
 }
@@ -383,6 +387,19 @@ fn lex_wordlike(src: &str, pos: usize, out: &mut Lexed, guardless_until: &mut us
                 }
                 Err(_) => {}
             }
+        }
+        if end - pos >= MAX_IDENTIFIER_LEN {
+            let what = if bytes[pos..end].contains(&b':') {
+                "qualified identifier too long"
+            } else {
+                "identifier too long"
+            };
+            out.diagnostics.push(
+                Diagnostic::error(Span::new(pos, end), what).with_help(format!(
+                    "names are limited to {} bytes",
+                    MAX_IDENTIFIER_LEN - 1
+                )),
+            );
         }
         out.push(Tok::Word, pos, end);
         return end;
@@ -780,5 +797,25 @@ mod tests {
                 "{odd:?}"
             );
         }
+    }
+
+    /// cf-promises 3.21 refuses names of 1024 bytes or more
+    /// (00_basics/01_compiler/200.x.cf); 1023 bytes still pass.
+    #[test]
+    fn overlong_identifiers() {
+        let msgs = |src: &str| -> Vec<String> {
+            lex(src)
+                .diagnostics
+                .into_iter()
+                .map(|d| d.message)
+                .collect()
+        };
+        assert!(msgs(&"x".repeat(1023)).is_empty());
+        assert_eq!(msgs(&"x".repeat(1024)), ["identifier too long"]);
+        assert!(msgs(&format!("ab:{}", "x".repeat(1020))).is_empty());
+        assert_eq!(
+            msgs(&format!("ab:{}", "x".repeat(1021))),
+            ["qualified identifier too long"]
+        );
     }
 }

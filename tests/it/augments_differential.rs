@@ -281,6 +281,7 @@ rules!(
     host_specific_no_references,
     host_specific_not_overridden_by_augments,
     host_specific_policy_wins,
+    host_specific_variables_bare_values,
     host_specific_variables_over_vars,
     ignore_preferred_augments,
     inputs_key,

@@ -347,6 +347,8 @@ fn copy_file(
     }
     auto_define(act, dst);
     v.repaired();
+    // cf-agent then checks the copy's owner, group and mode, as promised.
+    v.kept_step();
 }
 
 /// Agent control's `files_auto_define`: a file copied whose path matches

@@ -753,7 +753,7 @@ impl Editor<'_> {
                     return;
                 }
                 ctx.set_this("promiser", Value::str(promiser.text.clone()));
-                if let Ok(attrs) = expand_attributes(ctx, policy, promise) {
+                if let Ok(attrs) = expand_attributes(ctx, policy, ptype, promise) {
                     work.push(ExpandedPromise {
                         promise_type: ptype.to_string(),
                         promiser: promiser.text,

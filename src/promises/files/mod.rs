@@ -36,6 +36,11 @@ pub struct Verdict {
     repaired: bool,
     failed: bool,
     warned: bool,
+    /// A step reported itself kept, as cf-agent's steps each report their
+    /// own outcome (and set its classes) whatever the promise's overall
+    /// one: a copy's attributes checked after it, permissions found as
+    /// promised by the check that follows every change to a regular file.
+    kept_step: bool,
 }
 
 impl Verdict {
@@ -49,6 +54,10 @@ impl Verdict {
 
     pub(crate) fn warned(&mut self) {
         self.warned = true;
+    }
+
+    pub(crate) fn kept_step(&mut self) {
+        self.kept_step = true;
     }
 
     fn outcome(&self) -> Outcome {
@@ -91,7 +100,7 @@ impl Actuator for Files {
             for path in matches {
                 leaf(act, p, &path, false, true, &mut v);
             }
-            return finish(p, v);
+            return finish(act, p, v);
         }
         if let Some(ds) = p.body("depth_search") {
             // A copy walks the source tree; everything else the target's.
@@ -110,20 +119,20 @@ impl Actuator for Files {
             for f in found {
                 leaf(act, p, &f.path, false, false, &mut v);
             }
-            return finish(p, v);
+            return finish(act, p, v);
         }
         if let Some(body) = p.body("copy_from") {
             copy::copy_from(act, p, &target, body, &mut v);
         }
         if let Some(body) = p.body("link_from") {
             link::link_from(act, p, &target, body, &mut v);
-            return finish(p, v);
+            return finish(act, p, v);
         }
         // What a copy made is not followed: a link it copied points where
         // the source's owner chose.
         let follow = p.body("copy_from").is_none();
         leaf(act, p, &target, is_dir_promise, follow, &mut v);
-        finish(p, v)
+        finish(act, p, v)
     }
 }
 
@@ -197,7 +206,18 @@ fn leaf(
         }
     }
     if let Some(body) = p.body("perms") {
+        let before = (v.failed, v.warned);
         apply_perms(act, &shown, target, &meta, body, v);
+        // cf-agent checks a regular file's permissions once more after all
+        // its changes and finds them as promised; not for a default perms
+        // body, whose attributes the promise has without the body.
+        if meta.kind == FileKind::File
+            && before == (v.failed, v.warned)
+            && !act.dry_run
+            && !body.is_default()
+        {
+            v.kept_step();
+        }
     }
     if meta.kind == FileKind::File {
         if let Some(content) = p.scalar("content") {
@@ -340,7 +360,7 @@ fn rename(
     }
 }
 
-fn finish(p: &ExpandedPromise, v: Verdict) -> Outcome {
+fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, v: Verdict) -> Outcome {
     if v.failed {
         tracing::error!(
             "Errors encountered when actuating files promise '{}'",
@@ -352,7 +372,13 @@ fn finish(p: &ExpandedPromise, v: Verdict) -> Outcome {
             p.promiser
         );
     }
-    v.outcome()
+    let outcome = v.outcome();
+    if v.kept_step && outcome != Outcome::Kept {
+        // 00_basics/03_bodies/114.cf: a copy kept and permissions repaired
+        // set both the kept and the repaired classes.
+        act.reported_outcomes = Some(vec![Outcome::Kept, outcome]);
+    }
+    outcome
 }
 
 /// The mode a new file or directory gets: the perms body's, else cf-agent's default.
