@@ -75,7 +75,10 @@ fn lists_nested_too_deeply_are_one_located_error() {
     ));
     assert_eq!(out.code, Some(1));
     let text = both(&out);
-    assert_eq!(text.matches("error:").count(), 1, "{}", tail(&text));
+    // One located error, then cf-agent's closing line for a policy with
+    // errors.
+    assert_eq!(text.matches("error:").count(), 2, "{}", tail(&text));
+    assert!(text.contains("error: There are syntax errors in policy files"));
     assert!(
         text.contains("p.cf:4:17: error: lists cannot be nested"),
         "{}",
