@@ -28,6 +28,9 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("parsestringarray", 6, Some(6), parsestringarray),
     spec("parsestringarrayidx", 6, Some(6), parsestringarrayidx),
     spec("readintarray", 6, Some(6), readintarray),
+    spec("peers", 3, Some(3), peers),
+    spec("peerleader", 3, Some(3), peerleader),
+    spec("peerleaders", 3, Some(3), peerleaders),
     spec("readrealarray", 6, Some(6), readrealarray),
     spec("readstringarray", 6, Some(6), readstringarray),
     spec("readstringarrayidx", 6, Some(6), readstringarrayidx),
@@ -509,18 +512,21 @@ fn define_array(
     }
     let n = rows.len();
     for (line, row) in rows.into_iter().enumerate() {
+        // An integer array holds the numbers read (` 5` is 5, `2k` 2000),
+        // its key too, as cf-agent stores them; reals keep their text.
+        let row: Vec<String> = match kind {
+            Field::Int => row
+                .into_iter()
+                .map(|f| crate::values::number::parse_int(&f).map_or(f, |n| n.to_string()))
+                .collect(),
+            _ => row,
+        };
         let key = if by_index {
             line.to_string()
         } else {
             row.first().cloned().unwrap_or_default()
         };
         for (i, f) in row.into_iter().enumerate() {
-            // An integer array holds the numbers read (` 5` is 5, `2k`
-            // 2000), as cf-agent stores them; reals keep their text.
-            let f = match kind {
-                Field::Int => crate::values::number::parse_int(&f).map_or(f, |n| n.to_string()),
-                _ => f,
-            };
             let dtype = match kind {
                 Field::Str => DataType::String,
                 Field::Int => DataType::Int,
@@ -1008,6 +1014,91 @@ fn makerule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
             .is_ok_and(|m| m > t)
     });
     Ok(class_result(newer))
+}
+
+
+// ---- peer groups --------------------------------------------------------------
+
+/// The groups of a host list, and this host's group and place in it.
+type PeerGroups = (Vec<Vec<String>>, Option<(usize, usize)>);
+
+/// The peer groups of a host list: the file's lines after its comments
+/// are removed (the comment regex runs over the whole text, as in
+/// cf-agent), empty ones skipped, cut into groups of `groupsize`; with
+/// the index of the group holding this host (`sys.fqhost` or
+/// `sys.uqhost`) and its place there.
+fn peer_groups(ctx: &mut EvalContext, args: &Args) -> Result<PeerGroups, FnError> {
+    let text = read_text(args, 0, None)?;
+    let comment = args.str(1, "comment")?;
+    let size = args.int(2, "groupsize")?;
+    if size < 1 {
+        return Err(args.fail(format!("group size {size} is less than 1")));
+    }
+    let text = strip_comments(ctx, args, &text, comment)?;
+    let hosts: Vec<String> = text
+        .split('\n')
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect();
+    let me: Vec<String> = ["sys.fqhost", "sys.uqhost"]
+        .iter()
+        .filter_map(|n| ctx.lookup_variable(n))
+        .filter_map(|v| v.value.as_scalar().map(str::to_lowercase))
+        .collect();
+    let groups: Vec<Vec<String>> = hosts
+        .chunks(usize::try_from(size).unwrap_or(usize::MAX))
+        .map(<[String]>::to_vec)
+        .collect();
+    let mine = groups.iter().enumerate().find_map(|(g, hosts)| {
+        hosts
+            .iter()
+            .position(|h| me.contains(&h.trim().to_lowercase()))
+            .map(|i| (g, i))
+    });
+    Ok((groups, mine))
+}
+
+/// `peers`: the other hosts of this host's group; none when it is in no
+/// group.
+fn peers(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("peers", a);
+    let (groups, mine) = peer_groups(ctx, &args)?;
+    let out = match mine {
+        Some((g, i)) => {
+            let mut group = groups[g].clone();
+            group.remove(i);
+            group
+        }
+        None => Vec::new(),
+    };
+    Ok(Value::List(out))
+}
+
+/// `peerleader`: the first host of this host's group, `localhost` when it
+/// is this host; fails when the host is in no group.
+fn peerleader(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("peerleader", a);
+    match peer_groups(ctx, &args)? {
+        (_, Some((_, 0))) => Ok(Value::str("localhost")),
+        (groups, Some((g, _))) => Ok(Value::str(groups[g][0].clone())),
+        (_, None) => Err(args.fail_quietly("this host is in none of the groups")),
+    }
+}
+
+/// `peerleaders`: the first host of every group, this host as
+/// `localhost`.
+fn peerleaders(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    let args = Args::new("peerleaders", a);
+    let (groups, mine) = peer_groups(ctx, &args)?;
+    let out = groups
+        .iter()
+        .enumerate()
+        .map(|(g, hosts)| match mine {
+            Some((m, 0)) if m == g => "localhost".to_string(),
+            _ => hosts[0].clone(),
+        })
+        .collect();
+    Ok(Value::List(out))
 }
 
 #[cfg(test)]

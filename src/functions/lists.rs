@@ -176,7 +176,7 @@ fn nth(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
             .map_err(|_| args.fail(format!("position '{key}' is not an integer")))?;
         let i = if i < 0 { len as i64 + i } else { i };
         if i < 0 || i as usize >= len {
-            return Err(args.fail(format!("position {key} is out of range")));
+            return Err(args.fail_quietly(format!("position {key} is out of range")));
         }
         Ok(i as usize)
     };
@@ -226,12 +226,16 @@ fn sort_mode(args: &Args, i: usize) -> Result<SortMode, FnError> {
 }
 
 /// An integer as the `int` sort reads it: the whole text must be one.
+/// An element's integer as cf-agent's int order reads it (`strtol`): the
+/// leading digits after blanks and a sign (`7x` is 7, `10.20.30.40` is
+/// 10); `None`, ordered before every number, when no digit starts it.
 fn sort_int(s: &str) -> Option<f64> {
-    let t = s.trim();
-    t.parse::<i64>()
-        .ok()
-        .map(|i| i as f64)
-        .or_else(|| t.parse::<f64>().ok().map(|f| f.trunc()))
+    let t = s.trim_start();
+    let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
+    if !digits.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    Some(crate::values::number::parse_c_long(t) as f64)
 }
 
 fn sort_real(s: &str) -> Option<f64> {

@@ -30,9 +30,6 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("ldaplist", 6, Some(6), ldaplist),
     spec("ldapvalue", 6, Some(6), ldapvalue),
     spec("regldap", 7, Some(7), regldap),
-    spec("peers", 3, Some(3), peers),
-    spec("peerleader", 3, Some(3), peerleader),
-    spec("peerleaders", 3, Some(3), peerleaders),
     spec("selectservers", 6, Some(6), selectservers),
     spec("registryvalue", 2, Some(2), registryvalue),
 ];
@@ -553,7 +550,6 @@ fn not_supported(name: &str, what: &str) -> FnResult {
 
 const HUB: &str = "it asks a CFEngine Enterprise hub, and convergent has no hub";
 const LDAP: &str = "convergent has no LDAP client";
-const PEERS: &str = "peer groups are a cf-serverd feature convergent does not have";
 
 fn hubknowledge(_: &mut EvalContext, _: &[Value]) -> FnResult {
     not_supported("hubknowledge", HUB)
@@ -579,15 +575,6 @@ fn ldapvalue(_: &mut EvalContext, _: &[Value]) -> FnResult {
 fn regldap(_: &mut EvalContext, _: &[Value]) -> FnResult {
     not_supported("regldap", LDAP)
 }
-fn peers(_: &mut EvalContext, _: &[Value]) -> FnResult {
-    not_supported("peers", PEERS)
-}
-fn peerleader(_: &mut EvalContext, _: &[Value]) -> FnResult {
-    not_supported("peerleader", PEERS)
-}
-fn peerleaders(_: &mut EvalContext, _: &[Value]) -> FnResult {
-    not_supported("peerleaders", PEERS)
-}
 fn selectservers(_: &mut EvalContext, _: &[Value]) -> FnResult {
     not_supported(
         "selectservers",
@@ -612,9 +599,6 @@ pub const NOT_SUPPORTED: &[&str] = &[
     "ldaplist",
     "ldapvalue",
     "regldap",
-    "peers",
-    "peerleader",
-    "peerleaders",
     "selectservers",
     "registryvalue",
 ];
