@@ -32,13 +32,8 @@ impl EvalContext {
             return (res, vec![]);
         }
         self.set_this("promiser", Value::str(name.text.clone()));
-        match self.promise_condition(promise) {
-            Some(true) => {}
-            Some(false) => return (res, vec![]),
-            None => {
-                res.deferred = true;
-                return (res, vec![]);
-            }
+        if let Some(stop) = self.condition_stops(promise) {
+            return (stop, vec![]);
         }
         // A name a vars promise would refuse is refused by it below.
         let Ok((ns, scope, var)) = self.vars_target(&name.text) else {

@@ -146,6 +146,20 @@ impl EvalContext {
         }
     }
 
+    /// A promise's condition (`if`, `ifvarclass`, `unless`) as a gate:
+    /// `None` to go on, else what the promise comes to now: nothing when
+    /// the condition is false, deferred when it cannot be decided yet.
+    pub(crate) fn condition_stops(&mut self, promise: &Promise) -> Option<PromiseResult> {
+        match self.promise_condition(promise) {
+            Some(true) => None,
+            Some(false) => Some(PromiseResult::default()),
+            None => Some(PromiseResult {
+                deferred: true,
+                ..PromiseResult::default()
+            }),
+        }
+    }
+
     /// Notes a promise's handle, if it has one, as done for `depends_on`.
     fn note_handle_done(&mut self, promise: &Promise) {
         if let Some(Rval::String(s)) = promise.attribute("handle").map(|h| &h.value) {
@@ -261,13 +275,8 @@ impl EvalContext {
         if !name.unresolved {
             self.set_this("promiser", Value::str(name.text.clone()));
         }
-        match self.promise_condition(promise) {
-            Some(true) => {}
-            Some(false) => return (res, vec![]),
-            None => {
-                res.deferred = true;
-                return (res, vec![]);
-            }
+        if let Some(stop) = self.condition_stops(promise) {
+            return (stop, vec![]);
         }
         if name.unresolved || !self.dependencies_done(promise) {
             res.deferred = true;
@@ -586,13 +595,8 @@ impl EvalContext {
         if !name.unresolved {
             self.set_this("promiser", Value::str(name.text.clone()));
         }
-        match self.promise_condition(promise) {
-            Some(true) => {}
-            Some(false) => return (res, vec![]),
-            None => {
-                res.deferred = true;
-                return (res, vec![]);
-            }
+        if let Some(stop) = self.condition_stops(promise) {
+            return (stop, vec![]);
         }
         if name.unresolved || !self.dependencies_done(promise) {
             res.deferred = true;

@@ -1016,7 +1016,6 @@ fn makerule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(class_result(newer))
 }
 
-
 // ---- peer groups --------------------------------------------------------------
 
 /// The groups of a host list, and this host's group and place in it.
