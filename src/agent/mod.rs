@@ -572,6 +572,18 @@ impl<'a> AgentRun<'a> {
                 tracing::error!("Bundle '{bundle}' aborted on defined class '{class}'");
                 self.abort_bundle = true;
             }
+            // An entry is also a class expression, checked whenever a
+            // class is set, as cf-agent checks it ("a.b" holds once both
+            // are defined).
+            if !self.abort_bundle
+                && let Some(p) = control
+                    .abortbundleclasses
+                    .iter()
+                    .find(|p| self.ctx.eval_class_expr(p).unwrap_or(false))
+            {
+                tracing::error!("Setting abort for '{p}' when setting class '{class}'");
+                self.abort_bundle = true;
+            }
         }
         self.abort_bundle || self.abort_run.is_some()
     }
