@@ -68,6 +68,21 @@ impl AgentControl {
                 "abortclasses" => out.abortclasses = list(e.value),
                 "abortbundleclasses" => out.abortbundleclasses = list(e.value),
                 "files_auto_define" => out.files_auto_define = list(e.value),
+                // Classes defined for the whole run, as cf-agent defines
+                // them before any bundle.
+                "addclasses" => {
+                    for class in list(e.value) {
+                        let info = crate::eval::classes::ClassInfo::soft(
+                            crate::values::value::Origin::Agent,
+                            vec!["source=agent".into()],
+                        );
+                        ctx.define_class(
+                            &crate::values::canon::canonify_class(&class),
+                            false,
+                            info,
+                        );
+                    }
+                }
                 // What -I and -v do, from the policy (never lowering them).
                 "inform" | "verbose" => {
                     let on = e
