@@ -606,6 +606,11 @@ impl<'a> AgentRun<'a> {
         if let Some(classes) = inherit {
             frame.local_classes = classes;
         }
+        if bundle.bundle_type.name == "agent" {
+            self.ctx
+                .vars
+                .clear_arrays(&bundle.namespace, &bundle.name.name);
+        }
         for (p, v) in bundle.params.iter().zip(args) {
             let dtype = v.natural_type();
             let var = Variable::new(v.clone(), dtype, Origin::Agent)

@@ -124,10 +124,14 @@ impl VarStore {
             .and_then(|m| m.remove(name))
     }
 
-    /// Removes every variable of one scope (a bundle's parameters when the
-    /// bundle is called again with other arguments).
-    pub fn clear_scope(&mut self, ns: &str, scope: &str) {
-        self.scopes.remove(&ScopeKey::new(ns, scope));
+    /// Removes the classic array elements (`name[key]`) of one scope:
+    /// cf-agent resets a bundle's arrays when the bundle is entered again
+    /// (so they do not accumulate over calls), and keeps its other
+    /// variables.
+    pub fn clear_arrays(&mut self, ns: &str, scope: &str) {
+        if let Some(m) = self.scopes.get_mut(&ScopeKey::new(ns, scope)) {
+            m.retain(|name, _| !name.contains('['));
+        }
     }
 
     pub fn scope(&self, ns: &str, scope: &str) -> Option<&HashMap<String, Variable>> {
