@@ -134,10 +134,6 @@ impl PolicySet {
         idx
     }
 
-    pub fn contains_path(&self, path: &str) -> bool {
-        self.files.iter().any(|f| f.source.path == path)
-    }
-
     /// Whether a file with exactly this text is loaded.
     pub fn contains_text(&self, text: &str) -> bool {
         self.files.iter().any(|f| f.source.text == text)

@@ -387,27 +387,27 @@ fn rval_text(r: &Value, out: &mut String) {
         Some("list") if blocks(r, "value").is_empty() => {}
         Some("list") => {
             out.push_str(" {");
-            for (i, x) in blocks(r, "value").iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                rval_text(x, out);
-            }
+            rvals_text(blocks(r, "value"), out);
             out.push('}');
         }
         Some("functionCall") => {
             out.push_str(str_of(r, "name"));
             out.push('(');
-            for (i, x) in blocks(r, "arguments").iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                rval_text(x, out);
-            }
+            rvals_text(blocks(r, "arguments"), out);
             out.push(')');
         }
         // A data rval: the JSON itself, as cf-promises prints it.
         _ => out.push_str(&serde_json::to_string_pretty(r).unwrap_or_default()),
+    }
+}
+
+/// List items or call arguments, separated by commas without blanks.
+fn rvals_text(items: &[Value], out: &mut String) {
+    for (i, x) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        rval_text(x, out);
     }
 }
 
