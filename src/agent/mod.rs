@@ -1,5 +1,5 @@
 //! The agent run: the bundlesequence, each bundle's promise types in
-//! normal ordering, up to three passes, and the bookkeeping that makes a
+//! normal ordering, three passes, and the bookkeeping that makes a
 //! promise act once per run (reports, methods, actuators) while vars and
 //! classes converge across passes.
 
@@ -18,9 +18,10 @@ use crate::eval::vars::Variable;
 use crate::host::clock::Clock;
 use crate::host::{ChangeJournal, Host};
 use crate::load::{LoadedFile, PolicySet};
+use crate::promises::ActContext;
 use crate::promises::custom::PromiseModules;
-use crate::promises::{ActContext, actuator};
 use crate::report::Outcome;
+use crate::report::change::{Changes, Mode};
 use crate::report::json::JsonEvent;
 use crate::report::{Counts, Sink};
 use crate::state::journal::{Header, Journal};
@@ -175,6 +176,8 @@ pub struct AgentRun<'a> {
     again_next_pass: bool,
     /// What this run knows of the package modules' caches.
     packages: crate::promises::packages::Session,
+    /// The changes the last actuator made or would have made.
+    last_changes: Vec<crate::report::change::Change>,
     /// The outcomes the last actuator reported, when not just its own
     /// (see [`ActContext::reported_outcomes`]).
     reported_outcomes: Option<Vec<Outcome>>,
@@ -200,12 +203,10 @@ enum TxStart {
     Refused,
 }
 
-/// Whether anything in a pass changed the state another pass would see.
+/// Where a bundle's passes are.
 #[derive(Debug, Default, Clone, Copy)]
 struct PassState {
-    changed: bool,
-    /// Something waits for a variable or class that may still appear.
-    deferred: bool,
+    /// The third pass, in which what never resolved is told.
     last: bool,
 }
 
@@ -285,6 +286,7 @@ impl<'a> AgentRun<'a> {
             abort_bundle: false,
             modules: setup.modules,
             again_next_pass: false,
+            last_changes: Vec::new(),
             packages: Default::default(),
             reported_outcomes: None,
         }
@@ -514,22 +516,22 @@ impl<'a> AgentRun<'a> {
         if self.ctx.settings.sandbox {
             return;
         }
-        let dry_run = self.dry_run;
-        crate::promises::packages::update_inventory(&mut self.act_context(dry_run));
+        let mode = Mode::of(self.dry_run, false);
+        crate::promises::packages::update_inventory(&mut self.act_context(mode));
     }
 
-    /// What an actuator may use of the run; `dry_run` changes nothing.
-    fn act_context(&mut self, dry_run: bool) -> ActContext<'_> {
+    /// What an actuator may use of the run; `mode` decides its changes.
+    fn act_context(&mut self, mode: Mode) -> ActContext<'_> {
         ActContext {
             ctx: self.ctx,
             policy: self.policy,
             host: &self.host,
-            dry_run,
-            diff: self.diff,
+            changes: Changes::new(mode, self.diff),
             output: self.sink,
             state: self.state.as_deref_mut(),
             now: self.now,
             no_lock: self.no_lock,
+            record_locks: !self.no_lock && !self.dry_run,
             packages: &mut self.packages,
             reported_outcomes: None,
             followup: None,
@@ -629,18 +631,13 @@ impl<'a> AgentRun<'a> {
         let common = bundle.bundle_type.name == "common";
         let order = ordered_sections(bundle);
         let policy = self.policy;
-        // cf-agent always makes three passes; we stop when a pass changed
-        // nothing, unless the bundle has promises whose checks speak in
-        // every pass (processes, storage), where the output would show
-        // the skip.
-        let every_pass = order
-            .iter()
-            .any(|s| actuator(s.0).is_some_and(|a| a.speaks_each_pass()));
+        // Three passes always, as cf-agent: variables are resolved again
+        // in each (a function says what it says three times), and a
+        // promise that acted is not acted on again.
         let mut pass = 1;
         'passes: while pass <= MAX_PASSES {
             let mut state = PassState {
                 last: pass == MAX_PASSES,
-                ..PassState::default()
             };
             for (i, section) in order.iter().enumerate() {
                 let promises: Vec<&Promise> = if section.0 == "methods" {
@@ -671,31 +668,18 @@ impl<'a> AgentRun<'a> {
                     self.ctx.last_pass = state.last;
                     for (_, promises) in order.iter().filter(|s| s.0 == "vars") {
                         for promise in *promises {
-                            let (r, _) = self.ctx.eval_vars_promise(file, promise, Some(policy));
-                            state.changed |= r.changed;
+                            self.ctx.eval_vars_promise(file, promise, Some(policy));
                         }
                     }
                     for (_, promises) in order.iter().filter(|s| s.0 == "defaults") {
                         for promise in *promises {
-                            let (r, _) =
-                                self.ctx.eval_defaults_promise(file, promise, Some(policy));
-                            state.changed |= r.changed;
+                            self.ctx.eval_defaults_promise(file, promise, Some(policy));
                         }
                     }
                 }
             }
             if self.fatal.is_some() {
                 break;
-            }
-            if !state.changed && !every_pass {
-                if !state.deferred || state.last {
-                    break;
-                }
-                // Nothing changed, so the passes in between would repeat
-                // this one; go straight to the last, which prints what
-                // never resolved.
-                pass = MAX_PASSES;
-                continue;
             }
             pass += 1;
         }

@@ -13,6 +13,7 @@ use crate::eval::expanded::{attrs_key, define_outcome_classes, expand_attributes
 use crate::eval::promises::EvalMessage;
 use crate::load::LoadedFile;
 use crate::promises::actuator;
+use crate::report::change::{Change, Mode};
 use crate::report::{Outcome, PromiseEvent};
 use crate::schema::ValueType;
 use crate::schema::values::{check_literal, has_var_ref};
@@ -49,7 +50,7 @@ struct Acted {
     /// `None` when no actuator handles the promise type.
     outcome: Option<Outcome>,
     duration: std::time::Duration,
-    changes: Vec<String>,
+    changes: Vec<Change>,
 }
 
 impl AgentRun<'_> {
@@ -68,8 +69,6 @@ impl AgentRun<'_> {
                 if self.ctx.fatal.is_some() {
                     return self.take_evaluation_fatal(file, ptype, promise);
                 }
-                state.changed |= r.changed;
-                state.deferred |= r.deferred;
                 // A failure is final; what waits is told in the last pass.
                 if state.last || r.failed {
                     self.note_messages(msgs);
@@ -79,8 +78,6 @@ impl AgentRun<'_> {
                 let (r, msgs) = self
                     .ctx
                     .eval_defaults_promise(file, promise, Some(self.policy));
-                state.changed |= r.changed;
-                state.deferred |= r.deferred;
                 if state.last || r.failed {
                     self.note_messages(msgs);
                 }
@@ -91,8 +88,6 @@ impl AgentRun<'_> {
                     return self.take_evaluation_fatal(file, ptype, promise);
                 }
                 self.store_persistent_classes();
-                state.changed |= r.changed;
-                state.deferred |= r.deferred;
                 if state.last || r.failed {
                     self.note_messages(msgs);
                 }
@@ -102,9 +97,8 @@ impl AgentRun<'_> {
                 let name = format!("{}_meta", bundle.name.name);
                 let ns = bundle.namespace.clone();
                 self.ctx.push_frame(Frame::new(&ns, &name, "meta"));
-                let (r, _) = self.ctx.eval_vars_promise(file, promise, Some(self.policy));
+                self.ctx.eval_vars_promise(file, promise, Some(self.policy));
                 self.ctx.pop_frame();
-                state.changed |= r.changed;
             }
             _ => self.eval_acting_promise(file, bundle, ptype, promise, state),
         }
@@ -138,7 +132,6 @@ impl AgentRun<'_> {
     ) {
         let line = file.source.line_of(promise.promiser.span.start);
         let expansion = self.expand_iterations(file, bundle, ptype, promise, line, state.last);
-        state.deferred |= expansion.deferred;
         let site = why::Site {
             file: &file.source.path,
             line,
@@ -164,11 +157,11 @@ impl AgentRun<'_> {
             if self.fatal.is_some() {
                 return;
             }
-            let Some(keys) = self.gate(&site, &ep, state) else {
+            let Some(keys) = self.gate(&site, &ep) else {
                 continue;
             };
             let acted = self.act_once(&ep);
-            self.record(&site, &ep, keys, acted, state);
+            self.record(&site, &ep, keys, acted);
         }
     }
 
@@ -307,12 +300,7 @@ impl AgentRun<'_> {
     /// Whether an expanded iteration may act now: not done already this
     /// run, its transaction not abandoned, its dependencies met, no lock
     /// held. Returns its once-per-run key and lock name when it may.
-    fn gate(
-        &mut self,
-        site: &why::Site,
-        ep: &ExpandedPromise,
-        state: &mut PassState,
-    ) -> Option<IterationKeys> {
+    fn gate(&mut self, site: &why::Site, ep: &ExpandedPromise) -> Option<IterationKeys> {
         let ptype = &ep.promise_type;
         // cf-agent's once-per-run lock names the bundle, the type, the
         // promiser and the attributes, not where the promise is written:
@@ -344,7 +332,6 @@ impl AgentRun<'_> {
             return None;
         }
         if let Some(reason) = self.unmet_dependencies(ep) {
-            state.deferred = true;
             self.why
                 .record(site, handle, &ep.promiser, Status::Skipped { reason });
             return None;
@@ -366,11 +353,9 @@ impl AgentRun<'_> {
 
     /// Acts on one iteration: a method, a services promise handled by a
     /// bundle, or the promise type's actuator; with how long it took and
-    /// the changes it logged.
+    /// the changes it made or would have made.
     fn act_once(&mut self, ep: &ExpandedPromise) -> Acted {
         log_promise_begin(ep);
-        let span = tracing::info_span!(crate::report::log::PROMISE_SPAN);
-        let entered = span.enter();
         let started = std::time::Instant::now();
         let outcome = if ep.promise_type == "methods" {
             self.eval_method(ep)
@@ -389,8 +374,7 @@ impl AgentRun<'_> {
             self.act(ep)
         };
         let duration = started.elapsed();
-        let changes = crate::report::log::take_captured();
-        drop(entered);
+        let changes = std::mem::take(&mut self.last_changes);
         Acted {
             outcome,
             duration,
@@ -408,13 +392,11 @@ impl AgentRun<'_> {
         ep: &ExpandedPromise,
         keys: IterationKeys,
         acted: Acted,
-        state: &mut PassState,
     ) {
         let handle = ep.handle.as_deref();
         // A promise that ended before its once-per-run lock is tried again
         // in the next pass, as cf-agent's passes do.
         let again = std::mem::take(&mut self.again_next_pass);
-        state.changed |= again;
         let Some(outcome) = acted.outcome else {
             let ptype = &ep.promise_type;
             let reason = if crate::schema::promise_type(ptype).is_none() {
@@ -432,7 +414,7 @@ impl AgentRun<'_> {
             &ep.promiser,
             Status::Ran {
                 outcome: outcome.as_str().to_string(),
-                changes: acted.changes.clone(),
+                changes: acted.changes.iter().flat_map(Change::said).collect(),
             },
         );
         self.note_transaction_failure(ep, outcome);
@@ -445,14 +427,15 @@ impl AgentRun<'_> {
                 st.record_done(&keys.lock, self.now);
             }
         }
-        state.changed |= outcome == Outcome::Repaired;
         match self.reported_outcomes.take() {
             Some(reported) => {
                 for o in reported {
-                    state.changed |= self.set_outcome_classes(ep, o);
+                    self.set_outcome_classes(ep, o);
                 }
             }
-            None => state.changed |= self.set_outcome_classes(ep, outcome),
+            None => {
+                self.set_outcome_classes(ep, outcome);
+            }
         }
         self.log_transaction(ep, outcome);
         if let Some(h) = &ep.handle {
@@ -462,7 +445,6 @@ impl AgentRun<'_> {
             let prev = self.handles.get(h).copied();
             self.handles
                 .insert(h.clone(), prev.map_or(outcome, |p| p.worst(outcome)));
-            state.changed = true;
         }
         self.record_bundle_outcome(outcome);
         self.sink.promise_event(&PromiseEvent {
@@ -644,8 +626,13 @@ impl AgentRun<'_> {
             // The modules are taken out while they act, since the context
             // they act in borrows the rest of the run.
             let mut modules = std::mem::take(&mut self.modules);
-            let dry_run = self.dry_run;
-            let r = modules.evaluate(&mut self.act_context(dry_run), ep);
+            // A custom promise may say `action_policy` itself.
+            let warn_only =
+                ep.warn_only() || matches!(ep.scalar("action_policy"), Some("warn" | "nop"));
+            let mut act_ctx = self.act_context(Mode::of(self.dry_run, warn_only));
+            let r = modules.evaluate(&mut act_ctx, ep);
+            let changes = act_ctx.changes.take();
+            self.last_changes.extend(changes);
             self.modules = modules;
             self.again_next_pass = !r.once;
             return r.outcome;
@@ -661,10 +648,10 @@ impl AgentRun<'_> {
             }
             return None;
         };
-        let dry_run = self.dry_run || ep.warn_only();
-        let mut act_ctx = self.act_context(dry_run);
+        let mut act_ctx = self.act_context(Mode::of(self.dry_run, ep.warn_only()));
         let outcome = act.evaluate(&mut act_ctx, ep);
         let (followup, reported) = (act_ctx.followup.take(), act_ctx.reported_outcomes.take());
+        let changes = act_ctx.changes.take();
         if let Some(f) = followup {
             // As cf-agent's VerifyMethod: the bundle's own outcome does not
             // change the promise's.
@@ -679,6 +666,7 @@ impl AgentRun<'_> {
         }
         // After the follow-up, whose own promises report theirs.
         self.reported_outcomes = reported;
+        self.last_changes.extend(changes);
         Some(outcome)
     }
 

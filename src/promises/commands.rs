@@ -3,6 +3,7 @@
 //! by its return code.
 
 use super::{ActContext, Actuator};
+use crate::report::change::{Change, Decision};
 
 use crate::eval::expanded::ExpandedPromise;
 
@@ -147,17 +148,21 @@ impl Actuator for Commands {
             banner.push_str(&format!(",gid={gid}"));
         }
         say(&format!("Executing '{banner}' ... '{line}'"));
-        if act.dry_run && !(preview && act.ctx.settings.dry_run) {
-            // cf-agent's words: -n says it "would execute", a promise with
-            // action_policy warn that the command "needs to be executed".
-            if act.ctx.settings.dry_run {
-                tracing::warn!("Would execute script '{line}'");
-            } else {
-                tracing::warn!(
-                    "Command '{line}' needs to be executed, but only warning was promised"
-                );
-            }
-            return Outcome::Warned;
+        // cf-agent's words: -n says it "would execute", a promise with
+        // action_policy warn that the command "needs to be executed"; a
+        // `preview` command runs under -n.
+        let mut change = Change::new("run", &line)
+            .should(format!("Would execute script '{line}'"))
+            .dry_run_words_win()
+            .without_suffix()
+            .should_when_warning(format!(
+                "Command '{line}' needs to be executed, but only warning was promised"
+            ));
+        if preview {
+            change = change.previewed();
+        }
+        if let Decision::Withheld { outcome, .. } = act.changes.plan(&change) {
+            return outcome;
         }
         if shell == ShellType::PowerShell {
             tracing::error!("Powershell is only supported on Windows");
@@ -170,6 +175,13 @@ impl Actuator for Commands {
                 return Outcome::Failed;
             }
         };
+        let code = result
+            .code
+            .map_or_else(|| "a signal".to_string(), |c| c.to_string());
+        act.changes.record(
+            change.after(format!("returned {code}")),
+            format!("Ran '{line}': returned {code}"),
+        );
         let text = result.output_text();
         // A line holding `cfengine-die` ends what is read of the output.
         let lines: Vec<&str> = text

@@ -1,6 +1,8 @@
-//! Promise types that act: each checks what differs and then changes it
-//! (or, under dry-run, says what it would change). The scheduler hands
-//! them a promise already expanded for one iteration.
+//! Promise types that act: each checks what differs, describes each
+//! change it would make as a [`Change`], and makes it when the promise's
+//! [`Changes`] says so (the scheduler decides the mode: apply, dry run,
+//! warn only; an actuator never looks at it). The scheduler hands them a
+//! promise already expanded for one iteration.
 
 pub mod commands;
 pub mod custom;
@@ -15,6 +17,7 @@ pub mod users;
 use crate::eval::EvalContext;
 use crate::eval::expanded::{AttrValue, ExpandedPromise};
 use crate::report::Outcome;
+use crate::report::change::{Change, Changes, Decision};
 
 /// What an actuator may use besides the promise: the evaluation context
 /// for classes and variables, and the run's mode.
@@ -22,10 +25,8 @@ pub struct ActContext<'a> {
     pub ctx: &'a mut EvalContext,
     pub policy: &'a crate::load::PolicySet,
     pub host: &'a crate::host::Host,
-    /// Report what would change, change nothing.
-    pub dry_run: bool,
-    /// Print a unified diff of every file content change.
-    pub diff: bool,
+    /// The promise's changes: whether each is made, what was said.
+    pub changes: Changes,
     pub output: &'a mut dyn crate::report::Sink,
     /// Persistent classes (for classes bodies of promises inside edit
     /// bundles); `None` in tests.
@@ -34,6 +35,9 @@ pub struct ActContext<'a> {
     pub now: i64,
     /// `-K`: locks do not hold across runs.
     pub no_lock: bool,
+    /// Whether locks taken are recorded for later runs (not under `-K` or
+    /// a dry run).
+    pub record_locks: bool,
     /// What this run knows of the package modules' caches.
     pub packages: &'a mut packages::Session,
     /// The outcomes the promise reported along the way, when they are not
@@ -60,6 +64,45 @@ pub struct Followup {
     pub then_inform: String,
 }
 
+/// What became of a change an actuator asked for.
+#[derive(Debug)]
+pub enum Applied<T, E = std::io::Error> {
+    /// Made (and said).
+    Made(T),
+    /// Not made, and said so; the promise ends `outcome`. `as_if_made`:
+    /// the run goes on as if it had been (a dry run).
+    Withheld { outcome: Outcome, as_if_made: bool },
+    /// Making it failed; nothing was said.
+    Failed(E),
+}
+
+impl ActContext<'_> {
+    /// Asks for a change: makes it with `make` when the promise's mode
+    /// allows, and says what was done or what should have been.
+    pub fn change<T, E>(
+        &mut self,
+        change: Change,
+        make: impl FnOnce(&crate::host::Host) -> Result<T, E>,
+    ) -> Applied<T, E> {
+        match self.changes.plan(&change) {
+            Decision::Make => match make(self.host) {
+                Ok(t) => {
+                    self.changes.made(change);
+                    Applied::Made(t)
+                }
+                Err(e) => Applied::Failed(e),
+            },
+            Decision::Withheld {
+                outcome,
+                as_if_made,
+            } => Applied::Withheld {
+                outcome,
+                as_if_made,
+            },
+        }
+    }
+}
+
 /// A promise type that acts on the system (or the output).
 pub trait Actuator {
     /// Brings the promise about (or checks it under dry-run) and says how
@@ -70,13 +113,6 @@ pub trait Actuator {
     /// pass, even when it has already acted (cf-agent's sanity checks of
     /// processes promises warn once per pass).
     fn check_each_pass(&self, _p: &ExpandedPromise) {}
-
-    /// Whether [`Actuator::check_each_pass`] may say something: a bundle
-    /// with such promises makes all three passes, as cf-agent always does,
-    /// so that what is said each pass is said as often.
-    fn speaks_each_pass(&self) -> bool {
-        false
-    }
 }
 
 /// The actuator for a promise type, if we have one.

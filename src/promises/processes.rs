@@ -5,7 +5,8 @@
 //! anything is also kept (both classes are defined); signals and a stop
 //! command are repairs.
 
-use super::{ActContext, Actuator};
+use super::{ActContext, Actuator, Applied};
+use crate::report::change::{Change, Decision};
 
 use crate::eval::expanded::ExpandedPromise;
 
@@ -37,10 +38,6 @@ fn count_range(p: &ExpandedPromise) -> Option<(i64, i64)> {
 }
 
 impl Actuator for Processes {
-    fn speaks_each_pass(&self) -> bool {
-        true
-    }
-
     /// cf-agent checks a processes promise's constraints each time it meets
     /// it, in every pass, whether or not it acts again.
     fn check_each_pass(&self, p: &ExpandedPromise) {
@@ -149,10 +146,9 @@ impl Actuator for Processes {
             outcome = Outcome::Repaired;
         }
 
-        // A promise that only warns neither stops nor signals.
-        let warn_only = p.warn_only();
+        // A promise that only warns neither stops nor signals, silently.
         let mut killed = false;
-        if !warn_only && matches > 0 {
+        if matches > 0 {
             if let Some(stop) = p.scalar("process_stop") {
                 match self.stop(act, p, stop) {
                     Some(o) => outcome = outcome.worst(o),
@@ -171,22 +167,26 @@ impl Actuator for Processes {
                         outcome = outcome.worst(Outcome::Failed);
                         continue;
                     };
-                    if act.ctx.settings.dry_run {
-                        tracing::error!(
+                    let change = Change::new("signal", pr.pid.to_string())
+                        .after(sig.to_string())
+                        .done(format!(
+                            "Signalled '{sig}' ({num}) to process {} ({line})",
+                            pr.pid
+                        ))
+                        .should(format!(
                             "Need to keep signal promise '{sig}' in process entry '{line}'"
-                        );
-                        continue;
-                    }
-                    killed |= num == libc::SIGKILL || num == libc::SIGTERM;
-                    match act.host.signal(pr.pid, num) {
-                        Ok(()) => {
-                            tracing::info!(
-                                "Signalled '{sig}' ({num}) to process {} ({line})",
-                                pr.pid
-                            );
+                        ))
+                        .without_suffix()
+                        .withheld_as_error()
+                        .silent_when_warning();
+                    match act.change(change, |h| h.signal(pr.pid, num)) {
+                        Applied::Made(()) => {
+                            killed |= num == libc::SIGKILL || num == libc::SIGTERM;
                             outcome = outcome.worst(Outcome::Repaired);
                         }
-                        Err(e) => {
+                        Applied::Withheld { .. } => {}
+                        Applied::Failed(e) => {
+                            killed |= num == libc::SIGKILL || num == libc::SIGTERM;
                             tracing::debug!(
                                 "Couldn't send promised signal '{sig}' ({num}) to pid {} (might be dead). (kill: {e})",
                                 pr.pid
@@ -200,13 +200,19 @@ impl Actuator for Processes {
 
         match p.scalar("restart_class") {
             Some(class) if killed || matches == 0 => {
-                if warn_only {
-                    tracing::error!(
+                // A dry run defines the class as a real run; a promise that
+                // only warns does not.
+                let change = Change::new("restart_class", class)
+                    .should_when_warning(format!(
                         "Need to keep restart promise for '{}', but only a warning is promised",
                         p.promiser
-                    );
+                    ))
+                    .withheld_as_error()
+                    .previewed();
+                if let Decision::Withheld { .. } = act.changes.plan(&change) {
                     return outcome.worst(Outcome::Warned);
                 }
+                act.changes.made(change);
                 act.ctx.define_class(
                     &canonify_class(class),
                     false,
@@ -230,13 +236,21 @@ impl Processes {
     /// Runs `process_stop` (its result is not judged, as cf-agent); `None`
     /// when the promise fails because the stop command cannot run.
     fn stop(&self, act: &mut ActContext<'_>, p: &ExpandedPromise, stop: &str) -> Option<Outcome> {
-        if act.ctx.settings.dry_run {
-            tracing::error!(
+        // A promise that only warns does not stop, silently.
+        let change = Change::new("stop", &p.promiser)
+            .after(stop)
+            .should(format!(
                 "Need to keep process-stop promise for '{}', but only a warning is promised",
                 p.promiser
-            );
-            return Some(Outcome::Warned);
+            ))
+            .without_suffix()
+            .withheld_as_error()
+            .silent_when_warning()
+            .when_warning_ends(Outcome::Kept);
+        if let Decision::Withheld { outcome, .. } = act.changes.plan(&change) {
+            return Some(outcome);
         }
+        act.changes.made(change);
         let argv = split_command_line(stop);
         let program = argv.first().cloned().unwrap_or_default();
         if let Err(e) = check_executable(&program) {

@@ -1,6 +1,7 @@
 //! `reports`: print a line (`R: ...`), or append it to a file.
 
 use super::{ActContext, Actuator};
+use crate::report::change::{Change, Decision};
 
 use crate::eval::expanded::ExpandedPromise;
 
@@ -18,13 +19,12 @@ impl Actuator for Reports {
         // An action body that only warns keeps even a report from printing;
         // cf-agent counts it as not kept. A dry run (`-n`) prints no report
         // either: cf-agent 3.21 says the same of each.
-        if p.warn_only() {
-            tracing::warn!("Need to repair reports promise: {}", p.promiser);
-            return Outcome::Failed;
-        }
-        if act.ctx.settings.dry_run {
-            tracing::warn!("Need to repair reports promise: {}", p.promiser);
-            return Outcome::Warned;
+        let change = Change::new("report", &p.promiser)
+            .should(format!("Need to repair reports promise: {}", p.promiser))
+            .without_suffix()
+            .when_warning_ends(Outcome::Failed);
+        if let Decision::Withheld { outcome, .. } = act.changes.plan(&change) {
+            return outcome;
         }
         // As in cf-agent, a report is kept whether its line reached the
         // output or a file (a file that cannot be opened is only logged);

@@ -3,7 +3,8 @@
 //! policy that defines its own `standard_services` bundle (or names a
 //! `service_bundle`) is run instead, by the scheduler, as cf-agent does.
 
-use super::{ActContext, Actuator};
+use super::{ActContext, Actuator, Applied};
+use crate::report::change::Change;
 
 use crate::eval::expanded::ExpandedPromise;
 
@@ -149,28 +150,33 @@ impl Actuator for Services {
         if steps.is_empty() {
             return Outcome::Kept;
         }
-        if act.dry_run {
-            for s in &steps {
-                tracing::warn!(
-                    "Should run '{}' for service '{name}', but only warning promised",
-                    s.join(" ")
-                );
-            }
-            return Outcome::Warned;
-        }
+        let mut withheld = false;
         for s in steps {
+            let shown = s.join(" ");
+            let change = Change::new("run", name)
+                .after(shown.clone())
+                .done(format!("Executed '{shown}' for service '{name}'"))
+                .should(format!(
+                    "Should run '{shown}' for service '{name}', but only warning promised"
+                ))
+                .without_suffix();
             let argv: Vec<&str> = s.iter().map(String::as_str).collect();
-            match run(act.host, &argv) {
-                Ok(0) => tracing::info!("Executed '{}' for service '{name}'", s.join(" ")),
-                Ok(code) => {
-                    tracing::error!("'{}' for service '{name}' returned {code}", s.join(" "));
-                    return Outcome::Failed;
-                }
-                Err(e) => {
-                    tracing::error!("Service '{name}': {e}");
+            let made = act.change(change, |h| match run(h, &argv) {
+                Ok(0) => Ok(()),
+                Ok(code) => Err(format!("'{shown}' for service '{name}' returned {code}")),
+                Err(e) => Err(format!("Service '{name}': {e}")),
+            });
+            match made {
+                Applied::Made(()) => {}
+                Applied::Withheld { .. } => withheld = true,
+                Applied::Failed(e) => {
+                    tracing::error!("{e}");
                     return Outcome::Failed;
                 }
             }
+        }
+        if withheld {
+            return Outcome::Warned;
         }
         Outcome::Repaired
     }

@@ -4,7 +4,8 @@
 //! and its mount helper (NFS, CIFS); where they are missing the mount
 //! command's failure is reported as it is.
 
-use super::{ActContext, Actuator};
+use super::{ActContext, Actuator, Applied};
+use crate::report::change::Change;
 
 use crate::eval::expanded::ExpandedPromise;
 
@@ -55,10 +56,6 @@ fn insufficient(body: &ResolvedBody) -> bool {
 }
 
 impl Actuator for Storage {
-    fn speaks_each_pass(&self) -> bool {
-        true
-    }
-
     /// cf-agent checks a mount's specification each time it meets it.
     fn check_each_pass(&self, p: &ExpandedPromise) {
         if p.body("mount").is_some_and(insufficient) {
@@ -151,8 +148,10 @@ fn mount(
         }
         (false, false) => {
             // The mount point is made first, as cf-agent does.
-            if !act.dry_run
-                && let Err(e) = act.host.mkdir_all(Path::new(target), 0o755)
+            let change = Change::new("create", target).after("0755");
+            if act.host.stat(Path::new(target)).ok().flatten().is_none()
+                && let Applied::Failed(e) =
+                    act.change(change, |h| h.mkdir_all(Path::new(target), 0o755))
             {
                 tracing::error!("Could not make the mount point '{target}': {e}");
             }
@@ -180,24 +179,25 @@ fn mount(
 
 /// Runs mount or umount after saying so; under a dry run only warns.
 fn run_mount_tool(act: &mut ActContext<'_>, argv: Vec<String>, saying: &str) -> Outcome {
-    if act.dry_run {
-        tracing::warn!("Should run '{}', but only warning promised", argv.join(" "));
-        return Outcome::Warned;
-    }
-    tracing::info!("{saying}");
+    let shown = argv.join(" ");
+    let change = Change::new("run", &shown)
+        .done(saying)
+        .should(format!("Should run '{shown}', but only warning promised"))
+        .without_suffix();
     let spec = CommandSpec {
-        argv: argv.clone(),
+        argv,
         timeout: Some(std::time::Duration::from_secs(60)),
         ..CommandSpec::default()
     };
-    match act.host.run(&spec) {
-        Ok(r) if r.code == Some(0) => Outcome::Repaired,
-        Ok(r) => {
-            tracing::error!("'{}' failed: {}", argv.join(" "), r.output_text().trim());
+    match act.change(change, |h| h.run(&spec)) {
+        Applied::Made(r) if r.code == Some(0) => Outcome::Repaired,
+        Applied::Made(r) => {
+            tracing::error!("'{shown}' failed: {}", r.output_text().trim());
             Outcome::Failed
         }
-        Err(e) => {
-            tracing::error!("Could not run '{}': {e}", argv.join(" "));
+        Applied::Withheld { .. } => Outcome::Warned,
+        Applied::Failed(e) => {
+            tracing::error!("Could not run '{shown}': {e}");
             Outcome::Failed
         }
     }
@@ -210,20 +210,22 @@ fn read_fstab(act: &ActContext<'_>) -> String {
         .unwrap_or_default()
 }
 
-fn write_fstab(act: &mut ActContext<'_>, old: &str, new: &str) -> bool {
+/// Rewrites fstab as `change` says; the outcome.
+fn write_fstab(act: &mut ActContext<'_>, change: Change, old: &str, new: &str) -> Outcome {
     let path = Path::new(FSTAB);
-    crate::promises::files::show_diff(act, path, old.as_bytes(), new.as_bytes());
     let mode = act
         .host
         .lstat(path)
         .ok()
         .flatten()
         .map_or(0o644, |m| m.mode);
-    match act.host.write_atomic(path, new.as_bytes(), mode) {
-        Ok(()) => true,
-        Err(e) => {
+    let change = change.content(old.as_bytes(), new.as_bytes());
+    match act.change(change, |h| h.write_atomic(path, new.as_bytes(), mode)) {
+        Applied::Made(()) => Outcome::Repaired,
+        Applied::Withheld { .. } => Outcome::Warned,
+        Applied::Failed(e) => {
             tracing::error!("Could not update '{FSTAB}': {e}");
-            false
+            Outcome::Failed
         }
     }
 }
@@ -243,12 +245,6 @@ fn in_fstab(
     if parse_mounts(&text).iter().any(|e| e.target == target) {
         return;
     }
-    if act.dry_run {
-        tracing::warn!("Should add file system '{server}:{source}' to '{FSTAB}'");
-        reported.push(Outcome::Warned);
-        return;
-    }
-    tracing::info!("Adding file system '{server}:{source}' to '{FSTAB}'");
     let mut new = text.clone();
     if !new.is_empty() && !new.ends_with('\n') {
         new.push('\n');
@@ -256,11 +252,20 @@ fn in_fstab(
     new.push_str(&format!(
         "{server}:{source} \t {target} \t {fstype} \t {options}\n"
     ));
-    if !write_fstab(act, &text, &new) {
-        reported.push(Outcome::Failed);
+    let change = Change::new("fstab_add", target)
+        .after(format!("{server}:{source}"))
+        .done(format!(
+            "Adding file system '{server}:{source}' to '{FSTAB}'"
+        ))
+        .should(format!(
+            "Should add file system '{server}:{source}' to '{FSTAB}'"
+        ))
+        .without_suffix();
+    let outcome = write_fstab(act, change, &text, &new);
+    reported.push(outcome);
+    if outcome != Outcome::Repaired {
         return;
     }
-    reported.push(Outcome::Repaired);
     // cf-agent mounts everything fstab lists once its storage promises
     // changed it, and says why not only under -v.
     let spec = CommandSpec {
@@ -286,18 +291,14 @@ fn not_in_fstab(act: &mut ActContext<'_>, target: &str, reported: &mut Vec<Outco
     if keep == text {
         return;
     }
-    if act.dry_run {
-        tracing::warn!("Should delete the file system mounted on '{target}' from '{FSTAB}'");
-        reported.push(Outcome::Warned);
-        return;
-    }
     // cf-agent names the mount point '(null)' here; we name it.
-    tracing::info!("Deleting file system mounted on '{target}'");
-    reported.push(if write_fstab(act, &text, &keep) {
-        Outcome::Repaired
-    } else {
-        Outcome::Failed
-    });
+    let change = Change::new("fstab_delete", target)
+        .done(format!("Deleting file system mounted on '{target}'"))
+        .should(format!(
+            "Should delete the file system mounted on '{target}' from '{FSTAB}'"
+        ))
+        .without_suffix();
+    reported.push(write_fstab(act, change, &text, &keep));
 }
 
 /// `freespace`: a percentage (`10%`) or a size with cf-agent's units (k,

@@ -7,6 +7,7 @@
 //! hash and expires the account on 1970-01-02.
 
 use super::{ActContext, Actuator, Followup};
+use crate::report::change::{Change, Decision};
 
 use crate::eval::expanded::{AttrValue, ExpandedPromise};
 
@@ -342,16 +343,19 @@ impl Actuator for Users {
         match (w.policy.as_str(), current) {
             ("absent", None) => Outcome::Kept,
             ("absent", Some(_)) => {
-                if act.dry_run {
-                    tracing::warn!("Need to remove user '{name}'.");
-                    return Outcome::Warned;
+                let change = Change::new("delete_user", name)
+                    .done(format!("Removed user '{name}'"))
+                    .should(format!("Need to remove user '{name}'."))
+                    .without_suffix();
+                if let Decision::Withheld { outcome, .. } = act.changes.plan(&change) {
+                    return outcome;
                 }
                 let argv = vec![USERDEL.to_string(), name.to_string()];
                 if user_command(act, name, argv, "Removing").is_err() {
                     tracing::error!("Failed to remove user '{name}'");
                     return Outcome::Failed;
                 }
-                tracing::info!("Removed user '{name}'");
+                act.changes.made(change);
                 Outcome::Repaired
             }
             (_, None) => create(act, p, &w, name),
@@ -361,9 +365,11 @@ impl Actuator for Users {
 }
 
 fn create(act: &mut ActContext<'_>, p: &ExpandedPromise, w: &Wanted, name: &str) -> Outcome {
-    if act.dry_run {
-        tracing::warn!("Need to create user '{name}'.");
-        return Outcome::Warned;
+    let change = Change::new("create_user", name)
+        .should(format!("Need to create user '{name}'."))
+        .without_suffix();
+    if let Decision::Withheld { outcome, .. } = act.changes.plan(&change) {
+        return outcome;
     }
     let mut argv = vec![USERADD.to_string()];
     for (flag, value) in [
@@ -407,13 +413,14 @@ fn create(act: &mut ActContext<'_>, p: &ExpandedPromise, w: &Wanted, name: &str)
     match p.attrs.get("home_bundle") {
         // The bundle runs before the account is reported created.
         Some(bundle @ AttrValue::Bundle { .. }) => {
+            act.changes.made(change);
             act.followup = Some(Followup {
                 bundle: bundle.clone(),
                 inherit: p.flag("home_bundle_inherit").unwrap_or(false),
                 then_inform: created,
             });
         }
-        _ => tracing::info!("{created}"),
+        _ => act.changes.made(change.done(created)),
     }
     Outcome::Repaired
 }
@@ -452,17 +459,21 @@ fn modify(act: &mut ActContext<'_>, w: &Wanted, cur: &Account) -> Outcome {
     }
     shown_command.push_str(&format!(" {name}"));
     argv.push(name.to_string());
-    if act.dry_run {
-        // cf-agent names the first thing it would do.
-        if c.password {
-            tracing::warn!("Need to change password for user '{name}'.");
-        } else if c.lock {
-            let what = if w.locking() { "lock" } else { "unlock" };
-            tracing::warn!("Need to {what} account for user '{name}'.");
-        } else {
-            tracing::warn!("Need to update user attributes (command '{shown_command}').");
-        }
-        return Outcome::Warned;
+    // cf-agent names the first thing it would do.
+    let should = if c.password {
+        format!("Need to change password for user '{name}'.")
+    } else if c.lock {
+        let what = if w.locking() { "lock" } else { "unlock" };
+        format!("Need to {what} account for user '{name}'.")
+    } else {
+        format!("Need to update user attributes (command '{shown_command}').")
+    };
+    let change = Change::new("modify_user", name)
+        .done(format!("Modified user '{name}'"))
+        .should(should)
+        .without_suffix();
+    if let Decision::Withheld { outcome, .. } = act.changes.plan(&change) {
+        return outcome;
     }
     let failed = |_| {
         tracing::error!("Failed to modify user '{name}'");
@@ -486,7 +497,7 @@ fn modify(act: &mut ActContext<'_>, w: &Wanted, cur: &Account) -> Outcome {
     {
         return failed(e);
     }
-    tracing::info!("Modified user '{name}'");
+    act.changes.made(change);
     Outcome::Repaired
 }
 

@@ -32,8 +32,9 @@ pub enum JsonEvent {
         line: usize,
         /// kept, repaired, failed, denied, timeout, interrupted or warned.
         outcome: String,
-        /// The log lines the promise wrote while acting (`info: ...`).
-        changes: Vec<String>,
+        /// What the promise changed, or would have (a dry run, a promise
+        /// that only warns): what, path, before, after, applied, message.
+        changes: Vec<super::change::Change>,
         duration_ms: f64,
     },
     /// A transaction was undone: its bundle failed (`recovered: false`),
@@ -114,5 +115,60 @@ impl<W: Write> Sink for JsonSink<W> {
 
     fn event(&mut self, e: &JsonEvent) {
         self.write_event(e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Outcome;
+    use crate::report::change::{Change, Changes, Decision, Mode};
+
+    fn event(changes: Vec<Change>) -> PromiseEvent {
+        PromiseEvent {
+            bundle: "main".into(),
+            namespace: "default".into(),
+            promise_type: "files".into(),
+            promiser: "/etc/motd".into(),
+            handle: None,
+            file: "p.cf".into(),
+            line: 3,
+            outcome: Outcome::Repaired,
+            changes,
+            duration: std::time::Duration::ZERO,
+        }
+    }
+
+    fn changes_json(e: &PromiseEvent) -> serde_json::Value {
+        let v = serde_json::to_value(JsonEvent::from_promise(e)).unwrap();
+        v["changes"].clone()
+    }
+
+    #[test]
+    fn changes_are_the_change_records() {
+        let mut c = Changes::new(Mode::Apply, false);
+        for (what, done) in [
+            ("create", "Created file '/etc/motd', mode 0600"),
+            ("content", "Updated file '/etc/motd' with content 'hi'"),
+        ] {
+            let change = Change::new(what, "/etc/motd").done(done);
+            assert_eq!(c.plan(&change), Decision::Make);
+            c.made(change);
+        }
+        let mut records = c.take();
+        let both = changes_json(&event(records.clone()));
+        assert_eq!(both.as_array().unwrap().len(), 2);
+        assert_eq!(both[0]["what"], "create");
+        assert_eq!(both[0]["path"], "/etc/motd");
+        assert_eq!(both[0]["applied"], true);
+        assert_eq!(
+            both[1]["message"],
+            "Updated file '/etc/motd' with content 'hi'"
+        );
+        // A record removed is a change gone from the JSON.
+        records.remove(0);
+        let one = changes_json(&event(records));
+        assert_eq!(one.as_array().unwrap().len(), 1);
+        assert_eq!(one[0], both[1]);
     }
 }

@@ -176,72 +176,8 @@ pub fn init(max: LogLevel, style: LineStyle, target: LogTarget) {
             .with_filter(filter)
             .boxed(),
     };
-    let subscriber = tracing_subscriber::registry().with(fmt).with(CaptureLayer);
+    let subscriber = tracing_subscriber::registry().with(fmt);
     let _ = tracing::subscriber::set_global_default(subscriber);
-}
-
-/// What a promise logged, kept for its event (the `changes` of `--json`).
-#[derive(Debug, Default)]
-struct Captured(Vec<String>);
-
-/// The name of the span around one promise's actuation; log lines inside
-/// it at info level and above are captured for the promise's event.
-pub const PROMISE_SPAN: &str = "promise";
-
-/// Keeps the messages logged inside a promise span in the span itself.
-struct CaptureLayer;
-
-impl<S> tracing_subscriber::Layer<S> for CaptureLayer
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    fn on_new_span(
-        &self,
-        attrs: &tracing::span::Attributes<'_>,
-        id: &tracing::span::Id,
-        ctx: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        if attrs.metadata().name() == PROMISE_SPAN
-            && let Some(span) = ctx.span(id)
-        {
-            span.extensions_mut().insert(Captured::default());
-        }
-    }
-
-    fn on_event(&self, event: &Event<'_>, ctx: tracing_subscriber::layer::Context<'_, S>) {
-        if *event.metadata().level() > Level::INFO {
-            return;
-        }
-        let Some(span) = ctx.event_span(event) else {
-            return;
-        };
-        let Some(span) = span.scope().find(|s| s.name() == PROMISE_SPAN) else {
-            return;
-        };
-        let mut msg = String::new();
-        event.record(&mut MessageVisitor(&mut msg));
-        if let Some(c) = span.extensions_mut().get_mut::<Captured>() {
-            c.0.push(format!(
-                "{}: {msg}",
-                prefix(event.metadata().level(), event.metadata().target()).trim()
-            ));
-        }
-    }
-}
-
-/// Takes what was captured in the current promise span (empty when no
-/// subscriber captures, as in library tests).
-pub fn take_captured() -> Vec<String> {
-    let mut out = Vec::new();
-    tracing::Span::current().with_subscriber(|(id, dispatch)| {
-        if let Some(reg) = dispatch.downcast_ref::<tracing_subscriber::Registry>()
-            && let Some(span) = tracing_subscriber::registry::LookupSpan::span(reg, id)
-            && let Some(c) = span.extensions_mut().get_mut::<Captured>()
-        {
-            out = std::mem::take(&mut c.0);
-        }
-    });
-    out
 }
 
 use tracing_subscriber::Layer as _;

@@ -1,6 +1,7 @@
 //! Output: report lines, log lines, promise events, and the `--show-*`
 //! tables.
 
+pub mod change;
 pub mod json;
 pub mod log;
 
@@ -65,8 +66,8 @@ pub struct PromiseEvent {
     pub file: String,
     pub line: usize,
     pub outcome: Outcome,
-    /// What the promise logged while acting (its changes, or why not).
-    pub changes: Vec<String>,
+    /// What the promise changed, or would have changed.
+    pub changes: Vec<change::Change>,
     pub duration: std::time::Duration,
 }
 

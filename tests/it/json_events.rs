@@ -30,7 +30,7 @@ enum Event {
         file: String,
         line: usize,
         outcome: String,
-        changes: Vec<String>,
+        changes: Vec<Change>,
         duration_ms: f64,
     },
     /// Added with transactional bundles (issue 9, part 2): a transaction
@@ -49,6 +49,19 @@ enum Event {
         not_kept: usize,
         duration_ms: f64,
     },
+}
+
+/// What a promise changed, or would have (issue 19: records, not log lines).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Change {
+    what: String,
+    path: String,
+    before: Option<String>,
+    after: Option<String>,
+    applied: bool,
+    message: String,
 }
 
 fn events(text: &str) -> Vec<Event> {
@@ -110,7 +123,10 @@ fn json_events_follow_the_schema() {
     assert_eq!(promise.2.as_deref(), Some("mk"));
     assert_eq!(promise.3, 4);
     assert!(
-        promise.1.iter().any(|c| c.contains("Created file")),
+        promise
+            .1
+            .iter()
+            .any(|c| c.what == "create" && c.applied && c.message.starts_with("Created file")),
         "{promise:?}"
     );
     assert!(

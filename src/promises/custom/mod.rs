@@ -24,6 +24,7 @@
 pub mod protocol;
 
 use super::ActContext;
+use crate::report::change::{Change, Decision};
 
 use crate::eval::expanded::{AttrValue, ExpandedPromise};
 
@@ -162,7 +163,6 @@ struct Attributes {
     /// Checked for unresolved variables, in the promise's order.
     checked: Vec<(String, Json)>,
     log_level: Option<String>,
-    action_policy: Option<String>,
 }
 
 impl Attributes {
@@ -204,7 +204,6 @@ impl Attributes {
                 .map(str::to_string)
         };
         let log_level = last("log_level");
-        let action_policy = last("action_policy");
         let hidden = |k: &str| CLASSES_BODY_ATTRIBUTES.contains(&k) || NEVER_SEEN.contains(&k);
         let checked = all.iter().filter(|(k, _)| !hidden(k)).cloned().collect();
         let sent = all
@@ -215,7 +214,6 @@ impl Attributes {
             sent,
             checked,
             log_level,
-            action_policy,
         }
     }
 }
@@ -408,8 +406,13 @@ impl PromiseModules {
             return CustomOutcome::retry(Some(Outcome::Failed));
         }
         // From here on the promise acts once per run.
-        let warn_policy = matches!(attrs.action_policy.as_deref(), Some("warn" | "nop"));
-        let make_changes = !act.ctx.settings.dry_run && !warn_policy;
+        // The module makes its changes itself; the run's mode says whether
+        // it may, and a dry run tells it to only warn.
+        let change = Change::new("module", &p.promiser).after(path.clone());
+        let (make_changes, tell_to_warn) = match act.changes.plan(&change) {
+            Decision::Make => (true, false),
+            Decision::Withheld { as_if_made, .. } => (false, as_if_made),
+        };
         if !make_changes && !module.action_policy {
             tracing::error!(
                 "Not making changes to the system, but the custom promise module '{path}' doesn't support action_policy"
@@ -417,7 +420,7 @@ impl PromiseModules {
             return CustomOutcome::done(Outcome::Failed);
         }
         let mut sent = attrs.sent.clone();
-        if act.ctx.settings.dry_run {
+        if tell_to_warn {
             match sent.iter_mut().find(|(k, _)| k == "action_policy") {
                 Some((_, v)) => *v = Json::from("warn"),
                 None => sent.push(("action_policy".into(), Json::from("warn"))),

@@ -4,6 +4,7 @@
 //! unless `copy_backup` says otherwise.
 
 use super::super::ActContext;
+use crate::report::change::Change;
 
 use crate::eval::expanded::ExpandedPromise;
 
@@ -84,15 +85,7 @@ pub fn copy_from(
         }
         return;
     }
-    copy_file(
-        act,
-        super::only_warning(p.warn_only()),
-        &source,
-        &smeta,
-        target,
-        body,
-        v,
-    );
+    copy_file(act, &source, &smeta, target, body, v);
 }
 
 /// Makes `dir` (and its parents) when missing; `dir` itself gets `mode`.
@@ -106,30 +99,20 @@ fn ensure_dir(
     if act.host.stat(dir).ok().flatten().is_some() {
         return;
     }
-    if act.dry_run {
-        tracing::warn!(
-            "Should create directory '{}'{}",
-            dir.display(),
-            super::only_warning(p.warn_only())
-        );
-        v.warned();
-        return;
-    }
-    match act.host.mkdir_all(dir, mode) {
-        Ok(_) => {
-            // cf-agent words the copy's own base directory this way.
-            if dir == Path::new(&p.promiser) {
-                tracing::info!("Created parent directory for '{}'", p.promiser);
-            } else {
-                tracing::info!("Created directory '{}'", dir.display());
-            }
-            v.repaired();
-        }
-        Err(e) => {
-            tracing::error!("Could not create directory '{}': {e}", dir.display());
-            v.failed();
-        }
-    }
+    // cf-agent words the copy's own base directory its own way.
+    let done = if dir == Path::new(&p.promiser) {
+        format!("Created parent directory for '{}'", p.promiser)
+    } else {
+        format!("Created directory '{}'", dir.display())
+    };
+    let change = Change::new("create", dir.display().to_string())
+        .after(format!("{mode:04o}"))
+        .done(done)
+        .should(format!("Should create directory '{}'", dir.display()));
+    let made = act.change(change, |h| h.mkdir_all(dir, mode));
+    v.settle(made, |e| {
+        tracing::error!("Could not create directory '{}': {e}", dir.display())
+    });
 }
 
 fn copy_tree(
@@ -184,15 +167,7 @@ fn copy_tree(
         {
             super::link::copy_link(act, p, &dst.join(&name), &text, body, v);
         } else if meta.kind == FileKind::File {
-            copy_file(
-                act,
-                super::only_warning(p.warn_only()),
-                &src.join(&name),
-                &meta,
-                &dst.join(&name),
-                body,
-                v,
-            );
+            copy_file(act, &src.join(&name), &meta, &dst.join(&name), body, v);
         }
     }
 }
@@ -241,7 +216,6 @@ fn needs_copy(
 
 fn copy_file(
     act: &mut ActContext<'_>,
-    only: &str,
     src: &Path,
     smeta: &Meta,
     dst: &Path,
@@ -261,51 +235,35 @@ fn copy_file(
     } else {
         dmeta.map_or(DEFAULT_FILE_MODE, |m| m.mode)
     };
-    if act.diff {
+    let mut change = Change::new("copy", dst.display().to_string())
+        .before(src.display().to_string())
+        // cf-agent's words: the destination first, then the source.
+        .should(format!(
+            "Should copy '{}' to '{}'",
+            dst.display(),
+            src.display()
+        ));
+    if act.changes.shows_content() {
         let old = act.host.read(dst).unwrap_or_default();
         let new = act.host.read(src).unwrap_or_default();
-        super::show_diff(act, dst, &old, &new);
+        change = change.content(&old, &new);
     }
-    if act.dry_run {
-        // cf-agent's words: the destination first, then the source.
-        tracing::warn!(
-            "Should copy '{}' to '{}'{}",
-            dst.display(),
-            src.display(),
-            only
-        );
-        v.warned();
-        return;
-    }
-    if let Some(parent) = dst.parent()
-        && act.host.stat(parent).ok().flatten().is_none()
-    {
-        if let Err(e) = act.host.mkdir_all(parent, DEFAULT_DIR_MODE) {
-            tracing::error!("Could not create directories for '{}': {e}", dst.display());
-            v.failed();
-            return;
-        }
-        tracing::info!("Created parent directory for '{}'", dst.display());
+    let parent = dst
+        .parent()
+        .filter(|d| act.host.stat(d).ok().flatten().is_none());
+    if parent.is_some() {
+        change = change.done(format!("Created parent directory for '{}'", dst.display()));
     }
     let new = PathBuf::from(format!("{}.cfnew", dst.display()));
-    if let Err(e) = act.host.copy_atomic(src, &new, mode) {
-        tracing::error!(
-            "Could not copy '{}' to '{}': {e}",
-            src.display(),
-            new.display()
-        );
-        v.failed();
-        return;
-    }
-    tracing::info!(
+    change = change.done(format!(
         "Copied file '{}' to '{}' (mode '{:o}')",
         src.display(),
         new.display(),
         mode
-    );
+    ));
     let backup = body.scalar("copy_backup").unwrap_or("true");
-    if dmeta.is_some() && backup != "false" {
-        let saved = if backup == "timestamp" {
+    let saved = (dmeta.is_some() && backup != "false").then(|| {
+        if backup == "timestamp" {
             PathBuf::from(format!(
                 "{}_{}.cfsaved",
                 dst.display(),
@@ -313,40 +271,60 @@ fn copy_file(
             ))
         } else {
             PathBuf::from(format!("{}.cfsaved", dst.display()))
-        };
-        if let Err(e) = act.host.rename(dst, &saved) {
-            tracing::error!("Could not back up '{}': {e}", dst.display());
-            let _ = act.host.remove_file(&new);
-            v.failed();
-            return;
         }
-        tracing::info!("Backed up '{}' as '{}'", dst.display(), saved.display());
+    });
+    if let Some(saved) = &saved {
+        change = change.done(format!(
+            "Backed up '{}' as '{}'",
+            dst.display(),
+            saved.display()
+        ));
     }
-    if let Err(e) = act.host.rename(&new, dst) {
-        tracing::error!(
-            "Could not move '{}' to '{}': {e}",
-            new.display(),
-            dst.display()
-        );
-        v.failed();
-        return;
-    }
-    tracing::info!("Moved '{}' to '{}'", new.display(), dst.display());
-    if dmeta.is_some() {
-        tracing::info!(
+    change = change.done(format!("Moved '{}' to '{}'", new.display(), dst.display()));
+    change = change.done(if dmeta.is_some() {
+        format!(
             "Updated '{}' from source '{}' on 'localhost'",
             dst.display(),
             src.display()
-        );
+        )
     } else {
-        tracing::info!(
+        format!(
             "Updated file '{}' from 'localhost:{}'",
             dst.display(),
             src.display()
-        );
+        )
+    });
+    let made = act.change(change, |h| {
+        if let Some(parent) = parent {
+            h.mkdir_all(parent, DEFAULT_DIR_MODE).map_err(|e| {
+                format!("Could not create directories for '{}': {e}", dst.display())
+            })?;
+        }
+        h.copy_atomic(src, &new, mode).map_err(|e| {
+            format!(
+                "Could not copy '{}' to '{}': {e}",
+                src.display(),
+                new.display()
+            )
+        })?;
+        if let Some(saved) = &saved
+            && let Err(e) = h.rename(dst, saved)
+        {
+            let _ = h.remove_file(&new);
+            return Err(format!("Could not back up '{}': {e}", dst.display()));
+        }
+        h.rename(&new, dst).map_err(|e| {
+            format!(
+                "Could not move '{}' to '{}': {e}",
+                new.display(),
+                dst.display()
+            )
+        })
+    });
+    if v.settle(made, |e| tracing::error!("{e}")).is_none() {
+        return;
     }
     auto_define(act, dst);
-    v.repaired();
     // cf-agent then checks the copy's owner, group and mode, as promised.
     v.kept_step();
 }
@@ -385,25 +363,23 @@ fn purge(act: &mut ActContext<'_>, src: &Path, dst: &Path, v: &mut Verdict) {
             }
             continue;
         }
-        if act.dry_run {
-            tracing::warn!("Should purge '{}', but only warning promised", d.display());
-            v.warned();
-            continue;
-        }
-        let r = if dm.kind == FileKind::Dir {
-            act.host.remove_dir_all(&d)
-        } else {
-            act.host.remove_file(&d)
-        };
-        match r {
-            Ok(()) => {
-                tracing::info!("Purged '{}' from copy destination", d.display());
-                v.repaired();
+        let change = Change::new("purge", d.display().to_string())
+            .done(format!("Purged '{}' from copy destination", d.display()))
+            .should(format!(
+                "Should purge '{}', but only warning promised",
+                d.display()
+            ))
+            .without_suffix();
+        let is_dir = dm.kind == FileKind::Dir;
+        let made = act.change(change, |h| {
+            if is_dir {
+                h.remove_dir_all(&d)
+            } else {
+                h.remove_file(&d)
             }
-            Err(e) => {
-                tracing::error!("Could not purge '{}': {e}", d.display());
-                v.failed();
-            }
-        }
+        });
+        v.settle(made, |e| {
+            tracing::error!("Could not purge '{}': {e}", d.display())
+        });
     }
 }

@@ -30,6 +30,7 @@ use crate::eval::rval::iteration_texts;
 use crate::eval::vars::Variable;
 use crate::load::LoadedFile;
 use crate::report::Outcome;
+use crate::report::change::{Change, Decision};
 use crate::syntax::ast::{Bundle, Promise};
 use crate::values::regex::Regex;
 use crate::values::value::{DataType, Origin, Value};
@@ -220,9 +221,7 @@ pub(crate) fn edit_file(
     // With `action_policy => "warn"` cf-agent edits in memory as usual and
     // then shows what would change; a dry run instead has each edit
     // promise say what it would do.
-    let warn_only = p.warn_only();
     let mut editor = Editor {
-        simulate: act.dry_run && !warn_only,
         lines: &mut lines,
         filename: p.promiser.clone(),
         done: HashSet::new(),
@@ -234,15 +233,12 @@ pub(crate) fn edit_file(
     if lines == before {
         return;
     }
-    if act.dry_run && warn_only {
-        warn_diff(&before, &lines);
-    }
     let edited = Edited {
         original: &original,
         read_stamp,
         mode: meta.mode,
         pending,
-        warn_only,
+        warning: warn_diff(&before, &lines),
     };
     write_edited(act, p, target, lines, edited, v);
 }
@@ -252,9 +248,10 @@ struct Edited<'a> {
     original: &'a [u8],
     read_stamp: Option<crate::host::fs::Stamp>,
     mode: u32,
-    /// What the edit promises said they did, printed once it is saved.
-    pending: Vec<String>,
-    warn_only: bool,
+    /// What the edit promises did, said once it is saved.
+    pending: Vec<Change>,
+    /// What a promise that only warns says of the edit, line by line.
+    warning: Vec<String>,
 }
 
 /// Saves edited lines that differ from the file's: a dry run (or a warn
@@ -268,37 +265,40 @@ fn write_edited(
     e: Edited<'_>,
     v: &mut Verdict,
 ) {
-    let warn_only = e.warn_only;
     let text = Lines {
         lines,
         trailing_newline: true,
     }
     .render();
     let text = bytes::encode(&text);
-    if !warn_only {
-        super::show_diff(act, target, e.original, &text);
+    // A dry run names each line it would change; only a promise that
+    // itself only warns also says so of the whole file.
+    let mut change = Change::new("edit", &p.promiser)
+        .content(e.original, &text)
+        .done(format!("Edited file '{}'", p.promiser));
+    for w in e.warning {
+        change = change.should_when_warning(w);
     }
-    if act.dry_run {
-        if !warn_only {
-            act.host.simulate_file(target, &text, e.mode);
+    change = change.should_when_warning(format!(
+        "Should edit file '{}', but only warning promised",
+        p.promiser
+    ));
+    match act.changes.plan(&change) {
+        Decision::Make => {
+            for c in e.pending {
+                act.changes.made(c);
+            }
+            if write_with_backup(act, p, target, e.mode, &text, e.read_stamp, v) {
+                act.changes.made(change);
+                v.repaired();
+            }
         }
-        // A dry run names each line it would change; only a promise
-        // that itself only warns also says so of the whole file.
-        if warn_only {
-            tracing::warn!(
-                "Should edit file '{}', but only warning promised",
-                p.promiser
-            );
+        Decision::Withheld { as_if_made, .. } => {
+            if as_if_made {
+                act.host.simulate_file(target, &text, e.mode);
+            }
+            v.warned();
         }
-        v.warned();
-        return;
-    }
-    for m in e.pending {
-        tracing::info!("{m}");
-    }
-    if write_with_backup(act, p, target, e.mode, &text, e.read_stamp, v) {
-        tracing::info!("Edited file '{}'", p.promiser);
-        v.repaired();
     }
 }
 
@@ -438,34 +438,38 @@ fn render_mustache(
     if current == rendered.as_bytes() {
         return;
     }
-    if !p.warn_only() {
-        super::show_diff(act, target, &current, rendered.as_bytes());
-        act.host
-            .simulate_file(target, rendered.as_bytes(), meta.mode);
-    }
-    if act.dry_run {
-        tracing::warn!(
-            "Should update rendering of '{}' from mustache template '{label}'{}",
-            p.promiser,
-            super::only_warning(p.warn_only())
-        );
-        v.warned();
-        return;
-    }
-    if write_with_backup(
-        act,
-        p,
-        target,
-        meta.mode,
-        rendered.as_bytes(),
-        read_stamp,
-        v,
-    ) {
-        tracing::info!(
+    let change = Change::new("render", &p.promiser)
+        .content(&current, rendered.as_bytes())
+        .done(format!(
             "Updated rendering of '{}' from mustache template '{label}'",
             p.promiser
-        );
-        v.repaired();
+        ))
+        .should(format!(
+            "Should update rendering of '{}' from mustache template '{label}'",
+            p.promiser
+        ));
+    match act.changes.plan(&change) {
+        Decision::Make => {
+            if write_with_backup(
+                act,
+                p,
+                target,
+                meta.mode,
+                rendered.as_bytes(),
+                read_stamp,
+                v,
+            ) {
+                act.changes.made(change);
+                v.repaired();
+            }
+        }
+        Decision::Withheld { as_if_made, .. } => {
+            if as_if_made {
+                act.host
+                    .simulate_file(target, rendered.as_bytes(), meta.mode);
+            }
+            v.warned();
+        }
     }
 }
 
@@ -578,25 +582,26 @@ fn unsafe_zeroed_tm() -> libc::tm {
 /// What cf-agent prints when only a warning is promised: line by line
 /// against the old content, the old lines that differ, then the new
 /// lines beyond the old end.
-fn warn_diff(old: &[String], new: &[String]) {
+fn warn_diff(old: &[String], new: &[String]) -> Vec<String> {
     if old.is_empty() != new.is_empty() {
-        for _ in 0..2 {
-            tracing::warn!(
-                "File content wants to change from from/to full/empty but only a warning promised"
-            );
-        }
-        return;
+        let line =
+            "File content wants to change from from/to full/empty but only a warning promised";
+        return vec![line.to_string(), line.to_string()];
     }
+    let mut out = Vec::new();
     for (i, o) in old.iter().enumerate() {
         match new.get(i) {
             Some(n) if n == o => {}
-            Some(_) => tracing::warn!("edit_line warning promised: - {o}"),
-            None => tracing::warn!(" ! edit_line change warning promised: (remove) {o}"),
+            Some(_) => out.push(format!("edit_line warning promised: - {o}")),
+            None => out.push(format!(
+                " ! edit_line change warning promised: (remove) {o}"
+            )),
         }
     }
     for n in new.iter().skip(old.len()) {
-        tracing::warn!(" ! edit_line change warning promised: (add) {n}");
+        out.push(format!(" ! edit_line change warning promised: (add) {n}"));
     }
+    out
 }
 
 /// A region of the lines: the start delimiter's index (or none: from the
@@ -608,16 +613,12 @@ struct Region {
 }
 
 struct Editor<'l> {
-    /// A dry run: each promise still edits the lines in memory (so the
-    /// diff shown is the change a real run makes), but says what it would
-    /// do instead of what it did.
-    simulate: bool,
     lines: &'l mut Vec<String>,
     filename: String,
     /// Promises that acted this run (cf-agent's promise locks).
     done: HashSet<String>,
-    /// Change messages, printed only if the file is written.
-    pending: Vec<String>,
+    /// Changes made to the lines, said only if the file is written.
+    pending: Vec<Change>,
     /// Where lines were inserted, in order (see `put`).
     inserted: Vec<usize>,
 }
@@ -636,16 +637,25 @@ impl Sub<'_> {
 }
 
 impl Editor<'_> {
-    /// Records a change the promise made to the lines: its message is held
-    /// until the file is written, or under a dry run the promise says at
-    /// once what it would do.
-    fn note(&mut self, sub: &mut Sub<'_>, done: String, would: String) {
-        if self.simulate {
-            tracing::warn!("{would}");
-            sub.set(Res::Warn);
-        } else {
-            self.pending.push(done);
-            sub.set(Res::Change);
+    /// Records a change the promise made to the lines. The lines are
+    /// edited in memory whatever the mode (so the diff shown is the change
+    /// a real run makes); its message is held until the file is written,
+    /// or under a dry run the promise says at once what it would do. A
+    /// promise that only warns says nothing here: the file's warning does.
+    fn note(&mut self, act: &mut ActContext<'_>, sub: &mut Sub<'_>, done: String, would: String) {
+        let change = Change::new("edit_line", &self.filename)
+            .done(done)
+            .should(would)
+            .silent_when_warning();
+        match act.changes.plan(&change) {
+            Decision::Withheld {
+                as_if_made: true, ..
+            } => sub.set(Res::Warn),
+            Decision::Withheld { .. } => sub.set(Res::Change),
+            Decision::Make => {
+                self.pending.push(change);
+                sub.set(Res::Change);
+            }
         }
     }
 
@@ -797,9 +807,10 @@ impl Editor<'_> {
                 ptype
             };
             match sub.result {
-                Res::Change => self
-                    .pending
-                    .push(format!("{shown} promise '{}' repaired", ep.promiser)),
+                Res::Change => self.pending.push(
+                    Change::new("edit_promise", &ep.promiser)
+                        .done(format!("{shown} promise '{}' repaired", ep.promiser)),
+                ),
                 Res::Fail => tracing::error!(
                     "Errors encountered when actuating {shown} promise '{}'",
                     ep.promiser
@@ -1222,6 +1233,7 @@ impl Editor<'_> {
             if self.lines.is_empty() {
                 self.put(0, line);
                 self.note(
+                    act,
                     sub,
                     format!("Inserted the promised line '{line}' into '{f}'"),
                     format!("Should insert line '{line}' into '{f}'"),
@@ -1231,6 +1243,7 @@ impl Editor<'_> {
             if self.lines[0] != line {
                 self.put(0, line);
                 self.note(
+                    act,
                     sub,
                     format!("Prepended the promised line '{line}' to {f}"),
                     format!("Should prepend line '{line}' to {f}"),
@@ -1250,6 +1263,7 @@ impl Editor<'_> {
             let at = prev.map_or(0, |p| p + 1);
             self.put(at, line);
             self.note(
+                act,
                 sub,
                 format!("Inserted the promised line '{line}' into '{f}' before locator"),
                 format!("Should insert line '{line}' into '{f}' before locator"),
@@ -1265,6 +1279,7 @@ impl Editor<'_> {
             let at = location.map_or(self.lines.len(), |l| (l + 1).min(self.lines.len()));
             self.put(at, line);
             self.note(
+                act,
                 sub,
                 format!("Inserted the promised line '{line}' into '{f}' after locator"),
                 format!("Should insert line '{line}' into '{f}' after locator"),
@@ -1332,7 +1347,7 @@ impl Editor<'_> {
                 let (line, f) = (&self.lines[i + k], &self.filename);
                 let done = format!("Deleted the promised line {} '{line}' from {f}", k + 1);
                 let would = format!("Should delete line '{line}' from {f}");
-                self.note(sub, done, would);
+                self.note(act, sub, done, would);
                 keep[i + k] = false;
             }
             i += matches;
@@ -1436,6 +1451,7 @@ impl Editor<'_> {
             self.lines[i] = buf;
             let f = self.filename.clone();
             self.note(
+                act,
                 sub,
                 format!("Replaced pattern '{}' in '{f}'", ep.promiser),
                 format!("Should replace pattern '{}' in '{f}'", ep.promiser),
@@ -1561,7 +1577,7 @@ impl Editor<'_> {
                     let Some(msg) = msg else {
                         continue;
                     };
-                    self.note(sub, msg, format!("Should edit field in {f}"));
+                    self.note(act, sub, msg, format!("Should edit field in {f}"));
                     parts.join(&vs.to_string())
                 }
                 None => {
@@ -1579,7 +1595,7 @@ impl Editor<'_> {
                     if new == cur && op != "delete" {
                         continue;
                     }
-                    self.note(sub, msg, format!("Should edit field in {f}"));
+                    self.note(act, sub, msg, format!("Should edit field in {f}"));
                     new
                 }
             };

@@ -1,6 +1,7 @@
 //! `link_from`: symbolic links (absolute or relative) and hard links.
 
-use super::super::ActContext;
+use super::super::{ActContext, Applied};
+use crate::report::change::Change;
 
 use crate::eval::expanded::ExpandedPromise;
 
@@ -34,16 +35,21 @@ pub fn link_from(
             "force" => {}
             "delete" => {
                 if act.host.lstat(target).ok().flatten().is_some() {
-                    if act.dry_run {
-                        tracing::warn!("Should remove link '{}' to a missing source", p.promiser);
-                        v.warned();
-                    } else if act.host.remove_file(target).is_ok() {
-                        tracing::info!(
+                    let change = Change::new("delete", &p.promiser)
+                        .done(format!(
                             "Removed link '{}': its source '{}' does not exist",
                             p.promiser,
                             source.display()
-                        );
-                        v.repaired();
+                        ))
+                        .should(format!(
+                            "Should remove link '{}' to a missing source",
+                            p.promiser
+                        ))
+                        .without_suffix();
+                    let made = act.change(change, |h| h.remove_file(target));
+                    // A link that cannot be removed is left as it is.
+                    if !matches!(made, Applied::Failed(_)) {
+                        v.settle(made, |_| {});
                     }
                 }
                 return;
@@ -132,31 +138,46 @@ fn replace(
         v.failed();
         return;
     }
-    if act.dry_run {
-        tracing::warn!(
+    let moved = PathBuf::from(format!("{}.cf-moved", target.display()));
+    let mut change = Change::new("replace", &p.promiser)
+        .after(source.display().to_string())
+        .should(format!(
             "Should replace '{}' with a link to '{}'",
             p.promiser,
             source.display()
-        );
-        v.warned();
-        return;
+        ))
+        .without_suffix();
+    if !is_link {
+        change = change.done(format!(
+            "Moved obstructing '{}' to '{}'",
+            p.promiser,
+            moved.display()
+        ));
     }
-    let r = if is_link {
-        act.host.remove_file(target)
-    } else {
-        let moved = PathBuf::from(format!("{}.cf-moved", target.display()));
-        act.host.rename(target, &moved).inspect(|_| {
-            tracing::info!(
-                "Moved obstructing '{}' to '{}'",
-                p.promiser,
-                moved.display()
+    let made = act.change(change, |h| {
+        if is_link {
+            h.remove_file(target)
+        } else {
+            h.rename(target, &moved)
+        }
+    });
+    match made {
+        Applied::Made(()) => {}
+        Applied::Withheld { outcome, .. } => {
+            v.settle(
+                Applied::<(), ()>::Withheld {
+                    outcome,
+                    as_if_made: false,
+                },
+                |_| {},
             );
-        })
-    };
-    if let Err(e) = r {
-        tracing::error!("Could not remove '{}' to relink it: {e}", p.promiser);
-        v.failed();
-        return;
+            return;
+        }
+        Applied::Failed(e) => {
+            tracing::error!("Could not remove '{}' to relink it: {e}", p.promiser);
+            v.failed();
+            return;
+        }
     }
     make(act, p, target, source, text, hard, v);
 }
@@ -170,34 +191,28 @@ fn make(
     hard: bool,
     v: &mut Verdict,
 ) {
-    if act.dry_run {
-        tracing::warn!(
-            "Should create link '{}'{}",
+    let change = Change::new("link", &p.promiser)
+        .after(text.display().to_string())
+        .done(format!(
+            "Linked files '{}' -> '{}'",
             p.promiser,
-            super::only_warning(p.warn_only())
-        );
-        v.warned();
-        return;
-    }
-    let r = if hard {
-        act.host.hard_link(source, target)
-    } else {
-        act.host.symlink(text, target)
-    };
-    match r {
-        Ok(()) => {
-            tracing::info!("Linked files '{}' -> '{}'", p.promiser, text.display());
-            v.repaired();
+            text.display()
+        ))
+        .should(format!("Should create link '{}'", p.promiser));
+    let made = act.change(change, |h| {
+        if hard {
+            h.hard_link(source, target)
+        } else {
+            h.symlink(text, target)
         }
-        Err(e) => {
-            tracing::error!(
-                "Could not link '{}' -> '{}': {e}",
-                p.promiser,
-                source.display()
-            );
-            v.failed();
-        }
-    }
+    });
+    v.settle(made, |e| {
+        tracing::error!(
+            "Could not link '{}' -> '{}': {e}",
+            p.promiser,
+            source.display()
+        )
+    });
 }
 
 /// `to` written relative to directory `from` (both absolute), starting

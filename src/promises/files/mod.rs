@@ -12,7 +12,8 @@ pub mod search;
 pub mod template;
 mod transform;
 
-use super::{ActContext, Actuator};
+use super::{ActContext, Actuator, Applied};
+use crate::report::change::Change;
 
 use crate::eval::expanded::ExpandedPromise;
 
@@ -58,6 +59,31 @@ impl Verdict {
 
     pub(crate) fn kept_step(&mut self) {
         self.kept_step = true;
+    }
+
+    /// Records what became of a change: repaired when made; warned (or
+    /// failed, as the change says) when withheld; failed, after `failed`
+    /// said why, when making it failed. The made value, if any.
+    pub(crate) fn settle<T, E>(&mut self, a: Applied<T, E>, failed: impl FnOnce(E)) -> Option<T> {
+        match a {
+            Applied::Made(t) => {
+                self.repaired();
+                Some(t)
+            }
+            Applied::Withheld { outcome, .. } => {
+                if outcome == Outcome::Warned {
+                    self.warned();
+                } else {
+                    self.failed();
+                }
+                None
+            }
+            Applied::Failed(e) => {
+                failed(e);
+                self.failed();
+                None
+            }
+        }
     }
 
     fn outcome(&self) -> Outcome {
@@ -107,7 +133,7 @@ impl Actuator for Files {
             if let Some(body) = p.body("copy_from") {
                 copy::copy_from(act, p, &target, body, &mut v);
             }
-            let mut found = search::depth_search(act.ctx, act.host, &target, ds, act.dry_run);
+            let mut found = search::depth_search(act.ctx, act.host, &target, ds, &mut act.changes);
             if let Some(sel) = p.body("file_select") {
                 let now = crate::host::clock::now_secs();
                 found.retain(|f| search::selected(act.ctx, act.host, sel, &f.path, &f.meta, now));
@@ -148,11 +174,11 @@ fn leaf(
 ) {
     let shown = target.display().to_string();
     if let Some(del) = p.body("delete") {
-        delete(act, only_warning(p.warn_only()), &shown, target, del, v);
+        delete(act, &shown, target, del, v);
         return;
     }
     if let Some(ren) = p.body("rename") {
-        rename(act, only_warning(p.warn_only()), &shown, target, ren, v);
+        rename(act, &shown, target, ren, v);
         return;
     }
     let meta = match act.host.lstat(target) {
@@ -182,10 +208,10 @@ fn leaf(
     let wants_create = p.flag("create").unwrap_or(false) || p.scalar("content").is_some();
     // A dry run that would create the file goes on with an empty one; it
     // has said what it would create, which cf-agent says alone.
-    let would_create = meta.is_none() && act.dry_run;
+    let mut would_create = false;
     let meta = match meta {
         Some(m) => Some(m),
-        None if wants_create => create(act, p, target, is_dir_promise, v),
+        None if wants_create => create(act, p, target, is_dir_promise, &mut would_create, v),
         None => None,
     };
     let Some(meta) = meta else {
@@ -199,7 +225,7 @@ fn leaf(
         return;
     };
     if let Some(command) = p.scalar("transformer") {
-        transform::transform(act, p, &shown, command, v);
+        transform::transform(act, &shown, command, v);
         // A transformer may replace the file (gzip leaves FILE.gz).
         if act.host.lstat(target).ok().flatten().is_none() {
             return;
@@ -213,7 +239,7 @@ fn leaf(
         // body, whose attributes the promise has without the body.
         if meta.kind == FileKind::File
             && before == (v.failed, v.warned)
-            && !act.dry_run
+            && !v.warned
             && !body.is_default()
         {
             v.kept_step();
@@ -221,7 +247,7 @@ fn leaf(
     }
     if meta.kind == FileKind::File {
         if let Some(content) = p.scalar("content") {
-            set_content(act, &shown, target, content, p.warn_only(), would_create, v);
+            set_content(act, &shown, target, content, would_create, v);
         }
         if p.attrs.contains_key("edit_line")
             || p.attrs.contains_key("edit_template")
@@ -231,26 +257,17 @@ fn leaf(
         }
     }
     if p.flag("touch") == Some(true) {
-        if act.dry_run {
-            tracing::warn!(
-                "Should update time stamps for '{shown}'{}",
-                only_warning(p.warn_only())
-            );
-            v.warned();
-        } else if let Err(e) = act.host.touch(target) {
-            tracing::error!("Could not touch '{shown}': {e}");
-            v.failed();
-        } else {
-            tracing::info!("Touched (updated time stamps) for path '{shown}'");
-            v.repaired();
-        }
+        let change = Change::new("touch", &shown)
+            .done(format!("Touched (updated time stamps) for path '{shown}'"))
+            .should(format!("Should update time stamps for '{shown}'"));
+        let made = act.change(change, |h| h.touch(target));
+        v.settle(made, |e| tracing::error!("Could not touch '{shown}': {e}"));
     }
 }
 
 /// `rename`: a new name, disabling (a suffix and a mode), or rotation.
 fn rename(
     act: &mut ActContext<'_>,
-    only: &str,
     shown: &str,
     target: &Path,
     body: &ResolvedBody,
@@ -264,30 +281,23 @@ fn rename(
         .and_then(|r| r.parse::<u32>().ok())
         .filter(|&n| n > 0)
     {
-        if act.dry_run {
-            tracing::warn!("Should rotate file '{shown}' in {n} fifo{only}");
-            v.warned();
-            return;
-        }
-        for i in (1..n).rev() {
-            let from = PathBuf::from(format!("{shown}.{i}"));
-            let to = PathBuf::from(format!("{shown}.{}", i + 1));
-            if act.host.lstat(&from).ok().flatten().is_some() {
-                let _ = act.host.rename(&from, &to);
+        let change = Change::new("rotate", shown)
+            .after(n.to_string())
+            .done(format!("Rotated file '{shown}' in {n} fifo"))
+            .should(format!("Should rotate file '{shown}' in {n} fifo"));
+        let made = act.change(change, |h| {
+            for i in (1..n).rev() {
+                let from = PathBuf::from(format!("{shown}.{i}"));
+                let to = PathBuf::from(format!("{shown}.{}", i + 1));
+                if h.lstat(&from).ok().flatten().is_some() {
+                    let _ = h.rename(&from, &to);
+                }
             }
-        }
-        let first = PathBuf::from(format!("{shown}.1"));
-        match act.host.rename(target, &first) {
-            Ok(()) => {
-                let _ = act.host.create_empty(target, meta.mode);
-                tracing::info!("Rotated file '{shown}' in {n} fifo");
-                v.repaired();
-            }
-            Err(e) => {
-                tracing::error!("Could not rotate '{shown}': {e}");
-                v.failed();
-            }
-        }
+            h.rename(target, &PathBuf::from(format!("{shown}.1")))?;
+            let _ = h.create_empty(target, meta.mode);
+            Ok::<(), std::io::Error>(())
+        });
+        v.settle(made, |e| tracing::error!("Could not rotate '{shown}': {e}"));
         return;
     }
     let disable = body
@@ -303,61 +313,57 @@ fn rename(
         )),
         None => return,
     };
-    if act.dry_run {
-        if disable && body.scalar("newname").is_none() {
-            // cf-agent's words for disabling.
-            let kind = if meta.kind == FileKind::Dir {
-                "directory"
-            } else {
-                "file"
-            };
-            tracing::warn!("File object '{shown}' exists, contrary to promise");
-            tracing::warn!("Should rename '{kind}' '{shown}'{only}");
-        } else {
-            tracing::warn!(
-                "Should rename file '{shown}' to '{}'{only}",
-                newname.display()
-            );
-        }
-        v.warned();
-        return;
-    }
     let disabling = disable && body.scalar("newname").is_none();
     let mut mode = meta.mode;
+    let kind = if meta.kind == FileKind::Dir {
+        "directory"
+    } else {
+        "file"
+    };
     if disabling {
         // cf-agent's order and words: the warning, the mode (disable_mode,
         // or the mode it has), then the rename.
         tracing::warn!("File object '{shown}' exists, contrary to promise");
-        if let Some(spec) = body
+        let spec = body
             .scalar("disable_mode")
-            .and_then(|m| ModeSpec::parse(m).ok())
-        {
+            .and_then(|m| ModeSpec::parse(m).ok());
+        if let Some(spec) = &spec {
             mode = spec.apply(meta.mode);
-            if let Err(e) = act.host.chmod(target, mode) {
-                tracing::error!("Could not change permissions of '{shown}': {e}");
-                v.failed();
-                return;
-            }
         }
-        tracing::info!("Changed permissions of '{shown}' to 'mode {mode:04o}'");
-    }
-    match act.host.rename(target, &newname) {
-        Ok(()) => {
-            if disabling {
-                tracing::info!(
-                    "Disabled file '{shown}' by renaming to '{}' with mode {mode:04o}",
-                    newname.display()
-                );
-            } else {
-                tracing::info!("Renamed file '{shown}' to '{}'", newname.display());
-            }
-            v.repaired();
-        }
-        Err(e) => {
-            tracing::error!("Could not rename '{shown}': {e}");
+        let change = Change::new("permissions", shown)
+            .before(format!("{:04o}", meta.mode))
+            .after(format!("{mode:04o}"))
+            .done(format!(
+                "Changed permissions of '{shown}' to 'mode {mode:04o}'"
+            ));
+        let made = act.change(change, |h| match spec {
+            Some(_) => h.chmod(target, mode),
+            None => Ok(()),
+        });
+        if let Applied::Failed(e) = made {
+            tracing::error!("Could not change permissions of '{shown}': {e}");
             v.failed();
+            return;
         }
     }
+    let change = Change::new("rename", shown).after(newname.display().to_string());
+    let change = if disabling {
+        change
+            .done(format!(
+                "Disabled file '{shown}' by renaming to '{}' with mode {mode:04o}",
+                newname.display()
+            ))
+            .should(format!("Should rename '{kind}' '{shown}'"))
+    } else {
+        change
+            .done(format!("Renamed file '{shown}' to '{}'", newname.display()))
+            .should(format!(
+                "Should rename file '{shown}' to '{}'",
+                newname.display()
+            ))
+    };
+    let made = act.change(change, |h| h.rename(target, &newname));
+    v.settle(made, |e| tracing::error!("Could not rename '{shown}': {e}"));
 }
 
 fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, v: Verdict) -> Outcome {
@@ -401,21 +407,12 @@ fn creation_mode(p: &ExpandedPromise, is_dir: bool) -> u32 {
     }
 }
 
-/// What cf-agent adds to a "Should ..." warning when the promise itself
-/// only warns (`action_policy => "warn"`), as opposed to a `--dry-run`.
-pub(crate) fn only_warning(warn_only: bool) -> &'static str {
-    if warn_only {
-        ", but only warning promised"
-    } else {
-        ""
-    }
-}
-
 fn create(
     act: &mut ActContext<'_>,
     p: &ExpandedPromise,
     target: &Path,
     is_dir: bool,
+    would_create: &mut bool,
     v: &mut Verdict,
 ) -> Option<Meta> {
     let mode = creation_mode(p, is_dir);
@@ -425,70 +422,81 @@ fn create(
     } else {
         p.promiser.clone()
     };
-    if act.dry_run {
-        let only = only_warning(p.warn_only());
-        if is_dir {
-            tracing::warn!("Should create directory '{}'{only}", shown);
-        } else {
-            // cf-agent names each missing parent directory, outermost first.
-            let mut missing = Vec::new();
-            let mut dir = target.parent();
-            while let Some(d) = dir
-                && act.host.lstat(d).ok().flatten().is_none()
-            {
-                missing.push(d);
-                dir = d.parent();
-            }
+    let fifo = p.scalar("file_type") == Some("fifo");
+    if !is_dir {
+        // cf-agent names each missing parent directory, outermost first.
+        let mut missing = Vec::new();
+        let mut dir = target.parent();
+        while let Some(d) = dir
+            && act.host.lstat(d).ok().flatten().is_none()
+        {
+            missing.push(d);
+            dir = d.parent();
+        }
+        if let (Some(parent), false) = (target.parent(), missing.is_empty()) {
+            let mut change = Change::new("create_parents", &shown)
+                .after(parent.display().to_string())
+                .done(format!("Created directory for '{shown}'"));
             for d in missing.iter().rev() {
-                tracing::warn!(
-                    "Should make directory '{}' for '{}'{only}",
-                    d.display(),
-                    shown
-                );
+                change = change.should(format!(
+                    "Should make directory '{}' for '{shown}'",
+                    d.display()
+                ));
             }
-            tracing::warn!("Should create file '{}', mode '{:04o}'{only}", shown, mode);
-        }
-        v.warned();
-        // A dry run goes on as if the file were there (empty), so that its
-        // content and edits show as the real run's would.
-        if is_dir || p.warn_only() || p.scalar("file_type") == Some("fifo") {
-            return None;
-        }
-        act.host.simulate_file(target, b"", mode);
-        return act.host.lstat(target).ok().flatten();
-    }
-    if let Some(parent) = target.parent() {
-        match act.host.mkdir_all(parent, DEFAULT_DIR_MODE) {
-            Ok(made) if !made.is_empty() && !is_dir => {
-                tracing::info!("Created directory for '{}'", shown);
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::error!("Could not create directories for '{}': {e}", shown);
+            let made = act.change(change, |h| h.mkdir_all(parent, DEFAULT_DIR_MODE));
+            if let Applied::Failed(e) = made {
+                tracing::error!("Could not create directories for '{shown}': {e}");
                 v.failed();
                 return None;
             }
         }
     }
-    let result = if is_dir {
-        act.host.mkdir_all(target, mode).map(|_| ())
-    } else if p.scalar("file_type") == Some("fifo") {
-        act.host.create_fifo(target, mode)
+    let change = Change::new("create", &shown).after(format!("{mode:04o}"));
+    let change = if is_dir {
+        change
+            .done(format!("Created directory '{shown}'"))
+            .should(format!("Should create directory '{shown}'"))
     } else {
-        act.host.create_empty(target, mode)
+        change
+            .done(format!("Created file '{shown}', mode {mode:04o}"))
+            .should(format!("Should create file '{shown}', mode '{mode:04o}'"))
     };
-    match result {
-        Ok(()) => {
-            if is_dir {
-                tracing::info!("Created directory '{}'", shown);
-            } else {
-                tracing::info!("Created file '{}', mode {:04o}", shown, mode);
-            }
+    let made = act.change(change, |h| {
+        if is_dir {
+            h.mkdir_all(target, mode).map(|_| ())
+        } else if fifo {
+            h.create_fifo(target, mode)
+        } else {
+            h.create_empty(target, mode)
+        }
+    });
+    match made {
+        Applied::Made(()) => {
             v.repaired();
             act.host.lstat(target).ok().flatten()
         }
-        Err(e) => {
-            tracing::error!("Error creating '{}': {e}", shown);
+        Applied::Withheld {
+            outcome,
+            as_if_made,
+        } => {
+            v.settle(
+                Applied::<(), ()>::Withheld {
+                    outcome,
+                    as_if_made,
+                },
+                |_| {},
+            );
+            // A dry run goes on as if the file were there (empty), so that
+            // its content and edits show as the real run's would.
+            if is_dir || !as_if_made || fifo {
+                return None;
+            }
+            *would_create = true;
+            act.host.simulate_file(target, b"", mode);
+            act.host.lstat(target).ok().flatten()
+        }
+        Applied::Failed(e) => {
+            tracing::error!("Error creating '{shown}': {e}");
             v.failed();
             None
         }
@@ -518,26 +526,21 @@ fn apply_perms(
                     want = rx_for_dirs(want);
                 }
                 if want != meta.mode {
-                    if act.dry_run {
-                        tracing::warn!(
-                            "Should change permissions of '{}' from {:04o} to {:04o}",
-                            shown,
-                            meta.mode,
-                            want
-                        );
-                        v.warned();
-                    } else if let Err(e) = act.host.chmod(target, want) {
-                        tracing::error!("Could not change permissions of '{}': {e}", shown);
-                        v.failed();
-                    } else {
-                        tracing::info!(
-                            "Object '{}' had permissions {:04o}, changed it to {:04o}",
-                            shown,
-                            meta.mode,
-                            want
-                        );
-                        v.repaired();
-                    }
+                    let was = meta.mode;
+                    let change = Change::new("permissions", shown)
+                        .before(format!("{was:04o}"))
+                        .after(format!("{want:04o}"))
+                        .done(format!(
+                            "Object '{shown}' had permissions {was:04o}, changed it to {want:04o}"
+                        ))
+                        .should(format!(
+                            "Should change permissions of '{shown}' from {was:04o} to {want:04o}"
+                        ))
+                        .without_suffix();
+                    let made = act.change(change, |h| h.chmod(target, want));
+                    v.settle(made, |e| {
+                        tracing::error!("Could not change permissions of '{shown}': {e}")
+                    });
                 }
             }
             Err(e) => {
@@ -557,37 +560,33 @@ fn apply_perms(
     if want_uid.is_none() && want_gid.is_none() {
         return;
     }
-    if act.dry_run {
-        tracing::warn!(
-            "Should change the owner or group of '{}', but only warning promised",
-            shown
-        );
-        v.warned();
-        return;
+    let mut change = Change::new("owner", shown)
+        .before(format!("{}:{}", meta.uid, meta.gid))
+        .after(format!(
+            "{}:{}",
+            want_uid.unwrap_or(meta.uid),
+            want_gid.unwrap_or(meta.gid)
+        ))
+        .should(format!(
+            "Should change the owner or group of '{shown}', but only warning promised"
+        ))
+        .without_suffix();
+    if let Some(u) = want_uid {
+        change = change.done(format!("Owner of '{shown}' was {}, set to {u}", meta.uid));
     }
-    if !can_chown() {
-        tracing::error!(
-            "Cannot change the owner or group of '{}': only root may",
-            shown
-        );
-        v.failed();
-        return;
+    if let Some(g) = want_gid {
+        change = change.done(format!("Group of '{shown}' was {}, set to {g}", meta.gid));
     }
-    match act.host.chown(target, want_uid, want_gid) {
-        Ok(()) => {
-            if let Some(u) = want_uid {
-                tracing::info!("Owner of '{}' was {}, set to {}", shown, meta.uid, u);
-            }
-            if let Some(g) = want_gid {
-                tracing::info!("Group of '{}' was {}, set to {}", shown, meta.gid, g);
-            }
-            v.repaired();
+    let made = act.change(change, |h| {
+        if !can_chown() {
+            return Err(format!(
+                "Cannot change the owner or group of '{shown}': only root may"
+            ));
         }
-        Err(e) => {
-            tracing::error!("Could not change the owner or group of '{}': {e}", shown);
-            v.failed();
-        }
-    }
+        h.chown(target, want_uid, want_gid)
+            .map_err(|e| format!("Could not change the owner or group of '{shown}': {e}"))
+    });
+    v.settle(made, |e| tracing::error!("{e}"));
 }
 
 /// The id to change to, if the current one is not among the promised
@@ -626,7 +625,6 @@ fn set_content(
     shown: &str,
     target: &Path,
     content: &str,
-    warn_only: bool,
     just_created: bool,
     v: &mut Verdict,
 ) {
@@ -647,39 +645,27 @@ fn set_content(
         .ok()
         .flatten()
         .map_or(DEFAULT_FILE_MODE, |m| m.mode);
-    if !warn_only {
-        show_diff(act, target, &current, content.as_bytes());
+    let mut change = Change::new("content", shown)
+        .after(content)
+        .content(&current, content.as_bytes())
+        .done(format!("Updated file '{shown}' with content '{content}'"));
+    if !just_created {
+        change = change.should(format!(
+            "Should update file '{shown}' with content '{content}'"
+        ));
     }
-    if act.dry_run {
-        if !warn_only {
-            act.host.simulate_file(target, content.as_bytes(), mode);
-        }
-        if !just_created {
-            tracing::warn!(
-                "Should update file '{}' with content '{}'{}",
-                shown,
-                content,
-                only_warning(warn_only)
-            );
-        }
-        v.warned();
-        return;
+    let made = act.change(change, |h| h.write_atomic(target, content.as_bytes(), mode));
+    if let Applied::Withheld {
+        as_if_made: true, ..
+    } = made
+    {
+        act.host.simulate_file(target, content.as_bytes(), mode);
     }
-    match act.host.write_atomic(target, content.as_bytes(), mode) {
-        Ok(()) => {
-            tracing::info!("Updated file '{}' with content '{}'", shown, content);
-            v.repaired();
-        }
-        Err(e) => {
-            tracing::error!("Could not write '{}': {e}", shown);
-            v.failed();
-        }
-    }
+    v.settle(made, |e| tracing::error!("Could not write '{shown}': {e}"));
 }
 
 fn delete(
     act: &mut ActContext<'_>,
-    only: &str,
     shown: &str,
     target: &Path,
     body: &ResolvedBody,
@@ -702,58 +688,20 @@ fn delete(
     if is_dir && !rmdirs {
         return;
     }
-    if act.dry_run {
-        let kind = if is_dir { "directory" } else { "file" };
-        tracing::warn!("Should delete {kind} '{shown}'{only}");
-        v.warned();
-        return;
-    }
-    let r = if is_dir {
-        act.host.remove_dir(target)
-    } else {
-        act.host.remove_file(target)
-    };
-    match r {
-        Ok(()) => {
-            if is_dir {
-                tracing::info!("Deleted directory '{}'", shown);
-            } else {
-                tracing::info!("Deleted file '{}'", shown);
-            }
-            v.repaired();
+    let kind = if is_dir { "directory" } else { "file" };
+    let change = Change::new("delete", shown)
+        .done(if is_dir {
+            format!("Deleted directory '{shown}'")
+        } else {
+            format!("Deleted file '{shown}'")
+        })
+        .should(format!("Should delete {kind} '{shown}'"));
+    let made = act.change(change, |h| {
+        if is_dir {
+            h.remove_dir(target)
+        } else {
+            h.remove_file(target)
         }
-        Err(e) => {
-            tracing::error!("Could not delete '{}': {e}", shown);
-            v.failed();
-        }
-    }
-}
-
-/// Prints a unified diff of a file's content change, when `--diff` asks
-/// for it. Binary content is summarized instead.
-pub(crate) fn show_diff(act: &ActContext<'_>, path: &Path, old: &[u8], new: &[u8]) {
-    if !act.diff {
-        return;
-    }
-    use std::io::Write;
-    let shown = path.display().to_string();
-    let mut out = std::io::stdout().lock();
-    match (std::str::from_utf8(old), std::str::from_utf8(new)) {
-        (Ok(o), Ok(n)) => {
-            let diff = similar::TextDiff::from_lines(o, n);
-            let _ = write!(
-                out,
-                "{}",
-                diff.unified_diff().context_radius(3).header(&shown, &shown)
-            );
-        }
-        _ => {
-            let _ = writeln!(
-                out,
-                "Binary file {shown} differs ({} bytes -> {} bytes)",
-                old.len(),
-                new.len()
-            );
-        }
-    }
+    });
+    v.settle(made, |e| tracing::error!("Could not delete '{shown}': {e}"));
 }

@@ -8,6 +8,7 @@ use crate::eval::bodies::ResolvedBody;
 use crate::eval::expanded::ExpandedPromise;
 use crate::host::Host;
 use crate::host::fs::{FileKind, Meta};
+use crate::report::change::{Change, Changes, Decision};
 use std::path::{Path, PathBuf};
 
 /// Characters that make a promiser a regular expression (`pathtype => "guess"`).
@@ -77,7 +78,7 @@ pub fn depth_search(
     host: &Host,
     base: &Path,
     body: &ResolvedBody,
-    dry_run: bool,
+    changes: &mut Changes,
 ) -> Vec<Found> {
     let depth = match body.scalar("depth") {
         Some("inf") | None => usize::MAX,
@@ -131,10 +132,12 @@ pub fn depth_search(
                 && meta.kind == FileKind::Symlink
                 && host.stat(&path).ok().flatten().is_none()
             {
-                if dry_run {
-                    tracing::warn!("Should remove dead link '{}'", path.display());
-                } else if host.remove_file(&path).is_ok() {
-                    tracing::info!("Removed dead link '{}'", path.display());
+                let change = Change::new("delete", path.display().to_string())
+                    .done(format!("Removed dead link '{}'", path.display()))
+                    .should(format!("Should remove dead link '{}'", path.display()))
+                    .without_suffix();
+                if changes.plan(&change) == Decision::Make && host.remove_file(&path).is_ok() {
+                    changes.made(change);
                 }
                 continue;
             }

@@ -2,21 +2,15 @@
 //! cf-agent runs it, typically to compress or convert it in place.
 
 use super::Verdict;
-use crate::eval::expanded::ExpandedPromise;
 use crate::host::exec::{CommandSpec, OutputSelect, split_command_line};
-use crate::promises::ActContext;
+use crate::promises::{ActContext, Applied};
+use crate::report::change::Change;
 use std::path::Path;
 
 /// Runs the transformer `command` on `shown`. Repaired when it returns 0,
 /// failed otherwise or when its program cannot be run; a dry run or a
 /// warn-only promise says what it would run.
-pub(super) fn transform(
-    act: &mut ActContext<'_>,
-    p: &ExpandedPromise,
-    shown: &str,
-    command: &str,
-    v: &mut Verdict,
-) {
+pub(super) fn transform(act: &mut ActContext<'_>, shown: &str, command: &str, v: &mut Verdict) {
     let argv = split_command_line(command);
     let program = argv.first().map(String::as_str).unwrap_or("");
     if !is_executable(act, program) {
@@ -27,20 +21,23 @@ pub(super) fn transform(
         v.failed();
         return;
     }
-    if act.dry_run || p.warn_only() {
-        tracing::warn!("Need to transform file '{shown}' with '{command}'");
-        v.warned();
-        return;
-    }
-    tracing::info!("Transforming '{shown}' with '{command}'");
+    let change = Change::new("transform", shown)
+        .after(command)
+        .done(format!("Transforming '{shown}' with '{command}'"))
+        .should(format!("Need to transform file '{shown}' with '{command}'"))
+        .without_suffix();
     let spec = CommandSpec {
         argv,
         output: OutputSelect::Both,
         ..CommandSpec::default()
     };
-    let result = match act.host.run(&spec) {
-        Ok(r) => r,
-        Err(e) => {
+    let result = match act.change(change, |h| h.run(&spec)) {
+        Applied::Made(r) => r,
+        Applied::Withheld { .. } => {
+            v.warned();
+            return;
+        }
+        Applied::Failed(e) => {
             tracing::error!("Transformer '{command}' for file '{shown}' failed ({e})");
             v.failed();
             return;

@@ -12,6 +12,7 @@ use crate::host::Host;
 use crate::host::packages::{
     Inventory, PackageRecord, module_inventory_path, read_module_inventory, write_module_inventory,
 };
+use crate::report::change::{Change, Changes, Decision};
 use crate::state::{LockStatus, StateStore};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -79,14 +80,12 @@ impl ModuleCaches {
 pub struct Env<'s> {
     pub host: &'s Host,
     pub workdir: PathBuf,
-    /// Change nothing: a dry run, or a promise that only warns.
-    pub dry_run: bool,
-    /// The promise only warns (`action_policy => "warn"`), which its
-    /// "Should ..." warnings say.
-    pub warn_only: bool,
-    /// The whole run is a dry run: as cf-agent's, it leaves the cache
-    /// locks as they were.
-    pub run_dry: bool,
+    /// The promise's changes: whether each is made.
+    pub changes: &'s mut Changes,
+    /// Whether the cache locks taken are kept for later runs: not under
+    /// `-K`, nor under a dry run, which as cf-agent's leaves them as they
+    /// were.
+    pub record_locks: bool,
     /// `-K`: the cache locks do not hold across runs.
     pub no_lock: bool,
     pub state: Option<&'s mut StateStore>,
@@ -98,16 +97,15 @@ pub struct Env<'s> {
 impl Env<'_> {
     /// cf-agent's MakingChanges: whether to make a change, or (under a dry
     /// run or a warn-only promise) to say it should be made.
-    pub fn making_changes(&self, what: &str) -> bool {
-        if !self.dry_run {
-            return true;
+    pub fn making_changes(&mut self, what: &str) -> bool {
+        let change = Change::new("package", what).should(format!("Should {what}"));
+        match self.changes.plan(&change) {
+            Decision::Make => {
+                self.changes.made(change);
+                true
+            }
+            Decision::Withheld { .. } => false,
         }
-        if self.warn_only {
-            tracing::warn!("Should {what}, but only warning promised");
-        } else {
-            tracing::warn!("Should {what}");
-        }
-        false
     }
 
     fn caches(&mut self, module: &str) -> &mut ModuleCaches {
@@ -202,7 +200,7 @@ impl Env<'_> {
         if !ok {
             tracing::info!("Some error occurred while updating available updates cache.");
         }
-        if acquired && !self.no_lock && !self.run_dry {
+        if acquired && self.record_locks {
             let key = lock_key(&m.name, which);
             let now = self.now;
             if let Some(st) = self.state.as_deref_mut() {

@@ -118,7 +118,7 @@ impl Actuator for Packages {
             tracing::error!("New package promise failed sanity check. {at}");
             return Outcome::Failed;
         }
-        let Some(mut env) = env_of(act, p.warn_only()) else {
+        let Some(mut env) = env_of(act) else {
             tracing::error!("The work directory (sys.workdir) is not known {at}");
             return Outcome::Failed;
         };
@@ -190,14 +190,13 @@ fn named_module(act: &mut ActContext<'_>, name: &str) -> Option<ModuleBody> {
 }
 
 /// The package promises' view of the run.
-fn env_of<'s>(act: &'s mut ActContext<'_>, warn_only: bool) -> Option<Env<'s>> {
+fn env_of<'s>(act: &'s mut ActContext<'_>) -> Option<Env<'s>> {
     let workdir = act.ctx.lookup("sys.workdir")?.as_scalar()?.into();
     Some(Env {
         host: act.host,
         workdir,
-        dry_run: act.dry_run,
-        warn_only,
-        run_dry: act.ctx.settings.dry_run,
+        changes: &mut act.changes,
+        record_locks: act.record_locks,
         no_lock: act.no_lock,
         state: act.state.as_deref_mut(),
         now: act.now,
@@ -493,7 +492,7 @@ pub fn update_inventory(act: &mut ActContext<'_>) {
             tracing::error!("Can not find body for package module: {name}");
             continue;
         };
-        let Some(mut env) = env_of(act, false) else {
+        let Some(mut env) = env_of(act) else {
             return;
         };
         let m = match Module::open(env.host, &body, &env.workdir) {
