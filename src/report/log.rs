@@ -160,9 +160,7 @@ pub fn raise_level(level: LogLevel) {
 pub fn init(max: LogLevel, style: LineStyle, target: LogTarget) {
     use tracing_subscriber::layer::SubscriberExt;
     LEVEL.store(max as u8, std::sync::atomic::Ordering::Relaxed);
-    let filter = tracing_subscriber::filter::filter_fn(|m| {
-        m.is_span() || enabled(current_level(), m.level(), m.target())
-    });
+    let filter = RunLevel;
     let format = CfFormat { style };
     let fmt = match target {
         LogTarget::Stdout => tracing_subscriber::fmt::layer()
@@ -181,6 +179,28 @@ pub fn init(max: LogLevel, style: LineStyle, target: LogTarget) {
 }
 
 use tracing_subscriber::Layer as _;
+
+/// Lets through what the run's current level shows. The level changes while
+/// the run goes (agent control's `inform`, `verbose`), so no callsite's
+/// answer may be cached: each event is asked again.
+struct RunLevel;
+
+impl<S> tracing_subscriber::layer::Filter<S> for RunLevel {
+    fn enabled(
+        &self,
+        m: &tracing::Metadata<'_>,
+        _: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        m.is_span() || enabled(current_level(), m.level(), m.target())
+    }
+
+    fn callsite_enabled(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -137,3 +137,47 @@ fn returnszero_output_passes_through_at_inform_level() {
         check(&quiet.stdout, false, "cf-agent");
     }
 }
+
+/// Agent control's `inform` raises the level once the policy is read: an
+/// info line of a function called before that (while the policy is
+/// pre-evaluated) and in each of the three passes is printed all the same,
+/// as cf-agent prints it (its example eval.cf). The level is asked for each
+/// line, never cached by where the line is logged.
+#[test]
+fn inform_from_agent_control_shows_every_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        tmp.path(),
+        "body common control { bundlesequence => { run }; }\n\
+         body agent control { inform => \"true\"; }\n\
+         bundle agent run {\n\
+           vars: \"bad\" string => eval(\"x\", \"math\", \"infix\");\n\
+           reports: \"evaluated\";\n\
+         }\n",
+    );
+    let run = |out: Captured| -> Vec<String> {
+        out.stdout
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect()
+    };
+    let error = "info: eval error: expression could not be parsed (input 'x')";
+    let want = vec![error, "R: evaluated", error, error];
+    let ours = run(crate::common::run(
+        Command::new(agent_bin())
+            .args(["-K", "-w"])
+            .arg(tmp.path().join("wd"))
+            .arg("-f")
+            .arg(&policy),
+    ));
+    assert_eq!(ours, want);
+    if have("cf-agent") {
+        let theirs = run(crate::common::run(
+            Command::new("cf-agent").arg("-K").arg("-f").arg(&policy),
+        ));
+        assert_eq!(theirs, want, "cf-agent");
+    } else {
+        eprintln!("skipped: cf-agent is not installed, only our output is checked");
+    }
+}
