@@ -3,6 +3,7 @@
 //! promise act once per run (reports, methods, actuators) while vars and
 //! classes converge across passes.
 
+mod bundles;
 pub mod graph;
 mod methods;
 mod promise;
@@ -527,6 +528,7 @@ impl<'a> AgentRun<'a> {
             policy: self.policy,
             host: &self.host,
             changes: Changes::new(mode, self.diff),
+            bundles: &bundles::Runner,
             output: self.sink,
             state: self.state.as_deref_mut(),
             now: self.now,

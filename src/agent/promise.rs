@@ -6,10 +6,10 @@ use super::why::{self, Status};
 use super::{
     AgentRun, DEFAULT_IFELAPSED_MINUTES, FatalAt, PassState, RunError, fnv1a, refused_in_sandbox,
 };
-use crate::eval::bodies::BodyError;
-use crate::eval::context::{EvalContext, Frame};
+use crate::eval::context::Frame;
 use crate::eval::expanded::{AttrValue, ExpandedPromise};
-use crate::eval::expanded::{attrs_key, define_outcome_classes, expand_attributes};
+use crate::eval::expanded::{attrs_key, define_outcome_classes};
+use crate::eval::iterations::{Unresolved, expand_iterations};
 use crate::eval::promises::EvalMessage;
 use crate::load::LoadedFile;
 use crate::promises::actuator;
@@ -20,23 +20,7 @@ use crate::schema::values::{check_literal, has_var_ref};
 use crate::state::LockStatus;
 use crate::syntax::ast::{Bundle, Promise, Rval};
 use crate::values::Value;
-use indexmap::IndexMap;
 use std::sync::Arc;
-
-/// The iterations of one acting promise after expansion.
-#[derive(Default)]
-struct Expansion {
-    /// Expanded iterations, ready to act.
-    work: Vec<ExpandedPromise>,
-    /// Iterations that did not get as far as acting, and why (`--why`).
-    skipped: Vec<(String, String)>,
-    /// Iterations whose attributes failed to expand, and the error.
-    failures: Vec<(String, String)>,
-    /// Something waits for a variable that may still appear.
-    deferred: bool,
-    /// An error that stops the run (a broken `inherit_from`).
-    fatal: Option<crate::eval::bodies::BodyError>,
-}
 
 /// The names under which an iteration is done for this run and holds its
 /// `ifelapsed` lock across runs.
@@ -131,7 +115,22 @@ impl AgentRun<'_> {
         state: &mut PassState,
     ) {
         let line = file.source.line_of(promise.promiser.span.start);
-        let expansion = self.expand_iterations(file, bundle, ptype, promise, line, state.last);
+        // An unresolved promiser waits; reports print it as written in the
+        // last pass, and methods run at once, as cf-agent does.
+        let unresolved = Unresolved {
+            promiser_acts: ptype == "methods" || (state.last && ptype == "reports"),
+            custom: crate::schema::promise_type(ptype).is_none(),
+        };
+        let expansion = expand_iterations(
+            self.ctx,
+            self.policy,
+            file,
+            bundle,
+            ptype,
+            promise,
+            line,
+            unresolved,
+        );
         let site = why::Site {
             file: &file.source.path,
             line,
@@ -163,104 +162,6 @@ impl AgentRun<'_> {
             let acted = self.act_once(&ep);
             self.record(&site, &ep, keys, acted);
         }
-    }
-
-    /// Every iteration of an acting promise, expanded, and those that did
-    /// not get as far as acting, with why.
-    fn expand_iterations(
-        &mut self,
-        file: &Arc<LoadedFile>,
-        bundle: &Bundle,
-        ptype: &str,
-        promise: &Promise,
-        line: usize,
-        last: bool,
-    ) -> Expansion {
-        self.ctx.enter_promise(file, promise);
-        let texts = self.ctx.promise_texts(promise, &["depends_on"]);
-        let mut out = Expansion::default();
-        let policy = self.policy;
-        // cf-agent hands a custom promise to its module code even while
-        // parts of it are unresolved; that code fails it until they
-        // resolve (see `promises::custom`).
-        let custom = crate::schema::promise_type(ptype).is_none();
-        let expanded = |promiser: String, attrs: IndexMap<String, AttrValue>, unresolved| {
-            let handle = match attrs.get("handle") {
-                Some(AttrValue::Value(Value::Scalar(h))) => Some(h.clone()),
-                _ => None,
-            };
-            ExpandedPromise {
-                promise_type: ptype.to_string(),
-                promiser,
-                attrs,
-                bundle: bundle.name.name.clone(),
-                namespace: bundle.namespace.clone(),
-                file: file.source.path.clone(),
-                line,
-                handle,
-                unresolved,
-            }
-        };
-        self.ctx
-            .for_each_promise_iteration(promise, &texts, &mut |ctx| {
-                let names = |ctx: &EvalContext| why::unresolved_variables(ctx, promise).join(", ");
-                // `this.promiser` is set before the condition is read: an
-                // `if` may name it (`if => isplain("$(this.promiser)")`),
-                // as in cf-agent (01_vars/01_basic/this_promiser_ifvarclass.cf).
-                let promiser = ctx.expand_promiser(&promise.promiser.value);
-                ctx.set_this("promiser", Value::str(promiser.text.clone()));
-                match ctx.promise_condition(promise) {
-                    Some(true) => {}
-                    Some(false) => {
-                        out.skipped
-                            .push((promiser.text, why::condition_reason(ctx, promise)));
-                        return;
-                    }
-                    None => {
-                        out.deferred = true;
-                        let reason = format!(
-                            "its condition refers to variables that did not resolve: {}",
-                            names(ctx)
-                        );
-                        out.skipped.push((promiser.text, reason));
-                        return;
-                    }
-                }
-                // An unresolved promiser waits; reports print it as written in
-                // the last pass, and methods run at once, as cf-agent does.
-                if promiser.unresolved
-                    && ptype != "methods"
-                    && !custom
-                    && !(last && ptype == "reports")
-                {
-                    out.deferred = true;
-                    let reason = format!(
-                        "its promiser refers to variables that did not resolve: {}",
-                        names(ctx)
-                    );
-                    out.skipped.push((promiser.text, reason));
-                    return;
-                }
-                ctx.set_this("promiser", Value::str(promiser.text.clone()));
-                match expand_attributes(ctx, policy, ptype, promise) {
-                    Ok(attrs) => out.work.push(expanded(promiser.text, attrs, false)),
-                    Err(BodyError::Defer) if custom => {
-                        out.work
-                            .push(expanded(promiser.text, IndexMap::new(), true))
-                    }
-                    Err(BodyError::Defer) => {
-                        out.deferred = true;
-                        let reason = format!(
-                            "its attributes refer to variables or bodies that did not resolve: {}",
-                            names(ctx)
-                        );
-                        out.skipped.push((promiser.text, reason));
-                    }
-                    Err(e) if e.is_fatal() => out.fatal = Some(e),
-                    Err(e) => out.failures.push((promiser.text, e.to_string())),
-                }
-            });
-        out
     }
 
     /// Records the iterations that were skipped or failed before acting;

@@ -10,9 +10,11 @@ pub mod context;
 pub mod control;
 pub mod defaults;
 pub mod expanded;
+pub mod iterations;
 pub mod module_protocol;
 pub mod preeval;
 pub mod promises;
+pub mod reasons;
 pub mod rval;
 pub mod vars;
 

@@ -27,6 +27,8 @@ pub struct ActContext<'a> {
     pub host: &'a crate::host::Host,
     /// The promise's changes: whether each is made, what was said.
     pub changes: Changes,
+    /// Runs the bundles an actuator calls (edit bundles).
+    pub bundles: &'a dyn BundleRunner,
     pub output: &'a mut dyn crate::report::Sink,
     /// Persistent classes (for classes bodies of promises inside edit
     /// bundles); `None` in tests.
@@ -62,6 +64,35 @@ pub struct Followup {
     pub inherit: bool,
     /// What to log at inform level once the bundle ran.
     pub then_inform: String,
+}
+
+/// A bundle an actuator has run (an edit bundle) and how: the scheduler's
+/// part of it, which [`BundleRunner`] does.
+pub struct BundleCall<'b> {
+    pub file: &'b std::sync::Arc<crate::load::LoadedFile>,
+    pub bundle: &'b crate::syntax::ast::Bundle,
+    pub args: &'b [crate::values::Value],
+    /// The frame's bundle type (`edit_line`).
+    pub frame_type: &'b str,
+    /// Its promise types in the order each pass takes them.
+    pub order: &'b [&'static str],
+    /// The caller's local classes are seen inside (`inherit`).
+    pub inherit: bool,
+    /// Promise types whose unresolved promiser acts as written.
+    pub promiser_acts: &'b [&'b str],
+}
+
+/// What an actuator acts on for each iteration a [`BundleRunner`] hands it:
+/// `None` when it did not act (it acted in an earlier pass).
+pub type Visit<'v> = dyn FnMut(&mut ActContext<'_>, &ExpandedPromise) -> Option<Outcome> + 'v;
+
+/// Runs a bundle for an actuator, as the scheduler runs agent bundles: its
+/// parameters and frame, three passes, its promise types in order, vars
+/// and classes, each promise's iterations and their guards; each other
+/// promise's iteration goes to `visit`, and the outcome it returns sets the
+/// promise's classes. `agent/` implements it.
+pub trait BundleRunner {
+    fn run(&self, act: &mut ActContext<'_>, call: &BundleCall<'_>, visit: &mut Visit<'_>);
 }
 
 /// What became of a change an actuator asked for.

@@ -17,21 +17,18 @@
 //! the run's compile cache; deletions rebuild the line vector in one pass,
 //! so editing stays linear in the file size.
 
-use super::super::ActContext;
+use super::super::{ActContext, BundleCall};
 
 use crate::eval::expanded::{AttrValue, ExpandedPromise};
 
 use crate::eval::bodies::ResolvedBody;
 
 use super::{Verdict, bytes};
-use crate::eval::context::Frame;
-use crate::eval::expanded::{define_outcome_classes, expand_attributes};
-use crate::eval::rval::iteration_texts;
 use crate::eval::vars::Variable;
 use crate::load::LoadedFile;
 use crate::report::Outcome;
 use crate::report::change::{Change, Decision};
-use crate::syntax::ast::{Bundle, Promise};
+use crate::syntax::ast::Bundle;
 use crate::values::regex::Regex;
 use crate::values::value::{DataType, Origin, Value};
 use std::collections::HashSet;
@@ -669,12 +666,6 @@ impl Editor<'_> {
         inherit: bool,
     ) {
         let ctx = &mut *act.ctx;
-        for (param, value) in bundle.params.iter().zip(args) {
-            let var = Variable::new(value.clone(), value.natural_type(), Origin::Agent)
-                .with_tags(vec!["source=promise".into()]);
-            ctx.vars
-                .put(&bundle.namespace, &bundle.name.name, &param.name, var);
-        }
         for (name, value) in [
             ("filename", self.filename.clone()),
             ("empty_before_use", empty_first.to_string()),
@@ -700,132 +691,74 @@ impl Editor<'_> {
                 ),
             );
         }
-        let mut frame = Frame::new(&bundle.namespace, &bundle.name.name, "edit_line");
-        if inherit && let Some(caller) = ctx.frame() {
-            frame.local_classes = caller.local_classes.clone();
-        }
-        ctx.push_frame(frame);
-        for _pass in 0..crate::eval::expanded::MAX_PASSES {
-            for t in EDIT_ORDER {
-                for section in bundle.sections.iter().filter(|s| s.promise_type.name == *t) {
-                    for promise in &section.promises {
-                        self.promise(act, file, bundle, t, promise);
-                    }
-                }
-            }
-        }
-        act.ctx.pop_frame();
+        // The scheduler runs the bundle: its passes, its promise types in
+        // cf-agent's order for edit_line, vars, classes and iterations;
+        // each edit comes back here.
+        let call = BundleCall {
+            file,
+            bundle,
+            args,
+            frame_type: "edit_line",
+            order: EDIT_ORDER,
+            inherit,
+            promiser_acts: &["reports", "insert_lines"],
+        };
+        let runner = act.bundles;
+        runner.run(act, &call, &mut |act, ep| self.visit(act, ep));
         for n in 0..MATCH_PLACEHOLDERS {
             act.ctx.vars.remove("default", "match", &n.to_string());
         }
     }
 
-    fn promise(
-        &mut self,
-        act: &mut ActContext<'_>,
-        file: &Arc<LoadedFile>,
-        bundle: &Bundle,
-        ptype: &'static str,
-        promise: &Promise,
-    ) {
-        match ptype {
-            "vars" => {
-                act.ctx.eval_vars_promise(file, promise, Some(act.policy));
-                return;
+    /// One expanded edit promise, from the runner: acts on the lines and
+    /// says how it ended (`None`: it did not act, having acted in an
+    /// earlier pass).
+    fn visit(&mut self, act: &mut ActContext<'_>, ep: &ExpandedPromise) -> Option<Outcome> {
+        let ptype = EDIT_ORDER.iter().copied().find(|t| *t == ep.promise_type)?;
+        if ptype == "reports" {
+            let key = format!("reports\u{1}{}\u{1}{}", ep.promiser, ep.line);
+            if self.done.insert(key) {
+                super::super::Actuator::evaluate(&super::super::reports::Reports, act, ep);
             }
-            "classes" => {
-                act.ctx.eval_classes_promise(file, promise, false);
-                return;
-            }
-            _ => {}
+            return None;
         }
-        act.ctx.enter_promise(file, promise);
-        let mut texts = vec![promise.promiser.value.as_str()];
-        for a in &promise.attributes {
-            iteration_texts(act.ctx.builtins(), &a.value, &mut texts);
+        let mut sub = Sub {
+            ep,
+            ptype,
+            result: Res::Noop,
+        };
+        let acted = match ptype {
+            "insert_lines" => self.insert(act, &mut sub),
+            "delete_lines" => self.delete(act, &mut sub),
+            "replace_patterns" => self.replace(act, &mut sub),
+            "field_edits" => self.field_edit(act, &mut sub),
+            _ => false,
+        };
+        if !acted && sub.result == Res::Noop {
+            // Locked: it acted in an earlier pass.
+            return None;
         }
-        let policy = act.policy;
-        let line = file.source.line_of(promise.promiser.span.start);
-        let mut work = Vec::new();
-        act.ctx
-            .for_each_promise_iteration(promise, &texts, &mut |ctx| {
-                // `this.promiser` is set before the condition is read: an
-                // `if` may name it, as in cf-agent.
-                let promiser = ctx.expand_promiser(&promise.promiser.value);
-                ctx.set_this("promiser", Value::str(promiser.text.clone()));
-                if ctx.promise_condition(promise) != Some(true) {
-                    return;
-                }
-                // A line to insert that names a variable that does not
-                // resolve is inserted as written, as cf-agent inserts it;
-                // other edits wait for it.
-                if promiser.unresolved && ptype != "reports" && ptype != "insert_lines" {
-                    return;
-                }
-                ctx.set_this("promiser", Value::str(promiser.text.clone()));
-                if let Ok(attrs) = expand_attributes(ctx, policy, ptype, promise) {
-                    work.push(ExpandedPromise {
-                        promise_type: ptype.to_string(),
-                        promiser: promiser.text,
-                        attrs,
-                        bundle: bundle.name.name.clone(),
-                        namespace: bundle.namespace.clone(),
-                        file: file.source.path.clone(),
-                        line,
-                        handle: None,
-                        unresolved: false,
-                    });
-                }
-            });
-        for ep in work {
-            if ptype == "reports" {
-                let key = format!("reports\u{1}{}\u{1}{line}", ep.promiser);
-                if self.done.insert(key) {
-                    super::super::Actuator::evaluate(&super::super::reports::Reports, act, &ep);
-                }
-                continue;
-            }
-            let mut sub = Sub {
-                ep: &ep,
-                ptype,
-                result: Res::Noop,
-            };
-            let acted = match ptype {
-                "insert_lines" => self.insert(act, &mut sub),
-                "delete_lines" => self.delete(act, &mut sub),
-                "replace_patterns" => self.replace(act, &mut sub),
-                "field_edits" => self.field_edit(act, &mut sub),
-                _ => false,
-            };
-            if !acted && sub.result == Res::Noop {
-                // Locked: it acted in an earlier pass.
-                continue;
-            }
-            let shown = if ptype == "field_edits" {
-                "fields_edit"
-            } else {
-                ptype
-            };
-            match sub.result {
-                Res::Change => self.pending.push(
-                    Change::new("edit_promise", &ep.promiser)
-                        .done(format!("{shown} promise '{}' repaired", ep.promiser)),
-                ),
-                Res::Fail => tracing::error!(
-                    "Errors encountered when actuating {shown} promise '{}'",
-                    ep.promiser
-                ),
-                Res::Warn => tracing::warn!(
-                    "Warnings encountered when actuating {shown} promise '{}'",
-                    ep.promiser
-                ),
-                Res::Noop | Res::Interrupted => {}
-            }
-            if let Some(body) = ep.body("classes") {
-                let state = act.state.as_deref_mut();
-                define_outcome_classes(act.ctx, state, act.now, body, sub.result.outcome());
-            }
+        let shown = if ptype == "field_edits" {
+            "fields_edit"
+        } else {
+            ptype
+        };
+        match sub.result {
+            Res::Change => self.pending.push(
+                Change::new("edit_promise", &ep.promiser)
+                    .done(format!("{shown} promise '{}' repaired", ep.promiser)),
+            ),
+            Res::Fail => tracing::error!(
+                "Errors encountered when actuating {shown} promise '{}'",
+                ep.promiser
+            ),
+            Res::Warn => tracing::warn!(
+                "Warnings encountered when actuating {shown} promise '{}'",
+                ep.promiser
+            ),
+            Res::Noop | Res::Interrupted => {}
         }
+        Some(sub.result.outcome())
     }
 
     /// Takes the promise's once-per-run lock; false if it acted already.

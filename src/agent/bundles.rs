@@ -1,0 +1,80 @@
+//! The scheduler's part of the bundles an actuator runs (edit bundles):
+//! parameters and frame, three passes, promise types in the order the call
+//! gives, vars and classes, iterations and their guards, and the outcome
+//! classes of each promise. What the promises do to the file is the
+//! actuator's (`promises::files::edit`).
+
+use crate::eval::context::Frame;
+use crate::eval::expanded::{MAX_PASSES, define_outcome_classes};
+use crate::eval::iterations::{Unresolved, expand_iterations};
+use crate::eval::vars::Variable;
+use crate::promises::{ActContext, BundleCall, BundleRunner, Visit};
+use crate::values::value::Origin;
+
+/// Runs bundles for actuators.
+pub struct Runner;
+
+impl BundleRunner for Runner {
+    fn run(&self, act: &mut ActContext<'_>, call: &BundleCall<'_>, visit: &mut Visit<'_>) {
+        let bundle = call.bundle;
+        for (param, value) in bundle.params.iter().zip(call.args) {
+            let var = Variable::new(value.clone(), value.natural_type(), Origin::Agent)
+                .with_tags(vec!["source=promise".into()]);
+            act.ctx
+                .vars
+                .put(&bundle.namespace, &bundle.name.name, &param.name, var);
+        }
+        let mut frame = Frame::new(&bundle.namespace, &bundle.name.name, call.frame_type);
+        if call.inherit
+            && let Some(caller) = act.ctx.frame()
+        {
+            frame.local_classes = caller.local_classes.clone();
+        }
+        act.ctx.push_frame(frame);
+        for _pass in 0..MAX_PASSES {
+            for ptype in call.order {
+                for section in bundle
+                    .sections
+                    .iter()
+                    .filter(|s| s.promise_type.name == *ptype)
+                {
+                    for promise in &section.promises {
+                        match *ptype {
+                            "vars" => {
+                                act.ctx
+                                    .eval_vars_promise(call.file, promise, Some(act.policy));
+                            }
+                            "classes" => {
+                                act.ctx.eval_classes_promise(call.file, promise, false);
+                            }
+                            _ => {
+                                let line = call.file.source.line_of(promise.promiser.span.start);
+                                let unresolved = Unresolved {
+                                    promiser_acts: call.promiser_acts.contains(ptype),
+                                    custom: false,
+                                };
+                                let work = expand_iterations(
+                                    act.ctx, act.policy, call.file, bundle, ptype, promise, line,
+                                    unresolved,
+                                )
+                                .work;
+                                for ep in work {
+                                    let Some(outcome) = visit(act, &ep) else {
+                                        continue;
+                                    };
+                                    if let Some(body) = ep.body("classes") {
+                                        let state = act.state.as_deref_mut();
+                                        define_outcome_classes(
+                                            act.ctx, state, act.now, body, outcome,
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        act.ctx.pop_frame();
+    }
+}

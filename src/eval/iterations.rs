@@ -1,0 +1,128 @@
+//! A promise's iterations, expanded for acting: one block for the
+//! scheduler's agent bundles and the edit bundles' runner. Each iteration's
+//! promiser is expanded, its condition read, and its attributes expanded;
+//! those that do not get as far are kept with why (`--why`).
+
+use super::bodies::BodyError;
+use super::context::EvalContext;
+use super::expanded::{AttrValue, ExpandedPromise, expand_attributes};
+use super::reasons::{condition_reason, unresolved_variables};
+use crate::load::{LoadedFile, PolicySet};
+use crate::syntax::ast::{Bundle, Promise};
+use crate::values::value::Value;
+use indexmap::IndexMap;
+use std::sync::Arc;
+
+/// The iterations of one acting promise after expansion.
+#[derive(Default)]
+pub struct Expansion {
+    /// Expanded iterations, ready to act.
+    pub work: Vec<ExpandedPromise>,
+    /// Iterations that did not get as far as acting, and why (`--why`).
+    pub skipped: Vec<(String, String)>,
+    /// Iterations whose attributes failed to expand, and the error.
+    pub failures: Vec<(String, String)>,
+    /// Something waits for a variable that may still appear.
+    pub deferred: bool,
+    /// An error that stops the run (a broken `inherit_from`).
+    pub fatal: Option<BodyError>,
+}
+
+/// What a promise whose parts do not resolve yet may still do.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unresolved {
+    /// An unresolved promiser acts as written (methods, the last pass's
+    /// reports, an edit bundle's lines to insert).
+    pub promiser_acts: bool,
+    /// A custom promise acts even when its attributes do not resolve: its
+    /// module code fails it until they do (see `promises::custom`).
+    pub custom: bool,
+}
+
+/// Every iteration of an acting promise, expanded, and those that did not
+/// get as far as acting, with why.
+#[allow(clippy::too_many_arguments)]
+pub fn expand_iterations(
+    ctx: &mut EvalContext,
+    policy: &PolicySet,
+    file: &Arc<LoadedFile>,
+    bundle: &Bundle,
+    ptype: &str,
+    promise: &Promise,
+    line: usize,
+    unresolved: Unresolved,
+) -> Expansion {
+    ctx.enter_promise(file, promise);
+    let texts = ctx.promise_texts(promise, &["depends_on"]);
+    let mut out = Expansion::default();
+    let expanded = |promiser: String, attrs: IndexMap<String, AttrValue>, unresolved| {
+        let handle = match attrs.get("handle") {
+            Some(AttrValue::Value(Value::Scalar(h))) => Some(h.clone()),
+            _ => None,
+        };
+        ExpandedPromise {
+            promise_type: ptype.to_string(),
+            promiser,
+            attrs,
+            bundle: bundle.name.name.clone(),
+            namespace: bundle.namespace.clone(),
+            file: file.source.path.clone(),
+            line,
+            handle,
+            unresolved,
+        }
+    };
+    ctx.for_each_promise_iteration(promise, &texts, &mut |ctx| {
+        let names = |ctx: &EvalContext| unresolved_variables(ctx, promise).join(", ");
+        // `this.promiser` is set before the condition is read: an `if` may
+        // name it (`if => isplain("$(this.promiser)")`), as in cf-agent
+        // (01_vars/01_basic/this_promiser_ifvarclass.cf).
+        let promiser = ctx.expand_promiser(&promise.promiser.value);
+        ctx.set_this("promiser", Value::str(promiser.text.clone()));
+        match ctx.promise_condition(promise) {
+            Some(true) => {}
+            Some(false) => {
+                out.skipped
+                    .push((promiser.text, condition_reason(ctx, promise)));
+                return;
+            }
+            None => {
+                out.deferred = true;
+                let reason = format!(
+                    "its condition refers to variables that did not resolve: {}",
+                    names(ctx)
+                );
+                out.skipped.push((promiser.text, reason));
+                return;
+            }
+        }
+        if promiser.unresolved && !unresolved.promiser_acts && !unresolved.custom {
+            out.deferred = true;
+            let reason = format!(
+                "its promiser refers to variables that did not resolve: {}",
+                names(ctx)
+            );
+            out.skipped.push((promiser.text, reason));
+            return;
+        }
+        ctx.set_this("promiser", Value::str(promiser.text.clone()));
+        match expand_attributes(ctx, policy, ptype, promise) {
+            Ok(attrs) => out.work.push(expanded(promiser.text, attrs, false)),
+            Err(BodyError::Defer) if unresolved.custom => {
+                out.work
+                    .push(expanded(promiser.text, IndexMap::new(), true))
+            }
+            Err(BodyError::Defer) => {
+                out.deferred = true;
+                let reason = format!(
+                    "its attributes refer to variables or bodies that did not resolve: {}",
+                    names(ctx)
+                );
+                out.skipped.push((promiser.text, reason));
+            }
+            Err(e) if e.is_fatal() => out.fatal = Some(e),
+            Err(e) => out.failures.push((promiser.text, e.to_string())),
+        }
+    });
+    out
+}

@@ -1,0 +1,202 @@
+//! Why a promise does not act in an iteration, in words: the part of its
+//! guard, `if` or `unless` that decided, and the variables that did not
+//! resolve. Used by the scheduler and the edit bundles' runner (`--why`).
+
+use crate::eval::context::{EvalContext, scalar_text};
+use crate::eval::rval::iteration_texts;
+use crate::syntax::ast::Promise;
+use crate::syntax::classexpr::ClassExpr;
+use crate::values::refs::next_ref;
+use crate::values::value::Value;
+
+/// Why a promise's guard, `if`/`ifvarclass` or `unless` keeps it from
+/// running in the current iteration, naming the part that decided.
+pub fn condition_reason(ctx: &mut EvalContext, promise: &Promise) -> String {
+    let guard = ctx.expand(&promise.guard.expr).text;
+    if !holds(ctx, &guard) {
+        return format!(
+            "its class guard '{}::' is false: {}",
+            guard.trim(),
+            why_false(ctx, &guard)
+        );
+    }
+    for attr in &promise.attributes {
+        let negate = match attr.name.name.as_str() {
+            "if" | "ifvarclass" => false,
+            "unless" => true,
+            _ => continue,
+        };
+        let texts: Vec<String> = match ctx.eval_rval(&attr.value) {
+            Ok(e) => match e.value {
+                Value::Scalar(s) => vec![s],
+                Value::List(l) => l,
+                Value::Data(_) => continue,
+            },
+            Err(_) => continue,
+        };
+        for t in texts {
+            let truth = holds(ctx, &t);
+            if truth == negate {
+                let detail = if negate {
+                    why_true(ctx, &t)
+                } else {
+                    why_false(ctx, &t)
+                };
+                let verdict = if negate { "true" } else { "false" };
+                return format!(
+                    "{} => \"{}\" is {verdict}: {detail}",
+                    attr.name.name,
+                    t.trim()
+                );
+            }
+        }
+    }
+    "its condition is false".to_string()
+}
+
+fn holds(ctx: &mut EvalContext, expr: &str) -> bool {
+    let t = expr.trim();
+    !t.is_empty() && ctx.eval_class_expr(t).unwrap_or(false)
+}
+
+fn parse(expr: &str) -> Option<ClassExpr> {
+    ClassExpr::parse(expr.trim()).ok()
+}
+
+fn why_false(ctx: &EvalContext, expr: &str) -> String {
+    match parse(expr) {
+        Some(e) => false_parts(ctx, &e),
+        None => format!("'{}' is not a valid class expression", expr.trim()),
+    }
+}
+
+fn why_true(ctx: &EvalContext, expr: &str) -> String {
+    match parse(expr) {
+        Some(e) => true_parts(ctx, &e),
+        None => format!("'{}' is not a valid class expression", expr.trim()),
+    }
+}
+
+fn eval(ctx: &EvalContext, e: &ClassExpr) -> bool {
+    e.eval(&mut |n| ctx.class_is_set(n))
+}
+
+/// The smallest parts of a false expression that make it false.
+fn false_parts(ctx: &EvalContext, e: &ClassExpr) -> String {
+    match e {
+        ClassExpr::Name(n) => format!("class '{n}' is not defined"),
+        ClassExpr::Not(inner) => true_parts(ctx, inner),
+        ClassExpr::And(es) => es
+            .iter()
+            .filter(|x| !eval(ctx, x))
+            .map(|x| false_parts(ctx, x))
+            .collect::<Vec<_>>()
+            .join("; "),
+        ClassExpr::Or(es) => format!(
+            "none of its alternatives holds ({})",
+            es.iter()
+                .map(|x| false_parts(ctx, x))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    }
+}
+
+/// The parts of a true expression that make it true.
+fn true_parts(ctx: &EvalContext, e: &ClassExpr) -> String {
+    match e {
+        ClassExpr::Name(n) => format!("class '{n}' is defined"),
+        ClassExpr::Not(inner) => false_parts(ctx, inner),
+        ClassExpr::And(es) => es
+            .iter()
+            .map(|x| true_parts(ctx, x))
+            .collect::<Vec<_>>()
+            .join("; "),
+        ClassExpr::Or(es) => es
+            .iter()
+            .filter(|x| eval(ctx, x))
+            .map(|x| true_parts(ctx, x))
+            .collect::<Vec<_>>()
+            .join("; "),
+    }
+}
+
+/// The variables a promise refers to (in its promiser, guard and
+/// attributes) that do not resolve now, each once.
+pub fn unresolved_variables(ctx: &EvalContext, promise: &Promise) -> Vec<String> {
+    let mut texts: Vec<&str> = vec![promise.promiser.value.as_str()];
+    if promise.guard.quoted {
+        texts.push(promise.guard.expr.as_str());
+    }
+    for a in &promise.attributes {
+        iteration_texts(ctx.builtins(), &a.value, &mut texts);
+    }
+    let mut out = Vec::new();
+    for t in texts {
+        unresolved_in(ctx, t, &mut out, 0);
+    }
+    out
+}
+
+/// How deep a variable's value is followed into the references it holds.
+const MAX_REF_DEPTH: usize = 8;
+
+fn unresolved_in(ctx: &EvalContext, text: &str, out: &mut Vec<String>, depth: usize) {
+    if depth > MAX_REF_DEPTH {
+        return;
+    }
+    let mut pos = 0;
+    while let Some(r) = next_ref(text, pos) {
+        let inner_text = &text[r.inner_start..r.inner_end];
+        let inner = ctx.expand(inner_text);
+        if inner.unresolved {
+            unresolved_in(ctx, inner_text, out, depth + 1);
+        } else {
+            match ctx.lookup(&inner.text) {
+                // A value that itself holds references that do not resolve
+                // (`"$(undefined)"` stored as written): name those.
+                Some(v) if !r.list_sigil && scalar_text(&v).is_some() => {
+                    let t = scalar_text(&v).unwrap_or_default();
+                    if ctx.expand(&t).unresolved {
+                        unresolved_in(ctx, &t, out, depth + 1);
+                    }
+                }
+                Some(Value::Data(_)) if !r.list_sigil => {
+                    if !out.contains(&inner.text) {
+                        out.push(inner.text);
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    if !out.contains(&inner.text) {
+                        out.push(inner.text);
+                    }
+                }
+            }
+        }
+        pos = r.end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::classes::ClassInfo;
+    use crate::values::value::Origin;
+
+    #[test]
+    fn false_and_true_parts_name_what_decided() {
+        let mut ctx = EvalContext::default();
+        ctx.classes
+            .define("linux", ClassInfo::soft(Origin::Agent, vec![]));
+        assert_eq!(
+            why_false(&ctx, "linux.debian.!linux"),
+            "class 'debian' is not defined; class 'linux' is defined"
+        );
+        assert_eq!(
+            why_false(&ctx, "debian|redhat"),
+            "none of its alternatives holds (class 'debian' is not defined; class 'redhat' is not defined)"
+        );
+        assert_eq!(why_true(&ctx, "linux|debian"), "class 'linux' is defined");
+    }
+}
