@@ -381,7 +381,7 @@ fn print_graph(config: &Config) -> ExitCode {
     // the way to see the cycle.
     let graph =
         convergent::agent::graph::PromiseGraph::build(&mut prepared.ctx, &prepared.policy, true);
-    print!("{}", graph.to_dot());
+    print!("{}", convergent::show::graph::to_dot(&graph));
     if prepared.has_errors() {
         ExitCode::from(EXIT_POLICY_ERROR)
     } else {
@@ -453,7 +453,8 @@ fn explain_name(prepared: &Prepared, name: &str) -> ExitCode {
 /// `--why`: answers from the record the last run left in the state
 /// directory; the policy is not read again.
 fn why(config: &Config, query: &str) -> ExitCode {
-    use convergent::agent::why::{WHY_FILE, WhyLog, render};
+    use convergent::agent::why::{WHY_FILE, WhyLog};
+    use convergent::show::why::render;
     let path = convergent::state::StateStore::dir(&config.workdir).join(WHY_FILE);
     let text = match convergent::host::local::read_to_string(&path) {
         Ok(t) => t,

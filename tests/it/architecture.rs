@@ -45,6 +45,8 @@ const SIBLINGS: &[(&str, &str)] = &[
     ("load", "schema"),
     // The evaluator reports what it finds through the report's events.
     ("eval", "report"),
+    // The renderers of --why and --graph read the scheduler's records.
+    ("show", "agent"),
 ];
 
 /// Names at the crate's root (`lib.rs`) that any floor may read: the
