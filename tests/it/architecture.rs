@@ -45,6 +45,8 @@ const SIBLINGS: &[(&str, &str)] = &[
     ("load", "schema"),
     // The evaluator reports what it finds through the report's events.
     ("eval", "report"),
+    // sys.key_digest names the host key as the key ring names keys.
+    ("discover", "remote"),
 ];
 
 /// Names at the crate's root (`lib.rs`) that any floor may read: the
