@@ -131,6 +131,8 @@ pub enum RemoteError {
     },
     #[error("{server} sent no CFEngine version line: '{line}'")]
     BadVersion { server: String, line: String },
+    #[error("protocol version {0} is not one we speak: 2 (tls) or 3 (cookie)")]
+    UnknownProtocol(u8),
     #[error("{server} speaks protocol {theirs}, we need at least 2 (TLS)")]
     OldProtocol { server: String, theirs: i64 },
     #[error(
@@ -285,10 +287,7 @@ impl Connection {
     /// key and identifies us.
     pub fn open(server: &str, settings: &Settings) -> Result<Connection, RemoteError> {
         if !(2..=LATEST_PROTOCOL).contains(&settings.protocol) {
-            return Err(RemoteError::OldProtocol {
-                server: server.to_string(),
-                theirs: i64::from(settings.protocol),
-            });
+            return Err(RemoteError::UnknownProtocol(settings.protocol));
         }
         let ring = KeyRing::of_workdir(&settings.workdir);
         let keys = ring.local_pair()?;
