@@ -505,6 +505,38 @@ fn files_through_the_real_cf_serverd() {
         .unwrap();
     drop(huge);
     std::fs::write(out.join("huge.bin"), "old\n").unwrap();
+
+    // The source growing while it is sent: the server says so in the
+    // stream, and the copy is dropped.
+    let mut c = Connection::open(&server.address(), &settings(&cwd)).unwrap();
+    let mut grown = false;
+    let e = c
+        .fetch_observed(
+            &format!("{share_s}/huge.bin"),
+            &host,
+            &out.join("huge.bin"),
+            0o600,
+            &mut |got| {
+                if !grown && got >= 1 << 16 {
+                    std::fs::OpenOptions::new()
+                        .append(true)
+                        .open(share.join("huge.bin"))
+                        .unwrap()
+                        .write_all(b"more")
+                        .unwrap();
+                    grown = true;
+                }
+            },
+        )
+        .unwrap_err();
+    assert!(matches!(e, RemoteError::Changed { .. }), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("huge.bin")).unwrap(),
+        "old\n"
+    );
+    drop(c);
+
+    // The server killed in the middle of a transfer.
     let mut c = Connection::open(&server.address(), &settings(&cwd)).unwrap();
     let pid = server.pid();
     let mut killed = false;
