@@ -375,10 +375,15 @@ impl Connection {
     /// quiet, or spoke something else.
     fn tls_failure(&self, e: io::Error) -> RemoteError {
         match e.kind() {
-            io::ErrorKind::WouldBlock
-            | io::ErrorKind::TimedOut
-            | io::ErrorKind::UnexpectedEof
-            | io::ErrorKind::ConnectionReset => self.io_error(e, "the TLS handshake"),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                self.io_error(e, "the TLS handshake")
+            }
+            // cf-serverd drops a host outside its allowconnects (or one
+            // over its connection limits) before any TLS.
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => self.io_error(
+                e,
+                "the TLS handshake; is this host in the server's allowconnects?",
+            ),
             _ => RemoteError::Tls {
                 server: self.server.clone(),
                 reason: e.to_string(),

@@ -58,6 +58,8 @@ struct ServerSpec {
     port: u16,
     /// `trustkeysfrom` 127.0.0.1: trust any client key on first sight.
     trust_clients: bool,
+    /// Whom `allowconnects` names (127.0.0.1, where the tests connect from).
+    allowconnects: &'static str,
 }
 
 /// A running cf-serverd, killed by its pid when dropped.
@@ -90,7 +92,7 @@ bundle agent main {{ }}
 body server control
 {{
   port => "{port}";
-  allowconnects => {{ "127.0.0.1" }};
+  allowconnects => {{ "{allow}" }};
   allowallconnects => {{ "127.0.0.1" }};
   {trust}
   allowusers => {{ "root" }};
@@ -105,6 +107,7 @@ bundle server access_rules
 }}
 "#,
             port = spec.port,
+            allow = spec.allowconnects,
             share = share.display(),
             secret = secret.display(),
         );
@@ -130,7 +133,7 @@ bundle server access_rules
             .stderr(out)
             .spawn()
             .expect("start cf-serverd");
-        let s = Serverd {
+        let mut s = Serverd {
             child: Some(child),
             log,
             port: spec.port,
@@ -141,7 +144,7 @@ bundle server access_rules
 
     /// Waits until the server listens on its port (its own policy check
     /// and discovery take a few seconds).
-    fn wait_listening(&self) {
+    fn wait_listening(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let listening = std::fs::read_to_string("/proc/net/tcp")
@@ -160,6 +163,14 @@ bundle server access_rules
                 });
             if listening {
                 return;
+            }
+            if let Some(c) = self.child.as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                panic!(
+                    "cf-serverd exited ({status}) before it listened; its log:\n{}",
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                );
             }
             assert!(
                 Instant::now() < deadline,
@@ -358,6 +369,7 @@ fn files_through_the_real_cf_serverd() {
         &ServerSpec {
             port: spare_port(),
             trust_clients: false,
+            allowconnects: "127.0.0.1",
         },
     );
 
@@ -595,6 +607,7 @@ fn a_changed_server_key_is_refused_naming_both() {
     let spec = ServerSpec {
         port: spare_port(),
         trust_clients: true,
+        allowconnects: "127.0.0.1",
     };
     let mut server = Serverd::start(&swd, &share, &secret, &spec);
     // Trust on first use, as bootstrap does; both sides store the other.
@@ -624,6 +637,31 @@ fn a_changed_server_key_is_refused_naming_both() {
             .exists()
     );
     drop(server);
+}
+
+#[test]
+fn a_host_outside_allowconnects_is_dropped() {
+    if skipped("a_host_outside_allowconnects_is_dropped") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let share = tmp.path().join("share");
+    std::fs::create_dir_all(&share).unwrap();
+    let swd = tmp.path().join("server");
+    assert_eq!(real_cf_key(&swd, &[]).code, Some(0));
+    let (cwd, _) = client_workdir(tmp.path(), "client");
+    let spec = ServerSpec {
+        port: spare_port(),
+        trust_clients: true,
+        // A documentation address: never ours.
+        allowconnects: "192.0.2.1",
+    };
+    let server = Serverd::start(&swd, &share, &tmp.path().join("secret"), &spec);
+    let mut s = settings(&cwd);
+    s.trust_new_server_key = true;
+    let e = Connection::open(&server.address(), &s).unwrap_err();
+    assert!(matches!(e, RemoteError::Closed { .. }), "{e}");
+    assert!(e.to_string().contains("allowconnects"), "{e}");
 }
 
 #[test]
