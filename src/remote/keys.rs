@@ -412,6 +412,52 @@ ONMTK3WC87SbIYIE4YXv3JKe69X8RX9rriE28Lqhn7orVMJT5KdpBXBStgR7AIZi
     }
 
     #[test]
+    fn the_ring_stores_lists_and_forgets_peers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ring = KeyRing::of_workdir(tmp.path());
+        assert!(ring.peers().unwrap().is_empty());
+        assert!(matches!(
+            ring.local_pair(),
+            Err(KeyError::NoLocalKey { .. })
+        ));
+        let k = PublicKey::from_pem(CF_KEY_PUB).unwrap();
+        let p = ring.trust("root", &k).unwrap();
+        assert!(p.ends_with("root-MD5=20a2dc4166bccd857d8c8d19d6067b67.pub"));
+        assert_eq!(ring.peer("root", &k.digest()).unwrap(), Some(k.clone()));
+        assert_eq!(ring.peer("other", &k.digest()).unwrap(), None);
+        let peers = ring.peers().unwrap();
+        assert_eq!(peers.len(), 1);
+        assert_eq!(
+            (peers[0].user.as_str(), peers[0].digest.as_str()),
+            ("root", k.digest().as_str())
+        );
+        assert_eq!(ring.remove_digest(&k.digest()).unwrap(), 1);
+        assert!(ring.peers().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_new_pair_is_written_once_and_read_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ring = KeyRing::of_workdir(tmp.path());
+        ring.ensure_dir().unwrap();
+        let pair = KeyPair::generate(1024).unwrap();
+        pair.write_new(&ring.local_public_path(), &ring.local_private_path())
+            .unwrap();
+        let again = ring.local_pair().unwrap();
+        assert_eq!(again.public(), pair.public());
+        assert!(matches!(
+            pair.write_new(&ring.local_public_path(), &ring.local_private_path()),
+            Err(KeyError::Exists(_))
+        ));
+        // Someone else's public half beside our private one is refused.
+        local::write_private(&ring.local_public_path(), CF_KEY_PUB.as_bytes()).unwrap();
+        assert!(matches!(
+            ring.local_pair(),
+            Err(KeyError::PairMismatch { .. })
+        ));
+    }
+
+    #[test]
     fn bad_pem_is_an_error_not_a_panic() {
         assert!(PublicKey::from_pem("").is_err());
         assert!(

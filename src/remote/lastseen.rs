@@ -110,3 +110,45 @@ impl LastSeen {
         Ok(gone)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(key: &str) -> Seen {
+        Seen {
+            key: key.into(),
+            user: "root".into(),
+            when: 1,
+            how: "outgoing".into(),
+        }
+    }
+
+    #[test]
+    fn record_and_forget() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ls = LastSeen::of_workdir(tmp.path());
+        assert!(ls.load().unwrap().is_empty());
+        ls.record("10.0.0.1", seen("MD5=aa")).unwrap();
+        ls.record("10.0.0.2", seen("MD5=aa")).unwrap();
+        ls.record("10.0.0.3", seen("MD5=bb")).unwrap();
+        assert_eq!(ls.key_of("10.0.0.3").unwrap().unwrap().key, "MD5=bb");
+        assert_eq!(ls.remove_key("MD5=aa").unwrap(), ["10.0.0.1", "10.0.0.2"]);
+        assert_eq!(
+            ls.remove_address("10.0.0.3").unwrap().as_deref(),
+            Some("MD5=bb")
+        );
+        assert_eq!(ls.remove_address("10.0.0.3").unwrap(), None);
+        assert!(ls.load().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_damaged_record_is_an_error_naming_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ls = LastSeen::of_workdir(tmp.path());
+        local::create_private_dir(ls.path().parent().unwrap()).unwrap();
+        local::write_private(ls.path(), b"{not json").unwrap();
+        let e = ls.load().unwrap_err();
+        assert!(e.contains("convergent_lastseen.json"), "{e}");
+    }
+}
