@@ -914,6 +914,11 @@ impl Connection {
                     path: dest.to_path_buf(),
                     reason: crate::host::strerror(&e),
                 },
+                // A write of the copy failed: name the file, not the source.
+                Streamed::Fill(RemoteError::Local { reason, .. }) => RemoteError::Local {
+                    path: dest.to_path_buf(),
+                    reason,
+                },
                 Streamed::Fill(e) => e,
             })?;
         Ok(st)
