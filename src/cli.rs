@@ -1,8 +1,8 @@
 //! Raw command-line flags, a plain mirror of argv. Nothing here is resolved
 //! or checked beyond what clap does; `config` turns these into settings.
 //!
-//! Two flag sets share one binary: cf-agent's (the default) and
-//! cf-promises' (when invoked through a link named `cf-promises`).
+//! Three flag sets share one binary: cf-agent's (the default),
+//! cf-promises' and cf-key's (when invoked through a link of that name).
 
 use crate::config::{
     Config, ConfigError, LogLevel, Mode, PolicyFormat, default_workdir, normalize, parse_log_level,
@@ -246,6 +246,100 @@ pub struct PromisesArgs {
     pub entry: Option<String>,
 }
 
+/// Flags accepted when invoked as `cf-key`.
+#[derive(Debug, Parser, Default)]
+#[command(
+    name = "cf-key",
+    version = crate::VERSION_LINE,
+    disable_version_flag = true,
+    args_override_self = true,
+    about = "convergent as cf-key: make this host's key pair, print key digests, trust and forget keys"
+)]
+pub struct KeyArgs {
+    /// Print the digest of a public key (default: this host's, WORKDIR/ppkeys/localhost.pub)
+    #[arg(short = 'p', long = "print-digest", value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
+    pub print_digest: Option<String>,
+
+    /// Trust a public key: [[USER@]IPADDR:]FILENAME, the key of the host at IPADDR
+    #[arg(short = 't', long = "trust-key", value_name = "[[USER@]IPADDR:]FILE")]
+    pub trust_key: Option<String>,
+
+    /// Show the hosts connected to and the keys they showed
+    #[arg(short = 's', long = "show-hosts")]
+    pub show_hosts: bool,
+
+    /// Do not truncate --show-hosts output
+    #[arg(short = 'N', long = "no-truncate")]
+    pub no_truncate: bool,
+
+    /// Remove the keys of a host: its IP address or a digest (MD5=..., SHA=...)
+    #[arg(short = 'r', long = "remove-keys", value_name = "HOST")]
+    pub remove_keys: Option<String>,
+
+    /// Remove the key files of a digest even when no host is recorded for it
+    #[arg(short = 'x', long = "force-removal")]
+    pub force_removal: bool,
+
+    /// Write the new key pair to FILE.priv and FILE.pub instead of WORKDIR/ppkeys/localhost.*
+    #[arg(short = 'f', long = "output-file", value_name = "FILE")]
+    pub output_file: Option<String>,
+
+    /// The size of a new RSA key in bits (default 2048)
+    #[arg(short = 'T', long = "key-type", value_name = "BITS")]
+    pub key_bits: Option<String>,
+
+    /// Do not look up host names (we never do: addresses are shown as they are)
+    #[arg(short = 'n', long = "numeric")]
+    pub numeric: bool,
+
+    /// Print basic information about key generation
+    #[arg(short = 'I', long = "inform")]
+    pub inform: bool,
+
+    /// Verbose output
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
+
+    /// Debug output
+    #[arg(short = 'd', long = "debug")]
+    pub debug: bool,
+
+    /// Log level
+    #[arg(short = 'g', long = "log-level", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+
+    /// Print the version and exit
+    #[arg(short = 'V', long = "version")]
+    pub version: bool,
+}
+
+/// The work directory as every front end finds it: `-w` (given), else
+/// `CFENGINE_TEST_OVERRIDE_WORKDIR`, else the default for this user.
+pub fn resolve_workdir(flag: Option<&str>, is_root: bool) -> Result<PathBuf, ConfigError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    match flag {
+        // An empty name would silently mean the current directory, and
+        // the state (locks, persistent classes) would land there.
+        Some("") => Err(ConfigError::Invalid {
+            flag: "-w/--workdir".into(),
+            value: String::new(),
+            reason: "expected a directory name, found an empty one".into(),
+        }),
+        Some(w) => Ok(normalize(&cwd.join(w))),
+        // CFEngine's own name for a work directory chosen from outside
+        // (its acceptance suite sets it for every test), as cf-agent
+        // reads it; -w wins.
+        None => match std::env::var_os("CFENGINE_TEST_OVERRIDE_WORKDIR") {
+            Some(w) if !w.is_empty() => Ok(normalize(&cwd.join(w))),
+            _ => Ok(default_workdir(
+                is_root,
+                std::env::var("XDG_STATE_HOME").ok().as_deref(),
+                std::env::var("HOME").ok().as_deref(),
+            )),
+        },
+    }
+}
+
 /// The policy file a positional `FILE` names: cf-promises takes a relative
 /// one in the current directory as written (`t/x.cf` is `CWD/t/x.cf`),
 /// where `-f t/x.cf` would look in WORKDIR/inputs.
@@ -296,35 +390,7 @@ impl AgentArgs {
         if let Some((_, flag)) = unsupported.iter().find(|(on, _)| *on) {
             return Err(ConfigError::NotSupported(flag.to_string()));
         }
-        let workdir = match &args.workdir {
-            // An empty name would silently mean the current directory, and
-            // the state (locks, persistent classes) would land there.
-            Some(w) if w.is_empty() => {
-                return Err(ConfigError::Invalid {
-                    flag: "-w/--workdir".into(),
-                    value: String::new(),
-                    reason: "expected a directory name, found an empty one".into(),
-                });
-            }
-            Some(w) => {
-                let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-                normalize(&cwd.join(w))
-            }
-            // CFEngine's own name for a work directory chosen from outside
-            // (its acceptance suite sets it for every test), as cf-agent
-            // reads it; -w wins.
-            None => match std::env::var_os("CFENGINE_TEST_OVERRIDE_WORKDIR") {
-                Some(w) if !w.is_empty() => {
-                    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-                    normalize(&cwd.join(w))
-                }
-                _ => default_workdir(
-                    is_root,
-                    std::env::var("XDG_STATE_HOME").ok().as_deref(),
-                    std::env::var("HOME").ok().as_deref(),
-                ),
-            },
-        };
+        let workdir = resolve_workdir(args.workdir.as_deref(), is_root)?;
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let positional = args.policy.clone().map(positional_entry);
         let file = positional.as_ref().or(args.file.as_ref());

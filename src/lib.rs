@@ -15,6 +15,7 @@ pub mod host;
 pub mod load;
 pub mod pipeline;
 pub mod promises;
+pub mod remote;
 pub mod report;
 pub mod schema;
 pub mod show;

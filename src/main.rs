@@ -1,9 +1,9 @@
 //! The `agent` binary: parse flags, run the library, map the result to an
 //! exit code. Invoked through a link named `cf-promises` it takes
-//! cf-promises' flags.
+//! cf-promises' flags; through one named `cf-key`, cf-key's.
 
 use clap::Parser;
-use convergent::cli::{AgentArgs, PromisesArgs};
+use convergent::cli::{AgentArgs, KeyArgs, PromisesArgs};
 use convergent::config::{Config, Mode, PolicyFormat};
 use convergent::eval::{EvalContext, EvalSettings};
 
@@ -50,6 +50,9 @@ fn main() -> ExitCode {
         .and_then(|n| n.to_str())
         .unwrap_or("agent")
         .to_string();
+    if invoked_as == "cf-key" {
+        return cf_key(KeyArgs::parse_from(&argv));
+    }
     let args = if invoked_as == "cf-promises" {
         let p = PromisesArgs::parse_from(&argv);
         if p.syntax_description.is_some() {
@@ -84,6 +87,200 @@ fn main() -> ExitCode {
         log_target,
     );
     run(&config)
+}
+
+/// `cf-key`: makes this host's key pair, or prints a key's digest, or
+/// trusts, lists or forgets the keys of other hosts.
+fn cf_key(args: KeyArgs) -> ExitCode {
+    use convergent::remote::keys::{DEFAULT_BITS, KeyPair, KeyRing, PublicKey};
+    use convergent::remote::lastseen::{LastSeen, Seen};
+    if args.version {
+        println!("{}", convergent::VERSION_LINE);
+        return ExitCode::SUCCESS;
+    }
+    if let Some(l) = &args.log_level
+        && let Err(e) = convergent::config::parse_log_level(l)
+    {
+        eprintln!("   error: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let inform = args.inform || args.verbose || args.debug;
+    let workdir = match convergent::cli::resolve_workdir(None, convergent::host::fs::can_chown()) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("   error: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let ring = KeyRing::of_workdir(&workdir);
+    let lastseen = LastSeen::of_workdir(&workdir);
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("   error: {e}");
+        ExitCode::from(1)
+    };
+
+    if args.show_hosts {
+        let all = match lastseen.load() {
+            Ok(a) => a,
+            Err(e) => return fail(&e),
+        };
+        let row = |dir: &str, ip: &str, name: &str, when: &str, key: &str| {
+            if args.no_truncate {
+                println!("{dir}\t{ip}\t{name}\t{when}\t{key}");
+            } else {
+                let cut = |s: &str, n: usize| s.chars().take(n).collect::<String>();
+                println!(
+                    "{:<10} {:<40} {:<25} {:<26} {}",
+                    cut(dir, 10),
+                    cut(ip, 40),
+                    cut(name, 25),
+                    cut(when, 26),
+                    key
+                );
+            }
+        };
+        row("Direction", "IP", "Name", "Last connection", "Key");
+        for (address, seen) in &all {
+            let when = convergent::host::clock::local_text(seen.when, "%a %b %e %H:%M:%S %Y")
+                .unwrap_or_default();
+            // Host names are not looked up: the address is shown (as -n).
+            row("Outgoing", address, address, &when, &seen.key);
+        }
+        println!("Total Entries: {}", all.len());
+        return ExitCode::SUCCESS;
+    }
+
+    if let Some(file) = &args.print_digest {
+        let path = if file.is_empty() {
+            ring.local_public_path()
+        } else {
+            std::path::PathBuf::from(file)
+        };
+        return match PublicKey::read(&path) {
+            Ok(k) => {
+                println!("{}", k.digest());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        };
+    }
+
+    if let Some(what) = &args.remove_keys {
+        let is_digest = what.starts_with("MD5=") || what.starts_with("SHA=");
+        let digests = if is_digest {
+            match lastseen.remove_key(what) {
+                Ok(addresses) if addresses.is_empty() && !args.force_removal => {
+                    eprintln!("   error: Unable to remove digest from lastseen database.");
+                    return ExitCode::from(252);
+                }
+                Ok(_) => vec![what.clone()],
+                Err(e) => return fail(&e),
+            }
+        } else {
+            match lastseen.remove_address(what) {
+                Ok(Some(key)) => vec![key],
+                Ok(None) => {
+                    eprintln!(
+                        "   error: No key file(s) for entry '{what}' were found on the filesystem"
+                    );
+                    return ExitCode::from(1);
+                }
+                Err(e) => return fail(&e),
+            }
+        };
+        let mut removed = 0;
+        for d in &digests {
+            match ring.remove_digest(d) {
+                Ok(n) => removed += n,
+                Err(e) => return fail(&e),
+            }
+        }
+        if removed == 0 {
+            eprintln!("   error: No key file(s) for entry '{what}' were found on the filesystem");
+            return ExitCode::from(1);
+        }
+        if inform {
+            println!("    info: Removed {removed} corresponding key file(s) from filesystem.");
+        }
+        return ExitCode::SUCCESS;
+    }
+
+    if let Some(arg) = &args.trust_key {
+        // [[USER@]IPADDR:]FILENAME, split at the last colon (IPv6).
+        let (file, address, user) = match arg.rsplit_once(':') {
+            None => (arg.as_str(), None, "root"),
+            Some((front, file)) => match front.split_once('@') {
+                None => (file, Some(front), "root"),
+                Some((user, ip)) => (file, (!ip.is_empty()).then_some(ip), user),
+            },
+        };
+        if address.is_none() {
+            println!(
+                "  notice: Establishing trust might be incomplete. For completeness, use --trust-key IPADDR:filename"
+            );
+        }
+        let key = match PublicKey::read(std::path::Path::new(file)) {
+            Ok(k) => k,
+            Err(e) => return fail(&e),
+        };
+        if let Err(e) = ring.trust(user, &key) {
+            return fail(&e);
+        }
+        if let Some(address) = address {
+            let seen = Seen {
+                key: key.digest(),
+                user: user.to_string(),
+                when: convergent::host::clock::now_secs(),
+                how: "trusted".into(),
+            };
+            if let Err(e) = lastseen.record(address, seen) {
+                return fail(&e);
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
+
+    let bits = match args.key_bits.as_deref().map(str::parse::<usize>) {
+        None => DEFAULT_BITS,
+        Some(Ok(b)) if b >= 1024 => b,
+        Some(_) => {
+            eprintln!(
+                "   error: -T/--key-type '{}': expected a key size in bits, at least 1024",
+                args.key_bits.as_deref().unwrap_or_default()
+            );
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let (public, private) = match &args.output_file {
+        Some(f) => (
+            std::path::PathBuf::from(format!("{f}.pub")),
+            std::path::PathBuf::from(format!("{f}.priv")),
+        ),
+        None => {
+            if let Err(e) = ring.ensure_dir() {
+                return fail(&e);
+            }
+            (ring.local_public_path(), ring.local_private_path())
+        }
+    };
+    for p in [&public, &private] {
+        if convergent::host::local::exists(p) {
+            return fail(&format!("A key file already exists at {}", p.display()));
+        }
+    }
+    if inform {
+        println!(
+            "    info: Making a key pair for CFEngine, please wait, this could take a minute..."
+        );
+    }
+    let pair = match KeyPair::generate(bits) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    match pair.write_new(&public, &private) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
 }
 
 /// The command line as text. Policy file names, bundle names, classes and

@@ -487,6 +487,31 @@ impl Host {
         self.replace_with(p, mode, read, |f| f.write_all(data))
     }
 
+    /// Replaces a file's content atomically (as [`Host::write_atomic`])
+    /// with what `fill` writes, streamed: a download of any size goes to
+    /// the new file beside the target as it arrives. When `fill` fails, the
+    /// new file is dropped and the target is left as it was; its error is
+    /// returned as [`Streamed::Fill`].
+    pub fn write_atomic_streamed<E>(
+        &self,
+        p: &Path,
+        mode: u32,
+        fill: impl FnOnce(&mut dyn Write) -> Result<(), E>,
+    ) -> Result<(), Streamed<E>> {
+        let mut failure = None;
+        let written = self.replace_with(p, mode, None, |f| {
+            fill(f).map_err(|e| {
+                failure = Some(e);
+                io::Error::other("the content could not be had")
+            })
+        });
+        match (written, failure) {
+            (_, Some(e)) => Err(Streamed::Fill(e)),
+            (Err(e), None) => Err(Streamed::Io(e)),
+            (Ok(()), None) => Ok(()),
+        }
+    }
+
     /// Copies a regular file's bytes to `to` atomically, streamed through
     /// the kernel (`copy_file_range`) rather than held in memory: a copy of
     /// any size costs a few pages.
@@ -625,6 +650,14 @@ impl Host {
         }
         let _ = safe::remove_stale_temps(dir);
     }
+}
+
+/// Why [`Host::write_atomic_streamed`] failed: writing the file, or
+/// what was to fill it.
+#[derive(Debug)]
+pub enum Streamed<E> {
+    Io(io::Error),
+    Fill(E),
 }
 
 impl Located {

@@ -313,6 +313,11 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Removes one file of ours (a key the administrator asked to forget).
+pub fn remove_file(path: &Path) -> io::Result<()> {
+    fs::remove_file(path)
+}
+
 /// Removes a directory of ours and everything in it.
 pub fn remove_private_tree(path: &Path) -> io::Result<()> {
     fs::remove_dir_all(path)

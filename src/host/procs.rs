@@ -108,6 +108,11 @@ fn clock(t: i64, format: &str) -> String {
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
+/// The name of the effective user (its id when it has none).
+pub fn current_user_name() -> String {
+    user_name(rustix::process::geteuid().as_raw())
+}
+
 /// The name of a user id, or the id itself.
 fn user_name(uid: u32) -> String {
     // SAFETY: getpwuid returns null or a pointer to static storage that we

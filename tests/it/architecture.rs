@@ -47,6 +47,8 @@ const SIBLINGS: &[(&str, &str)] = &[
     ("eval", "report"),
     // The renderers of --why and --graph read the scheduler's records.
     ("show", "agent"),
+    // sys.key_digest names the host key as the key ring names keys.
+    ("discover", "remote"),
 ];
 
 /// Names at the crate's root (`lib.rs`) that any floor may read: the

@@ -33,6 +33,7 @@ mod packages;
 mod policy_output_differential;
 mod properties;
 mod proptest_parse;
+mod remote;
 mod safe_access;
 mod sandbox;
 mod snapshots;

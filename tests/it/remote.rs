@@ -1,0 +1,692 @@
+//! Our cf-serverd client and cf-key against the real ones (CFEngine 3.21,
+//! as Debian ships it): a `cf-serverd` started on 127.0.0.1 with a private
+//! work directory (`CFENGINE_TEST_OVERRIDE_WORKDIR`, as CFEngine's own
+//! acceptance tests point it elsewhere) and a spare port, killed by its pid
+//! when the test ends. Keys go both ways: the server's made by the real
+//! cf-key and read by us, ours trusted by the real cf-key, and a server
+//! running on a key pair we made. Without cf-serverd the tests say
+//! "skipped".
+
+use crate::common;
+use convergent::host::Host;
+use convergent::remote::client::{Connection, RemoteError, RemoteKind, Settings};
+use convergent::remote::keys::{KeyPair, KeyRing, PublicKey};
+use std::io::Write;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn skipped(what: &str) -> bool {
+    if common::have("cf-serverd") && common::have("cf-key") {
+        return false;
+    }
+    eprintln!("skipped: {what}: cf-serverd or cf-key (CFEngine 3.21) is not installed");
+    true
+}
+
+/// A port nobody listens on now.
+fn spare_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a spare port")
+}
+
+/// The real cf-key, in a work directory.
+fn real_cf_key(workdir: &Path, args: &[&str]) -> common::Captured {
+    common::run(
+        Command::new("cf-key")
+            .env("CFENGINE_TEST_OVERRIDE_WORKDIR", workdir)
+            .args(args),
+    )
+}
+
+/// Our binary as cf-key, in a work directory.
+fn our_cf_key(workdir: &Path, args: &[&str]) -> common::Captured {
+    common::run(
+        Command::new(common::agent_bin())
+            .arg0("cf-key")
+            .env("CFENGINE_TEST_OVERRIDE_WORKDIR", workdir)
+            .args(args),
+    )
+}
+
+/// How the server is set up.
+struct ServerSpec {
+    port: u16,
+    /// `trustkeysfrom` 127.0.0.1: trust any client key on first sight.
+    trust_clients: bool,
+    /// Whom `allowconnects` names (127.0.0.1, where the tests connect from).
+    allowconnects: &'static str,
+}
+
+/// A running cf-serverd, killed by its pid when dropped.
+struct Serverd {
+    child: Option<Child>,
+    log: PathBuf,
+    port: u16,
+}
+
+impl Serverd {
+    /// Starts cf-serverd on `spec.port` with the work directory
+    /// `workdir` (its keys must be there), serving `share` to 127.0.0.1
+    /// and nothing of `secret`.
+    fn start(workdir: &Path, share: &Path, secret: &Path, spec: &ServerSpec) -> Serverd {
+        std::fs::create_dir_all(workdir.join("bin")).unwrap();
+        let link = workdir.join("bin/cf-promises");
+        if !link.exists() {
+            let target = common::which("cf-promises")
+                .unwrap_or_else(|| PathBuf::from("/usr/bin/cf-promises"));
+            std::os::unix::fs::symlink(target, &link).unwrap();
+        }
+        let trust = if spec.trust_clients {
+            r#"trustkeysfrom => { "127.0.0.1" };"#
+        } else {
+            ""
+        };
+        let policy = format!(
+            r#"body common control {{ bundlesequence => {{ "main" }}; }}
+bundle agent main {{ }}
+body server control
+{{
+  port => "{port}";
+  allowconnects => {{ "{allow}" }};
+  allowallconnects => {{ "127.0.0.1" }};
+  {trust}
+  allowusers => {{ "root" }};
+}}
+bundle server access_rules
+{{
+  access:
+    "{share}"
+      admit_ips => {{ "127.0.0.1" }};
+    "{secret}"
+      deny_ips => {{ "127.0.0.1" }};
+}}
+"#,
+            port = spec.port,
+            allow = spec.allowconnects,
+            share = share.display(),
+            secret = secret.display(),
+        );
+        let policy_file = workdir.join("server.cf");
+        std::fs::write(&policy_file, policy).unwrap();
+        // A policy cf-promises rejects would start the failsafe server on
+        // port 5308: check it first.
+        let check = common::run(
+            Command::new("cf-promises")
+                .env("CFENGINE_TEST_OVERRIDE_WORKDIR", workdir)
+                .arg("-c")
+                .arg(&policy_file),
+        );
+        assert_eq!(check.code, Some(0), "server policy rejected: {check:?}");
+        let log = workdir.join("serverd.log");
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new("cf-serverd")
+            .env("CFENGINE_TEST_OVERRIDE_WORKDIR", workdir)
+            .args(["-F", "-K", "-v", "-f"])
+            .arg(&policy_file)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("start cf-serverd");
+        let mut s = Serverd {
+            child: Some(child),
+            log,
+            port: spec.port,
+        };
+        s.wait_listening();
+        s
+    }
+
+    /// Waits until the server listens on its port (its own policy check
+    /// and discovery take a few seconds).
+    fn wait_listening(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let listening = std::fs::read_to_string("/proc/net/tcp")
+                .unwrap_or_default()
+                .lines()
+                .chain(
+                    std::fs::read_to_string("/proc/net/tcp6")
+                        .unwrap_or_default()
+                        .lines(),
+                )
+                .any(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    f.len() > 3
+                        && f[3] == "0A"
+                        && f[1].rsplit(':').next() == Some(&format!("{:04X}", self.port))
+                });
+            if listening {
+                return;
+            }
+            if let Some(c) = self.child.as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                panic!(
+                    "cf-serverd exited ({status}) before it listened; its log:\n{}",
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "cf-serverd did not listen on {} within 60 s; its log:\n{}",
+                self.port,
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
+    }
+
+    /// Kills the server now (by its pid) and waits for it.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Serverd {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A client work directory with a key pair we made.
+fn client_workdir(dir: &Path, name: &str) -> (PathBuf, KeyPair) {
+    let wd = dir.join(name);
+    let ring = KeyRing::of_workdir(&wd);
+    ring.ensure_dir().unwrap();
+    let pair = KeyPair::generate(2048).unwrap();
+    pair.write_new(&ring.local_public_path(), &ring.local_private_path())
+        .unwrap();
+    (wd, pair)
+}
+
+fn settings(workdir: &Path) -> Settings {
+    let mut s = Settings::new(workdir);
+    s.timeout = Duration::from_secs(20);
+    s
+}
+
+fn md5(data: &[u8]) -> [u8; 16] {
+    use md5::{Digest, Md5};
+    Md5::digest(data).into()
+}
+
+#[test]
+fn cf_key_digests_agree_both_ways() {
+    if skipped("cf_key_digests_agree_both_ways") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // Ours, read by the real cf-key.
+    let ours = tmp.path().join("ours");
+    let made = our_cf_key(&ours, &[]);
+    assert_eq!(made.code, Some(0), "{made:?}");
+    let priv_text = std::fs::read_to_string(ours.join("ppkeys/localhost.priv")).unwrap();
+    assert!(priv_text.starts_with("-----BEGIN RSA PRIVATE KEY-----\n"));
+    let pub_text = std::fs::read_to_string(ours.join("ppkeys/localhost.pub")).unwrap();
+    assert!(pub_text.starts_with("-----BEGIN RSA PUBLIC KEY-----\n"));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(ours.join("ppkeys/localhost.priv"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let theirs_of_ours = real_cf_key(
+        &ours,
+        &["-p", &ours.join("ppkeys/localhost.pub").to_string_lossy()],
+    );
+    let ours_of_ours = our_cf_key(&ours, &["-p"]);
+    assert_eq!(theirs_of_ours.code, Some(0), "{theirs_of_ours:?}");
+    assert_eq!(ours_of_ours.stdout, theirs_of_ours.stdout);
+    assert!(ours_of_ours.stdout.starts_with("MD5="));
+    assert_eq!(
+        PublicKey::from_pem(&pub_text).unwrap().bits(),
+        2048,
+        "cf-key's default size"
+    );
+    // A second run refuses to overwrite, as cf-key does.
+    let again = our_cf_key(&ours, &[]);
+    assert_eq!(again.code, Some(1));
+    assert!(
+        again.stderr.contains("A key file already exists at"),
+        "{again:?}"
+    );
+
+    // The real cf-key's, read by us.
+    let theirs = tmp.path().join("theirs");
+    let made = real_cf_key(&theirs, &["-T", "1024"]);
+    assert_eq!(made.code, Some(0), "{made:?}");
+    let pubfile = theirs.join("ppkeys/localhost.pub");
+    let a = real_cf_key(&theirs, &["-p", &pubfile.to_string_lossy()]);
+    let b = our_cf_key(&theirs, &["-p", &pubfile.to_string_lossy()]);
+    assert_eq!(a.stdout, b.stdout);
+    let pair = KeyPair::read(&theirs.join("ppkeys/localhost.priv")).unwrap();
+    assert_eq!(format!("{}\n", pair.public().digest()), a.stdout);
+
+    // -T and -f: a 1024-bit pair in FILE.priv and FILE.pub.
+    let f = tmp.path().join("other");
+    let made = our_cf_key(&ours, &["-T", "1024", "-f", &f.to_string_lossy()]);
+    assert_eq!(made.code, Some(0), "{made:?}");
+    let k = PublicKey::read(&tmp.path().join("other.pub")).unwrap();
+    assert_eq!(k.bits(), 1024);
+    let a = real_cf_key(
+        &ours,
+        &["-p", &tmp.path().join("other.pub").to_string_lossy()],
+    );
+    assert_eq!(a.stdout, format!("{}\n", k.digest()));
+
+    // -t IP:FILE trusts, -s shows it, -r IP forgets it.
+    let t = our_cf_key(&ours, &["-t", &format!("127.0.0.9:{}", pubfile.display())]);
+    assert_eq!(t.code, Some(0), "{t:?}");
+    let digest = a_digest(&b.stdout);
+    assert!(ours.join(format!("ppkeys/root-{digest}.pub")).exists());
+    let s = our_cf_key(&ours, &["-s"]);
+    assert!(s.stdout.contains("127.0.0.9"), "{s:?}");
+    assert!(s.stdout.contains(&digest), "{s:?}");
+    assert!(s.stdout.ends_with("Total Entries: 1\n"), "{s:?}");
+    let r = our_cf_key(&ours, &["-r", "127.0.0.9"]);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert!(!ours.join(format!("ppkeys/root-{digest}.pub")).exists());
+    let r = our_cf_key(&ours, &["-r", "127.0.0.9"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    // A file that is no key is a clear error.
+    let bad = our_cf_key(&ours, &["-p", "/dev/null"]);
+    assert_eq!(bad.code, Some(1));
+    assert!(bad.stderr.contains("/dev/null"), "{bad:?}");
+}
+
+fn a_digest(line: &str) -> String {
+    line.trim().to_string()
+}
+
+#[test]
+fn files_through_the_real_cf_serverd() {
+    if skipped("files_through_the_real_cf_serverd") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let share = tmp.path().join("share");
+    let secret = tmp.path().join("secret");
+    std::fs::create_dir_all(share.join("sub")).unwrap();
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(share.join("a.txt"), "hello\n").unwrap();
+    std::fs::write(share.join("empty"), "").unwrap();
+    // Several GET blocks, and not a whole number of them.
+    let big: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(share.join("big.bin"), &big).unwrap();
+    std::fs::write(secret.join("s.txt"), "no\n").unwrap();
+    std::os::unix::fs::symlink("a.txt", share.join("link")).unwrap();
+
+    // The server's keys, made by the real cf-key.
+    let swd = tmp.path().join("server");
+    assert_eq!(real_cf_key(&swd, &[]).code, Some(0));
+    let server_pub = swd.join("ppkeys/localhost.pub");
+    let server_key = PublicKey::read(&server_pub).unwrap();
+
+    // Our key, trusted by the real cf-key on the server's side.
+    let (cwd, ours) = client_workdir(tmp.path(), "client");
+    let user = convergent::host::procs::current_user_name();
+    let trusted = real_cf_key(
+        &swd,
+        &[
+            "-t",
+            &format!(
+                "{user}@127.0.0.1:{}",
+                cwd.join("ppkeys/localhost.pub").display()
+            ),
+        ],
+    );
+    assert_eq!(trusted.code, Some(0), "{trusted:?}");
+    assert!(
+        swd.join(format!("ppkeys/{user}-{}.pub", ours.public().digest()))
+            .exists()
+    );
+
+    let mut server = Serverd::start(
+        &swd,
+        &share,
+        &secret,
+        &ServerSpec {
+            port: spare_port(),
+            trust_clients: false,
+            allowconnects: "127.0.0.1",
+        },
+    );
+
+    // The server's key is not ours to trust yet.
+    let e = Connection::open(&server.address(), &settings(&cwd)).unwrap_err();
+    match &e {
+        RemoteError::UntrustedServer { presented, .. } => {
+            assert_eq!(*presented, server_key.digest())
+        }
+        other => panic!("expected an untrusted server, got {other}"),
+    }
+    assert!(e.to_string().contains(&server_key.digest()), "{e}");
+
+    // Trusted (as `cf-key -t` does it), it talks.
+    KeyRing::of_workdir(&cwd).trust(&user, &server_key).unwrap();
+    let mut c = Connection::open(&server.address(), &settings(&cwd))
+        .unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
+    assert_eq!(c.protocol(), 3);
+    assert_eq!(c.server_key(), server_key.digest());
+    assert!(
+        c.server_version().starts_with("CFE_v3 cf-serverd 3.21"),
+        "{}",
+        c.server_version()
+    );
+
+    // OPENDIR
+    let share_s = share.to_string_lossy().into_owned();
+    let mut names = c.list_dir(&share_s).unwrap();
+    names.sort();
+    assert_eq!(
+        names,
+        [".", "..", "a.txt", "big.bin", "empty", "link", "sub"]
+    );
+
+    // SYNCH … STAT
+    let a = format!("{share_s}/a.txt");
+    let st = c.stat(&a).unwrap();
+    assert_eq!(st.kind, RemoteKind::Regular);
+    assert_eq!(st.size, 6);
+    let local = std::fs::metadata(share.join("a.txt")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(st.mode, local.mode() & 0o7777);
+    assert_eq!(st.mtime, local.mtime());
+    assert_eq!(st.ino, local.ino());
+    assert!(st.link_target.is_none());
+    let dir = c.stat(&format!("{share_s}/sub")).unwrap();
+    assert_eq!(dir.kind, RemoteKind::Dir);
+    // cf-serverd resolves a requested path (realpath) before it looks:
+    // a link is answered for by its target.
+    let link = c.stat(&format!("{share_s}/link")).unwrap();
+    assert_eq!(
+        (link.kind, link.ino, link.link_target),
+        (RemoteKind::Regular, st.ino, None)
+    );
+    // A missing file is refused as a forbidden one is (the server's
+    // realpath fails before its access rules are read); the error says so.
+    let e = c.stat(&format!("{share_s}/nope")).unwrap_err();
+    assert!(matches!(e, RemoteError::AccessDenied { .. }), "{e}");
+    assert!(e.to_string().contains("or no such file"), "{e}");
+    // Other refusals carry the server's own words.
+    match c.list_dir(&a).unwrap_err() {
+        RemoteError::Refused { message, .. } => {
+            assert!(message.contains("couldn't open dir"), "{message}")
+        }
+        other => panic!("expected a refusal, got {other}"),
+    }
+
+    // MD5
+    assert!(!c.differs(&a, &md5(b"hello\n")).unwrap());
+    assert!(c.differs(&a, &md5(b"other\n")).unwrap());
+
+    // GET, written beside and renamed through host.
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let host = Host::real();
+    let got = c
+        .fetch(
+            &format!("{share_s}/big.bin"),
+            &host,
+            &out.join("big.bin"),
+            0o600,
+        )
+        .unwrap();
+    assert_eq!(got.size, big.len() as u64);
+    assert_eq!(std::fs::read(out.join("big.bin")).unwrap(), big);
+    c.fetch(&a, &host, &out.join("a.txt"), 0o644).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(out.join("a.txt")).unwrap(),
+        "hello\n"
+    );
+    c.fetch(
+        &format!("{share_s}/empty"),
+        &host,
+        &out.join("empty"),
+        0o644,
+    )
+    .unwrap();
+    assert_eq!(std::fs::read(out.join("empty")).unwrap(), b"");
+
+    // Access denied, by name, for every command.
+    let s = format!("{}/s.txt", secret.display());
+    for e in [
+        c.stat(&s).unwrap_err(),
+        c.list_dir(&secret.to_string_lossy()).unwrap_err(),
+        c.differs(&s, &md5(b"no\n")).unwrap_err(),
+    ] {
+        assert!(
+            matches!(e, RemoteError::AccessDenied { .. }),
+            "expected access denied, got {e}"
+        );
+        assert!(e.to_string().contains("secret"), "{e}");
+    }
+    let mut sink = Vec::new();
+    let e = c.get_into(&s, 3, &mut sink, &mut |_| {}).unwrap_err();
+    assert!(matches!(e, RemoteError::AccessDenied { .. }), "{e}");
+    assert!(sink.is_empty());
+    drop(c);
+
+    // Protocol 2 (`tls`) works as well.
+    let mut s2 = settings(&cwd);
+    s2.protocol = 2;
+    let mut c2 = Connection::open(&server.address(), &s2).unwrap();
+    assert_eq!(c2.protocol(), 2);
+    assert_eq!(c2.stat(&a).unwrap().size, 6);
+    drop(c2);
+
+    // A client whose key the server does not know is turned away.
+    let (stranger, stranger_key) = client_workdir(tmp.path(), "stranger");
+    KeyRing::of_workdir(&stranger)
+        .trust(&user, &server_key)
+        .unwrap();
+    let e = Connection::open(&server.address(), &settings(&stranger)).unwrap_err();
+    assert!(matches!(e, RemoteError::NotWelcome { .. }), "{e}");
+    assert!(
+        e.to_string().contains(&stranger_key.public().digest()),
+        "{e}"
+    );
+
+    // The server killed in the middle of a transfer: nothing half-written,
+    // the old file kept, nothing left beside it.
+    let huge: Vec<u8> = (0..48u32 << 20).map(|i| (i % 253) as u8).collect();
+    std::fs::File::create(share.join("huge.bin"))
+        .unwrap()
+        .write_all(&huge)
+        .unwrap();
+    drop(huge);
+    std::fs::write(out.join("huge.bin"), "old\n").unwrap();
+
+    // The source growing while it is sent: the server says so in the
+    // stream, and the copy is dropped.
+    let mut c = Connection::open(&server.address(), &settings(&cwd)).unwrap();
+    let mut grown = false;
+    let e = c
+        .fetch_observed(
+            &format!("{share_s}/huge.bin"),
+            &host,
+            &out.join("huge.bin"),
+            0o600,
+            &mut |got| {
+                if !grown && got >= 1 << 16 {
+                    std::fs::OpenOptions::new()
+                        .append(true)
+                        .open(share.join("huge.bin"))
+                        .unwrap()
+                        .write_all(b"more")
+                        .unwrap();
+                    grown = true;
+                }
+            },
+        )
+        .unwrap_err();
+    assert!(matches!(e, RemoteError::Changed { .. }), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("huge.bin")).unwrap(),
+        "old\n"
+    );
+    drop(c);
+
+    // The server killed in the middle of a transfer.
+    let mut c = Connection::open(&server.address(), &settings(&cwd)).unwrap();
+    let pid = server.pid();
+    let mut killed = false;
+    let e = c
+        .fetch_observed(
+            &format!("{share_s}/huge.bin"),
+            &host,
+            &out.join("huge.bin"),
+            0o600,
+            &mut |got| {
+                if !killed && got >= 1 << 16 {
+                    // SAFETY: kill has no memory-safety preconditions; the
+                    // pid is our child's.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    killed = true;
+                }
+            },
+        )
+        .unwrap_err();
+    assert!(killed);
+    assert!(matches!(e, RemoteError::Closed { .. }), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("huge.bin")).unwrap(),
+        "old\n"
+    );
+    let mut left: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["a.txt", "big.bin", "empty", "huge.bin"]);
+    // Later calls say the connection is gone rather than read garbage.
+    assert!(matches!(
+        c.stat(&a).unwrap_err(),
+        RemoteError::Broken { .. }
+    ));
+    server.kill();
+}
+
+#[test]
+fn a_changed_server_key_is_refused_naming_both() {
+    if skipped("a_changed_server_key_is_refused_naming_both") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let share = tmp.path().join("share");
+    std::fs::create_dir_all(&share).unwrap();
+    let secret = tmp.path().join("secret");
+    // The server runs on a key pair we made (our cf-key): cf-serverd
+    // loads it.
+    let swd = tmp.path().join("server");
+    let made = our_cf_key(&swd, &[]);
+    assert_eq!(made.code, Some(0), "{made:?}");
+    let first = PublicKey::read(&swd.join("ppkeys/localhost.pub")).unwrap();
+    let (cwd, _) = client_workdir(tmp.path(), "client");
+    let spec = ServerSpec {
+        port: spare_port(),
+        trust_clients: true,
+        allowconnects: "127.0.0.1",
+    };
+    let mut server = Serverd::start(&swd, &share, &secret, &spec);
+    // Trust on first use, as bootstrap does; both sides store the other.
+    let mut s = settings(&cwd);
+    s.trust_new_server_key = true;
+    let c = Connection::open(&server.address(), &s)
+        .unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
+    assert_eq!(c.server_key(), first.digest());
+    drop(c);
+    server.kill();
+
+    // Same address, new key.
+    std::fs::remove_file(swd.join("ppkeys/localhost.pub")).unwrap();
+    std::fs::remove_file(swd.join("ppkeys/localhost.priv")).unwrap();
+    assert_eq!(our_cf_key(&swd, &[]).code, Some(0));
+    let second = PublicKey::read(&swd.join("ppkeys/localhost.pub")).unwrap();
+    let server = Serverd::start(&swd, &share, &secret, &spec);
+    let e = Connection::open(&server.address(), &s).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, RemoteError::KeyMismatch { .. }), "{text}");
+    assert!(text.contains(&first.digest()), "{text}");
+    assert!(text.contains(&second.digest()), "{text}");
+    // Nothing of the new key was stored.
+    let user = convergent::host::procs::current_user_name();
+    assert!(
+        !cwd.join(format!("ppkeys/{user}-{}.pub", second.digest()))
+            .exists()
+    );
+    drop(server);
+}
+
+#[test]
+fn a_host_outside_allowconnects_is_dropped() {
+    if skipped("a_host_outside_allowconnects_is_dropped") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let share = tmp.path().join("share");
+    std::fs::create_dir_all(&share).unwrap();
+    let swd = tmp.path().join("server");
+    assert_eq!(real_cf_key(&swd, &[]).code, Some(0));
+    let (cwd, _) = client_workdir(tmp.path(), "client");
+    let spec = ServerSpec {
+        port: spare_port(),
+        trust_clients: true,
+        // A documentation address: never ours.
+        allowconnects: "192.0.2.1",
+    };
+    let server = Serverd::start(&swd, &share, &tmp.path().join("secret"), &spec);
+    let mut s = settings(&cwd);
+    s.trust_new_server_key = true;
+    let e = Connection::open(&server.address(), &s).unwrap_err();
+    assert!(matches!(e, RemoteError::Closed { .. }), "{e}");
+    assert!(e.to_string().contains("allowconnects"), "{e}");
+}
+
+#[test]
+fn a_server_that_never_answers_times_out() {
+    // A plain TCP listener that accepts and says nothing: no cf-serverd
+    // needed.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let holder = std::thread::spawn(move || {
+        let conn = listener.accept();
+        std::thread::sleep(Duration::from_secs(4));
+        drop(conn);
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let (cwd, _) = client_workdir(tmp.path(), "client");
+    let mut s = Settings::new(&cwd);
+    s.timeout = Duration::from_secs(1);
+    let started = Instant::now();
+    let e = Connection::open(&format!("127.0.0.1:{port}"), &s).unwrap_err();
+    assert!(matches!(e, RemoteError::Timeout { .. }), "{e}");
+    assert!(e.to_string().contains("did not answer within 1 s"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(4));
+    holder.join().unwrap();
+
+    // And nobody listening at all is said so.
+    let e = Connection::open(&format!("127.0.0.1:{}", spare_port()), &s).unwrap_err();
+    assert!(matches!(e, RemoteError::Connect { .. }), "{e}");
+}
