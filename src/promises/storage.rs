@@ -219,7 +219,9 @@ fn write_fstab(act: &mut ActContext<'_>, change: Change, old: &str, new: &str) -
         .ok()
         .flatten()
         .map_or(0o644, |m| m.mode);
-    let change = change.content(old.as_bytes(), new.as_bytes());
+    let change = act
+        .changes
+        .with_content(change, old.as_bytes(), new.as_bytes());
     match act.change(change, |h| h.write_atomic(path, new.as_bytes(), mode)) {
         Applied::Made(()) => Outcome::Repaired,
         Applied::Withheld { .. } => Outcome::Warned,

@@ -238,6 +238,17 @@ impl Changes {
     /// makes it and reports it with [`Changes::made`] (or an error of its
     /// own when it fails).
     pub fn plan(&mut self, change: &Change) -> Decision {
+        self.plan_explained(change, Vec::new)
+    }
+
+    /// [`Changes::plan`], with lines that a promise that only warns says
+    /// before the change's own warning, worked out only then (cf-agent's
+    /// line by line account of an edit).
+    pub fn plan_explained(
+        &mut self,
+        change: &Change,
+        explain: impl FnOnce() -> Vec<String>,
+    ) -> Decision {
         let make = match self.mode {
             Mode::Apply => true,
             Mode::DryRun => change.preview,
@@ -255,7 +266,7 @@ impl Changes {
         let warning_words = self.mode == Mode::WarnOnly
             || (self.mode == Mode::DryRunWarnOnly && !change.dry_run_wins);
         let lines: Vec<String> = match (&change.should_when_warning, warning_words) {
-            (Some(w), true) => w.clone(),
+            (Some(w), true) => explain().into_iter().chain(w.iter().cloned()).collect(),
             _ => change
                 .should
                 .iter()
@@ -307,6 +318,17 @@ impl Changes {
         change.applied = true;
         change.message = message.into();
         self.records.push(change);
+    }
+
+    /// `change` with the content it replaces and its new content, for
+    /// `--diff`; without `--diff` the content is not kept (a big file
+    /// would be copied twice for nothing).
+    pub fn with_content(&self, change: Change, old: &[u8], new: &[u8]) -> Change {
+        if self.diff {
+            change.content(old, new)
+        } else {
+            change
+        }
     }
 
     /// Whether changes of content are printed (`--diff`), so worth

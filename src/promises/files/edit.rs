@@ -235,7 +235,7 @@ pub(crate) fn edit_file(
         read_stamp,
         mode: meta.mode,
         pending,
-        warning: warn_diff(&before, &lines),
+        before,
     };
     write_edited(act, p, target, lines, edited, v);
 }
@@ -247,8 +247,9 @@ struct Edited<'a> {
     mode: u32,
     /// What the edit promises did, said once it is saved.
     pending: Vec<Change>,
-    /// What a promise that only warns says of the edit, line by line.
-    warning: Vec<String>,
+    /// The lines before the edit, for what a promise that only warns
+    /// says of it line by line.
+    before: Vec<String>,
 }
 
 /// Saves edited lines that differ from the file's: a dry run (or a warn
@@ -262,25 +263,26 @@ fn write_edited(
     e: Edited<'_>,
     v: &mut Verdict,
 ) {
-    let text = Lines {
+    let lines = Lines {
         lines,
         trailing_newline: true,
-    }
-    .render();
-    let text = bytes::encode(&text);
+    };
+    let text = bytes::encode(&lines.render());
     // A dry run names each line it would change; only a promise that
     // itself only warns also says so of the whole file.
-    let mut change = Change::new("edit", &p.promiser)
-        .content(e.original, &text)
-        .done(format!("Edited file '{}'", p.promiser));
-    for w in e.warning {
-        change = change.should_when_warning(w);
-    }
-    change = change.should_when_warning(format!(
-        "Should edit file '{}', but only warning promised",
-        p.promiser
-    ));
-    match act.changes.plan(&change) {
+    let change = Change::new("edit", &p.promiser).done(format!("Edited file '{}'", p.promiser));
+    let change = act
+        .changes
+        .with_content(change, e.original, &text)
+        .should_when_warning(format!(
+            "Should edit file '{}', but only warning promised",
+            p.promiser
+        ));
+    // The line by line account is worked out only when it is said.
+    match act
+        .changes
+        .plan_explained(&change, || warn_diff(&e.before, &lines.lines))
+    {
         Decision::Make => {
             for c in e.pending {
                 act.changes.made(c);
@@ -436,7 +438,6 @@ fn render_mustache(
         return;
     }
     let change = Change::new("render", &p.promiser)
-        .content(&current, rendered.as_bytes())
         .done(format!(
             "Updated rendering of '{}' from mustache template '{label}'",
             p.promiser
@@ -445,6 +446,9 @@ fn render_mustache(
             "Should update rendering of '{}' from mustache template '{label}'",
             p.promiser
         ));
+    let change = act
+        .changes
+        .with_content(change, &current, rendered.as_bytes());
     match act.changes.plan(&change) {
         Decision::Make => {
             if write_with_backup(

@@ -645,10 +645,12 @@ fn set_content(
         .ok()
         .flatten()
         .map_or(DEFAULT_FILE_MODE, |m| m.mode);
-    let mut change = Change::new("content", shown)
+    let change = Change::new("content", shown)
         .after(content)
-        .content(&current, content.as_bytes())
         .done(format!("Updated file '{shown}' with content '{content}'"));
+    let mut change = act
+        .changes
+        .with_content(change, &current, content.as_bytes());
     if !just_created {
         change = change.should(format!(
             "Should update file '{shown}' with content '{content}'"
