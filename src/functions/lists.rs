@@ -8,9 +8,10 @@ use crate::eval::EvalContext;
 use crate::syntax::ast::FnCall;
 use crate::values::Value;
 use crate::values::canon::canonify;
-use crate::values::hash::oat_hash;
+use crate::values::hash::{oat_hash, var_ref_hash, var_table_buckets};
 use crate::values::json;
 use crate::values::number::parse_c_double;
+use crate::values::refs::VarRef;
 use serde_json::Value as Json;
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -695,7 +696,9 @@ fn rrange(_: &mut EvalContext, a: &[Value]) -> FnResult {
 // ---- variables ----------------------------------------------------------------
 
 /// Every variable whose full name (`ns:scope.name`) matches the regex and
-/// which carries, for each tag regex, a matching tag.
+/// which carries, for each tag regex, a matching tag, in the order
+/// cf-agent's walk over its variable table meets them: by bucket of the
+/// reference's hash (ties by name).
 fn matching_variables(
     name: &'static str,
     ctx: &mut EvalContext,
@@ -707,7 +710,8 @@ fn matching_variables(
     for i in 1..a.len() {
         tag_res.push(args.regex(ctx, i, "tag")?);
     }
-    let mut out: Vec<(String, Value)> = ctx
+    let mask = var_table_buckets(ctx.vars.global_table_len()) - 1;
+    let mut out: Vec<(u32, String, Value)> = ctx
         .vars
         .iter()
         .filter_map(|(scope, n, var)| {
@@ -721,17 +725,22 @@ fn matching_variables(
             {
                 return None;
             }
-            Some((full, var.value.clone()))
+            let r = VarRef::parse(n);
+            let bucket = var_ref_hash(&scope.ns, &scope.scope, r.base, &r.indices) & mask;
+            Some((bucket, full, var.value.clone()))
         })
         .collect();
-    out.sort_by(|x, y| x.0.cmp(&y.0));
-    Ok(out)
+    out.sort_by(|x, y| (x.0, &x.1).cmp(&(y.0, &y.1)));
+    Ok(out.into_iter().map(|(_, n, v)| (n, v)).collect())
 }
 
+/// The names come out in the reverse of the table's order, as cf-agent
+/// prepends each to its result.
 fn variablesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(Value::List(
         matching_variables("variablesmatching", ctx, a)?
             .into_iter()
+            .rev()
             .map(|(n, _)| n)
             .collect(),
     ))
