@@ -104,6 +104,11 @@ pub struct AgentArgs {
     #[arg(skip)]
     pub light_check: bool,
 
+    /// Invoked as `cf-promises`: its output, without our check's notes
+    /// on variables left referring to undefined ones.
+    #[arg(skip)]
+    pub as_cf_promises: bool,
+
     /// Print the parsed policy in FORMAT (none, cf, json, cf-full, json-full; json-spans: ours, with spans) and stop
     #[arg(short = 'p', long = "policy-output-format", value_name = "FORMAT")]
     pub policy_output_format: Option<String>,
@@ -364,6 +369,7 @@ impl From<PromisesArgs> for AgentArgs {
             policy: None,
             check: p.check || !inspecting,
             light_check: !p.check,
+            as_cf_promises: true,
             policy_output_format: p.policy_output_format,
             workdir: p.workdir,
             show_vars: p.show_vars,
@@ -472,6 +478,7 @@ impl AgentArgs {
                 _ => false,
             },
             ignore_preferred_augments: args.ignore_preferred_augments,
+            note_unresolved: !args.as_cf_promises,
             show_evaluated_vars: args.show_evaluated_vars,
             show_evaluated_classes: args.show_evaluated_classes,
             detailed_exitcodes: args.detailed_exitcodes,

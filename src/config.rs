@@ -117,6 +117,11 @@ pub struct Config {
     /// standard output is a terminal).
     pub color: bool,
     pub ignore_preferred_augments: bool,
+    /// The check warns of variables that pre-evaluation left referring to
+    /// undefined ones. cf-promises says nothing of them (and cf-agent
+    /// passes its check's output through), so invoked as cf-promises we
+    /// say it only under `-v`.
+    pub note_unresolved: bool,
     pub show_evaluated_vars: Option<String>,
     pub show_evaluated_classes: Option<String>,
     pub detailed_exitcodes: bool,

@@ -615,7 +615,11 @@ fn check_policy(config: &Config) -> ExitCode {
     // cf-promises says nothing of these; the MPF has some on every
     // platform, so they warn rather than err.
     for m in &prepared.report.unresolved {
-        eprintln!(" warning: {}:{}: {}", m.file, m.line, m.message);
+        if config.note_unresolved {
+            eprintln!(" warning: {}:{}: {}", m.file, m.line, m.message);
+        } else {
+            tracing::debug!("{}:{}: {}", m.file, m.line, m.message);
+        }
     }
     match &config.mode {
         Mode::Show { vars, classes } => {

@@ -28,6 +28,8 @@ pub enum PipelineError {
     Load(#[from] LoadError),
     #[error("the policy has errors; nothing was run")]
     PolicyErrors,
+    #[error("Policy failed validation with command '{0}'")]
+    Validation(String),
     #[error(transparent)]
     Busy(#[from] RunLockError),
     #[error(transparent)]
@@ -236,6 +238,7 @@ pub fn run_agent(
     sink: &mut dyn Sink,
     on_loaded: &mut dyn FnMut(&Prepared),
 ) -> Result<RunReport, PipelineError> {
+    precheck_with_cf_promises(config)?;
     let _run_lock = RunLock::acquire(&config.workdir, config.lock_wait)?;
     let state_dir = StateStore::dir(&config.workdir);
     recover_transactions(&state_dir, sink);
@@ -271,6 +274,73 @@ pub fn run_agent(
     };
     state.flush()?;
     Ok(RunReport { prepared, summary })
+}
+
+/// cf-agent has a policy file from outside the work directory's inputs
+/// checked by the `cf-promises` of its bin directory before it loads it
+/// (`cf-promises -c FILE`, or `cf-promises FILE -b SEQ` with a
+/// bundlesequence given), with that program's output going where the
+/// agent's goes. The check evaluates the policy's variables as
+/// cf-promises does, so what they run (`execresult`) runs then too, and
+/// policies see it (the acceptance tests' lock checks run sub-agents that
+/// way). The same is done here when that `cf-promises` exists; without
+/// one (cf-agent would give up for its failsafe policy) the policy is
+/// only validated in this process, as it always is. cf-agent also checks
+/// a policy of the inputs directory changed since its last validation;
+/// that record (`cf_promises_validated`) is not kept here, so such a
+/// policy is checked in this process only.
+fn precheck_with_cf_promises(config: &Config) -> Result<(), PipelineError> {
+    let layout = crate::discover::Layout::for_workdir(&config.workdir);
+    let entry = config.entry.to_string_lossy();
+    if entry.starts_with(&*layout.inputdir.to_string_lossy()) {
+        return Ok(());
+    }
+    let cf_promises = layout.bindir.join("cf-promises");
+    let host = crate::host::Host::real();
+    if host
+        .access(&cf_promises, crate::host::exec::Access::Execute)
+        .is_err()
+    {
+        tracing::trace!(
+            "No '{}' to check the policy with; it is validated in this process only",
+            cf_promises.display()
+        );
+        return Ok(());
+    }
+    let mut argv = vec![cf_promises.to_string_lossy().into_owned()];
+    match &config.bundlesequence {
+        Some(seq) => {
+            argv.push(entry.into_owned());
+            argv.push("-b".into());
+            argv.push(seq.join(","));
+        }
+        None => {
+            argv.push("-c".into());
+            argv.push(entry.into_owned());
+        }
+    }
+    if config.ignore_preferred_augments {
+        argv.push("--ignore-preferred-augments".into());
+    }
+    let shown = argv
+        .iter()
+        .map(|a| format!("\"{a}\""))
+        .collect::<Vec<_>>()
+        .join(" ");
+    tracing::debug!("Checking policy with command '{shown}'");
+    let spec = crate::host::exec::CommandSpec {
+        argv,
+        output: crate::host::exec::OutputSelect::Inherit,
+        ..Default::default()
+    };
+    match host.run(&spec) {
+        Ok(r) if r.code == Some(0) => Ok(()),
+        Ok(_) => Err(PipelineError::Validation(shown)),
+        Err(e) => {
+            tracing::error!("Cannot run '{}': {e}", cf_promises.display());
+            Err(PipelineError::Validation(shown))
+        }
+    }
 }
 
 /// Undoes the transactions of runs that were killed (their journals are
@@ -359,6 +429,7 @@ impl Sandbox {
             timestamps: false,
             color: false,
             ignore_preferred_augments: false,
+            note_unresolved: true,
             show_evaluated_vars: None,
             show_evaluated_classes: None,
             detailed_exitcodes: false,

@@ -312,10 +312,15 @@ impl EvalContext {
         if let Some(v) = self.vars.get(ns, scope, r.name) {
             return Some(v.value.clone());
         }
+        self.container_element(ns, scope, &r).map(json_to_value)
+    }
+
+    /// The node of a data container a reference with indices names
+    /// (`d[k][0]`); None for a whole variable or a classic array entry.
+    fn container_element<'s>(&'s self, ns: &str, scope: &str, r: &VarRef) -> Option<&'s Json> {
         if r.indices.is_empty() {
             return None;
         }
-        // Not a classic array entry: index into a data container.
         let base = self.vars.get(ns, scope, r.base)?;
         let Value::Data(d) = &base.value else {
             return None;
@@ -328,7 +333,24 @@ impl EvalContext {
                 _ => return None,
             };
         }
-        Some(json_to_value(cur))
+        Some(cur)
+    }
+
+    /// The JSON node inside a data container that `text` names, kept as
+    /// JSON even when it is a string or a number: cf-agent's typed lookup
+    /// gives such an element the container type (so `format("%S",
+    /// "d[s]")` writes `"text"` quoted). None when `text` names a whole
+    /// variable, a classic array entry or nothing.
+    pub fn lookup_container_element(&self, text: &str) -> Option<Json> {
+        let r = VarRef::parse(text);
+        if r.indices.is_empty() {
+            return None;
+        }
+        let (ns, scope) = self.resolve_scope(&r);
+        if self.vars.get(ns, scope, r.name).is_some() {
+            return None;
+        }
+        self.container_element(ns, scope, &r).cloned()
     }
 
     /// An attribute of the default namespace's `body common control`, as

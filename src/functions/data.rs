@@ -1018,83 +1018,107 @@ fn makerule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 // ---- peer groups --------------------------------------------------------------
 
-/// The groups of a host list, and this host's group and place in it.
-type PeerGroups = (Vec<Vec<String>>, Option<(usize, usize)>);
-
-/// The peer groups of a host list: the file's lines after its comments
-/// are removed (the comment regex runs over the whole text, as in
-/// cf-agent), empty ones skipped, cut into groups of `groupsize`; with
-/// the index of the group holding this host (`sys.fqhost` or
-/// `sys.uqhost`) and its place there.
-fn peer_groups(ctx: &mut EvalContext, args: &Args) -> Result<PeerGroups, FnError> {
-    let text = read_text(args, 0, None)?;
-    let comment = args.str(1, "comment")?;
-    let size = args.int(2, "groupsize")?;
-    if size < 1 {
-        return Err(args.fail(format!("group size {size} is less than 1")));
-    }
-    let text = strip_comments(ctx, args, &text, comment)?;
-    let hosts: Vec<String> = text
-        .split('\n')
-        .filter(|l| !l.trim().is_empty())
-        .map(str::to_string)
-        .collect();
-    let me: Vec<String> = ["sys.fqhost", "sys.uqhost"]
-        .iter()
-        .filter_map(|n| ctx.lookup_variable(n))
-        .filter_map(|v| v.value.as_scalar().map(str::to_lowercase))
-        .collect();
-    let groups: Vec<Vec<String>> = hosts
-        .chunks(usize::try_from(size).unwrap_or(usize::MAX))
-        .map(<[String]>::to_vec)
-        .collect();
-    let mine = groups.iter().enumerate().find_map(|(g, hosts)| {
-        hosts
-            .iter()
-            .position(|h| me.contains(&h.trim().to_lowercase()))
-            .map(|i| (g, i))
-    });
-    Ok((groups, mine))
+/// A host list as the peer functions read it: the file's lines after its
+/// comments are removed (the comment regex runs over the whole text, as
+/// in cf-agent), empty ones skipped; the group size; and the names this
+/// host goes by (`sys.fqhost`, `sys.uqhost`), which a line must equal
+/// exactly to be this host. cf-agent refuses a group size under 2.
+struct PeerList {
+    hosts: Vec<String>,
+    size: usize,
+    me: Vec<String>,
 }
 
-/// `peers`: the other hosts of this host's group; none when it is in no
-/// group.
+impl PeerList {
+    fn read(ctx: &mut EvalContext, args: &Args) -> Result<PeerList, FnError> {
+        let size = args.int(2, "groupsize")?;
+        if size < 2 {
+            return Err(args.fail(format!(
+                "a group size of {size} is nonsensical (at least 2)"
+            )));
+        }
+        let text = read_text(args, 0, None)?;
+        let comment = args.str(1, "comment")?;
+        let text = strip_comments(ctx, args, &text, comment)?;
+        let hosts = text
+            .split('\n')
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect();
+        let me = ["sys.fqhost", "sys.uqhost"]
+            .iter()
+            .filter_map(|n| ctx.lookup_variable(n))
+            .filter_map(|v| v.value.as_scalar().map(str::to_string))
+            .collect();
+        Ok(PeerList {
+            hosts,
+            size: usize::try_from(size).unwrap_or(usize::MAX),
+            me,
+        })
+    }
+
+    fn is_me(&self, host: &str) -> bool {
+        self.me.iter().any(|m| m == host)
+    }
+}
+
+/// `peers`: the other hosts of the first group that holds this host
+/// (every line naming this host left out); empty when no group does.
 fn peers(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("peers", a);
-    let (groups, mine) = peer_groups(ctx, &args)?;
-    let out = match mine {
-        Some((g, i)) => {
-            let mut group = groups[g].clone();
-            group.remove(i);
-            group
+    let list = PeerList::read(ctx, &args)?;
+    let mut found = false;
+    let mut group = Vec::new();
+    for (i, host) in list.hosts.iter().enumerate() {
+        if list.is_me(host) {
+            found = true;
+        } else {
+            group.push(host.clone());
         }
-        None => Vec::new(),
-    };
-    Ok(Value::List(out))
+        if i % list.size == list.size - 1 {
+            if found {
+                break;
+            }
+            group.clear();
+        }
+    }
+    Ok(Value::List(if found { group } else { Vec::new() }))
 }
 
-/// `peerleader`: the first host of this host's group, `localhost` when it
-/// is this host; fails when the host is in no group.
+/// `peerleader`: the first host of the group where this host first
+/// appears, `localhost` when that is this host; fails when no line names
+/// this host.
 fn peerleader(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("peerleader", a);
-    match peer_groups(ctx, &args)? {
-        (_, Some((_, 0))) => Ok(Value::str("localhost")),
-        (groups, Some((g, _))) => Ok(Value::str(groups[g][0].clone())),
-        (_, None) => Err(args.fail_quietly("this host is in none of the groups")),
+    let list = PeerList::read(ctx, &args)?;
+    let mut leader = "";
+    for (i, host) in list.hosts.iter().enumerate() {
+        let me = list.is_me(host);
+        if i % list.size == 0 {
+            leader = if me { "localhost" } else { host };
+        }
+        if me {
+            return Ok(Value::str(leader));
+        }
     }
+    Err(args.fail_quietly("this host is in none of the groups"))
 }
 
-/// `peerleaders`: the first host of every group, this host as
-/// `localhost`.
+/// `peerleaders`: the first host of every group, `localhost` for each
+/// that is this host.
 fn peerleaders(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("peerleaders", a);
-    let (groups, mine) = peer_groups(ctx, &args)?;
-    let out = groups
+    let list = PeerList::read(ctx, &args)?;
+    let out = list
+        .hosts
         .iter()
-        .enumerate()
-        .map(|(g, hosts)| match mine {
-            Some((m, 0)) if m == g => "localhost".to_string(),
-            _ => hosts[0].clone(),
+        .step_by(list.size)
+        .map(|h| {
+            if list.is_me(h) {
+                "localhost".to_string()
+            } else {
+                h.clone()
+            }
         })
         .collect();
     Ok(Value::List(out))

@@ -198,16 +198,25 @@ fn scope_object(ctx: &EvalContext, ns: &str, scope: &str) -> Map<String, Json> {
 }
 
 /// `bundlestate(bundle)`: the variables of a bundle as a data container.
+/// cf-agent compares the argument with each variable's scope written as
+/// `datastate()` writes it, bare in the default namespace: so `init`
+/// names default's `init` but `default:init` names nothing. A bundle
+/// without variables (or unknown) fails without a message, as there.
 fn bundlestate(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("bundlestate", a);
     let name = p.str(0, "bundle")?;
     let (ns, bundle) = match name.split_once(':') {
+        Some(("default", _)) => {
+            return Err(p.fail_quietly(format!(
+                "'{name}': the default namespace's bundles are named without it"
+            )));
+        }
         Some((n, b)) => (n.to_string(), b.to_string()),
         None => ("default".to_string(), name.to_string()),
     };
     let obj = scope_object(ctx, &ns, &bundle);
     if obj.is_empty() {
-        return Err(p.fail(format!("bundle '{name}' has no variables")));
+        return Err(p.fail_quietly(format!("bundle '{name}' has no variables")));
     }
     Ok(Value::data(Json::Object(obj)))
 }

@@ -2,17 +2,18 @@
 //! operations, mapping, statistics, and variable queries.
 
 use super::args::{Args, element_texts, value_to_arc_json};
+use super::sorting::{self, SortMode};
 use super::{FnError, FnResult, FnSpec, class_result, raw, spec};
 use crate::eval::EvalContext;
 use crate::syntax::ast::FnCall;
 use crate::values::Value;
 use crate::values::canon::canonify;
-use crate::values::hash::oat_hash;
+use crate::values::hash::{oat_hash, var_ref_hash, var_table_buckets};
 use crate::values::json;
 use crate::values::number::parse_c_double;
+use crate::values::refs::VarRef;
 use serde_json::Value as Json;
 use std::borrow::Cow;
-use std::cmp::Ordering;
 use std::collections::HashSet;
 
 pub static FUNCTIONS: &[FnSpec] = &[
@@ -203,16 +204,6 @@ fn nth(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 // ---- ordering -------------------------------------------------------------
 
-/// The sort modes: `lex`, `int`, `real`, `IP`, `MAC`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortMode {
-    Lex,
-    Int,
-    Real,
-    Ip,
-    Mac,
-}
-
 const SORT_MODES: &[&str] = &["lex", "int", "real", "IP", "ip", "MAC", "mac"];
 
 fn sort_mode(args: &Args, i: usize) -> Result<SortMode, FnError> {
@@ -225,79 +216,18 @@ fn sort_mode(args: &Args, i: usize) -> Result<SortMode, FnError> {
     })
 }
 
-/// An integer as the `int` sort reads it: the whole text must be one.
-/// An element's integer as cf-agent's int order reads it (`strtol`): the
-/// leading digits after blanks and a sign (`7x` is 7, `10.20.30.40` is
-/// 10); `None`, ordered before every number, when no digit starts it.
-fn sort_int(s: &str) -> Option<f64> {
-    let t = s.trim_start();
-    let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
-    if !digits.starts_with(|c: char| c.is_ascii_digit()) {
-        return None;
-    }
-    Some(crate::values::number::parse_c_long(t) as f64)
-}
-
-fn sort_real(s: &str) -> Option<f64> {
-    s.trim().parse::<f64>().ok().filter(|f| f.is_finite())
-}
-
-/// IPv4 addresses sort before IPv6 ones.
-fn ip_key(s: &str) -> Option<(u8, Vec<u16>)> {
-    let t = s.trim();
-    if let Ok(v4) = t.parse::<std::net::Ipv4Addr>() {
-        return Some((4, v4.octets().iter().map(|&o| o as u16).collect()));
-    }
-    t.parse::<std::net::Ipv6Addr>()
-        .ok()
-        .map(|v6| (6, v6.segments().to_vec()))
-}
-
-fn mac_key(s: &str) -> Option<Vec<u8>> {
-    let parts: Vec<&str> = s.trim().split([':', '-']).collect();
-    if parts.len() != 6 {
-        return None;
-    }
-    parts
-        .iter()
-        .map(|p| u8::from_str_radix(p, 16).ok())
-        .collect()
-}
-
-/// Compares two items: items that do not parse in the mode come first,
-/// in lexical order; parsed ones compare by value.
-pub fn compare(mode: SortMode, a: &str, b: &str) -> Ordering {
-    fn by<K: PartialOrd>(ka: Option<K>, kb: Option<K>, a: &str, b: &str) -> Ordering {
-        match (ka, kb) {
-            // Equal values fall back to their text.
-            (Some(x), Some(y)) => match x.partial_cmp(&y) {
-                Some(Ordering::Equal) | None => a.cmp(b),
-                Some(o) => o,
-            },
-            (None, Some(_)) => Ordering::Less,
-            (Some(_), None) => Ordering::Greater,
-            (None, None) => a.cmp(b),
-        }
-    }
-    match mode {
-        SortMode::Lex => a.cmp(b),
-        SortMode::Int => by(sort_int(a), sort_int(b), a, b),
-        SortMode::Real => by(sort_real(a), sort_real(b), a, b),
-        SortMode::Ip => by(ip_key(a), ip_key(b), a, b),
-        SortMode::Mac => by(mac_key(a), mac_key(b), a, b),
-    }
-}
-
 fn sort(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("sort", a);
     let v = args.collect(ctx, 0, "list")?;
     let mode = sort_mode(&args, 1)?;
-    let mut items = strings(&v);
-    items.sort_by(|x, y| compare(mode, x, y));
-    Ok(Value::List(items))
+    Ok(Value::List(sorting::sort(strings(&v), mode)))
 }
 
-fn extreme(name: &'static str, a: &[Value], ctx: &EvalContext, want: Ordering) -> FnResult {
+/// `min` or `max` (`want_max`), chosen as cf-agent chooses: an item
+/// replaces the minimum so far unless that one is less than it (so the
+/// last of equal items wins), and replaces the maximum so far when that
+/// one is less than it (the first wins).
+fn extreme(name: &'static str, a: &[Value], ctx: &EvalContext, want_max: bool) -> FnResult {
     let args = Args::new(name, a);
     let v = args.collect(ctx, 0, "list")?;
     let mode = sort_mode(&args, 1)?;
@@ -317,7 +247,8 @@ fn extreme(name: &'static str, a: &[Value], ctx: &EvalContext, want: Ordering) -
     let mut best: Option<&String> = None;
     for it in &items {
         best = match best {
-            Some(b) if compare(mode, it, b) != want => Some(b),
+            Some(b) if want_max && !sorting::less(mode, b, it) => Some(b),
+            Some(b) if !want_max && sorting::less(mode, b, it) => Some(b),
             _ => Some(it),
         };
     }
@@ -326,11 +257,11 @@ fn extreme(name: &'static str, a: &[Value], ctx: &EvalContext, want: Ordering) -
 }
 
 fn max(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    extreme("max", a, ctx, Ordering::Greater)
+    extreme("max", a, ctx, true)
 }
 
 fn min(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
-    extreme("min", a, ctx, Ordering::Less)
+    extreme("min", a, ctx, false)
 }
 
 fn reverse(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
@@ -765,7 +696,9 @@ fn rrange(_: &mut EvalContext, a: &[Value]) -> FnResult {
 // ---- variables ----------------------------------------------------------------
 
 /// Every variable whose full name (`ns:scope.name`) matches the regex and
-/// which carries, for each tag regex, a matching tag.
+/// which carries, for each tag regex, a matching tag, in the order
+/// cf-agent's walk over its variable table meets them: by bucket of the
+/// reference's hash (ties by name).
 fn matching_variables(
     name: &'static str,
     ctx: &mut EvalContext,
@@ -777,7 +710,8 @@ fn matching_variables(
     for i in 1..a.len() {
         tag_res.push(args.regex(ctx, i, "tag")?);
     }
-    let mut out: Vec<(String, Value)> = ctx
+    let mask = var_table_buckets(ctx.vars.global_table_len()) - 1;
+    let mut out: Vec<(u32, String, Value)> = ctx
         .vars
         .iter()
         .filter_map(|(scope, n, var)| {
@@ -791,17 +725,22 @@ fn matching_variables(
             {
                 return None;
             }
-            Some((full, var.value.clone()))
+            let r = VarRef::parse(n);
+            let bucket = var_ref_hash(&scope.ns, &scope.scope, r.base, &r.indices) & mask;
+            Some((bucket, full, var.value.clone()))
         })
         .collect();
-    out.sort_by(|x, y| x.0.cmp(&y.0));
-    Ok(out)
+    out.sort_by(|x, y| (x.0, &x.1).cmp(&(y.0, &y.1)));
+    Ok(out.into_iter().map(|(_, n, v)| (n, v)).collect())
 }
 
+/// The names come out in the reverse of the table's order, as cf-agent
+/// prepends each to its result.
 fn variablesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(Value::List(
         matching_variables("variablesmatching", ctx, a)?
             .into_iter()
+            .rev()
             .map(|(n, _)| n)
             .collect(),
     ))
@@ -873,15 +812,5 @@ mod tests {
                     .collect()
             )
         );
-    }
-
-    #[test]
-    fn sort_modes() {
-        let mut v = vec!["b", "a", "10", "9", "-1", "1.5"];
-        v.sort_by(|x, y| compare(SortMode::Int, x, y));
-        assert_eq!(v, vec!["a", "b", "-1", "1.5", "9", "10"]);
-        let mut ips = vec!["10.0.0.2", "9.1.1.1", "x", "10.0.0.10"];
-        ips.sort_by(|x, y| compare(SortMode::Ip, x, y));
-        assert_eq!(ips, vec!["x", "9.1.1.1", "10.0.0.2", "10.0.0.10"]);
     }
 }

@@ -22,6 +22,7 @@ mod modules;
 pub mod mustache;
 mod net;
 mod regexes;
+mod sorting;
 mod strings;
 mod system;
 pub mod time;

@@ -361,23 +361,35 @@ fn format_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         next_arg += 1;
         let text = match letter {
             'S' => {
-                let v = match arg {
-                    // A name: the variable's value, serialized.
-                    // cf-agent leaves the call unresolved and says why
-                    // only under -v (the acceptance framework's
-                    // dcs_all_classes_to_string meets this in every run).
-                    Value::Scalar(s) => {
-                        let v = ctx.lookup(s).ok_or_else(|| {
-                            args.fail_quietly(format!(
-                                "%S needs a data container or a list instead of '{s}'"
-                            ))
-                        })?;
-                        ctx.sort_written_container(s);
-                        v
-                    }
-                    other => other.clone(),
+                let text = match arg {
+                    // A name: the container or list it names,
+                    // serialized; an element of a container is written
+                    // as JSON even when it is a string (quoted).
+                    Value::Scalar(s) => match ctx.lookup_container_element(s) {
+                        Some(j) => json::write_compact(&j),
+                        None => {
+                            // cf-agent leaves the call unresolved and says
+                            // why only under -v (the acceptance framework's
+                            // dcs_all_classes_to_string meets this in
+                            // every run).
+                            let v = ctx.lookup(s).ok_or_else(|| {
+                                args.fail_quietly(format!(
+                                    "%S needs a data container or a list instead of '{s}'"
+                                ))
+                            })?;
+                            if let Value::Scalar(_) = v {
+                                return Err(args.fail(format!(
+                                    "%S expected a list variable or a data container, \
+                                     got '{s}', a variable of type 'string'"
+                                )));
+                            }
+                            ctx.sort_written_container(s);
+                            serialize(&v)
+                        }
+                    },
+                    other => serialize(other),
                 };
-                pad(&conv, serialize(&v))
+                pad(&conv, text)
             }
             's' => {
                 let s = match arg {

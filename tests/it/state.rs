@@ -397,3 +397,61 @@ fn the_cfengine_workdir_override_is_the_work_directory() {
     );
     assert!(wd.join("state").is_dir());
 }
+
+/// A policy from outside the work directory's inputs is checked first by
+/// the `cf-promises` of the bin directory, as cf-agent checks it: what the
+/// check evaluates runs then too (an `execresult` runs once in the check
+/// and once in the run; CFEngine's lock tests rely on it). A check that
+/// fails stops the run; without a `cf-promises` there, the policy is only
+/// validated in-process.
+#[test]
+fn a_policy_outside_inputs_is_checked_by_cf_promises_first() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("marker");
+    let policy = write_policy(
+        tmp.path(),
+        &format!(
+            "bundle agent main\n{{\n  vars:\n      \"x\" string => execresult(\"/bin/echo ran >> {m}\", \"useshell\");\n  reports:\n      \"done\";\n}}\n",
+            m = marker.display()
+        ),
+    );
+    let runs = |wd: &Path| {
+        let _ = std::fs::remove_file(&marker);
+        let out = run(Command::new(agent_bin())
+            .env("CFENGINE_TEST_OVERRIDE_WORKDIR", wd)
+            .arg("-K")
+            .arg("-f")
+            .arg(&policy));
+        let n = std::fs::read_to_string(&marker)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        (out, n)
+    };
+    // No cf-promises in the bin directory: one evaluation.
+    let plain = tmp.path().join("plain");
+    let (out, n) = runs(&plain);
+    assert_eq!((out.code, n), (Some(0), 1), "{out:?}");
+    // Ours as cf-promises: the check evaluates the policy too.
+    let checked = tmp.path().join("checked");
+    std::fs::create_dir_all(checked.join("bin")).unwrap();
+    std::os::unix::fs::symlink(agent_bin(), checked.join("bin/cf-promises")).unwrap();
+    let (out, n) = runs(&checked);
+    assert_eq!((out.code, n), (Some(0), 2), "{out:?}");
+    assert!(out.stdout.contains("R: done"), "{out:?}");
+    // A check that fails: nothing runs.
+    let refused = tmp.path().join("refused");
+    std::fs::create_dir_all(refused.join("bin")).unwrap();
+    let fake = refused.join("bin/cf-promises");
+    std::fs::write(&fake, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (out, n) = runs(&refused);
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert_eq!(n, 0, "{out:?}");
+    assert!(!out.stdout.contains("R: done"), "{out:?}");
+    assert!(
+        format!("{}{}", out.stdout, out.stderr).contains("Policy failed validation with command"),
+        "{out:?}"
+    );
+}
