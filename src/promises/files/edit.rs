@@ -246,7 +246,7 @@ struct Edited<'a> {
     read_stamp: Option<crate::host::fs::Stamp>,
     mode: u32,
     /// What the edit promises did, said once it is saved.
-    pending: Vec<Change>,
+    pending: Vec<String>,
     /// The lines before the edit, for what a promise that only warns
     /// says of it line by line.
     before: Vec<String>,
@@ -270,7 +270,13 @@ fn write_edited(
     let text = bytes::encode(&lines.render());
     // A dry run names each line it would change; only a promise that
     // itself only warns also says so of the whole file.
-    let change = Change::new("edit", &p.promiser).done(format!("Edited file '{}'", p.promiser));
+    // One record of the file's edit: what each promise did to its lines,
+    // then the file saved.
+    let mut change = Change::new("edit", &p.promiser);
+    for line in e.pending {
+        change = change.done(line);
+    }
+    let change = change.done(format!("Edited file '{}'", p.promiser));
     let change = act
         .changes
         .with_content(change, e.original, &text)
@@ -284,9 +290,6 @@ fn write_edited(
         .plan_explained(&change, || warn_diff(&e.before, &lines.lines))
     {
         Decision::Make => {
-            for c in e.pending {
-                act.changes.made(c);
-            }
             if write_with_backup(act, p, target, e.mode, &text, e.read_stamp, v) {
                 act.changes.made(change);
                 v.repaired();
@@ -618,8 +621,9 @@ struct Editor<'l> {
     filename: String,
     /// Promises that acted this run (cf-agent's promise locks).
     done: HashSet<String>,
-    /// Changes made to the lines, said only if the file is written.
-    pending: Vec<Change>,
+    /// What the promises did to the lines, said only if the file is
+    /// written.
+    pending: Vec<String>,
     /// Where lines were inserted, in order (see `put`).
     inserted: Vec<usize>,
 }
@@ -645,7 +649,6 @@ impl Editor<'_> {
     /// promise that only warns says nothing here: the file's warning does.
     fn note(&mut self, act: &mut ActContext<'_>, sub: &mut Sub<'_>, done: String, would: String) {
         let change = Change::new("edit_line", &self.filename)
-            .done(done)
             .should(would)
             .silent_when_warning();
         match act.changes.plan(&change) {
@@ -654,7 +657,7 @@ impl Editor<'_> {
             } => sub.set(Res::Warn),
             Decision::Withheld { .. } => sub.set(Res::Change),
             Decision::Make => {
-                self.pending.push(change);
+                self.pending.push(done);
                 sub.set(Res::Change);
             }
         }
@@ -748,10 +751,9 @@ impl Editor<'_> {
             ptype
         };
         match sub.result {
-            Res::Change => self.pending.push(
-                Change::new("edit_promise", &ep.promiser)
-                    .done(format!("{shown} promise '{}' repaired", ep.promiser)),
-            ),
+            Res::Change => self
+                .pending
+                .push(format!("{shown} promise '{}' repaired", ep.promiser)),
             Res::Fail => tracing::error!(
                 "Errors encountered when actuating {shown} promise '{}'",
                 ep.promiser
