@@ -7,7 +7,6 @@ use super::regexes::define_var;
 use super::strings::{HASH_ALGORITHMS, digest, hex, split_regex};
 use super::{FnError, FnResult, FnSpec, class_result, parses_file, spec};
 use crate::eval::EvalContext;
-use crate::host::local;
 use crate::values::json;
 use crate::values::regex::Regex;
 use crate::values::{DataType, Value};
@@ -60,7 +59,12 @@ pub static FUNCTIONS: &[FnSpec] = &[
 // ---- reading files ------------------------------------------------------------
 
 /// Reads at most `max` bytes (all when `max` is 0 or absent) as text.
-fn read_text(args: &Args, i: usize, max_index: Option<usize>) -> Result<String, FnError> {
+fn read_text(
+    ctx: &EvalContext,
+    args: &Args,
+    i: usize,
+    max_index: Option<usize>,
+) -> Result<String, FnError> {
     let path = args.str(i, "file")?;
     let max = match max_index {
         Some(m) if m < args.len() => args.int(m, "max_bytes")?,
@@ -69,7 +73,10 @@ fn read_text(args: &Args, i: usize, max_index: Option<usize>) -> Result<String, 
     // Only what was asked is read: a bound on a huge file or a device
     // such as /dev/zero reads that many bytes and stops.
     let bound = u64::try_from(max).ok().filter(|m| *m > 0);
-    let bytes = local::read_upto(path, bound)
+    let bytes = ctx
+        .host()
+        .plain()
+        .read_upto(path, bound)
         .map_err(|e| args.fail(format!("cannot read '{path}': {e}")))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
@@ -78,8 +85,13 @@ fn read_text(args: &Args, i: usize, max_index: Option<usize>) -> Result<String, 
 /// `read*array` and `data_readstringarray*` functions: a file of a single
 /// line loses its line ending (`"abc\n"` is `abc`), one of more lines
 /// keeps every byte.
-fn read_text_chomped(args: &Args, i: usize, max_index: Option<usize>) -> Result<String, FnError> {
-    let mut text = read_text(args, i, max_index)?;
+fn read_text_chomped(
+    ctx: &EvalContext,
+    args: &Args,
+    i: usize,
+    max_index: Option<usize>,
+) -> Result<String, FnError> {
+    let mut text = read_text(ctx, args, i, max_index)?;
     if let Some(end) = text.find(['\n', '\r']) {
         // Only a final "\n" goes: a lone "\r" at the end stays, as there.
         if end + 1 == text.len() && text.ends_with('\n') {
@@ -89,9 +101,9 @@ fn read_text_chomped(args: &Args, i: usize, max_index: Option<usize>) -> Result<
     Ok(text)
 }
 
-fn readfile(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn readfile(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readfile", a);
-    let mut text = read_text_chomped(&args, 0, Some(1))?;
+    let mut text = read_text_chomped(ctx, &args, 0, Some(1))?;
     // cf-agent keeps the contents as a C string, so they end at the first
     // NUL byte (`readfile("/proc/1/cmdline")` is argv[0]).
     if let Some(nul) = text.find('\0') {
@@ -115,9 +127,9 @@ fn parsejson(_: &mut EvalContext, a: &[Value]) -> FnResult {
     parse_json_arg(&args, args.str(0, "json")?)
 }
 
-fn readjson(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn readjson(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readjson", a);
-    let text = read_text(&args, 0, Some(1))?;
+    let text = read_text(ctx, &args, 0, Some(1))?;
     parse_json_arg(&args, &text)
 }
 
@@ -248,9 +260,9 @@ fn parseyaml(_: &mut EvalContext, a: &[Value]) -> FnResult {
         .map_err(|e| args.fail(format!("invalid YAML: {e}")))
 }
 
-fn readyaml(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn readyaml(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readyaml", a);
-    let text = read_text(&args, 0, Some(1))?;
+    let text = read_text(ctx, &args, 0, Some(1))?;
     parse_yaml(&text)
         .map(Value::data)
         .map_err(|e| args.fail(format!("invalid YAML: {e}")))
@@ -307,9 +319,9 @@ fn csv_json(rows: Vec<Vec<String>>) -> Json {
     )
 }
 
-fn readcsv(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn readcsv(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readcsv", a);
-    let text = read_text(&args, 0, Some(1))?;
+    let text = read_text(ctx, &args, 0, Some(1))?;
     Ok(Value::data(csv_json(parse_csv(&text))))
 }
 
@@ -352,13 +364,13 @@ pub fn parse_env(text: &str) -> Json {
     Json::Object(m)
 }
 
-fn readenvfile(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn readenvfile(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readenvfile", a);
-    let text = read_text(&args, 0, Some(1))?;
+    let text = read_text(ctx, &args, 0, Some(1))?;
     Ok(Value::data(parse_env(&text)))
 }
 
-fn readdata(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn readdata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readdata", a);
     let path = args.str(0, "file")?;
     let mut kind = args.option(1, "type", &["CSV", "YAML", "JSON", "ENV", "auto"])?;
@@ -374,7 +386,7 @@ fn readdata(_: &mut EvalContext, a: &[Value]) -> FnResult {
             "JSON"
         };
     }
-    let text = read_text(&args, 0, None)?;
+    let text = read_text(ctx, &args, 0, None)?;
     match kind {
         "CSV" => Ok(Value::data(csv_json(parse_csv(&text)))),
         "ENV" => Ok(Value::data(parse_env(&text))),
@@ -566,7 +578,7 @@ fn read_array(
     idx: bool,
 ) -> FnResult {
     let args = Args::new(name, a);
-    let text = read_text_chomped(&args, 1, None)?;
+    let text = read_text_chomped(ctx, &args, 1, None)?;
     let rows = table(ctx, &args, &text, 2)?;
     define_array(ctx, &args, rows, kind, idx)
 }
@@ -598,7 +610,7 @@ fn readstringarrayidx(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn read_list(name: &'static str, ctx: &mut EvalContext, a: &[Value], kind: Field) -> FnResult {
     let args = Args::new(name, a);
-    let text = read_text_chomped(&args, 0, None)?;
+    let text = read_text_chomped(ctx, &args, 0, None)?;
     let Splitting {
         text,
         split,
@@ -630,7 +642,7 @@ fn readstringlist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn data_readstringarray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("data_readstringarray", a);
-    let text = read_text_chomped(&args, 0, None)?;
+    let text = read_text_chomped(ctx, &args, 0, None)?;
     let rows = table(ctx, &args, &text, 1)?;
     let mut m = Map::new();
     for mut row in rows {
@@ -648,7 +660,7 @@ fn data_readstringarray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn data_readstringarrayidx(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("data_readstringarrayidx", a);
-    let text = read_text_chomped(&args, 0, None)?;
+    let text = read_text_chomped(ctx, &args, 0, None)?;
     let rows = table(ctx, &args, &text, 1)?;
     Ok(Value::data(csv_json(rows)))
 }
@@ -844,7 +856,7 @@ fn json_kind(j: &Json) -> &'static str {
 /// by heading (or by position), without the class column.
 fn classfiltercsv(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("classfiltercsv", a);
-    let text = read_text(&args, 0, None)?;
+    let text = read_text(ctx, &args, 0, None)?;
     let heading = if a.len() > 1 {
         args.boolean(1, "has_heading")?
     } else {
@@ -948,12 +960,12 @@ fn string_mustache(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         .map_err(|e| args.fail(e))
 }
 
-fn hashmatch(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn hashmatch(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("hashmatch", a);
     let path = args.str(0, "file")?;
     let alg = args.option(1, "algorithm", HASH_ALGORITHMS)?;
     let want = args.str(2, "hash")?;
-    let Ok(bytes) = local::read(path) else {
+    let Ok(bytes) = ctx.host().plain().read(path) else {
         return Ok(class_result(false));
     };
     let d = digest(alg, &bytes).unwrap_or_default();
@@ -966,7 +978,7 @@ fn hashmatch(_: &mut EvalContext, a: &[Value]) -> FnResult {
 fn getfields(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("getfields", a);
     let re = args.regex(ctx, 0, "regex")?;
-    let text = read_text(&args, 1, None)?;
+    let text = read_text(ctx, &args, 1, None)?;
     let split = args.regex(ctx, 2, "split")?;
     let array = args.str(3, "array")?;
     let mut count = 0;
@@ -999,17 +1011,19 @@ fn makerule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("makerule", a);
     let target = args.str(0, "target")?;
     let sources = match &a[1] {
-        Value::Scalar(s) if local::exists(s) => vec![s.clone()],
+        Value::Scalar(s) if ctx.host().plain().exists(s) => vec![s.clone()],
         other => super::args::element_texts(&collect(ctx, other)?, false)
             .into_iter()
             .map(|s| s.into_owned())
             .collect(),
     };
-    let Ok(t) = local::metadata(target).and_then(|m| m.modified()) else {
+    let files = ctx.host().plain();
+    let Ok(t) = files.metadata(target).and_then(|m| m.modified()) else {
         return Ok(class_result(true));
     };
     let newer = sources.iter().any(|s| {
-        local::metadata(s)
+        files
+            .metadata(s)
             .and_then(|m| m.modified())
             .is_ok_and(|m| m > t)
     });
@@ -1027,7 +1041,7 @@ type PeerGroups = (Vec<Vec<String>>, Option<(usize, usize)>);
 /// the index of the group holding this host (`sys.fqhost` or
 /// `sys.uqhost`) and its place there.
 fn peer_groups(ctx: &mut EvalContext, args: &Args) -> Result<PeerGroups, FnError> {
-    let text = read_text(args, 0, None)?;
+    let text = read_text(ctx, args, 0, None)?;
     let comment = args.str(1, "comment")?;
     let size = args.int(2, "groupsize")?;
     if size < 1 {
