@@ -99,6 +99,9 @@ pub struct EvalContext {
     host: crate::host::Host,
     /// Results of `cached` functions by call signature.
     pub fn_cache: HashMap<String, Value>,
+    /// The promise being evaluated has `ifelapsed => "0"`: its functions
+    /// run again instead of giving what `fn_cache` holds.
+    pub fn_cache_bypass: bool,
     /// Compiled regular expressions by pattern.
     pub regexes: crate::values::regex::RegexCache,
     /// Whether the agent is in its last pass over the current bundle: an

@@ -200,6 +200,7 @@ impl EvalContext {
                 .map(|stamp| format!("{}\u{3}{stamp}", cache_key(spec.name, &args)))
         };
         if let Some(k) = &cache_key
+            && !self.fn_cache_bypass
             && let Some(v) = self.fn_cache.get(k)
         {
             return Ok(Evaluated::done(v.clone()));
