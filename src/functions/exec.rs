@@ -157,6 +157,35 @@ pub fn run_argv(
     })
 }
 
+/// Runs a command line without a shell, `input` on its standard input,
+/// and collects its standard output (its standard error goes where the
+/// agent's goes). The program is looked up in `PATH` when it has no slash,
+/// as cf-agent's full-duplex pipe does (`mapdata`'s `json_pipe`).
+pub fn pipe(
+    host: &Host,
+    line: &str,
+    input: Vec<u8>,
+    timeout: Duration,
+) -> Result<Finished, ExecError> {
+    let spec = CommandSpec {
+        argv: split_command_line(line),
+        timeout: Some(timeout),
+        output: OutputSelect::StdoutPassStderr,
+        stdin: input,
+        ..CommandSpec::default()
+    };
+    let r = host
+        .run(&spec)
+        .map_err(|e| ExecError::Spawn(e.to_string()))?;
+    if r.timed_out {
+        return Err(ExecError::TimedOut(timeout));
+    }
+    Ok(Finished {
+        code: r.code,
+        output: r.output_text(),
+    })
+}
+
 /// The output as `execresult` returns it: trailing white space (newlines,
 /// carriage returns, blanks) removed, leading kept.
 pub fn trim_output(s: &str) -> &str {
@@ -203,18 +232,6 @@ mod tests {
         assert_eq!(r.code, Some(3));
     }
 
-    #[test]
-    fn slow_commands_are_killed() {
-        let r = run(
-            &Host::real(),
-            "sleep 5",
-            Shell::Sh,
-            OutputSelect::Stdout,
-            Duration::from_millis(200),
-        );
-        assert_eq!(r, Err(ExecError::TimedOut(Duration::from_millis(200))));
-    }
-
     /// cf-agent checks the program of a line that starts with an absolute
     /// path even when a shell runs it (01_vars/02_functions/execresult.cf);
     /// a line that does not is left to the shell.
@@ -232,6 +249,18 @@ mod tests {
         assert_eq!(r.output, "a\n");
         assert_eq!(program_of("\"/bin/x y\" z"), "/bin/x y");
         assert_eq!(program_of("/bin/x y"), "/bin/x");
+    }
+
+    #[test]
+    fn slow_commands_are_killed() {
+        let r = run(
+            &Host::real(),
+            "sleep 5",
+            Shell::Sh,
+            OutputSelect::Stdout,
+            Duration::from_millis(200),
+        );
+        assert_eq!(r, Err(ExecError::TimedOut(Duration::from_millis(200))));
     }
 
     #[test]

@@ -48,6 +48,7 @@ bundle agent main
       "a" string => execresult("{touch} {m}/execresult", "noshell");
       "b" data => execresult_as_data("{touch} {m}/execresult_as_data", "noshell");
       "c" string => execresult("{touch} {m}/useshell", "useshell");
+      "p" data => mapdata("json_pipe", "{touch} {m}/json_pipe", '{{"a": 1}}');
       "h" string => host2ip("localhost");
 
   classes:
