@@ -320,11 +320,16 @@ fn search_upwards(ctx: &EvalContext, name: &'static str, a: &[Value]) -> FnResul
         dir.pop();
     }
     let mut out = Vec::new();
-    // The start directory, then up to `levels` parents; the root is
-    // searched as the empty path.
+    // The start directory, then up to `levels` parents; the root is the
+    // empty path, where the glob stays relative (cf-agent joins it so).
     let mut level = 0i64;
     while level <= levels {
-        for f in ctx.host().plain().glob(&format!("{dir}/{glob}")) {
+        let pattern = if dir.is_empty() {
+            glob.clone()
+        } else {
+            format!("{dir}/{glob}")
+        };
+        for f in ctx.host().plain().glob(&pattern) {
             out.push(Json::String(f));
         }
         level += 1;

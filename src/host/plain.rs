@@ -117,34 +117,34 @@ impl Plain<'_> {
 
     /// The paths one glob matches, as the C library expands it (sorted,
     /// no hidden files unless the pattern names them), given as the
-    /// policy names them: on a rooted host the pattern is taken below the
-    /// root, and the root is taken off what it finds.
+    /// policy names them: on a rooted host an absolute pattern is taken
+    /// below the root, and the root is taken off what it finds; a relative
+    /// one is taken from the directory a files promise entered last, and
+    /// what it finds stays relative.
     pub fn glob(&self, pattern: &str) -> Vec<String> {
-        let root = self
-            .host
-            .root()
-            .map(|r| r.to_string_lossy().trim_end_matches('/').to_string());
-        let full = match &root {
-            Some(r) if pattern.starts_with('/') => {
-                let escaped: String = r
-                    .chars()
-                    .flat_map(|c| {
-                        let esc = GLOB_SPECIAL.contains(&c).then_some('\\');
-                        esc.into_iter().chain(std::iter::once(c))
-                    })
-                    .collect();
-                format!("{escaped}{pattern}")
-            }
-            _ => pattern.to_string(),
+        let base = if pattern.starts_with('/') {
+            self.host.root().map(Path::to_path_buf)
+        } else {
+            self.host.entered_dir().map(|d| self.host.map(&d))
         };
-        let found = c_glob(&full);
-        match &root {
-            Some(r) if pattern.starts_with('/') => found
-                .into_iter()
-                .filter_map(|f| f.strip_prefix(r.as_str()).map(str::to_string))
-                .collect(),
-            _ => found,
+        let Some(base) = base else {
+            return c_glob(pattern);
+        };
+        let mut prefix = base.to_string_lossy().trim_end_matches('/').to_string();
+        if !pattern.starts_with('/') {
+            prefix.push('/');
         }
+        let escaped: String = prefix
+            .chars()
+            .flat_map(|c| {
+                let esc = GLOB_SPECIAL.contains(&c).then_some('\\');
+                esc.into_iter().chain(std::iter::once(c))
+            })
+            .collect();
+        c_glob(&format!("{escaped}{pattern}"))
+            .into_iter()
+            .filter_map(|f| f.strip_prefix(prefix.as_str()).map(str::to_string))
+            .collect()
     }
 
     /// Kilobytes available to unprivileged users on the file system
@@ -206,5 +206,9 @@ mod tests {
         names.sort();
         assert_eq!(names, [".", "..", "motd.x"]);
         assert!(v.free_kilobytes("/etc").is_ok());
+        // Relative patterns start where the last files promise entered.
+        h.enter_dir(Path::new("/etc"));
+        assert_eq!(v.glob("*.x"), vec!["motd.x".to_string()]);
+        assert!(v.exists("motd.x"));
     }
 }
