@@ -10,6 +10,7 @@ use crate::eval::classes::ClassInfo;
 use crate::eval::preeval::{PreEvalReport, load_and_preevaluate, preevaluate_entry};
 use crate::eval::vars::Variable;
 use crate::eval::{EvalContext, EvalSettings};
+use crate::host::Host;
 use crate::host::clock::now_secs;
 use crate::load::{LoadError, LoadedFile, PolicySet, validate_together};
 use crate::promises::custom::{ModuleSettings, PromiseModules};
@@ -126,18 +127,23 @@ fn install_discovery(ctx: &mut EvalContext, found: Discovery) {
 
 /// Builds the evaluation context and loads and pre-evaluates the policy.
 pub fn prepare(config: &Config, settings: EvalSettings) -> Result<Prepared, LoadError> {
-    prepare_with(config, settings, None, None)
+    prepare_with(config, settings, Host::real(), None, None)
 }
 
-/// `prepare`, with the state of an agent run (persistent classes) and,
-/// when the host was discovered already, what was found.
+/// `prepare`, with the host the run acts through (its functions read
+/// files and run commands through it too), the state of an agent run
+/// (persistent classes) and, when the host was discovered already, what
+/// was found.
 fn prepare_with(
     config: &Config,
     settings: EvalSettings,
+    host: Host,
     state: Option<&mut StateStore>,
     sandboxed: Option<(&Discovery, LoadedFile)>,
 ) -> Result<Prepared, LoadError> {
-    let mut ctx = EvalContext::new(settings).with_builtins(crate::functions::BUILTINS);
+    let mut ctx = EvalContext::new(settings)
+        .with_builtins(crate::functions::BUILTINS)
+        .with_host(host);
     let role = if state.is_some() {
         Role::Agent
     } else {
@@ -249,7 +255,12 @@ pub fn run_agent(
         command_output_shown: config.log_level >= crate::config::LogLevel::Info,
         ..EvalSettings::default()
     };
-    let mut prepared = prepare_with(config, settings, Some(&mut state), None)?;
+    let host = if config.dry_run {
+        Host::real().with_dry_run_overlay()
+    } else {
+        Host::real()
+    };
+    let mut prepared = prepare_with(config, settings, host.clone(), Some(&mut state), None)?;
     on_loaded(&prepared);
     if prepared.has_errors() {
         return Err(PipelineError::PolicyErrors);
@@ -264,6 +275,7 @@ pub fn run_agent(
                 log_level: config.log_level.into(),
                 timeout: config.module_timeout,
             }),
+            host,
             ..RunSetup::new(config.dry_run)
         };
         let mut run = AgentRun::new(&mut prepared.ctx, &prepared.policy, sink, setup);
@@ -473,13 +485,19 @@ impl Sandbox {
             command_output_shown: false,
         };
         let file = LoadedFile::from_text(&self.config.entry.display().to_string(), text);
-        let mut prepared =
-            prepare_with(&self.config, settings, None, Some((&self.discovery, file)))?;
+        let host = Host::rooted(&self.root).with_dry_run_overlay();
+        let mut prepared = prepare_with(
+            &self.config,
+            settings,
+            host.clone(),
+            None,
+            Some((&self.discovery, file)),
+        )?;
         if prepared.has_errors() {
             return Err(PipelineError::PolicyErrors);
         }
         let setup = RunSetup {
-            host: crate::host::Host::rooted(&self.root).with_dry_run_overlay(),
+            host,
             ..RunSetup::new(true)
         };
         let mut run = AgentRun::new(&mut prepared.ctx, &prepared.policy, sink, setup);

@@ -94,8 +94,14 @@ pub struct EvalContext {
     pub settings: EvalSettings,
     /// The built-in functions calls go to (none until given).
     builtins: super::call::Builtins,
+    /// How functions reach files and run commands: the run's host, the
+    /// one its promises act through (the real system until given).
+    host: crate::host::Host,
     /// Results of `cached` functions by call signature.
     pub fn_cache: HashMap<String, Value>,
+    /// The promise being evaluated has `ifelapsed => "0"`: its functions
+    /// run again instead of giving what `fn_cache` holds.
+    pub fn_cache_bypass: bool,
     /// Compiled regular expressions by pattern.
     pub regexes: crate::values::regex::RegexCache,
     /// Whether the agent is in its last pass over the current bundle: an
@@ -150,6 +156,18 @@ impl EvalContext {
     pub fn with_builtins(mut self, builtins: super::call::Builtins) -> EvalContext {
         self.builtins = builtins;
         self
+    }
+
+    /// The same context, its functions reaching files and commands
+    /// through `host`.
+    pub fn with_host(mut self, host: crate::host::Host) -> EvalContext {
+        self.host = host;
+        self
+    }
+
+    /// The host functions reach files and run commands through.
+    pub fn host(&self) -> &crate::host::Host {
+        &self.host
     }
 
     /// The built-in functions this context calls.

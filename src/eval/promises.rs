@@ -235,6 +235,8 @@ impl EvalContext {
         let texts = self.promise_texts(promise, &["meta", "comment", "classes"]);
         let mut result = PromiseResult::default();
         let mut messages = Vec::new();
+        let immediate = policy.is_some_and(|p| self.is_immediate(promise, p));
+        let outer = std::mem::replace(&mut self.fn_cache_bypass, immediate);
         self.for_each_promise_iteration(promise, &texts, &mut |ctx| {
             let (r, m) = ctx.eval_vars_iteration(promise, &origin, &file.source.path, line);
             if let (Some(policy), true) = (policy, r.stored) {
@@ -253,7 +255,22 @@ impl EvalContext {
             result.merge(r);
             messages.extend(m);
         });
+        self.fn_cache_bypass = outer;
         (result, messages)
+    }
+
+    /// Whether a promise's `action` body says `ifelapsed => "0"` (as the
+    /// standard library's `immediate` does): cf-agent then calls its
+    /// functions again instead of taking what it cached (ENT-7478,
+    /// 01_vars/02_functions/execresult_action_immediate.cf).
+    fn is_immediate(&mut self, promise: &Promise, policy: &PolicySet) -> bool {
+        let Some(attr) = promise.attribute("action") else {
+            return false;
+        };
+        resolve_body(self, policy, "action", &attr.value)
+            .ok()
+            .and_then(|b| b.scalar("ifelapsed").map(|v| v.trim() == "0"))
+            .unwrap_or(false)
     }
 
     fn eval_vars_iteration(

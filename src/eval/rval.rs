@@ -196,10 +196,11 @@ impl EvalContext {
             Some(cache_key(spec.name, &args))
         } else {
             spec.parses_file
-                .and_then(|i| args.get(i)?.as_scalar().and_then(file_stamp))
+                .and_then(|i| file_stamp(self.host(), args.get(i)?.as_scalar()?))
                 .map(|stamp| format!("{}\u{3}{stamp}", cache_key(spec.name, &args)))
         };
         if let Some(k) = &cache_key
+            && !self.fn_cache_bypass
             && let Some(v) = self.fn_cache.get(k)
         {
             return Ok(Evaluated::done(v.clone()));
@@ -584,9 +585,9 @@ pub fn json_scalars(j: &Json) -> Vec<String> {
 
 /// What tells one version of a file from another, for functions that
 /// parse files: size, modification time and inode.
-fn file_stamp(path: &str) -> Option<String> {
-    use crate::host::local::{self, MetadataExt};
-    let m = local::metadata(path).ok()?;
+fn file_stamp(host: &crate::host::Host, path: &str) -> Option<String> {
+    use crate::host::plain::MetadataExt;
+    let m = host.plain().metadata(path).ok()?;
     Some(format!(
         "{}:{}.{}:{}",
         m.len(),

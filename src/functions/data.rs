@@ -7,7 +7,6 @@ use super::regexes::define_var;
 use super::strings::{HASH_ALGORITHMS, digest, hex, split_regex};
 use super::{FnError, FnResult, FnSpec, class_result, parses_file, spec};
 use crate::eval::EvalContext;
-use crate::host::local;
 use crate::values::json;
 use crate::values::regex::Regex;
 use crate::values::{DataType, Value};
@@ -60,7 +59,12 @@ pub static FUNCTIONS: &[FnSpec] = &[
 // ---- reading files ------------------------------------------------------------
 
 /// Reads at most `max` bytes (all when `max` is 0 or absent) as text.
-fn read_text(args: &Args, i: usize, max_index: Option<usize>) -> Result<String, FnError> {
+fn read_text(
+    ctx: &EvalContext,
+    args: &Args,
+    i: usize,
+    max_index: Option<usize>,
+) -> Result<String, FnError> {
     let path = args.str(i, "file")?;
     let max = match max_index {
         Some(m) if m < args.len() => args.int(m, "max_bytes")?,
@@ -69,7 +73,10 @@ fn read_text(args: &Args, i: usize, max_index: Option<usize>) -> Result<String, 
     // Only what was asked is read: a bound on a huge file or a device
     // such as /dev/zero reads that many bytes and stops.
     let bound = u64::try_from(max).ok().filter(|m| *m > 0);
-    let bytes = local::read_upto(path, bound)
+    let bytes = ctx
+        .host()
+        .plain()
+        .read_upto(path, bound)
         .map_err(|e| args.fail(format!("cannot read '{path}': {e}")))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
@@ -78,8 +85,13 @@ fn read_text(args: &Args, i: usize, max_index: Option<usize>) -> Result<String, 
 /// `read*array` and `data_readstringarray*` functions: a file of a single
 /// line loses its line ending (`"abc\n"` is `abc`), one of more lines
 /// keeps every byte.
-fn read_text_chomped(args: &Args, i: usize, max_index: Option<usize>) -> Result<String, FnError> {
-    let mut text = read_text(args, i, max_index)?;
+fn read_text_chomped(
+    ctx: &EvalContext,
+    args: &Args,
+    i: usize,
+    max_index: Option<usize>,
+) -> Result<String, FnError> {
+    let mut text = read_text(ctx, args, i, max_index)?;
     if let Some(end) = text.find(['\n', '\r']) {
         // Only a final "\n" goes: a lone "\r" at the end stays, as there.
         if end + 1 == text.len() && text.ends_with('\n') {
@@ -89,9 +101,9 @@ fn read_text_chomped(args: &Args, i: usize, max_index: Option<usize>) -> Result<
     Ok(text)
 }
 
-fn readfile(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn readfile(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readfile", a);
-    let mut text = read_text_chomped(&args, 0, Some(1))?;
+    let mut text = read_text_chomped(ctx, &args, 0, Some(1))?;
     // cf-agent keeps the contents as a C string, so they end at the first
     // NUL byte (`readfile("/proc/1/cmdline")` is argv[0]).
     if let Some(nul) = text.find('\0') {
@@ -115,9 +127,9 @@ fn parsejson(_: &mut EvalContext, a: &[Value]) -> FnResult {
     parse_json_arg(&args, args.str(0, "json")?)
 }
 
-fn readjson(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn readjson(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readjson", a);
-    let text = read_text(&args, 0, Some(1))?;
+    let text = read_text(ctx, &args, 0, Some(1))?;
     parse_json_arg(&args, &text)
 }
 
@@ -187,25 +199,52 @@ fn plain_scalar(s: &str) -> Json {
         }
         _ => {}
     }
-    let digits = s.strip_prefix(['-', '+']).unwrap_or(s);
-    if !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && let Ok(i) = s.parse::<i64>()
-    {
-        return Json::from(i);
+    yaml_number(s).unwrap_or_else(|| Json::String(s.to_string()))
+}
+
+/// A plain scalar that starts with a number is that number, as cf-agent
+/// reads it with its JSON number reader: up to the first blank, comma or
+/// closing bracket (a folded `200 300` is 200), with an optional leading
+/// minus, no leading zeros, digits around a dot and an exponent.
+fn yaml_number(s: &str) -> Option<Json> {
+    let end = s
+        .find(|c: char| c.is_ascii_whitespace() || matches!(c, ',' | ']' | '}'))
+        .unwrap_or(s.len());
+    let token = &s[..end];
+    let (mut zero_start, mut dot, mut exp) = (false, false, false);
+    let mut prev: Option<u8> = None;
+    for b in token.bytes() {
+        let prev_digit = prev.is_some_and(|p| p.is_ascii_digit());
+        match b {
+            b'-' if prev.is_some() && !matches!(prev, Some(b'e' | b'E')) => return None,
+            b'+' if !matches!(prev, Some(b'e' | b'E')) => return None,
+            b'-' | b'+' => {}
+            b'0' => {
+                if zero_start && !dot && !exp {
+                    return None;
+                }
+                zero_start |= prev.is_none();
+            }
+            b'.' if !prev_digit => return None,
+            b'.' => dot = true,
+            b'e' | b'E' if exp || !prev_digit => return None,
+            b'e' | b'E' => exp = true,
+            _ if zero_start && !dot && !exp => return None,
+            _ if !b.is_ascii_digit() => return None,
+            _ => {}
+        }
+        prev = Some(b);
     }
-    let looks_real = digits.bytes().any(|b| b == b'.')
-        && digits
-            .bytes()
-            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'))
-        && digits
-            .bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_digit() || b == b'.');
-    if looks_real && let Ok(f) = s.parse::<f64>() {
-        return Json::Number(json::real_number(f));
+    if !prev.is_some_and(|p| p.is_ascii_digit()) {
+        return None;
     }
-    Json::String(s.to_string())
+    if !dot && let Ok(i) = token.parse::<i64>() {
+        return Some(Json::from(i));
+    }
+    token
+        .parse::<f64>()
+        .ok()
+        .map(|f| Json::Number(json::real_number(f)))
 }
 
 impl yaml_rust2::parser::MarkedEventReceiver for YamlBuilder {
@@ -214,7 +253,10 @@ impl yaml_rust2::parser::MarkedEventReceiver for YamlBuilder {
         use yaml_rust2::scanner::TScalarStyle;
         match ev {
             Event::Scalar(s, style, anchor, _) => {
-                let v = if style == TScalarStyle::Plain {
+                // A mapping's key stays the text it is (`y:` is the key
+                // "y", not true).
+                let is_key = matches!(self.stack.last(), Some((Json::Object(_), None, _)));
+                let v = if style == TScalarStyle::Plain && !is_key {
                     plain_scalar(&s)
                 } else {
                     Json::String(s)
@@ -248,55 +290,151 @@ fn parseyaml(_: &mut EvalContext, a: &[Value]) -> FnResult {
         .map_err(|e| args.fail(format!("invalid YAML: {e}")))
 }
 
-fn readyaml(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn readyaml(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readyaml", a);
-    let text = read_text(&args, 0, Some(1))?;
-    parse_yaml(&text)
-        .map(Value::data)
-        .map_err(|e| args.fail(format!("invalid YAML: {e}")))
+    let text = read_text(ctx, &args, 0, Some(1))?;
+    yaml_file_data(&args, &text)
+}
+
+/// A YAML file's data: as in cf-agent, a file whose document is a single
+/// scalar (any text that is not YAML reads as one) gives no data
+/// (01_vars/02_functions/readdata_yaml.cf).
+fn yaml_file_data(args: &Args, text: &str) -> FnResult {
+    let j = parse_yaml(text).map_err(|e| args.fail(format!("invalid YAML: {e}")))?;
+    if !j.is_array() && !j.is_object() {
+        return Err(args.fail("the YAML file holds no mapping or sequence"));
+    }
+    Ok(Value::data(j))
 }
 
 // ---- CSV and env files ----------------------------------------------------------
 
-/// RFC 4180 records: `,` separated, `"` quoted with `""` for a quote.
-/// As in cf-agent a record ends only at CRLF (a bare newline belongs to
-/// the field); text after the last CRLF is a last record.
+/// CSV records as cf-agent reads them: a record ends only at a CRLF
+/// outside double quotes (a bare newline belongs to the field; text after
+/// the last CRLF is a last record), and a record cf-agent's parser refuses
+/// (a quote inside an unquoted field, text after a closing quote, a quote
+/// left open) is left out (01_vars/02_functions/readdata.cf).
 pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
-    let mut rows = Vec::new();
-    let mut row = Vec::new();
-    let mut field = String::new();
-    let mut quoted = false;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if quoted {
-            if c == '"' {
-                if chars.peek() == Some(&'"') {
-                    chars.next();
-                    field.push('"');
-                } else {
-                    quoted = false;
+    csv_lines(text).filter_map(csv_record).collect()
+}
+
+/// The records of a CSV text, each with its CRLF: quotes toggle, and a
+/// CRLF outside them ends the record.
+fn csv_lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let bytes = rest.as_bytes();
+        let mut in_quotes = false;
+        let mut end = bytes.len();
+        for i in 0..bytes.len() {
+            match bytes[i] {
+                b'"' => in_quotes = !in_quotes,
+                b'\n' if !in_quotes && i > 0 && bytes[i - 1] == b'\r' => {
+                    end = i + 1;
+                    break;
                 }
-            } else {
+                _ => {}
+            }
+        }
+        let (line, tail) = rest.split_at(end);
+        rest = tail;
+        Some(line)
+    })
+}
+
+/// Where the CSV reader is within a record.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Csv {
+    /// At the start of the record.
+    Start,
+    /// In blanks before a field's text (they belong to it).
+    Blanks,
+    /// In an unquoted field.
+    Plain,
+    /// Just after a comma.
+    Comma,
+    /// Just after a field's opening quote.
+    Opened,
+    /// Inside quotes.
+    Quoted,
+    /// Just after a quote inside a quoted field: the closing one, or the
+    /// first of a doubled one.
+    QuoteSeen,
+    /// In blanks after a closing quote.
+    AfterQuote,
+    /// Refused.
+    Bad,
+}
+
+/// One CSV record's fields, or `None` when cf-agent's parser refuses it.
+/// Blanks are space, tab, CR and LF; an unquoted field keeps its blanks
+/// but loses a final CRLF, a quoted one loses the blanks after its closing
+/// quote.
+fn csv_record(line: &str) -> Option<Vec<String>> {
+    let blank = |c: char| matches!(c, ' ' | '\t' | '\n' | '\r');
+    let mut fields = Vec::new();
+    let mut field = String::new();
+    let mut state = Csv::Start;
+    for c in line.chars() {
+        state = match (state, c) {
+            // A refusal shows at the next character (one on the last
+            // character of the text goes unnoticed, as there).
+            (Csv::Bad, _) => return None,
+            (Csv::Start | Csv::Blanks | Csv::Comma, ',') => {
+                fields.push(std::mem::take(&mut field));
+                Csv::Comma
+            }
+            (Csv::Start | Csv::Blanks | Csv::Comma, '"') => {
+                field.clear();
+                Csv::Opened
+            }
+            (Csv::Start | Csv::Blanks | Csv::Comma, c) => {
                 field.push(c);
+                if blank(c) { Csv::Blanks } else { Csv::Plain }
             }
-            continue;
-        }
-        match c {
-            '"' => quoted = true,
-            ',' => row.push(std::mem::take(&mut field)),
-            '\r' if chars.peek() == Some(&'\n') => {
-                chars.next();
-                row.push(std::mem::take(&mut field));
-                rows.push(std::mem::take(&mut row));
+            (Csv::Plain, ',') => {
+                fields.push(std::mem::take(&mut field));
+                Csv::Comma
             }
-            c => field.push(c),
+            (Csv::Plain, '"') => Csv::Bad,
+            (Csv::Plain, c) => {
+                field.push(c);
+                Csv::Plain
+            }
+            (Csv::Opened, '"') => {
+                field.clear();
+                Csv::QuoteSeen
+            }
+            (Csv::Quoted, '"') => Csv::QuoteSeen,
+            (Csv::Opened | Csv::Quoted, c) => {
+                field.push(c);
+                Csv::Quoted
+            }
+            (Csv::QuoteSeen | Csv::AfterQuote, ',') => {
+                fields.push(std::mem::take(&mut field));
+                Csv::Comma
+            }
+            (Csv::QuoteSeen, '"') => {
+                field.push('"');
+                Csv::Quoted
+            }
+            (Csv::QuoteSeen | Csv::AfterQuote, c) if blank(c) => Csv::AfterQuote,
+            (Csv::QuoteSeen | Csv::AfterQuote, _) => Csv::Bad,
+        };
+    }
+    match state {
+        Csv::Opened | Csv::Quoted => return None,
+        Csv::Bad => field.clear(),
+        Csv::Plain | Csv::Blanks if field.ends_with("\r\n") => {
+            field.truncate(field.len() - 2);
         }
+        _ => {}
     }
-    if !field.is_empty() || !row.is_empty() {
-        row.push(field);
-        rows.push(row);
-    }
-    rows
+    fields.push(field);
+    Some(fields)
 }
 
 fn csv_json(rows: Vec<Vec<String>>) -> Json {
@@ -307,15 +445,16 @@ fn csv_json(rows: Vec<Vec<String>>) -> Json {
     )
 }
 
-fn readcsv(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn readcsv(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readcsv", a);
-    let text = read_text(&args, 0, Some(1))?;
+    let text = read_text(ctx, &args, 0, Some(1))?;
     Ok(Value::data(csv_json(parse_csv(&text))))
 }
 
-/// `KEY=value` lines: comments and blank lines skipped, lines without `=`
-/// ignored, the key taken as written (cf-agent keeps `export B` and
-/// `1BAD`), quotes around a value removed.
+/// `KEY=value` lines as cf-agent reads an env file: blank lines and
+/// comments skipped, lines without `=` or without a key ignored, the key
+/// taken as written (cf-agent keeps `export B` and `1BAD`) and the value
+/// read by [`env_value`]; a later key replaces an earlier one.
 pub fn parse_env(text: &str) -> Json {
     let mut m = Map::new();
     for line in text.lines() {
@@ -330,35 +469,52 @@ pub fn parse_env(text: &str) -> Json {
         if k.is_empty() {
             continue;
         }
-        let v = v.trim();
-        let v = if v.len() >= 2
-            && ((v.starts_with('"') && v.ends_with('"'))
-                || (v.starts_with('\'') && v.ends_with('\'')))
-        {
-            let inner = &v[1..v.len() - 1];
-            if v.starts_with('"') {
-                inner
-                    .replace("\\n", "\n")
-                    .replace("\\\"", "\"")
-                    .replace("\\\\", "\\")
-            } else {
-                inner.to_string()
-            }
-        } else {
-            v.to_string()
-        };
-        m.insert(k.to_string(), Json::String(v));
+        if let Some(v) = env_value(v.trim()) {
+            m.insert(k.to_string(), Json::String(v));
+        }
     }
     Json::Object(m)
 }
 
-fn readenvfile(_: &mut EvalContext, a: &[Value]) -> FnResult {
+/// An env file's value: a quote (double or single) at its start opens it
+/// and the same quote closes it, whatever follows is dropped, and an
+/// unclosed one runs to the end of the line; unquoted, a bare quote makes
+/// the line invalid (`None`). A backslash takes the next character as it
+/// is, except `\n`, a newline.
+fn env_value(v: &str) -> Option<String> {
+    let mut chars = v.chars();
+    let opening = match v.chars().next() {
+        Some(q @ ('"' | '\'')) => {
+            chars.next();
+            Some(q)
+        }
+        _ => None,
+    };
+    let mut out = String::new();
+    while let Some(c) = chars.next() {
+        if Some(c) == opening {
+            break;
+        }
+        match c {
+            '"' | '\'' if opening.is_none() => return None,
+            '\\' => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some(next) => out.push(next),
+                None => break,
+            },
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
+fn readenvfile(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readenvfile", a);
-    let text = read_text(&args, 0, Some(1))?;
+    let text = read_text(ctx, &args, 0, Some(1))?;
     Ok(Value::data(parse_env(&text)))
 }
 
-fn readdata(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn readdata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readdata", a);
     let path = args.str(0, "file")?;
     let mut kind = args.option(1, "type", &["CSV", "YAML", "JSON", "ENV", "auto"])?;
@@ -374,13 +530,11 @@ fn readdata(_: &mut EvalContext, a: &[Value]) -> FnResult {
             "JSON"
         };
     }
-    let text = read_text(&args, 0, None)?;
+    let text = read_text(ctx, &args, 0, None)?;
     match kind {
         "CSV" => Ok(Value::data(csv_json(parse_csv(&text)))),
         "ENV" => Ok(Value::data(parse_env(&text))),
-        "YAML" => parse_yaml(&text)
-            .map(Value::data)
-            .map_err(|e| args.fail(format!("invalid YAML: {e}"))),
+        "YAML" => yaml_file_data(&args, &text),
         _ => parse_json_arg(&args, &text),
     }
 }
@@ -566,7 +720,7 @@ fn read_array(
     idx: bool,
 ) -> FnResult {
     let args = Args::new(name, a);
-    let text = read_text_chomped(&args, 1, None)?;
+    let text = read_text_chomped(ctx, &args, 1, None)?;
     let rows = table(ctx, &args, &text, 2)?;
     define_array(ctx, &args, rows, kind, idx)
 }
@@ -598,7 +752,7 @@ fn readstringarrayidx(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn read_list(name: &'static str, ctx: &mut EvalContext, a: &[Value], kind: Field) -> FnResult {
     let args = Args::new(name, a);
-    let text = read_text_chomped(&args, 0, None)?;
+    let text = read_text_chomped(ctx, &args, 0, None)?;
     let Splitting {
         text,
         split,
@@ -630,7 +784,7 @@ fn readstringlist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn data_readstringarray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("data_readstringarray", a);
-    let text = read_text_chomped(&args, 0, None)?;
+    let text = read_text_chomped(ctx, &args, 0, None)?;
     let rows = table(ctx, &args, &text, 1)?;
     let mut m = Map::new();
     for mut row in rows {
@@ -648,7 +802,7 @@ fn data_readstringarray(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn data_readstringarrayidx(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("data_readstringarrayidx", a);
-    let text = read_text_chomped(&args, 0, None)?;
+    let text = read_text_chomped(ctx, &args, 0, None)?;
     let rows = table(ctx, &args, &text, 1)?;
     Ok(Value::data(csv_json(rows)))
 }
@@ -844,7 +998,7 @@ fn json_kind(j: &Json) -> &'static str {
 /// by heading (or by position), without the class column.
 fn classfiltercsv(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("classfiltercsv", a);
-    let text = read_text(&args, 0, None)?;
+    let text = read_text(ctx, &args, 0, None)?;
     let heading = if a.len() > 1 {
         args.boolean(1, "has_heading")?
     } else {
@@ -948,12 +1102,12 @@ fn string_mustache(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         .map_err(|e| args.fail(e))
 }
 
-fn hashmatch(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn hashmatch(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("hashmatch", a);
     let path = args.str(0, "file")?;
     let alg = args.option(1, "algorithm", HASH_ALGORITHMS)?;
     let want = args.str(2, "hash")?;
-    let Ok(bytes) = local::read(path) else {
+    let Ok(bytes) = ctx.host().plain().read(path) else {
         return Ok(class_result(false));
     };
     let d = digest(alg, &bytes).unwrap_or_default();
@@ -966,7 +1120,7 @@ fn hashmatch(_: &mut EvalContext, a: &[Value]) -> FnResult {
 fn getfields(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("getfields", a);
     let re = args.regex(ctx, 0, "regex")?;
-    let text = read_text(&args, 1, None)?;
+    let text = read_text(ctx, &args, 1, None)?;
     let split = args.regex(ctx, 2, "split")?;
     let array = args.str(3, "array")?;
     let mut count = 0;
@@ -999,17 +1153,19 @@ fn makerule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("makerule", a);
     let target = args.str(0, "target")?;
     let sources = match &a[1] {
-        Value::Scalar(s) if local::exists(s) => vec![s.clone()],
+        Value::Scalar(s) if ctx.host().plain().exists(s) => vec![s.clone()],
         other => super::args::element_texts(&collect(ctx, other)?, false)
             .into_iter()
             .map(|s| s.into_owned())
             .collect(),
     };
-    let Ok(t) = local::metadata(target).and_then(|m| m.modified()) else {
+    let files = ctx.host().plain();
+    let Ok(t) = files.metadata(target).and_then(|m| m.modified()) else {
         return Ok(class_result(true));
     };
     let newer = sources.iter().any(|s| {
-        local::metadata(s)
+        files
+            .metadata(s)
             .and_then(|m| m.modified())
             .is_ok_and(|m| m > t)
     });
@@ -1037,7 +1193,7 @@ impl PeerList {
                 "a group size of {size} is nonsensical (at least 2)"
             )));
         }
-        let text = read_text(args, 0, None)?;
+        let text = read_text(ctx, args, 0, None)?;
         let comment = args.str(1, "comment")?;
         let text = strip_comments(ctx, args, &text, comment)?;
         let hosts = text
@@ -1144,8 +1300,39 @@ mod tests {
             parse_csv("a,b\nc,d\n"),
             vec![vec!["a".to_string(), "b\nc".into(), "d\n".into()]]
         );
+        // Records cf-agent's parser refuses are left out; the others stay.
+        assert_eq!(
+            parse_csv("a,b\r\nx \"y\" z,w\r\n"),
+            vec![vec!["a".to_string(), "b".into()]]
+        );
+        assert_eq!(
+            parse_csv("a,\"b\"c,d\r\n\"x\ny\",z\r\n"),
+            vec![vec!["x\ny".to_string(), "z".into()]]
+        );
+        assert!(parse_csv("a,\"b\n").is_empty());
+        assert_eq!(
+            parse_csv(" a, \"b\" ,\r\n"),
+            vec![vec![" a".to_string(), "b".into(), "".into()]]
+        );
         assert!(parse_csv("").is_empty());
         assert!(parse_csv("").is_empty());
+    }
+
+    #[test]
+    fn env_values_as_cf_agent_reads_them() {
+        for (v, want) in [
+            ("\\\\", Some("\\")),
+            ("\\\"", Some("\"")),
+            ("'\\\"'", Some("\"")),
+            ("'OOPS", Some("OOPS")),
+            ("\"a\" rest", Some("a")),
+            ("'say \"hi\"'", Some("say \"hi\"")),
+            ("a\\nb", Some("a\nb")),
+            ("ab\"cd", None),
+            ("", Some("")),
+        ] {
+            assert_eq!(env_value(v).as_deref(), want, "{v}");
+        }
     }
 
     #[test]
@@ -1154,6 +1341,18 @@ mod tests {
         assert_eq!(
             json::write_compact(&j),
             r#"{"1X":"bad","A":"1","C":"q","export B":"two words"}"#
+        );
+    }
+
+    /// Keys stay text; a plain scalar that starts with a number is that
+    /// number (01_vars/02_functions/readdata_yaml.cf).
+    #[test]
+    fn yaml_keys_and_number_prefixes_as_cf_agent() {
+        let j = parse_yaml("x: 100\ny:\n  - c:\n      200\n      300\n  - 007\n  - +5\n  - -1.5\n")
+            .unwrap();
+        assert_eq!(
+            json::write_compact(&j),
+            r#"{"x":100,"y":[{"c":200},"007","+5",-1.5000]}"#
         );
     }
 

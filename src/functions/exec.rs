@@ -4,7 +4,7 @@
 //! trimming of the output.
 
 use crate::host::Host;
-use crate::host::exec::{CommandSpec, OutputSelect, split_command_line};
+use crate::host::exec::{CommandSpec, NotExecutable, OutputSelect, split_command_line};
 use std::time::Duration;
 
 /// How a command line is run.
@@ -50,10 +50,52 @@ impl std::fmt::Display for ExecError {
     }
 }
 
-/// Splits a command line and checks that its program is an absolute path
-/// to an executable file, as cf-agent does before running it without a
-/// shell.
-pub fn checked_words(line: &str) -> Result<Vec<String>, ExecError> {
+/// Whether a command line names its program by an absolute path, as
+/// cf-agent asks it of `execresult` and `returnszero`: after any opening
+/// double quotes, a slash.
+fn is_absolute_command(line: &str) -> bool {
+    line.trim_start_matches('"').starts_with('/')
+}
+
+/// The program of a command line as cf-agent takes it to check it: up to
+/// the closing quote when the line starts with a double quote, else up to
+/// the first blank.
+fn program_of(line: &str) -> &str {
+    match line.strip_prefix('"') {
+        Some(rest) => rest.split('"').next().unwrap_or(rest),
+        None => line.split(' ').next().unwrap_or(line),
+    }
+}
+
+/// Checks a program as cf-agent does before running it (it exists, is
+/// not world-writable and we may execute it), saying why not as it does.
+fn check_program(host: &Host, line: &str, program: &str) -> Result<(), ExecError> {
+    match host.check_program(program) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            match e {
+                NotExecutable::Missing => {
+                    tracing::error!("Proposed executable file '{program}' doesn't exist")
+                }
+                NotExecutable::WorldWritable => {
+                    tracing::error!(
+                        "SECURITY ALERT: promised executable '{program}' is world writable! "
+                    );
+                    tracing::error!(
+                        "SECURITY ALERT: CFEngine will not execute this - requires human inspection"
+                    );
+                }
+                NotExecutable::NoPermission => {}
+            }
+            Err(ExecError::NotExecutable(line.to_string()))
+        }
+    }
+}
+
+/// Splits a command line into words and checks that its program is an
+/// absolute path to a program we may run (for `usemodule`, which names its
+/// module quoted).
+pub fn checked_words(host: &Host, line: &str) -> Result<Vec<String>, ExecError> {
     let words = split_command_line(line);
     let Some(prog) = words.first() else {
         return Err(ExecError::NotExecutable(line.to_string()));
@@ -61,36 +103,78 @@ pub fn checked_words(line: &str) -> Result<Vec<String>, ExecError> {
     if !prog.starts_with('/') {
         return Err(ExecError::NotAbsolute(line.to_string()));
     }
-    use crate::host::local::{self, PermissionsExt};
-    match local::metadata(prog) {
-        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(words),
-        Ok(_) => Err(ExecError::NotExecutable(line.to_string())),
-        Err(_) => {
-            // cf-agent says so first, then the caller's own error.
-            tracing::error!("Proposed executable file '{prog}' doesn't exist");
-            Err(ExecError::NotExecutable(line.to_string()))
-        }
-    }
+    check_program(host, line, prog)?;
+    Ok(words)
 }
 
-/// Runs a command line and collects the chosen output.
+/// Runs a command line for `execresult` and `returnszero` and collects the
+/// chosen output. As in cf-agent, a line that starts with an absolute path
+/// has its program checked first, shell or not; without a shell, any other
+/// line is refused.
 pub fn run(
+    host: &Host,
     line: &str,
     shell: Shell,
     output: OutputSelect,
     timeout: Duration,
 ) -> Result<Finished, ExecError> {
+    if is_absolute_command(line) {
+        check_program(host, line, program_of(line))?;
+    } else if shell == Shell::No {
+        return Err(ExecError::NotAbsolute(line.to_string()));
+    }
+    let argv = match shell {
+        Shell::No => split_command_line(line),
+        Shell::Sh => vec![line.to_string()],
+    };
+    run_argv(host, argv, shell, output, timeout)
+}
+
+/// Runs words already checked (or a shell line) and collects the output.
+pub fn run_argv(
+    host: &Host,
+    argv: Vec<String>,
+    shell: Shell,
+    output: OutputSelect,
+    timeout: Duration,
+) -> Result<Finished, ExecError> {
     let spec = CommandSpec {
-        argv: match shell {
-            Shell::No => checked_words(line)?,
-            Shell::Sh => vec![line.to_string()],
-        },
+        argv,
         shell: shell == Shell::Sh,
         timeout: Some(timeout),
         output,
         ..CommandSpec::default()
     };
-    let r = Host::real()
+    let r = host
+        .run(&spec)
+        .map_err(|e| ExecError::Spawn(e.to_string()))?;
+    if r.timed_out {
+        return Err(ExecError::TimedOut(timeout));
+    }
+    Ok(Finished {
+        code: r.code,
+        output: r.output_text(),
+    })
+}
+
+/// Runs a command line without a shell, `input` on its standard input,
+/// and collects its standard output (its standard error goes where the
+/// agent's goes). The program is looked up in `PATH` when it has no slash,
+/// as cf-agent's full-duplex pipe does (`mapdata`'s `json_pipe`).
+pub fn pipe(
+    host: &Host,
+    line: &str,
+    input: Vec<u8>,
+    timeout: Duration,
+) -> Result<Finished, ExecError> {
+    let spec = CommandSpec {
+        argv: split_command_line(line),
+        timeout: Some(timeout),
+        output: OutputSelect::StdoutPassStderr,
+        stdin: input,
+        ..CommandSpec::default()
+    };
+    let r = host
         .run(&spec)
         .map_err(|e| ExecError::Spawn(e.to_string()))?;
     if r.timed_out {
@@ -114,7 +198,9 @@ mod tests {
 
     #[test]
     fn programs_are_checked_before_running() {
+        let h = Host::real();
         let r = run(
+            &h,
             "/bin/echo a 'b  c'",
             Shell::No,
             OutputSelect::Stdout,
@@ -123,11 +209,18 @@ mod tests {
         .unwrap();
         assert_eq!(r.output, "a b  c\n");
         assert_eq!(
-            run("echo x", Shell::No, OutputSelect::Stdout, DEFAULT_TIMEOUT),
+            run(
+                &h,
+                "echo x",
+                Shell::No,
+                OutputSelect::Stdout,
+                DEFAULT_TIMEOUT
+            ),
             Err(ExecError::NotAbsolute("echo x".into()))
         );
         assert!(matches!(
             run(
+                &h,
                 "/nonexistent/x",
                 Shell::No,
                 OutputSelect::Stdout,
@@ -135,13 +228,33 @@ mod tests {
             ),
             Err(ExecError::NotExecutable(_))
         ));
-        let r = run("exit 3", Shell::Sh, OutputSelect::Both, DEFAULT_TIMEOUT).unwrap();
+        let r = run(&h, "exit 3", Shell::Sh, OutputSelect::Both, DEFAULT_TIMEOUT).unwrap();
         assert_eq!(r.code, Some(3));
+    }
+
+    /// cf-agent checks the program of a line that starts with an absolute
+    /// path even when a shell runs it (01_vars/02_functions/execresult.cf);
+    /// a line that does not is left to the shell.
+    #[test]
+    fn absolute_programs_are_checked_with_a_shell_too() {
+        let h = Host::real();
+        let out = OutputSelect::Both;
+        assert_eq!(
+            run(&h, "/xbin/nosuchprogram", Shell::Sh, out, DEFAULT_TIMEOUT),
+            Err(ExecError::NotExecutable("/xbin/nosuchprogram".into()))
+        );
+        let r = run(&h, "nosuchprogram_x", Shell::Sh, out, DEFAULT_TIMEOUT).unwrap();
+        assert_eq!(r.code, Some(127));
+        let r = run(&h, "\"/bin/echo\" a", Shell::No, out, DEFAULT_TIMEOUT).unwrap();
+        assert_eq!(r.output, "a\n");
+        assert_eq!(program_of("\"/bin/x y\" z"), "/bin/x y");
+        assert_eq!(program_of("/bin/x y"), "/bin/x");
     }
 
     #[test]
     fn slow_commands_are_killed() {
         let r = run(
+            &Host::real(),
             "sleep 5",
             Shell::Sh,
             OutputSelect::Stdout,

@@ -10,10 +10,10 @@ use super::args::Args;
 use super::strings::{HASH_ALGORITHMS, digest, hex};
 use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
 use crate::eval::EvalContext;
-use crate::host::local::{self, Metadata, MetadataExt, PermissionsExt};
+use crate::host::Host;
+use crate::host::plain::{Metadata, MetadataExt, PermissionsExt};
 use crate::values::Value;
 use serde_json::Value as Json;
-use std::ffi::{CStr, CString};
 use std::path::Path;
 
 pub static FUNCTIONS: &[FnSpec] = &[
@@ -38,54 +38,54 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("diskfree", 1, Some(1), diskfree),
 ];
 
-fn lstat(path: &str) -> Option<Metadata> {
-    local::symlink_metadata(path).ok()
+fn lstat(ctx: &EvalContext, path: &str) -> Option<Metadata> {
+    ctx.host().plain().symlink_metadata(path).ok()
 }
 
-fn stat(path: &str) -> Option<Metadata> {
-    local::metadata(path).ok()
+fn stat(ctx: &EvalContext, path: &str) -> Option<Metadata> {
+    ctx.host().plain().metadata(path).ok()
 }
 
 /// Whether the path exists; a dangling symbolic link exists.
-fn fileexists(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn fileexists(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("fileexists", a);
-    Ok(class_result(lstat(p.str(0, "path")?).is_some()))
+    Ok(class_result(lstat(ctx, p.str(0, "path")?).is_some()))
 }
 
-fn isdir(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn isdir(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("isdir", a);
     Ok(class_result(
-        stat(p.str(0, "path")?).is_some_and(|m| m.is_dir()),
+        stat(ctx, p.str(0, "path")?).is_some_and(|m| m.is_dir()),
     ))
 }
 
-fn isplain(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn isplain(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("isplain", a);
     Ok(class_result(
-        lstat(p.str(0, "path")?).is_some_and(|m| m.file_type().is_file()),
+        lstat(ctx, p.str(0, "path")?).is_some_and(|m| m.file_type().is_file()),
     ))
 }
 
-fn islink(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn islink(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("islink", a);
     Ok(class_result(
-        lstat(p.str(0, "path")?).is_some_and(|m| m.file_type().is_symlink()),
+        lstat(ctx, p.str(0, "path")?).is_some_and(|m| m.file_type().is_symlink()),
     ))
 }
 
 /// Executable by someone: any execute bit (directories included, as in
 /// cf-agent).
-fn isexecutable(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn isexecutable(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("isexecutable", a);
     Ok(class_result(
-        stat(p.str(0, "path")?).is_some_and(|m| m.permissions().mode() & 0o111 != 0),
+        stat(ctx, p.str(0, "path")?).is_some_and(|m| m.permissions().mode() & 0o111 != 0),
     ))
 }
 
-fn filesize(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn filesize(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("filesize", a);
     let path = p.str(0, "path")?;
-    match lstat(path) {
+    match lstat(ctx, path) {
         Some(m) => Ok(int_value(m.len() as i64)),
         None => Err(p.fail_quietly(format!("cannot stat '{path}'"))),
     }
@@ -114,7 +114,7 @@ pub fn perm_string(m: &Metadata) -> String {
 }
 
 fn file_type_name(m: &Metadata) -> &'static str {
-    use crate::host::local::FileTypeExt;
+    use crate::host::plain::FileTypeExt;
     let t = m.file_type();
     if t.is_symlink() {
         "symlink"
@@ -137,11 +137,12 @@ fn file_type_name(m: &Metadata) -> &'static str {
 
 /// Follows symbolic links (up to a bound) to the final path, keeping the
 /// last target when it no longer exists.
-fn resolve_links(path: &str) -> String {
+fn resolve_links(host: &Host, path: &str) -> String {
+    let files = host.plain();
     let mut cur = std::path::PathBuf::from(path);
     for _ in 0..32 {
-        match local::symlink_metadata(&cur) {
-            Ok(m) if m.file_type().is_symlink() => match local::read_link(&cur) {
+        match files.symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => match files.read_link(&cur) {
                 Ok(t) => {
                     cur = if t.is_absolute() {
                         t
@@ -158,7 +159,7 @@ fn resolve_links(path: &str) -> String {
 }
 
 /// `filestat(path, field)`: one field of `lstat`, or a derived one.
-fn filestat(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn filestat(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("filestat", a);
     let path = p.str(0, "path")?;
     let field = p.option(
@@ -188,7 +189,7 @@ fn filestat(_: &mut EvalContext, a: &[Value]) -> FnResult {
             "linktarget_shallow",
         ],
     )?;
-    let Some(m) = lstat(path) else {
+    let Some(m) = lstat(ctx, path) else {
         return Err(p.fail_quietly(format!("cannot stat '{path}'")));
     };
     let v = match field {
@@ -214,8 +215,8 @@ fn filestat(_: &mut EvalContext, a: &[Value]) -> FnResult {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.to_string()),
         "dirname" => dirname_of(path),
-        "linktarget" => resolve_links(path),
-        "linktarget_shallow" => match local::read_link(path) {
+        "linktarget" => resolve_links(ctx.host(), path),
+        "linktarget_shallow" => match ctx.host().plain().read_link(path) {
             Ok(t) => t.display().to_string(),
             Err(_) => path.to_string(),
         },
@@ -229,33 +230,8 @@ fn filesexist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("filesexist", a);
     let paths = p.list(ctx, 0, "paths")?;
     Ok(class_result(
-        !paths.is_empty() && paths.iter().all(|f| lstat(f).is_some()),
+        !paths.is_empty() && paths.iter().all(|f| lstat(ctx, f).is_some()),
     ))
-}
-
-/// Expands one glob with the C library (sorted, no hidden files unless
-/// the pattern names them).
-pub fn c_glob(pattern: &str) -> Vec<String> {
-    let Ok(cpat) = CString::new(pattern) else {
-        return Vec::new();
-    };
-    // SAFETY: glob_t is plain data; zeroed is its documented initial state.
-    let mut g: libc::glob_t = unsafe { std::mem::zeroed() };
-    // SAFETY: the pattern is a valid C string and `g` a valid glob_t that
-    // globfree releases below.
-    let rc = unsafe { libc::glob(cpat.as_ptr(), 0, None, &mut g) };
-    let mut out = Vec::new();
-    if rc == 0 {
-        for i in 0..g.gl_pathc {
-            // SAFETY: glob filled gl_pathv with gl_pathc valid C strings.
-            let s = unsafe { CStr::from_ptr(*g.gl_pathv.add(i)) };
-            out.push(s.to_string_lossy().into_owned());
-        }
-    }
-    // SAFETY: `g` was initialised by glob (or zeroed, which globfree
-    // accepts).
-    unsafe { libc::globfree(&mut g) };
-    out
 }
 
 /// How many directory levels `**` stands for (one to six), as cf-agent
@@ -298,7 +274,7 @@ fn findfiles(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
             if ctx.out_of_time() {
                 return Err(p.fail("the evaluation ran out of time"));
             }
-            for f in c_glob(&pat) {
+            for f in ctx.host().plain().glob(&pat) {
                 if seen.insert(f.clone()) {
                     out.push(f);
                 }
@@ -308,70 +284,69 @@ fn findfiles(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(Value::List(out))
 }
 
+/// A path with each run of slashes made one, as cf-agent cleans paths
+/// (`DeleteRedundantSlashes`).
+fn collapse_slashes(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        if !(c == '/' && out.ends_with('/')) {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Looks for a glob in a directory and its parents, up to `levels`
-/// directories (all the way up by default).
-fn search_upwards(name: &'static str, a: &[Value]) -> FnResult {
+/// directories (all the way up by default). As in cf-agent, the path must
+/// be an absolute directory and the glob relative, and both lose their
+/// redundant slashes (01_vars/02_functions/findfiles_up.cf).
+fn search_upwards(ctx: &EvalContext, name: &'static str, a: &[Value]) -> FnResult {
     let p = Args::new(name, a);
     let start = p.str(0, "path")?;
     let glob = p.str(1, "glob")?;
     let levels = p.opt_int(2, "max_levels", i64::MAX)?;
+    if !start.starts_with('/') {
+        return Err(p.fail(format!("not an absolute path '{start}'")));
+    }
+    if !ctx.host().plain().metadata(start).is_ok_and(|m| m.is_dir()) {
+        return Err(p.fail(format!("path '{start}' is not a directory")));
+    }
+    if glob.starts_with('/') {
+        return Err(p.fail(format!("glob '{glob}' cannot be an absolute path")));
+    }
+    let glob = collapse_slashes(glob);
+    let mut dir = collapse_slashes(start);
+    if dir.ends_with('/') {
+        dir.pop();
+    }
     let mut out = Vec::new();
-    let mut dir = std::path::PathBuf::from(start);
-    // The start directory, then up to `levels` parents.
+    // The start directory, then up to `levels` parents; the root is the
+    // empty path, where the glob stays relative (cf-agent joins it so).
     let mut level = 0i64;
-    loop {
-        if level > levels {
-            break;
-        }
-        let pat = format!(
-            "{}/{}",
-            dir.display().to_string().trim_end_matches('/'),
-            glob
-        );
-        for f in c_glob(&pat) {
+    while level <= levels {
+        let pattern = if dir.is_empty() {
+            glob.clone()
+        } else {
+            format!("{dir}/{glob}")
+        };
+        for f in ctx.host().plain().glob(&pattern) {
             out.push(Json::String(f));
         }
         level += 1;
-        if !dir.pop() {
-            break;
+        match dir.rfind('/') {
+            Some(i) => dir.truncate(i),
+            None => break,
         }
     }
     Ok(Value::data(Json::Array(out)))
 }
 
-fn findfiles_up(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    search_upwards("findfiles_up", a)
+fn findfiles_up(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    search_upwards(ctx, "findfiles_up", a)
 }
 
-fn search_up(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    search_upwards("search_up", a)
-}
-
-/// Directory entries in the order the file system returns them,
-/// including `.` and `..`.
-pub fn read_dir_raw(path: &str) -> std::io::Result<Vec<String>> {
-    let cpath = CString::new(path)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in path"))?;
-    // SAFETY: a valid C string; the handle is closed below.
-    let dir = unsafe { libc::opendir(cpath.as_ptr()) };
-    if dir.is_null() {
-        return Err(std::io::Error::last_os_error());
-    }
-    let mut out = Vec::new();
-    loop {
-        // SAFETY: `dir` is an open directory stream used by this thread
-        // only.
-        let ent = unsafe { libc::readdir(dir) };
-        if ent.is_null() {
-            break;
-        }
-        // SAFETY: readdir returned a valid entry whose d_name is a C string.
-        let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) };
-        out.push(name.to_string_lossy().into_owned());
-    }
-    // SAFETY: `dir` came from opendir and is closed once.
-    unsafe { libc::closedir(dir) };
-    Ok(out)
+fn search_up(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    search_upwards(ctx, "search_up", a)
 }
 
 /// `lsdir(path, regex, include_base)`: the entries whose names fully match
@@ -397,7 +372,7 @@ fn lsdir(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     };
     // A directory that cannot be read gives an empty list (and an error
     // in the log), not a failed call.
-    let names = read_dir_raw(path).unwrap_or_else(|e| {
+    let names = ctx.host().plain().read_dir_raw(path).unwrap_or_else(|e| {
         tracing::error!("Directory '{path}' could not be accessed in lsdir(): {e}");
         Vec::new()
     });
@@ -462,11 +437,11 @@ fn dirname(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// `file_hash(path, algorithm)`. A file that cannot be opened hashes to
 /// zeros and one that cannot be read to the digest of nothing, as in
 /// cf-agent.
-fn file_hash(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn file_hash(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("file_hash", a);
     let path = p.str(0, "path")?;
     let alg = p.option(1, "algorithm", HASH_ALGORITHMS)?;
-    let d = match local::open(path) {
+    let d = match ctx.host().plain().open(path) {
         // Zeros, as many as the algorithm's digest has bytes.
         Err(_) => vec![0; digest(alg, b"").unwrap_or_default().len()],
         Ok(mut f) => {
@@ -484,13 +459,15 @@ fn file_hash(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// Compares a timestamp of two files: whether the first is earlier
 /// (`before`) or later than the second; false when either is missing.
 fn compare_times(
+    ctx: &EvalContext,
     name: &'static str,
     a: &[Value],
     time: fn(&Metadata) -> i64,
     before: bool,
 ) -> Result<bool, FnError> {
     let p = Args::new(name, a);
-    let (Some(m1), Some(m2)) = (stat(p.str(0, "path1")?), stat(p.str(1, "path2")?)) else {
+    let (Some(m1), Some(m2)) = (stat(ctx, p.str(0, "path1")?), stat(ctx, p.str(1, "path2")?))
+    else {
         return Ok(false);
     };
     Ok(if before {
@@ -501,38 +478,32 @@ fn compare_times(
 }
 
 /// `changedbefore(a, b)`: a's status changed before b's (ctime).
-fn changedbefore(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    compare_times("changedbefore", a, |m| m.ctime(), true).map(class_result)
+fn changedbefore(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    compare_times(ctx, "changedbefore", a, |m| m.ctime(), true).map(class_result)
 }
 
 /// `accessedbefore(a, b)`: a was accessed before b (atime).
-fn accessedbefore(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    compare_times("accessedbefore", a, |m| m.atime(), true).map(class_result)
+fn accessedbefore(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    compare_times(ctx, "accessedbefore", a, |m| m.atime(), true).map(class_result)
 }
 
 /// `isnewerthan(a, b)`: a was modified after b (mtime).
-fn isnewerthan(_: &mut EvalContext, a: &[Value]) -> FnResult {
-    compare_times("isnewerthan", a, |m| m.mtime(), false).map(class_result)
+fn isnewerthan(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    compare_times(ctx, "isnewerthan", a, |m| m.mtime(), false).map(class_result)
 }
 
 /// `diskfree(path)`: kilobytes available to unprivileged users on the file
 /// system holding the path; 0 when it cannot be asked.
-fn diskfree(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn diskfree(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("diskfree", a);
     let path = p.str(0, "path")?;
-    let Ok(cpath) = CString::new(path) else {
-        return Ok(int_value(0));
-    };
-    // SAFETY: statvfs is plain data, filled by the call.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: valid C string and struct pointer.
-    let rc = unsafe { libc::statvfs(cpath.as_ptr(), &mut st) };
-    if rc != 0 {
-        tracing::error!("Couldn't get filesystem info for '{path}'");
-        return Ok(int_value(0));
+    match ctx.host().plain().free_kilobytes(path) {
+        Ok(kb) => Ok(int_value(kb.min(i64::MAX as u64) as i64)),
+        Err(_) => {
+            tracing::error!("Couldn't get filesystem info for '{path}'");
+            Ok(int_value(0))
+        }
     }
-    let kb = (st.f_bavail as u128 * st.f_frsize as u128) / 1024;
-    Ok(int_value(kb.min(i64::MAX as u128) as i64))
 }
 
 #[cfg(test)]
@@ -569,15 +540,24 @@ mod tests {
     }
 
     #[test]
+    fn redundant_slashes_collapse() {
+        assert_eq!(collapse_slashes("/a//b///c/"), "/a/b/c/");
+        assert_eq!(collapse_slashes("c//d/file_?.txt"), "c/d/file_?.txt");
+        assert_eq!(collapse_slashes("/"), "/");
+    }
+
+    #[test]
     fn listing() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("f"), "x").unwrap();
-        let mut names = read_dir_raw(&dir.path().display().to_string()).unwrap();
+        let files = Host::real();
+        let files = files.plain();
+        let mut names = files.read_dir_raw(dir.path()).unwrap();
         names.sort();
         assert_eq!(names, vec![".", "..", "f"]);
-        let g = c_glob(&format!("{}/*", dir.path().display()));
+        let g = files.glob(&format!("{}/*", dir.path().display()));
         assert_eq!(g.len(), 1);
-        assert!(read_dir_raw("/nonexistent/x").is_err());
+        assert!(files.read_dir_raw("/nonexistent/x").is_err());
     }
 
     #[test]

@@ -586,7 +586,7 @@ fn mapdata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let pattern = args.str(1, "pattern")?;
     let v = args.collect(ctx, 2, "data")?;
     if mode == "json_pipe" {
-        return Err(args.fail("the json_pipe conversion runs a command and is not supported"));
+        return json_pipe(ctx, &args, pattern, &v);
     }
     let mut out = Vec::new();
     for s in map_all(&args, ctx, pattern, &v, mode == "json")? {
@@ -598,6 +598,56 @@ fn mapdata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
             },
             "canonify" => out.push(Json::String(canonify(&s))),
             _ => out.push(Json::String(s)),
+        }
+    }
+    Ok(Value::data(Json::Array(out)))
+}
+
+/// `mapdata("json_pipe", command, data)`: runs the command (no shell)
+/// through the run's host with the data as JSON on its standard input, and
+/// gives the JSON values of its output, in order: lines are gathered until
+/// they parse as one value, as cf-agent reads them. Standard error is not
+/// read; an exit code other than 0 is only noted. Like every function that
+/// runs a program, it waits while only checking a policy and is refused in
+/// the sandbox.
+fn json_pipe(ctx: &mut EvalContext, args: &Args, command: &str, v: &Value) -> FnResult {
+    if ctx.settings.sandbox {
+        return Err(args.fail("the sandbox runs no program (json_pipe)"));
+    }
+    if ctx.settings.no_side_effects {
+        return Err(FnError::Defer);
+    }
+    let command = ctx.expand(command).text;
+    let input = json::write_pretty(&super::args::value_to_json(v));
+    let f = super::exec::pipe(
+        ctx.host(),
+        &command,
+        input.into_bytes(),
+        super::exec::DEFAULT_TIMEOUT,
+    )
+    .map_err(|e| {
+        args.fail(format!(
+            "failed to get output from 'json_pipe' execution of '{command}': {e}"
+        ))
+    })?;
+    if f.code != Some(0) {
+        tracing::debug!("'{command}' returned with exit code {:?}", f.code);
+    }
+    if f.output.is_empty() {
+        return Err(args.fail(format!(
+            "failed to get output from 'json_pipe' execution of '{command}'"
+        )));
+    }
+    let mut out = Vec::new();
+    let mut pending = String::new();
+    for line in f.output.lines() {
+        if !pending.is_empty() {
+            pending.push('\n');
+        }
+        pending.push_str(line);
+        if let Ok(j) = json::parse(&pending) {
+            out.push(j);
+            pending.clear();
         }
     }
     Ok(Value::data(Json::Array(out)))

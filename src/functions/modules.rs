@@ -42,8 +42,10 @@ fn usemodule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         return Err(p.fail("the work directory is not known"));
     };
     let path = dir.join(module);
-    use crate::host::local::{self, MetadataExt};
-    let meta = local::metadata(&path)
+    use crate::host::plain::MetadataExt;
+    let meta = ctx
+        .host()
+        .program_metadata(&path)
         .map_err(|_| p.fail(format!("plug-in module '{}' not found", path.display())))?;
     // SAFETY: getuid cannot fail.
     let me = unsafe { libc::getuid() };
@@ -54,8 +56,16 @@ fn usemodule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         )));
     }
     let line = format!("\"{}\" {args}", path.display());
-    let f = exec::run(&line, Shell::No, OutputSelect::Both, exec::DEFAULT_TIMEOUT)
-        .map_err(|e| p.fail(e))?;
+    let host = ctx.host();
+    let words = exec::checked_words(host, &line).map_err(|e| p.fail(e))?;
+    let f = exec::run_argv(
+        host,
+        words,
+        Shell::No,
+        OutputSelect::Both,
+        exec::DEFAULT_TIMEOUT,
+    )
+    .map_err(|e| p.fail(e))?;
     let context = canonify(module);
     apply(ctx, module, &context, &f.output);
     Ok(class_result(true))
@@ -66,8 +76,11 @@ fn usemodule(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 fn read_module_protocol(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("read_module_protocol", a);
     let path = p.str(0, "path")?;
-    let text =
-        crate::host::local::read(path).map_err(|e| p.fail(format!("cannot read '{path}': {e}")))?;
+    let text = ctx
+        .host()
+        .plain()
+        .read(path)
+        .map_err(|e| p.fail(format!("cannot read '{path}': {e}")))?;
     let text = String::from_utf8_lossy(&text);
     let base = std::path::Path::new(path)
         .file_name()

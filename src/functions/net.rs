@@ -348,10 +348,9 @@ fn proc_net_address(hex: &str, v6: bool) -> Option<(String, String)> {
     Some((ip, port))
 }
 
-fn proc_net_table(kind: &str) -> Vec<Json> {
+fn proc_net_table(host: &crate::host::Host, kind: &str) -> Vec<Json> {
     let v6 = kind.ends_with('6');
-    let path = crate::host::local::relocated_proc(&format!("/proc/net/{kind}"));
-    let Ok(text) = crate::host::local::read_to_string(path) else {
+    let Ok(text) = host.proc_text(&format!("/proc/net/{kind}")) else {
         return Vec::new();
     };
     text.lines()
@@ -376,10 +375,13 @@ fn proc_net_table(kind: &str) -> Vec<Json> {
 }
 
 /// `network_connections()`: the sockets of /proc/net by protocol.
-fn network_connections(_: &mut EvalContext, _: &[Value]) -> FnResult {
+fn network_connections(ctx: &mut EvalContext, _: &[Value]) -> FnResult {
     let mut m = Map::new();
     for kind in ["tcp", "tcp6", "udp", "udp6"] {
-        m.insert(kind.to_string(), Json::Array(proc_net_table(kind)));
+        m.insert(
+            kind.to_string(),
+            Json::Array(proc_net_table(ctx.host(), kind)),
+        );
     }
     Ok(Value::data(Json::Object(m)))
 }

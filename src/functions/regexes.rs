@@ -217,8 +217,10 @@ fn reglist(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     ))
 }
 
-fn read_lines(args: &Args, path: &str) -> Result<String, FnError> {
-    crate::host::local::read(path)
+fn read_lines(ctx: &EvalContext, args: &Args, path: &str) -> Result<String, FnError> {
+    ctx.host()
+        .plain()
+        .read(path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .map_err(|e| args.fail(format!("cannot read '{path}': {e}")))
 }
@@ -227,7 +229,7 @@ fn regline(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("regline", a);
     let re = args.regex(ctx, 0, "regex")?;
     let path = args.str(1, "file")?;
-    let Ok(text) = read_lines(&args, path) else {
+    let Ok(text) = read_lines(ctx, &args, path) else {
         return Ok(class_result(false));
     };
     Ok(class_result(text.lines().any(|l| re.is_full_match(l))))
@@ -237,7 +239,7 @@ fn countlinesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("countlinesmatching", a);
     let re = args.regex(ctx, 0, "regex")?;
     let path = args.str(1, "file")?;
-    let n = match read_lines(&args, path) {
+    let n = match read_lines(ctx, &args, path) {
         Ok(text) => text.lines().filter(|l| re.is_full_match(l)).count(),
         Err(_) => 0,
     };

@@ -6,7 +6,6 @@ use super::exec::{self, Shell};
 use super::{FnError, FnResult, FnSpec, cached, class_result, effect, int_value, spec};
 use crate::eval::EvalContext;
 use crate::host::exec::OutputSelect;
-use crate::host::local;
 use crate::host::packages::{Inventory, read_inventory, read_module_inventory};
 use crate::values::Value;
 use serde_json::{Map, Value as Json, json};
@@ -58,25 +57,25 @@ fn capture_arg(p: &Args, i: usize) -> Result<OutputSelect, FnError> {
     }
 }
 
-fn run_for(p: &Args) -> Result<exec::Finished, FnError> {
+fn run_for(ctx: &EvalContext, p: &Args) -> Result<exec::Finished, FnError> {
     let line = p.str(0, "command")?;
     let shell = shell_arg(p, 1)?;
     let capture = capture_arg(p, 2)?;
-    exec::run(line, shell, capture, exec::DEFAULT_TIMEOUT).map_err(|e| p.fail(e))
+    exec::run(ctx.host(), line, shell, capture, exec::DEFAULT_TIMEOUT).map_err(|e| p.fail(e))
 }
 
 /// `execresult(command, shell, output)`: the output with trailing white
 /// space removed, whatever the exit code.
-fn execresult(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn execresult(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("execresult", a);
-    let f = run_for(&p)?;
+    let f = run_for(ctx, &p)?;
     Ok(Value::str(exec::trim_output(&f.output)))
 }
 
 /// `execresult_as_data(...)`: `{"exit_code": n, "output": "..."}`.
-fn execresult_as_data(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn execresult_as_data(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("execresult_as_data", a);
-    let f = run_for(&p)?;
+    let f = run_for(ctx, &p)?;
     Ok(Value::data(json!({
         "exit_code": f.code.unwrap_or(-1),
         "output": exec::trim_output(&f.output),
@@ -96,7 +95,7 @@ fn returnszero(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     } else {
         OutputSelect::Stdout
     };
-    match exec::run(line, shell, output, exec::DEFAULT_TIMEOUT) {
+    match exec::run(ctx.host(), line, shell, output, exec::DEFAULT_TIMEOUT) {
         Ok(f) => Ok(class_result(f.code == Some(0))),
         Err(e) => {
             tracing::error!("returnszero {e}");
@@ -361,7 +360,8 @@ fn matching_processes(
     p: &Args,
 ) -> Result<Vec<crate::host::procs::ProcessInfo>, FnError> {
     let re = p.regex(ctx, 0, "regex")?;
-    Ok(crate::host::Host::real()
+    Ok(ctx
+        .host()
         .processes()
         .into_iter()
         .filter(|pr| re.is_match(&pr.command))
@@ -388,52 +388,20 @@ fn processexists(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 // ---- kernel parameters ----------------------------------------------------
 
-const SYSCTL_ROOT: &str = "/proc/sys";
-
 /// `sysctlvalue(key)`: `/proc/sys/<key with dots as slashes>`, without its
 /// trailing newline.
-fn sysctlvalue(_: &mut EvalContext, a: &[Value]) -> FnResult {
+fn sysctlvalue(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("sysctlvalue", a);
     let key = p.str(0, "key")?;
-    let path = local::relocated_proc(&format!("{SYSCTL_ROOT}/{}", key.replace('.', "/")));
-    match local::read_to_string(&path) {
-        Ok(v) => Ok(Value::str(v.trim_end_matches('\n'))),
-        Err(e) => Err(p.fail(format!("cannot read '{}': {e}", path.display()))),
-    }
-}
-
-fn collect_sysctl(dir: &std::path::Path, prefix: &str, out: &mut Vec<(String, String)>) {
-    let Ok(entries) = local::list_dir(dir) else {
-        return;
-    };
-    for path in entries {
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let key = if prefix.is_empty() {
-            name.clone()
-        } else {
-            format!("{prefix}.{name}")
-        };
-        // The entry itself, as a directory listing gives its type.
-        match local::symlink_metadata(&path) {
-            Ok(m) if m.is_dir() => collect_sysctl(&path, &key, out),
-            Ok(m) if m.is_file() => {
-                if let Ok(v) = local::read_to_string(&path) {
-                    out.push((key, v.trim_end_matches('\n').to_string()));
-                }
-            }
-            _ => {}
-        }
-    }
+    ctx.host()
+        .kernel_parameter(key)
+        .map(Value::str)
+        .map_err(|(path, e)| p.fail(format!("cannot read '{}': {e}", path.display())))
 }
 
 /// `data_sysctlvalues()`: every readable kernel parameter by dotted key.
-fn data_sysctlvalues(_: &mut EvalContext, _: &[Value]) -> FnResult {
-    let mut all = Vec::new();
-    collect_sysctl(&local::relocated_proc(SYSCTL_ROOT), "", &mut all);
-    all.sort();
+fn data_sysctlvalues(ctx: &mut EvalContext, _: &[Value]) -> FnResult {
+    let all = ctx.host().kernel_parameters();
     let m: Map<String, Json> = all.into_iter().map(|(k, v)| (k, Json::String(v))).collect();
     Ok(Value::data(Json::Object(m)))
 }

@@ -208,6 +208,22 @@ pub fn check_executable(program: &str) -> Result<(), NotExecutable> {
 }
 
 impl super::Host {
+    /// Checks a program by cf-agent's rules before it runs (see
+    /// [`check_executable`]); the program is one of this machine, never
+    /// taken below the host's root (commands run on the real system).
+    pub fn check_program(&self, program: &str) -> Result<(), NotExecutable> {
+        check_executable(program)
+    }
+
+    /// The `stat` of a program on this machine (never taken below the
+    /// host's root: commands run on the real system).
+    pub fn program_metadata(
+        &self,
+        program: &std::path::Path,
+    ) -> std::io::Result<std::fs::Metadata> {
+        std::fs::metadata(program)
+    }
+
     /// Whether this process may run (or read) the program at `path`, as
     /// `access(2)` says; the path is one of this machine, never taken
     /// below the host's root (programs run on the real system).
@@ -233,6 +249,17 @@ impl super::Host {
     /// commands are the policy's own business.
     pub fn run(&self, spec: &CommandSpec) -> std::io::Result<CommandResult> {
         let mut cmd = command_for(spec)?;
+        // Without a directory of its own, a command starts where cf-agent's
+        // process is: in the directory a files promise entered last.
+        if spec.chdir.is_none()
+            && spec.chroot.is_none()
+            && let Some(d) = self.entered_dir()
+        {
+            let real = self.map(&d);
+            if real.is_dir() {
+                cmd.current_dir(real);
+            }
+        }
         let (reader, writer) = std::io::pipe()?;
         match spec.output {
             OutputSelect::Both => cmd.stdout(writer.try_clone()?).stderr(writer),

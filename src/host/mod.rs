@@ -11,6 +11,7 @@ pub mod fs;
 pub mod local;
 pub mod packages;
 mod pipes;
+pub mod plain;
 pub mod procs;
 pub mod safe;
 
@@ -39,6 +40,10 @@ pub struct Host {
     cleaned_dirs: Arc<Mutex<HashSet<(u64, u64)>>>,
     /// Directories the safe walk reached this run.
     dirs: Arc<Mutex<safe::DirCache>>,
+    /// The directory cf-agent's process would be in, as a policy path: a
+    /// files promise without a depth search enters its file's directory
+    /// and stays there (see [`Host::enter_dir`]). `None`: ours.
+    cwd: Arc<Mutex<Option<PathBuf>>>,
 }
 
 /// The files a dry run would have created or rewritten, by policy path:
@@ -116,6 +121,36 @@ impl Host {
         match &self.journal {
             Some(j) => j.before_change(&self.map(policy_path)),
             None => Ok(()),
+        }
+    }
+
+    /// Enters a directory as cf-agent's files promises do (`chdir` into
+    /// the directory of the file, which stays the process's working
+    /// directory after the promise): relative paths the policy's functions
+    /// name, and commands run without a `chdir` of their own, start there.
+    /// A directory that is not there is not entered (the chdir fails; the
+    /// last one entered stays).
+    pub fn enter_dir(&self, policy_dir: &Path) {
+        if !policy_dir.is_absolute() || !local::is_dir(self.map(policy_dir)) {
+            return;
+        }
+        if let Ok(mut cwd) = self.cwd.lock() {
+            *cwd = Some(policy_dir.to_path_buf());
+        }
+    }
+
+    /// The directory entered last (see [`Host::enter_dir`]), as a policy
+    /// path.
+    pub fn entered_dir(&self) -> Option<PathBuf> {
+        self.cwd.lock().ok()?.clone()
+    }
+
+    /// A path the policy names, relative ones taken from the directory
+    /// entered last (else from ours).
+    pub fn absolute(&self, policy_path: &Path) -> PathBuf {
+        match self.entered_dir() {
+            Some(d) if policy_path.is_relative() => d.join(policy_path),
+            _ => policy_path.to_path_buf(),
         }
     }
 

@@ -1,6 +1,6 @@
 //! The process table, read from /proc, and signals.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One process, with the fields `process_select` can test.
 #[derive(Debug, Clone, PartialEq)]
@@ -264,6 +264,32 @@ impl super::Host {
         processes_in(Path::new("/proc"))
     }
 
+    /// The text of one of the kernel's views below `/proc` (`/proc/net/tcp`),
+    /// taken below `CFENGINE_TEST_OVERRIDE_PROCDIR` when it is set, never
+    /// below the host's root: like the process table, it is this machine's.
+    pub fn proc_text(&self, path: &str) -> std::io::Result<String> {
+        super::local::read_to_string(super::local::relocated_proc(path))
+    }
+
+    /// A kernel parameter by its dotted key (`net.ipv4.ip_forward`), from
+    /// `/proc/sys`, without its trailing newline.
+    pub fn kernel_parameter(&self, key: &str) -> Result<String, (PathBuf, std::io::Error)> {
+        let path =
+            super::local::relocated_proc(&format!("{SYSCTL_ROOT}/{}", key.replace('.', "/")));
+        match super::local::read_to_string(&path) {
+            Ok(v) => Ok(v.trim_end_matches('\n').to_string()),
+            Err(e) => Err((path, e)),
+        }
+    }
+
+    /// Every readable kernel parameter by dotted key, sorted.
+    pub fn kernel_parameters(&self) -> Vec<(String, String)> {
+        let mut all = Vec::new();
+        collect_sysctl(&super::local::relocated_proc(SYSCTL_ROOT), "", &mut all);
+        all.sort();
+        all
+    }
+
     /// Sends a signal to a process.
     pub fn signal(&self, pid: i32, sig: i32) -> std::io::Result<()> {
         // SAFETY: kill(2) has no memory-safety preconditions.
@@ -271,6 +297,35 @@ impl super::Host {
             Ok(())
         } else {
             Err(std::io::Error::last_os_error())
+        }
+    }
+}
+
+const SYSCTL_ROOT: &str = "/proc/sys";
+
+fn collect_sysctl(dir: &Path, prefix: &str, out: &mut Vec<(String, String)>) {
+    let Ok(entries) = super::local::list_dir(dir) else {
+        return;
+    };
+    for path in entries {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let key = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}.{name}")
+        };
+        // The entry itself, as a directory listing gives its type.
+        match super::local::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => collect_sysctl(&path, &key, out),
+            Ok(m) if m.is_file() => {
+                if let Ok(v) = super::local::read_to_string(&path) {
+                    out.push((key, v.trim_end_matches('\n').to_string()));
+                }
+            }
+            _ => {}
         }
     }
 }

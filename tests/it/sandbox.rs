@@ -48,6 +48,7 @@ bundle agent main
       "a" string => execresult("{touch} {m}/execresult", "noshell");
       "b" data => execresult_as_data("{touch} {m}/execresult_as_data", "noshell");
       "c" string => execresult("{touch} {m}/useshell", "useshell");
+      "p" data => mapdata("json_pipe", "{touch} {m}/json_pipe", '{{"a": 1}}');
       "h" string => host2ip("localhost");
 
   classes:
@@ -180,4 +181,68 @@ bundle agent main
         "a 100 ms budget took {:?}",
         start.elapsed()
     );
+}
+
+/// Functions reach files through the run's host (issue 19, item 4): on a
+/// rooted host, `fileexists`, `readfile`, `findfiles`, `lsdir` and
+/// `filestat` see the tree below the root, not the real system's files.
+#[test]
+fn sandbox_functions_see_the_rooted_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(dir.path()).unwrap();
+    let etc = sandbox.root().join("etc");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::write(etc.join("convergent-probe.txt"), "rooted\n").unwrap();
+    assert!(
+        !Path::new("/etc/convergent-probe.txt").exists(),
+        "the real system has the probe file"
+    );
+    let policy = r#"
+bundle agent main
+{
+  vars:
+      "content" string => readfile("/etc/convergent-probe.txt", 100);
+      "found" string => canonify(join(",", findfiles("/etc/*.txt")));
+      "listed" string => canonify(join(",", lsdir("/etc", "convergent.*", "true")));
+      "size" string => filestat("/etc/convergent-probe.txt", "size");
+
+  classes:
+      "probe_seen" expression => fileexists("/etc/convergent-probe.txt");
+      "passwd_seen" expression => fileexists("/etc/passwd");
+      "passwd_read" expression => regline("root:.*", "/etc/passwd");
+
+  files:
+    probe_seen::
+      "/out/exists" create => "true";
+    passwd_seen::
+      "/out/passwd-exists" create => "true";
+    passwd_read::
+      "/out/passwd-read" create => "true";
+    any::
+      "/out/content-$(content)" create => "true";
+      "/out/found-$(found)" create => "true";
+      "/out/listed-$(listed)" create => "true";
+      "/out/size-$(size)" create => "true";
+}
+"#;
+    let mut sink = MemorySink::default();
+    sandbox
+        .run(policy.to_string(), Duration::from_secs(10), &mut sink)
+        .expect("the policy runs");
+    let promisers: Vec<&str> = sink.events.iter().map(|e| e.promiser.as_str()).collect();
+    for want in [
+        "/out/exists",
+        "/out/content-rooted",
+        "/out/found-_etc_convergent_probe_txt",
+        "/out/listed-_etc_convergent_probe_txt",
+        "/out/size-7",
+    ] {
+        assert!(promisers.contains(&want), "{want} missing: {promisers:?}");
+    }
+    for unwanted in ["/out/passwd-exists", "/out/passwd-read"] {
+        assert!(
+            !promisers.contains(&unwanted),
+            "the real /etc/passwd was seen: {promisers:?}"
+        );
+    }
 }

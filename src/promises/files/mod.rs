@@ -125,6 +125,7 @@ impl Actuator for Files {
             }
             for path in matches {
                 leaf(act, p, &path, false, true, &mut v);
+                enter_parent(act, &path);
             }
             return finish(act, p, v);
         }
@@ -152,13 +153,25 @@ impl Actuator for Files {
         }
         if let Some(body) = p.body("link_from") {
             link::link_from(act, p, &target, body, &mut v);
+            enter_parent(act, &target);
             return finish(act, p, v);
         }
         // What a copy made is not followed: a link it copied points where
         // the source's owner chose.
         let follow = p.body("copy_from").is_none();
         leaf(act, p, &target, is_dir_promise, follow, &mut v);
+        enter_parent(act, &target);
         finish(act, p, v)
+    }
+}
+
+/// cf-agent enters the directory of a file it promises without a depth
+/// search and stays there: later relative paths (a function's, a
+/// command's working directory) start from it
+/// (01_vars/02_functions/filesexist-is-collecting.cf).
+fn enter_parent(act: &ActContext<'_>, target: &Path) {
+    if let Some(dir) = target.parent() {
+        act.host.enter_dir(dir);
     }
 }
 
