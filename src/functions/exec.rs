@@ -4,7 +4,7 @@
 //! trimming of the output.
 
 use crate::host::Host;
-use crate::host::exec::{CommandSpec, NotExecutable, OutputSelect, split_command_line};
+use crate::host::exec::{CommandSpec, OutputSelect, split_command_line};
 use std::time::Duration;
 
 /// How a command line is run.
@@ -73,20 +73,7 @@ fn check_program(host: &Host, line: &str, program: &str) -> Result<(), ExecError
     match host.check_program(program) {
         Ok(()) => Ok(()),
         Err(e) => {
-            match e {
-                NotExecutable::Missing => {
-                    tracing::error!("Proposed executable file '{program}' doesn't exist")
-                }
-                NotExecutable::WorldWritable => {
-                    tracing::error!(
-                        "SECURITY ALERT: promised executable '{program}' is world writable! "
-                    );
-                    tracing::error!(
-                        "SECURITY ALERT: CFEngine will not execute this - requires human inspection"
-                    );
-                }
-                NotExecutable::NoPermission => {}
-            }
+            e.say(program);
             Err(ExecError::NotExecutable(line.to_string()))
         }
     }
@@ -145,16 +132,7 @@ pub fn run_argv(
         output,
         ..CommandSpec::default()
     };
-    let r = host
-        .run(&spec)
-        .map_err(|e| ExecError::Spawn(e.to_string()))?;
-    if r.timed_out {
-        return Err(ExecError::TimedOut(timeout));
-    }
-    Ok(Finished {
-        code: r.code,
-        output: r.output_text(),
-    })
+    finish(host, &spec, timeout)
 }
 
 /// Runs a command line without a shell, `input` on its standard input,
@@ -174,8 +152,13 @@ pub fn pipe(
         stdin: input,
         ..CommandSpec::default()
     };
+    finish(host, &spec, timeout)
+}
+
+/// Runs `spec` and collects how it ended.
+fn finish(host: &Host, spec: &CommandSpec, timeout: Duration) -> Result<Finished, ExecError> {
     let r = host
-        .run(&spec)
+        .run(spec)
         .map_err(|e| ExecError::Spawn(e.to_string()))?;
     if r.timed_out {
         return Err(ExecError::TimedOut(timeout));

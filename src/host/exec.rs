@@ -181,6 +181,27 @@ pub enum NotExecutable {
     NoPermission,
 }
 
+impl NotExecutable {
+    /// Says why not, in cf-agent's words (nothing for a missing permission,
+    /// which the caller words).
+    pub fn say(self, program: &str) {
+        match self {
+            NotExecutable::Missing => {
+                tracing::error!("Proposed executable file '{program}' doesn't exist")
+            }
+            NotExecutable::WorldWritable => {
+                tracing::error!(
+                    "SECURITY ALERT: promised executable '{program}' is world writable! "
+                );
+                tracing::error!(
+                    "SECURITY ALERT: CFEngine will not execute this - requires human inspection"
+                );
+            }
+            NotExecutable::NoPermission => {}
+        }
+    }
+}
+
 /// Checks that a program exists, is not world-writable and is executable
 /// by us, by cf-agent's rules (root needs the owner's execute bit). The
 /// program is on this machine even in a rooted host: commands run here.

@@ -11,7 +11,7 @@ use crate::eval::bodies::ResolvedBody;
 
 use crate::report::Outcome;
 
-use crate::host::exec::{CommandSpec, NotExecutable, split_command_line};
+use crate::host::exec::{CommandSpec, split_command_line};
 use crate::values::Value;
 use crate::values::number::parse_bool;
 use std::time::Duration;
@@ -101,20 +101,7 @@ impl Actuator for Commands {
         if (program.starts_with('/') || shell == ShellType::None)
             && let Err(e) = crate::host::exec::check_executable(&program)
         {
-            match e {
-                NotExecutable::Missing => {
-                    tracing::error!("Proposed executable file '{program}' doesn't exist")
-                }
-                NotExecutable::WorldWritable => {
-                    tracing::error!(
-                        "SECURITY ALERT: promised executable '{program}' is world writable! "
-                    );
-                    tracing::error!(
-                        "SECURITY ALERT: CFEngine will not execute this - requires human inspection"
-                    );
-                }
-                NotExecutable::NoPermission => {}
-            }
+            e.say(&program);
             tracing::error!(
                 "'{}' promises to be executable but isn't{}",
                 p.promiser,
