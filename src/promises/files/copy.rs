@@ -306,11 +306,19 @@ pub(super) fn land(
         change = change.done(format!("Created parent directory for '{}'", dst.display()));
     }
     let new = PathBuf::from(format!("{}.cfnew", dst.display()));
-    change = change.done(format!(
-        "Copied file '{src}' to '{}' (mode '{:o}')",
-        new.display(),
-        mode
-    ));
+    // cf-agent names the mode of a local copy, the server of a remote one.
+    change = change.done(if origin.server == "localhost" {
+        format!(
+            "Copied file '{src}' to '{}' (mode '{mode:o}')",
+            new.display()
+        )
+    } else {
+        format!(
+            "Copied file '{src}' from '{}' to '{}'",
+            origin.server,
+            new.display()
+        )
+    });
     let backup = body.scalar("copy_backup").unwrap_or("true");
     let saved = (dmeta.is_some() && backup != "false").then(|| {
         if backup == "timestamp" {

@@ -60,6 +60,8 @@ pub fn copy_from_servers(
     let port = body.scalar("portnumber").filter(|s| !s.is_empty());
     let mut conn = None;
     let mut failures = Vec::new();
+    // Messages name the server as the policy does (without the port).
+    let mut named = String::new();
     for server in servers {
         if server == "localhost" {
             return Remote::Local;
@@ -67,6 +69,7 @@ pub fn copy_from_servers(
         let address = with_port(server, port);
         match Connection::open(&address, &settings) {
             Ok(c) => {
+                named = server.clone();
                 conn = Some(c);
                 break;
             }
@@ -86,7 +89,7 @@ pub fn copy_from_servers(
         v.failed();
         return Remote::Done;
     };
-    let server = conn.server().to_string();
+    let server = named;
     let st = match conn.stat(source) {
         Ok(st) => st,
         Err(e) => {
