@@ -851,6 +851,25 @@ fn copy_from_a_real_cf_serverd() {
     );
     assert!(dry.stdout.contains("Should copy"), "{dry:?}");
 
+    // collapse_destination_dir: every level's files in one directory.
+    let flat = copy_policy(
+        tmp.path(),
+        &format!(
+            r#"    "{d}/flat" copy_from => hub("{s}/tree"), depth_search => all;"#,
+            d = dest.display(),
+            s = share.display()
+        ),
+        &servers,
+        r#"collapse_destination_dir => "true";"#,
+    );
+    let out = common::agent_inform(&cwd, &flat, &[]);
+    let mut names: Vec<String> = std::fs::read_dir(dest.join("flat"))
+        .unwrap_or_else(|e| panic!("{e}: {out:?}"))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a", "b", "c", "empty"], "{out:?}");
+
     // A denied path fails the promise and says why.
     let denied = copy_policy(
         tmp.path(),

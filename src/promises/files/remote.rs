@@ -2,7 +2,7 @@
 //! through the protocol client of `crate::remote`. Single files and trees
 //! (`depth_search`), `compare` (`mtime`, `ctime`, `atime`, `exists`, and
 //! `digest`, `hash`, `binary` through the server's MD5 check), `verify`,
-//! `purge`, `preserve`, `portnumber`, `trustkey`, `copy_backup`,
+//! `purge`, `preserve`, `collapse_destination_dir`, `portnumber`, `trustkey`, `copy_backup`,
 //! `missing_ok`, `timeout`, `protocol_version`, and failover along the
 //! `servers` list: the first server that answers is used, as cf-agent
 //! does; one that answers but refuses the file fails the promise.
@@ -314,7 +314,10 @@ impl Copy<'_> {
 
     /// Copies the directory `src` (already stat'ed as `st`) into `dst`,
     /// `depth` levels down; with `purge`, what `dst` has beyond the
-    /// server's listing is removed at every level walked.
+    /// server's listing is removed at every level walked. With
+    /// `collapse_destination_dir`, the files of every level land in `dst`
+    /// itself (and the purge, at the top, spares them all). The names
+    /// put in `dst`.
     #[allow(clippy::too_many_arguments)]
     fn tree(
         &mut self,
@@ -326,12 +329,13 @@ impl Copy<'_> {
         depth: usize,
         purge: bool,
         v: &mut Verdict,
-    ) {
+    ) -> BTreeSet<String> {
+        let mut listed = BTreeSet::new();
         let preserve = self.body.scalar("preserve").and_then(parse_bool) == Some(true);
         let mode = if preserve { st.mode } else { DEFAULT_DIR_MODE };
         ensure_dir(act, p, dst, mode, v);
         if depth == 0 {
-            return;
+            return listed;
         }
         let names = match self.conn.list_dir(src) {
             Ok(n) => n,
@@ -342,12 +346,16 @@ impl Copy<'_> {
                     dst.display()
                 );
                 v.failed();
-                return;
+                return listed;
             }
         };
+        let collapse = self
+            .body
+            .scalar("collapse_destination_dir")
+            .and_then(parse_bool)
+            == Some(true);
         let mut dirs = Vec::new();
         let mut files = Vec::new();
-        let mut listed = BTreeSet::new();
         for name in names {
             if name == "." || name == ".." {
                 continue;
@@ -365,7 +373,7 @@ impl Copy<'_> {
                     );
                     if !matches!(e, RemoteError::AccessDenied { .. }) {
                         v.failed();
-                        return;
+                        return listed;
                     }
                 }
             }
@@ -375,7 +383,12 @@ impl Copy<'_> {
         files.sort_by(|a, b| a.0.cmp(&b.0));
         for (name, s) in dirs {
             let path = format!("{}/{name}", src.trim_end_matches('/'));
-            self.tree(act, p, &path, &s, &dst.join(&name), depth - 1, purge, v);
+            if collapse {
+                let placed = self.tree(act, p, &path, &s, dst, depth - 1, false, v);
+                listed.extend(placed);
+            } else {
+                self.tree(act, p, &path, &s, &dst.join(&name), depth - 1, purge, v);
+            }
         }
         for (name, s) in files {
             let path = format!("{}/{name}", src.trim_end_matches('/'));
@@ -384,6 +397,7 @@ impl Copy<'_> {
         if purge {
             purge_beyond(act, dst, &listed, v);
         }
+        listed
     }
 }
 
