@@ -202,14 +202,19 @@ fn needs_copy(
     if body.scalar("force_update").and_then(parse_bool) == Some(true) {
         return true;
     }
+    // cf-agent's rules: only a newer mtime for `mtime` (whatever the
+    // sizes); a newer ctime or mtime for `ctime`, and for the byte
+    // comparisons when either file is no regular file; `atime` adds the
+    // bytes.
+    let newer = smeta.ctime > d.ctime || smeta.mtime > d.mtime;
+    let regular = d.kind == FileKind::File && smeta.kind == FileKind::File;
+    let differ = |act: &mut ActContext<'_>| !act.host.same_content(src, dst).unwrap_or(false);
     match body.scalar("compare").unwrap_or("mtime") {
         "exists" => false,
-        // Only a newer source is copied, whatever the sizes (cf-agent).
         "mtime" => smeta.mtime > d.mtime,
-        "ctime" => smeta.ctime > d.ctime,
-        "atime" => smeta.atime > d.atime,
-        // digest, hash, checksum, binary: the bytes decide.
-        _ => !act.host.same_content(src, dst).unwrap_or(false),
+        "atime" => newer || (regular && differ(act)),
+        "digest" | "hash" | "checksum" | "binary" if regular => differ(act),
+        _ => newer,
     }
 }
 

@@ -204,29 +204,43 @@ impl Copy<'_> {
         dmeta: Option<&Meta>,
     ) -> Result<bool, RemoteError> {
         let Some(d) = dmeta else { return Ok(true) };
-        if d.kind != FileKind::File {
-            return Ok(true);
-        }
         if self.body.scalar("force_update").and_then(parse_bool) == Some(true) {
             return Ok(true);
         }
+        // cf-agent's rules: a newer mtime for `mtime`; a newer ctime or
+        // mtime for `ctime` (and for the byte comparisons when the
+        // destination is no regular file); `atime` adds the bytes.
+        let newer = st.ctime > d.ctime || st.mtime > d.mtime;
+        let regular = d.kind == FileKind::File;
         Ok(match self.body.scalar("compare").unwrap_or("mtime") {
             "exists" => false,
             "mtime" => st.mtime > d.mtime,
-            "ctime" => st.ctime > d.ctime,
-            "atime" => st.atime > d.atime,
-            // digest, hash, checksum, binary: the server compares its
-            // file's MD5 with ours.
-            _ => {
-                if st.size != d.size {
-                    return Ok(true);
-                }
-                let Ok(data) = act.host.read(dst) else {
-                    return Ok(true);
-                };
-                self.conn.differs(src, &md5_of(&data))?
+            "atime" => newer || (regular && self.bytes_differ(act, src, st, dst, d)?),
+            "digest" | "hash" | "checksum" | "binary" if regular => {
+                self.bytes_differ(act, src, st, dst, d)?
             }
+            _ => newer,
         })
+    }
+
+    /// Whether the server's file and `dst` differ: by size, else by the
+    /// server's MD5 check of our digest (cf-agent compares remote files
+    /// so for `digest`, `hash` and `binary` alike).
+    fn bytes_differ(
+        &mut self,
+        act: &ActContext<'_>,
+        src: &str,
+        st: &RemoteStat,
+        dst: &Path,
+        d: &Meta,
+    ) -> Result<bool, RemoteError> {
+        if st.size != d.size {
+            return Ok(true);
+        }
+        let Ok(data) = act.host.read(dst) else {
+            return Ok(true);
+        };
+        self.conn.differs(src, &md5_of(&data))
     }
 
     fn file(
