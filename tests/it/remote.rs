@@ -973,3 +973,30 @@ fn copy_from_fails_over_along_servers() {
     assert!(text.contains("No server of"), "{text}");
     assert!(!dest.join("f").exists());
 }
+
+#[test]
+fn copy_from_without_keys_or_with_classic_protocol_says_why() {
+    // No server is needed: both fail before connecting.
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("dest");
+    let promises = format!(
+        r#"    "{}/f" copy_from => hub("/etc/hostname");"#,
+        dest.display()
+    );
+    let policy = copy_policy(tmp.path(), &promises, r#""127.0.0.1:1""#, "");
+    let out = common::agent_inform(&tmp.path().join("nokeys"), &policy, &[]);
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(text.contains("make one with cf-key"), "{text}");
+    assert!(!dest.join("f").exists());
+
+    let (cwd, _) = client_workdir(tmp.path(), "client");
+    let policy = copy_policy(
+        tmp.path(),
+        &promises,
+        r#""127.0.0.1:1""#,
+        r#"protocol_version => "classic";"#,
+    );
+    let out = common::agent_inform(&cwd, &policy, &[]);
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(text.contains("'classic' (1) is not supported"), "{text}");
+}

@@ -137,6 +137,11 @@ fn settings(act: &ActContext<'_>, body: &ResolvedBody) -> Result<Settings, Strin
         .lookup("sys.workdir")
         .and_then(|w| w.as_scalar().map(PathBuf::from))
         .ok_or("the work directory (sys.workdir), where the keys are, is not known")?;
+    // Without our key pair no server can be asked: say so once, rather
+    // than as each server's failure.
+    crate::remote::keys::KeyRing::of_workdir(&workdir)
+        .local_pair()
+        .map_err(|e| e.to_string())?;
     let mut s = Settings::new(&workdir);
     if let Some(t) = body.scalar("timeout") {
         let secs: u64 = t
