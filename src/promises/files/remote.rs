@@ -351,7 +351,14 @@ impl Copy<'_> {
     ) -> BTreeSet<String> {
         let mut listed = BTreeSet::new();
         let preserve = self.body.scalar("preserve").and_then(parse_bool) == Some(true);
-        let mode = if preserve { st.mode } else { DEFAULT_DIR_MODE };
+        // The copy's own top directory is made 0700 whatever `preserve`
+        // says; the directories below it get the source's mode (cf-agent).
+        let top = dst == Path::new(&p.promiser);
+        let mode = if preserve && !top {
+            st.mode
+        } else {
+            DEFAULT_DIR_MODE
+        };
         ensure_dir(act, p, dst, mode, v);
         if depth == 0 {
             return listed;
