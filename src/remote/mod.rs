@@ -20,10 +20,10 @@
 //!   rustls does not implement; with OpenSSL 3 it negotiates TLS 1.3;
 //! - the commands other than file access: `VERSION`, `EXEC` (cf-runagent),
 //!   `VAR`, `CONTEXT`, `QUERY`, `COOKIE` and `CALL_ME_BACK` (Enterprise);
-//! - cf-agent's per-run connection cache and its stat cache;
-//!   `copy_from`'s `compare`, `verify`, `purge`, `encrypt` (meaningless over
-//!   TLS) and `portnumber`; bootstrapping (`-B`) and `policy_server.dat`:
-//!   the promises do not use this client yet;
+//! - cf-agent's per-run connection cache and its stat cache (files
+//!   promises' `copy_from` with `servers`, in
+//!   `promises::files::remote`, opens one connection per promise);
+//!   bootstrapping (`-B`) and `policy_server.dat`;
 //! - `bwlimit` and `bindtointerface`; SHA digests for key names (cf-agent
 //!   names keys by MD5 unless built in FIPS mode);
 //! - cf-agent's `lastseen` database (LMDB): we keep our own record (see

@@ -690,3 +690,313 @@ fn a_server_that_never_answers_times_out() {
     let e = Connection::open(&format!("127.0.0.1:{}", spare_port()), &s).unwrap_err();
     assert!(matches!(e, RemoteError::Connect { .. }), "{e}");
 }
+
+/// A policy copying from `servers` (with the body's extra attributes).
+fn copy_policy(dir: &Path, promises: &str, servers: &str, extra: &str) -> PathBuf {
+    common::write_policy(
+        dir,
+        &format!(
+            r#"body common control {{ bundlesequence => {{ "main" }}; }}
+bundle agent main
+{{
+  files:
+{promises}
+}}
+body copy_from hub(f)
+{{
+  source => "$(f)";
+  servers => {{ {servers} }};
+  trustkey => "true";
+  {extra}
+}}
+body depth_search all {{ depth => "inf"; }}
+"#
+        ),
+    )
+}
+
+fn set_mtime(path: &Path, secs_ahead: u64) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(std::time::SystemTime::now() + Duration::from_secs(secs_ahead))
+        .unwrap();
+}
+
+#[test]
+fn copy_from_a_real_cf_serverd() {
+    if skipped("copy_from_a_real_cf_serverd") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let share = tmp.path().join("share");
+    let secret = tmp.path().join("secret");
+    std::fs::create_dir_all(share.join("tree/sub/deeper")).unwrap();
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(share.join("one.txt"), "one\n").unwrap();
+    std::fs::write(share.join("tree/a"), "a\n").unwrap();
+    std::fs::write(share.join("tree/empty"), "").unwrap();
+    std::fs::write(share.join("tree/sub/b"), "b\n").unwrap();
+    std::fs::write(share.join("tree/sub/deeper/c"), "c\n").unwrap();
+    std::fs::write(secret.join("s.txt"), "no\n").unwrap();
+    let swd = tmp.path().join("server");
+    assert_eq!(real_cf_key(&swd, &[]).code, Some(0));
+    let server = Serverd::start(
+        &swd,
+        &share,
+        &secret,
+        &ServerSpec {
+            port: spare_port(),
+            trust_clients: true,
+            allowconnects: "127.0.0.1",
+        },
+    );
+    let (cwd, _) = client_workdir(tmp.path(), "client");
+    let dest = tmp.path().join("dest");
+    // The tree is purged of what the server does not have.
+    std::fs::create_dir_all(dest.join("tree")).unwrap();
+    std::fs::write(dest.join("tree/stale"), "old\n").unwrap();
+    let promises = format!(
+        r#"    "{d}/one.txt" copy_from => hub("{s}/one.txt");
+    "{d}/tree" copy_from => hub("{s}/tree"), depth_search => all;"#,
+        d = dest.display(),
+        s = share.display()
+    );
+    let servers = format!(r#""{}""#, server.address());
+    let policy = copy_policy(tmp.path(), &promises, &servers, r#"purge => "true";"#);
+
+    let first = common::agent_inform(&cwd, &policy, &[]);
+    let all = format!("{}{}\n{}", first.stdout, first.stderr, server.log_text());
+    assert_eq!(first.code, Some(0), "{all}");
+    assert!(!first.stderr.contains("error"), "{all}");
+    for (rel, text) in [
+        ("one.txt", "one\n"),
+        ("tree/a", "a\n"),
+        ("tree/empty", ""),
+        ("tree/sub/b", "b\n"),
+        ("tree/sub/deeper/c", "c\n"),
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(dest.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}\n{all}")),
+            text,
+            "{rel}"
+        );
+    }
+    assert!(!dest.join("tree/stale").exists(), "purged: {all}");
+    assert!(
+        first.stdout.contains(&format!(
+            "Updated file '{}/one.txt' from '{}:{}/one.txt'",
+            dest.display(),
+            server.address(),
+            share.display()
+        )),
+        "{all}"
+    );
+    // Nothing is left beside the copies.
+    let leftovers: Vec<_> = std::fs::read_dir(&dest)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".cfnew"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // The server's key is trusted now (trustkey).
+    let trusted = KeyRing::of_workdir(&cwd).peers().unwrap();
+    assert_eq!(trusted.len(), 1, "{trusted:?}");
+
+    // A second run changes nothing.
+    let second = common::agent_inform(&cwd, &policy, &[]);
+    assert_eq!(second.code, Some(0), "{second:?}");
+    assert!(
+        !second.stdout.contains("Updated") && !second.stdout.contains("Purged"),
+        "{second:?}"
+    );
+
+    // A changed source (newer) is copied again; its backup is purged with
+    // the rest of what the server does not have, as cf-agent does.
+    std::fs::write(share.join("tree/sub/b"), "b, again\n").unwrap();
+    set_mtime(&share.join("tree/sub/b"), 120);
+    let third = common::agent_inform(&cwd, &policy, &[]);
+    assert_eq!(third.code, Some(0), "{third:?}");
+    assert_eq!(
+        std::fs::read_to_string(dest.join("tree/sub/b")).unwrap(),
+        "b, again\n",
+        "{third:?}"
+    );
+    assert!(!dest.join("tree/sub/b.cfsaved").exists(), "{third:?}");
+    assert_eq!(third.stdout.matches("Updated").count(), 1, "{third:?}");
+
+    // compare => digest: same bytes, newer mtime: nothing to copy; other
+    // bytes of the same size: copied, verified.
+    set_mtime(&share.join("one.txt"), 300);
+    let digest = copy_policy(
+        tmp.path(),
+        &promises,
+        &servers,
+        r#"compare => "digest"; verify => "true"; copy_backup => "false";"#,
+    );
+    let fourth = common::agent_inform(&cwd, &digest, &[]);
+    assert!(!fourth.stdout.contains("Updated"), "{fourth:?}");
+    std::fs::write(share.join("one.txt"), "ONE\n").unwrap();
+    let fifth = common::agent_inform(&cwd, &digest, &[]);
+    assert_eq!(
+        std::fs::read_to_string(dest.join("one.txt")).unwrap(),
+        "ONE\n"
+    );
+    assert!(!dest.join("one.txt.cfsaved").exists(), "{fifth:?}");
+
+    // A dry run says what it would copy and copies nothing.
+    std::fs::write(share.join("one.txt"), "uno\n").unwrap();
+    let dry = common::agent_inform(&cwd, &digest, &["-n"]);
+    assert_eq!(
+        std::fs::read_to_string(dest.join("one.txt")).unwrap(),
+        "ONE\n"
+    );
+    assert!(dry.stdout.contains("Should copy"), "{dry:?}");
+
+    // collapse_destination_dir: every level's files in one directory.
+    let flat = copy_policy(
+        tmp.path(),
+        &format!(
+            r#"    "{d}/flat" copy_from => hub("{s}/tree"), depth_search => all;"#,
+            d = dest.display(),
+            s = share.display()
+        ),
+        &servers,
+        r#"collapse_destination_dir => "true";"#,
+    );
+    let out = common::agent_inform(&cwd, &flat, &[]);
+    let mut names: Vec<String> = std::fs::read_dir(dest.join("flat"))
+        .unwrap_or_else(|e| panic!("{e}: {out:?}"))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a", "b", "c", "empty"], "{out:?}");
+
+    // A denied path fails the promise and says why.
+    let denied = copy_policy(
+        tmp.path(),
+        &format!(
+            r#"    "{d}/s.txt" copy_from => hub("{s}/s.txt"), classes => outcome;"#,
+            d = dest.display(),
+            s = secret.display()
+        ),
+        &servers,
+        "",
+    );
+    let denied_text = std::fs::read_to_string(&denied).unwrap()
+        + r#"body classes outcome { repair_failed => { "copy_failed" }; }
+bundle agent report
+{
+  reports:
+    copy_failed::
+      "the copy failed";
+}
+"#;
+    std::fs::write(
+        &denied,
+        denied_text.replace(r#"{ "main" }"#, r#"{ "main", "report" }"#),
+    )
+    .unwrap();
+    let out = common::agent_inform(&cwd, &denied, &[]);
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(text.contains("access denied"), "{text}");
+    assert!(text.contains("s.txt"), "{text}");
+    assert!(text.contains("the copy failed"), "{text}");
+    assert!(!dest.join("s.txt").exists());
+
+    // missing_ok: a missing source keeps the promise.
+    let missing = copy_policy(
+        tmp.path(),
+        &format!(
+            r#"    "{d}/none" copy_from => hub("{s}/none");"#,
+            d = dest.display(),
+            s = share.display()
+        ),
+        &servers,
+        r#"missing_ok => "true";"#,
+    );
+    let out = common::agent_inform(&cwd, &missing, &[]);
+    assert!(!out.stderr.contains("error"), "{out:?}");
+}
+
+#[test]
+fn copy_from_fails_over_along_servers() {
+    if skipped("copy_from_fails_over_along_servers") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let share = tmp.path().join("share");
+    let secret = tmp.path().join("secret");
+    std::fs::create_dir_all(&share).unwrap();
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(share.join("f"), "from the second\n").unwrap();
+    let swd = tmp.path().join("server");
+    assert_eq!(real_cf_key(&swd, &[]).code, Some(0));
+    let port = spare_port();
+    let server = Serverd::start(
+        &swd,
+        &share,
+        &secret,
+        &ServerSpec {
+            port,
+            trust_clients: true,
+            allowconnects: "127.0.0.1",
+        },
+    );
+    let (cwd, _) = client_workdir(tmp.path(), "client");
+    let dest = tmp.path().join("dest");
+    let down = spare_port();
+    let promises = format!(
+        r#"    "{d}/f" copy_from => hub("{s}/f");"#,
+        d = dest.display(),
+        s = share.display()
+    );
+    // The first server is down (nothing listens on its port); the copy
+    // comes from the second, named with `portnumber`.
+    let policy = copy_policy(
+        tmp.path(),
+        &promises,
+        &format!(r#""127.0.0.1:{down}", "127.0.0.1""#),
+        &format!(r#"portnumber => "{port}"; timeout => "5";"#),
+    );
+    let out = common::agent_inform(&cwd, &policy, &[]);
+    let all = format!("{out:?}\n{}", server.log_text());
+    assert_eq!(
+        std::fs::read_to_string(dest.join("f")).unwrap_or_else(|e| panic!("{e}: {all}")),
+        "from the second\n"
+    );
+    assert!(!out.stderr.contains("error"), "{all}");
+
+    // Every server down: the promise fails, naming them.
+    drop(server);
+    std::fs::remove_file(dest.join("f")).unwrap();
+    let out = common::agent_inform(&cwd, &policy, &[]);
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(text.contains("No server of"), "{text}");
+    assert!(!dest.join("f").exists());
+}
+
+#[test]
+fn copy_from_without_keys_or_with_classic_protocol_says_why() {
+    // No server is needed: both fail before connecting.
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("dest");
+    let promises = format!(
+        r#"    "{}/f" copy_from => hub("/etc/hostname");"#,
+        dest.display()
+    );
+    let policy = copy_policy(tmp.path(), &promises, r#""127.0.0.1:1""#, "");
+    let out = common::agent_inform(&tmp.path().join("nokeys"), &policy, &[]);
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(text.contains("make one with cf-key"), "{text}");
+    assert!(!dest.join("f").exists());
+
+    let (cwd, _) = client_workdir(tmp.path(), "client");
+    let policy = copy_policy(
+        tmp.path(),
+        &promises,
+        r#""127.0.0.1:1""#,
+        r#"protocol_version => "classic";"#,
+    );
+    let out = common::agent_inform(&cwd, &policy, &[]);
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(text.contains("'classic' (1) is not supported"), "{text}");
+}

@@ -1,4 +1,4 @@
-//! `copy_from` with a local source: single files, or a tree with
+//! `copy_from` with a local source (a remote one is in `remote`): single files, or a tree with
 //! `depth_search`. The new content is written beside the target
 //! (`.cfnew`) and renamed over it; the old file is kept as `.cfsaved`
 //! unless `copy_backup` says otherwise.
@@ -33,17 +33,16 @@ pub fn copy_from(
         v.failed();
         return;
     };
-    if let Some(server) = body
-        .list("servers")
-        .first()
-        .filter(|s| *s != "localhost" && *s != "127.0.0.1")
-    {
-        tracing::error!(
-            "Copying '{}' from server '{server}' is not supported; only local sources are",
-            p.promiser
-        );
-        v.failed();
-        return;
+    let servers = body.list("servers");
+    // `localhost` first means a local copy, as cf-agent does; any other
+    // server is asked through cf-serverd's protocol, `localhost` further
+    // down the list being the fallback when none before it answers.
+    if servers.first().is_some_and(|s| s != "localhost") {
+        let from = source.display().to_string();
+        match super::remote::copy_from_servers(act, p, target, body, &from, &servers, v) {
+            super::remote::Remote::Done => return,
+            super::remote::Remote::Local => {}
+        }
     }
     // A source that is a symlink is copied as a link with the same text,
     // as cf-agent copies it, unless `copylink_patterns` asks for its
@@ -89,7 +88,7 @@ pub fn copy_from(
 }
 
 /// Makes `dir` (and its parents) when missing; `dir` itself gets `mode`.
-fn ensure_dir(
+pub(super) fn ensure_dir(
     act: &mut ActContext<'_>,
     p: &ExpandedPromise,
     dir: &Path,
@@ -203,14 +202,19 @@ fn needs_copy(
     if body.scalar("force_update").and_then(parse_bool) == Some(true) {
         return true;
     }
+    // cf-agent's rules: only a newer mtime for `mtime` (whatever the
+    // sizes); a newer ctime or mtime for `ctime`, and for the byte
+    // comparisons when either file is no regular file; `atime` adds the
+    // bytes.
+    let newer = smeta.ctime > d.ctime || smeta.mtime > d.mtime;
+    let regular = d.kind == FileKind::File && smeta.kind == FileKind::File;
+    let differ = |act: &mut ActContext<'_>| !act.host.same_content(src, dst).unwrap_or(false);
     match body.scalar("compare").unwrap_or("mtime") {
         "exists" => false,
-        // Only a newer source is copied, whatever the sizes (cf-agent).
         "mtime" => smeta.mtime > d.mtime,
-        "ctime" => smeta.ctime > d.ctime,
-        "atime" => smeta.atime > d.atime,
-        // digest, hash, checksum, binary: the bytes decide.
-        _ => !act.host.same_content(src, dst).unwrap_or(false),
+        "atime" => newer || (regular && differ(act)),
+        "digest" | "hash" | "checksum" | "binary" if regular => differ(act),
+        _ => newer,
     }
 }
 
@@ -226,27 +230,79 @@ fn copy_file(
     if !needs_copy(act, src, smeta, dst, dmeta.as_ref(), body) {
         return;
     }
+    let content = act.changes.shows_content().then(|| {
+        (
+            act.host.read(dst).unwrap_or_default(),
+            act.host.read(src).unwrap_or_default(),
+        )
+    });
+    let origin = Origin {
+        server: "localhost",
+        path: &src.display().to_string(),
+        mode: smeta.mode,
+        content,
+    };
+    land(
+        act,
+        &origin,
+        dst,
+        dmeta.as_ref(),
+        body,
+        v,
+        |h, new, mode| {
+            h.copy_atomic(src, new, mode).map_err(|e| {
+                format!(
+                    "Could not copy '{}' to '{}': {e}",
+                    src.display(),
+                    new.display()
+                )
+            })
+        },
+    );
+}
+
+/// Where a copy's content comes from, for its messages and its mode.
+pub(super) struct Origin<'a> {
+    /// `localhost`, or the server the file comes from.
+    pub server: &'a str,
+    /// The source's path (on the server).
+    pub path: &'a str,
+    /// The source's permission bits, for `preserve`.
+    pub mode: u32,
+    /// The old and new content, when the change shows it.
+    pub content: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Lands new content at `dst` whole: `fill` writes it to `dst.cfnew`
+/// (itself written beside and renamed), the old file is kept as
+/// `copy_backup` says, and the new one is renamed over it. The change
+/// goes through the actuators' port, so a dry run only says what it
+/// would do.
+pub(super) fn land(
+    act: &mut ActContext<'_>,
+    origin: &Origin<'_>,
+    dst: &Path,
+    dmeta: Option<&Meta>,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+    fill: impl FnOnce(&crate::host::Host, &Path, u32) -> Result<(), String>,
+) {
     let preserve = body
         .scalar("preserve")
         .and_then(parse_bool)
         .unwrap_or(false);
     let mode = if preserve {
-        smeta.mode
+        origin.mode
     } else {
         dmeta.map_or(DEFAULT_FILE_MODE, |m| m.mode)
     };
+    let src = origin.path;
     let mut change = Change::new("copy", dst.display().to_string())
-        .before(src.display().to_string())
+        .before(src.to_string())
         // cf-agent's words: the destination first, then the source.
-        .should(format!(
-            "Should copy '{}' to '{}'",
-            dst.display(),
-            src.display()
-        ));
-    if act.changes.shows_content() {
-        let old = act.host.read(dst).unwrap_or_default();
-        let new = act.host.read(src).unwrap_or_default();
-        change = change.content(&old, &new);
+        .should(format!("Should copy '{}' to '{src}'", dst.display()));
+    if let Some((old, new)) = &origin.content {
+        change = change.content(old, new);
     }
     let parent = dst
         .parent()
@@ -255,12 +311,19 @@ fn copy_file(
         change = change.done(format!("Created parent directory for '{}'", dst.display()));
     }
     let new = PathBuf::from(format!("{}.cfnew", dst.display()));
-    change = change.done(format!(
-        "Copied file '{}' to '{}' (mode '{:o}')",
-        src.display(),
-        new.display(),
-        mode
-    ));
+    // cf-agent names the mode of a local copy, the server of a remote one.
+    change = change.done(if origin.server == "localhost" {
+        format!(
+            "Copied file '{src}' to '{}' (mode '{mode:o}')",
+            new.display()
+        )
+    } else {
+        format!(
+            "Copied file '{src}' from '{}' to '{}'",
+            origin.server,
+            new.display()
+        )
+    });
     let backup = body.scalar("copy_backup").unwrap_or("true");
     let saved = (dmeta.is_some() && backup != "false").then(|| {
         if backup == "timestamp" {
@@ -281,18 +344,14 @@ fn copy_file(
         ));
     }
     change = change.done(format!("Moved '{}' to '{}'", new.display(), dst.display()));
+    let server = origin.server;
     change = change.done(if dmeta.is_some() {
         format!(
-            "Updated '{}' from source '{}' on 'localhost'",
-            dst.display(),
-            src.display()
+            "Updated '{}' from source '{src}' on '{server}'",
+            dst.display()
         )
     } else {
-        format!(
-            "Updated file '{}' from 'localhost:{}'",
-            dst.display(),
-            src.display()
-        )
+        format!("Updated file '{}' from '{server}:{src}'", dst.display())
     });
     let made = act.change(change, |h| {
         if let Some(parent) = parent {
@@ -300,13 +359,7 @@ fn copy_file(
                 format!("Could not create directories for '{}': {e}", dst.display())
             })?;
         }
-        h.copy_atomic(src, &new, mode).map_err(|e| {
-            format!(
-                "Could not copy '{}' to '{}': {e}",
-                src.display(),
-                new.display()
-            )
-        })?;
+        fill(h, &new, mode)?;
         if let Some(saved) = &saved
             && let Err(e) = h.rename(dst, saved)
         {

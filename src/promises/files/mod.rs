@@ -8,6 +8,7 @@ pub mod copy;
 pub mod edit;
 pub mod link;
 pub mod perms;
+pub mod remote;
 pub mod search;
 pub mod template;
 mod transform;
