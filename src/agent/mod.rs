@@ -19,8 +19,8 @@ use crate::eval::vars::Variable;
 use crate::host::clock::Clock;
 use crate::host::{ChangeJournal, Host};
 use crate::load::{LoadedFile, PolicySet};
-use crate::promises::ActContext;
 use crate::promises::custom::PromiseModules;
+use crate::promises::{ActContext, actuator};
 use crate::report::Outcome;
 use crate::report::change::{Changes, Mode};
 use crate::report::json::JsonEvent;
@@ -209,6 +209,11 @@ enum TxStart {
 struct PassState {
     /// The third pass, in which what never resolved is told.
     last: bool,
+    /// Something changed that a later pass would see: a variable or class
+    /// set, a promise repaired or tried again, a handle's outcome.
+    changed: bool,
+    /// Something waits for a variable, class or handle that may appear.
+    deferred: bool,
 }
 
 /// How a run is to be made: everything an [`AgentRun`] takes besides the
@@ -635,13 +640,30 @@ impl<'a> AgentRun<'a> {
         let policy = self.policy;
         // Three passes always, as cf-agent: variables are resolved again
         // in each (a function says what it says three times), and a
-        // promise that acted is not acted on again.
+        // promise that acted is not acted on again. After a pass that
+        // changed nothing and left nothing waiting, the promises that act
+        // would all find themselves done: unless this pass's variables or
+        // classes change something, they are not expanded again (bundles
+        // whose checks speak in every pass, processes and storage, excepted).
+        let every_pass = order
+            .iter()
+            .any(|s| actuator(s.0).is_some_and(|a| a.speaks_each_pass()));
+        let mut settled = false;
         let mut pass = 1;
         'passes: while pass <= MAX_PASSES {
             let mut state = PassState {
                 last: pass == MAX_PASSES,
+                changed: false,
+                deferred: false,
             };
             for (i, section) in order.iter().enumerate() {
+                if settled
+                    && !every_pass
+                    && !state.changed
+                    && !matches!(section.0, "meta" | "vars" | "defaults" | "classes")
+                {
+                    continue;
+                }
                 let promises: Vec<&Promise> = if section.0 == "methods" {
                     order_methods(self.ctx, policy, &bundle.namespace, section.1)
                 } else {
@@ -670,12 +692,15 @@ impl<'a> AgentRun<'a> {
                     self.ctx.last_pass = state.last;
                     for (_, promises) in order.iter().filter(|s| s.0 == "vars") {
                         for promise in *promises {
-                            self.ctx.eval_vars_promise(file, promise, Some(policy));
+                            let (r, _) = self.ctx.eval_vars_promise(file, promise, Some(policy));
+                            state.changed |= r.changed;
                         }
                     }
                     for (_, promises) in order.iter().filter(|s| s.0 == "defaults") {
                         for promise in *promises {
-                            self.ctx.eval_defaults_promise(file, promise, Some(policy));
+                            let (r, _) =
+                                self.ctx.eval_defaults_promise(file, promise, Some(policy));
+                            state.changed |= r.changed;
                         }
                     }
                 }
@@ -683,6 +708,7 @@ impl<'a> AgentRun<'a> {
             if self.fatal.is_some() {
                 break;
             }
+            settled = !state.changed && !state.deferred;
             pass += 1;
         }
         // A bundle abort ends this bundle only; its caller goes on.

@@ -53,6 +53,8 @@ impl AgentRun<'_> {
                 if self.ctx.fatal.is_some() {
                     return self.take_evaluation_fatal(file, ptype, promise);
                 }
+                state.changed |= r.changed;
+                state.deferred |= r.deferred;
                 // A failure is final; what waits is told in the last pass.
                 if state.last || r.failed {
                     self.note_messages(msgs);
@@ -62,6 +64,8 @@ impl AgentRun<'_> {
                 let (r, msgs) = self
                     .ctx
                     .eval_defaults_promise(file, promise, Some(self.policy));
+                state.changed |= r.changed;
+                state.deferred |= r.deferred;
                 if state.last || r.failed {
                     self.note_messages(msgs);
                 }
@@ -72,6 +76,8 @@ impl AgentRun<'_> {
                     return self.take_evaluation_fatal(file, ptype, promise);
                 }
                 self.store_persistent_classes();
+                state.changed |= r.changed;
+                state.deferred |= r.deferred;
                 if state.last || r.failed {
                     self.note_messages(msgs);
                 }
@@ -81,8 +87,9 @@ impl AgentRun<'_> {
                 let name = format!("{}_meta", bundle.name.name);
                 let ns = bundle.namespace.clone();
                 self.ctx.push_frame(Frame::new(&ns, &name, "meta"));
-                self.ctx.eval_vars_promise(file, promise, Some(self.policy));
+                let (r, _) = self.ctx.eval_vars_promise(file, promise, Some(self.policy));
                 self.ctx.pop_frame();
+                state.changed |= r.changed;
             }
             _ => self.eval_acting_promise(file, bundle, ptype, promise, state),
         }
@@ -139,6 +146,8 @@ impl AgentRun<'_> {
             promise_type: ptype,
             promise,
         };
+        // A failure to expand is told in the last pass, which must take it.
+        state.deferred |= expansion.deferred || !expansion.failures.is_empty();
         self.record_unexpanded(&site, expansion.skipped, expansion.failures, state.last);
         if let Some(error) = expansion.fatal {
             self.fatal = Some(RunError::BrokenBody(Box::new(FatalAt {
@@ -156,11 +165,11 @@ impl AgentRun<'_> {
             if self.fatal.is_some() {
                 return;
             }
-            let Some(keys) = self.gate(&site, &ep) else {
+            let Some(keys) = self.gate(&site, &ep, state) else {
                 continue;
             };
             let acted = self.act_once(&ep);
-            self.record(&site, &ep, keys, acted);
+            self.record(&site, &ep, keys, acted, state);
         }
     }
 
@@ -201,7 +210,12 @@ impl AgentRun<'_> {
     /// Whether an expanded iteration may act now: not done already this
     /// run, its transaction not abandoned, its dependencies met, no lock
     /// held. Returns its once-per-run key and lock name when it may.
-    fn gate(&mut self, site: &why::Site, ep: &ExpandedPromise) -> Option<IterationKeys> {
+    fn gate(
+        &mut self,
+        site: &why::Site,
+        ep: &ExpandedPromise,
+        state: &mut PassState,
+    ) -> Option<IterationKeys> {
         let ptype = &ep.promise_type;
         // cf-agent's once-per-run lock names the bundle, the type, the
         // promiser and the attributes, not where the promise is written:
@@ -233,6 +247,7 @@ impl AgentRun<'_> {
             return None;
         }
         if let Some(reason) = self.unmet_dependencies(ep) {
+            state.deferred = true;
             self.why
                 .record(site, handle, &ep.promiser, Status::Skipped { reason });
             return None;
@@ -293,11 +308,13 @@ impl AgentRun<'_> {
         ep: &ExpandedPromise,
         keys: IterationKeys,
         acted: Acted,
+        state: &mut PassState,
     ) {
         let handle = ep.handle.as_deref();
         // A promise that ended before its once-per-run lock is tried again
         // in the next pass, as cf-agent's passes do.
         let again = std::mem::take(&mut self.again_next_pass);
+        state.changed |= again;
         let Some(outcome) = acted.outcome else {
             let ptype = &ep.promise_type;
             let reason = if crate::schema::promise_type(ptype).is_none() {
@@ -328,15 +345,14 @@ impl AgentRun<'_> {
                 st.record_done(&keys.lock, self.now);
             }
         }
+        state.changed |= outcome == Outcome::Repaired;
         match self.reported_outcomes.take() {
             Some(reported) => {
                 for o in reported {
-                    self.set_outcome_classes(ep, o);
+                    state.changed |= self.set_outcome_classes(ep, o);
                 }
             }
-            None => {
-                self.set_outcome_classes(ep, outcome);
-            }
+            None => state.changed |= self.set_outcome_classes(ep, outcome),
         }
         self.log_transaction(ep, outcome);
         if let Some(h) = &ep.handle {
@@ -346,6 +362,7 @@ impl AgentRun<'_> {
             let prev = self.handles.get(h).copied();
             self.handles
                 .insert(h.clone(), prev.map_or(outcome, |p| p.worst(outcome)));
+            state.changed = true;
         }
         self.record_bundle_outcome(outcome);
         self.sink.promise_event(&PromiseEvent {

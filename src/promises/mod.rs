@@ -144,6 +144,14 @@ pub trait Actuator {
     /// pass, even when it has already acted (cf-agent's sanity checks of
     /// processes promises warn once per pass).
     fn check_each_pass(&self, _p: &ExpandedPromise) {}
+
+    /// Whether [`Actuator::check_each_pass`] may say something: the
+    /// scheduler then takes such promises in every pass, even once the
+    /// bundle's state has settled, so that what is said each pass is said
+    /// as often as cf-agent says it.
+    fn speaks_each_pass(&self) -> bool {
+        false
+    }
 }
 
 /// The actuator for a promise type, if we have one.

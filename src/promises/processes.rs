@@ -38,6 +38,10 @@ fn count_range(p: &ExpandedPromise) -> Option<(i64, i64)> {
 }
 
 impl Actuator for Processes {
+    fn speaks_each_pass(&self) -> bool {
+        true
+    }
+
     /// cf-agent checks a processes promise's constraints each time it meets
     /// it, in every pass, whether or not it acts again.
     fn check_each_pass(&self, p: &ExpandedPromise) {

@@ -56,6 +56,10 @@ fn insufficient(body: &ResolvedBody) -> bool {
 }
 
 impl Actuator for Storage {
+    fn speaks_each_pass(&self) -> bool {
+        true
+    }
+
     /// cf-agent checks a mount's specification each time it meets it.
     fn check_each_pass(&self, p: &ExpandedPromise) {
         if p.body("mount").is_some_and(insufficient) {
