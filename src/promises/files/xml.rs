@@ -151,6 +151,8 @@ pub(crate) fn edit_xml(
     let runner = act.bundles;
     runner.run(act, &call, &mut |act, ep| editor.visit(act, ep));
     if editor.edits == 0 {
+        // cf-agent: no edit changes to the file need saving.
+        v.kept_step();
         return;
     }
     let old = if original.is_empty() {
@@ -161,6 +163,7 @@ pub(crate) fn edit_xml(
     let new = serialize(doc, encoding.as_deref());
     if old.as_deref() == Some(new.as_str()) {
         tracing::debug!("No edit changes to xml file '{}' need saving", p.promiser);
+        v.kept_step();
         return;
     }
     let data = bytes::encode(&new);
@@ -212,6 +215,10 @@ struct Sub<'e> {
     ep: &'e ExpandedPromise,
     ptype: &'static str,
     result: Res,
+    /// The run's edit locks.
+    locks: &'e mut HashSet<String>,
+    /// A lock it needed was taken: it acted earlier in the run.
+    locked: bool,
 }
 
 impl Sub<'_> {
@@ -225,6 +232,20 @@ impl Sub<'_> {
 
     fn build_xpath(&self) -> Option<&str> {
         self.ep.scalar("build_xpath")
+    }
+
+    /// Takes cf-agent's lock for an operation on the file; false (and
+    /// `locked`) when it was taken earlier in the run.
+    fn lock(&mut self, op: &str, filename: &str) -> bool {
+        let key = format!(
+            "{op}-{}-{filename}\u{1}{}\u{1}{:?}",
+            self.ep.promiser, self.ptype, self.ep.attrs
+        );
+        if self.locks.insert(key) {
+            return true;
+        }
+        self.locked = true;
+        false
     }
 
     /// Fails the promise with an error.
@@ -251,21 +272,19 @@ impl<'d> XmlEditor<'d> {
         if ptype == "vars" || ptype == "classes" {
             return None;
         }
-        let key = format!(
-            "{ptype}\u{1}{}\u{1}{}\u{1}{:?}",
-            ep.promiser, ep.line, ep.attrs
-        );
-        if !self.done.insert(key) {
-            return None;
-        }
         if ptype == "reports" {
-            super::super::Actuator::evaluate(&super::super::reports::Reports, act, ep);
+            let key = format!("reports\u{1}{}\u{1}{}", ep.promiser, ep.line);
+            if self.done.insert(key) {
+                super::super::Actuator::evaluate(&super::super::reports::Reports, act, ep);
+            }
             return None;
         }
         let mut sub = Sub {
             ep,
             ptype,
             result: Res::Noop,
+            locks: &mut act.ctx.edit_locks,
+            locked: false,
         };
         let summary = match ptype {
             "build_xpath" => {
@@ -281,6 +300,11 @@ impl<'d> XmlEditor<'d> {
             "delete_text" | "set_text" | "insert_text" => self.text(&mut sub),
             _ => false,
         };
+        if sub.locked && sub.result == Res::Noop && ptype != "build_xpath" {
+            // It acted earlier in the run; cf-agent says nothing of it,
+            // except of a build_xpath promise, which it reports kept.
+            return None;
+        }
         if summary {
             match sub.result {
                 Res::Noop => {
@@ -405,6 +429,9 @@ impl<'d> XmlEditor<'d> {
             sub.fail(format!(
                 "The promised XPath build '{raw}' breaks its own promises"
             ));
+            return None;
+        }
+        if !sub.lock("buildxpath", &self.filename) {
             return None;
         }
         Some(match self.root_element() {
@@ -539,6 +566,9 @@ impl<'d> XmlEditor<'d> {
             sub.set(Res::Interrupted);
             return false;
         };
+        if !sub.lock("deletetree", &self.filename) {
+            return false;
+        }
         let chunk = match parse_tree(&p) {
             Ok(c) => c,
             Err(e) => {
@@ -616,6 +646,9 @@ impl<'d> XmlEditor<'d> {
         } else {
             None
         };
+        if !sub.lock("inserttree", &self.filename) {
+            return false;
+        }
         let chunk = match parse_tree(&p) {
             Ok(c) => c,
             Err(e) => {
@@ -703,6 +736,9 @@ impl<'d> XmlEditor<'d> {
             ));
             return false;
         };
+        if !sub.lock("deleteattribute", &self.filename) {
+            return false;
+        }
         if node.attribute(p.as_str()).is_none() {
             tracing::debug!(
                 "Attribute '{p}' (to be deleted at XPath '{select}' in the XML document '{fname}') does not exist"
@@ -742,6 +778,9 @@ impl<'d> XmlEditor<'d> {
             ));
             return false;
         };
+        if !sub.lock("setattribute", &self.filename) {
+            return false;
+        }
         let value = sub
             .ep
             .scalar("attribute_value")
@@ -805,6 +844,10 @@ impl<'d> XmlEditor<'d> {
             ));
             return false;
         };
+        let op = ptype.replace('_', "");
+        if !sub.lock(&op, &self.filename) {
+            return false;
+        }
         let current = first_child_text(node);
         let present = match ptype {
             "set_text" => current.as_deref() == Some(p.as_str()),
