@@ -695,13 +695,10 @@ impl<'d> XmlEditor<'d> {
                     );
                     return true;
                 }
-                // libxml2 links the fragment's first node with the nodes
-                // after it, so they are saved with it (cf-agent's
-                // CFE-3860: a tree's trailing newline stays).
+                // Only the tree: cf-agent 3.21 also saves what follows it
+                // in the promiser (a trailing newline, CFE-3860), an
+                // upstream bug fixed here (the suite's CFE-3806).
                 node.append_child(import(self.doc, tree));
-                for c in tree.following_siblings() {
-                    node.append_child(import_child(self.doc, c));
-                }
                 self.changed(
                     sub,
                     format!("Inserted tree '{p}' at XPath '{select}' in XML document '{fname}'"),
