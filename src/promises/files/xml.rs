@@ -217,6 +217,8 @@ struct Sub<'e> {
     result: Res,
     /// The run's edit locks.
     locks: &'e mut HashSet<String>,
+    /// The files promise's changes.
+    changes: &'e mut crate::report::change::Changes,
     /// A lock it needed was taken: it acted earlier in the run.
     locked: bool,
 }
@@ -284,6 +286,7 @@ impl<'d> XmlEditor<'d> {
             ptype,
             result: Res::Noop,
             locks: &mut act.ctx.edit_locks,
+            changes: &mut act.changes,
             locked: false,
         };
         let summary = match ptype {
@@ -333,10 +336,26 @@ impl<'d> XmlEditor<'d> {
         }
     }
 
+    /// Records a change the promise made to the document. The document is
+    /// edited in memory whatever the mode; the message is held until the
+    /// file is written, or under a dry run the promise says at once what
+    /// it would do. A promise that only warns says nothing here: the
+    /// file's warning does.
     fn changed(&mut self, sub: &mut Sub<'_>, msg: String) {
-        self.pending
-            .push(Change::new("edit_promise", &sub.ep.promiser).done(msg));
-        sub.set(Res::Change);
+        let change = Change::new("edit_xml", &self.filename)
+            .should(format!("Should {}", would(&msg)))
+            .done(msg)
+            .silent_when_warning();
+        match sub.changes.plan(&change) {
+            Decision::Withheld {
+                as_if_made: true, ..
+            } => sub.set(Res::Warn),
+            Decision::Withheld { .. } => sub.set(Res::Change),
+            Decision::Make => {
+                self.pending.push(change);
+                sub.set(Res::Change);
+            }
+        }
     }
 
     fn root_element(&self) -> Option<Element<'d>> {
@@ -897,6 +916,31 @@ impl<'d> XmlEditor<'d> {
         self.edits += 1;
         true
     }
+}
+
+/// What cf-agent says an operation would do, from what it says once done
+/// ("Set text ..." would "set text ...").
+fn would(done: &str) -> String {
+    const WORDS: &[(&str, &str)] = &[
+        ("Built ", "build "),
+        ("Inserted tree '", "insert tree '"),
+        ("Deleted tree ", "delete tree "),
+        ("Deleted attribute ", "delete the attribute "),
+        ("Set ", "set "),
+        ("Deleted text ", "delete text "),
+        ("Inserted text ", "insert text "),
+    ];
+    if let Some(rest) = done.strip_prefix("Inserted tree '")
+        && rest.contains("' into an empty XML document '")
+    {
+        return format!("insert the promised tree '{rest}");
+    }
+    for (from, to) in WORDS {
+        if let Some(rest) = done.strip_prefix(from) {
+            return format!("{to}{rest}");
+        }
+    }
+    done.to_string()
 }
 
 // --- cf-agent's build_xpath syntax ---------------------------------------
