@@ -107,6 +107,9 @@ pub(crate) fn edit_xml(
             return;
         }
     };
+    // sxd-document reads past a document type declaration; it is kept
+    // as written, as libxml2 keeps it.
+    let doctype = doctype_of(&text);
     let encoding = if original.is_empty() {
         None
     } else {
@@ -158,9 +161,18 @@ pub(crate) fn edit_xml(
     let old = if original.is_empty() {
         None
     } else {
-        Some(serialize(on_disk.as_document(), encoding.as_deref()))
+        Some(serialize(
+            on_disk.as_document(),
+            encoding.as_deref(),
+            doctype.as_deref(),
+        ))
     };
-    let new = serialize(doc, encoding.as_deref());
+    let kept_doctype = if empty_first {
+        None
+    } else {
+        doctype.as_deref()
+    };
+    let new = serialize(doc, encoding.as_deref(), kept_doctype);
     if old.as_deref() == Some(new.as_str()) {
         tracing::debug!("No edit changes to xml file '{}' need saving", p.promiser);
         v.kept_step();
@@ -199,6 +211,26 @@ fn load(text: &str) -> Result<Package, sxd_document::parser::Error> {
         return Ok(Package::new());
     }
     sxd_document::parser::parse(text)
+}
+
+/// A document's type declaration (`<!DOCTYPE ...>`, with its internal
+/// subset), as written.
+fn doctype_of(text: &str) -> Option<String> {
+    let start = text.find("<!DOCTYPE")?;
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    for (i, c) in text[start..].char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[') => depth += 1,
+            (None, ']') => depth = depth.saturating_sub(1),
+            (None, '>') if depth == 0 => return Some(text[start..start + i + 1].to_string()),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The encoding a document's declaration names, kept when it is saved.
@@ -1237,12 +1269,16 @@ fn child_with_subset<'d>(tree: Element<'_>, node: Element<'d>) -> Option<Element
 // --- saving ---------------------------------------------------------------
 
 /// The document as libxml2's `xmlSaveFile` writes it.
-fn serialize(doc: Document<'_>, encoding: Option<&str>) -> String {
+fn serialize(doc: Document<'_>, encoding: Option<&str>, doctype: Option<&str>) -> String {
     let mut s = String::from("<?xml version=\"1.0\"");
     if let Some(enc) = encoding {
         s.push_str(&format!(" encoding=\"{enc}\""));
     }
     s.push_str("?>\n");
+    if let Some(d) = doctype {
+        s.push_str(d);
+        s.push('\n');
+    }
     for c in doc.root().children() {
         match c {
             ChildOfRoot::Element(e) => write_element(&mut s, e),
@@ -1391,7 +1427,7 @@ mod tests {
             node = Some(n);
             rest = remove_head(&rest);
         }
-        serialize(doc, None)
+        serialize(doc, None, None)
     }
 
     #[test]
@@ -1400,6 +1436,16 @@ mod tests {
             built(r#"/Server/Service/Host[ @name="cfe_host" | Alias = cfe_alias ]"#),
             "<?xml version=\"1.0\"?>\n<Server><Service><Host name=\"cfe_host\"><Alias>cfe_alias</Alias></Host></Service></Server>\n"
         );
+    }
+
+    #[test]
+    fn keeps_the_document_type_declaration() {
+        assert_eq!(
+            doctype_of("<?xml version=\"1.0\"?>\n<!DOCTYPE a [ <!ENTITY x \"]>\"> ]>\n<a/>")
+                .as_deref(),
+            Some("<!DOCTYPE a [ <!ENTITY x \"]>\"> ]>")
+        );
+        assert_eq!(doctype_of("<a/>"), None);
     }
 
     #[test]
@@ -1426,7 +1472,7 @@ mod tests {
         )
         .expect("parses");
         assert_eq!(
-            serialize(pk.as_document(), Some("ISO-8859-1")),
+            serialize(pk.as_document(), Some("ISO-8859-1"), None),
             "<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?>\n<!-- c -->\n<a x=\"1\">t &amp; <b/></a>\n"
         );
     }
