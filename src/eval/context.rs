@@ -131,6 +131,10 @@ pub struct EvalContext {
     /// vars and classes promises, evaluated): a promise whose `depends_on`
     /// names a handle not in here is skipped, as cf-agent skips it.
     pub done_handles: std::collections::HashSet<String>,
+    /// The edit_xml operations that acted this run, by cf-agent's lock
+    /// (operation, promiser, file and the promise): each acts once per
+    /// run, whichever files promise edits the file.
+    pub edit_locks: std::collections::HashSet<String>,
     /// An error on which cf-agent stops the whole run, found while
     /// evaluating a promise; the agent takes it after the promise.
     pub fatal: Option<String>,

@@ -96,7 +96,7 @@ impl Lines {
 
 /// A promise result as cf-agent aggregates them inside edit bundles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Res {
+pub(super) enum Res {
     Noop,
     Change,
     Warn,
@@ -106,13 +106,13 @@ enum Res {
 }
 
 impl Res {
-    fn update(&mut self, other: Res) {
+    pub(super) fn update(&mut self, other: Res) {
         if other > *self {
             *self = other;
         }
     }
 
-    fn outcome(self) -> Outcome {
+    pub(super) fn outcome(self) -> Outcome {
         match self {
             Res::Noop => Outcome::Kept,
             Res::Change => Outcome::Repaired,
@@ -163,35 +163,8 @@ pub(crate) fn edit_file(
         render_mustache(act, p, target, &meta, template, label, v);
         return;
     }
-    let max = defaults
-        .and_then(|d| d.scalar("max_file_size"))
-        .and_then(|m| crate::values::number::parse_int(m).ok())
-        .map(|m| m.max(0) as u64)
-        .or(act.ctx.agent_control.editfilesize)
-        .unwrap_or(DEFAULT_MAX_FILE_SIZE);
-    if max > 0 && meta.size > max {
-        tracing::info!(
-            "File '{}' is bigger than the edit limit. max_file_size = {} > {max} bytes",
-            p.promiser,
-            meta.size
-        );
-        tracing::error!(
-            "File '{}' was marked for editing but could not be opened",
-            p.promiser
-        );
-        v.failed();
+    let Some((original, read_stamp)) = read_editable(act, p, target, &meta, v) else {
         return;
-    }
-    let (original, read_stamp) = match act.host.read_for_edit(target) {
-        Ok((b, stamp)) => (b, stamp),
-        Err(_) => {
-            tracing::error!(
-                "File '{}' was marked for editing but could not be opened",
-                p.promiser
-            );
-            v.failed();
-            return;
-        }
     };
     let is_template = matches!(kind, EditKind::CfengineTemplate(_));
     let flag_of = |name: &str| {
@@ -238,6 +211,49 @@ pub(crate) fn edit_file(
         before,
     };
     write_edited(act, p, target, lines, edited, v);
+}
+
+/// Reads a file to be edited, as cf-agent loads it: refused (the promise
+/// failing) when it is bigger than the edit limit or cannot be read.
+pub(super) fn read_editable(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    meta: &crate::host::fs::Meta,
+    v: &mut Verdict,
+) -> Option<(Vec<u8>, Option<crate::host::fs::Stamp>)> {
+    let defaults = p.body("edit_defaults");
+    let max = defaults
+        .and_then(|d| d.scalar("max_file_size"))
+        .and_then(|m| crate::values::number::parse_int(m).ok())
+        .map(|m| m.max(0) as u64)
+        .or(act.ctx.agent_control.editfilesize)
+        .unwrap_or(DEFAULT_MAX_FILE_SIZE);
+    if max > 0 && meta.size > max {
+        tracing::info!(
+            "File '{}' is bigger than the edit limit. max_file_size = {} > {max} bytes",
+            p.promiser,
+            meta.size
+        );
+        tracing::error!(
+            "File '{}' was marked for editing but could not be opened",
+            p.promiser
+        );
+        v.failed();
+        return None;
+    }
+    let (original, read_stamp) = match act.host.read_for_edit(target) {
+        Ok((b, stamp)) => (b, stamp),
+        Err(_) => {
+            tracing::error!(
+                "File '{}' was marked for editing but could not be opened",
+                p.promiser
+            );
+            v.failed();
+            return None;
+        }
+    };
+    Some((original, read_stamp))
 }
 
 /// A file's content as an edit found it, and how the edit may be saved.
@@ -481,7 +497,7 @@ fn render_mustache(
 /// content, each written atomically: at every moment the file holds its
 /// old content or its new one. When the file is no longer what the edit
 /// read (`read`), another writer's change is kept and the promise fails.
-fn write_with_backup(
+pub(super) fn write_with_backup(
     act: &mut ActContext<'_>,
     p: &ExpandedPromise,
     target: &Path,

@@ -12,6 +12,7 @@ pub mod remote;
 pub mod search;
 pub mod template;
 mod transform;
+pub mod xml;
 
 use super::{ActContext, Actuator, Applied};
 use crate::report::change::Change;
@@ -231,7 +232,9 @@ fn leaf(
     let Some(meta) = meta else {
         if !v.failed
             && !v.warned
-            && (p.attrs.contains_key("edit_line") || p.attrs.contains_key("edit_template"))
+            && (p.attrs.contains_key("edit_line")
+                || p.attrs.contains_key("edit_template")
+                || p.attrs.contains_key("edit_xml"))
         {
             tracing::error!("File '{shown}' was marked for editing but could not be opened");
             v.failed();
@@ -268,6 +271,9 @@ fn leaf(
             || p.attrs.contains_key("edit_template_string")
         {
             edit::edit_file(act, p, target, v);
+        }
+        if p.attrs.contains_key("edit_xml") {
+            xml::edit_xml(act, p, target, v);
         }
     }
     if p.flag("touch") == Some(true) {
