@@ -403,6 +403,27 @@ fn auto_define(act: &mut ActContext<'_>, dst: &Path) {
 }
 
 /// `purge`: delete what the destination tree has and the source does not.
+/// Takes out of a copy's destination what its source no longer has.
+pub(super) fn purge_entry(act: &mut ActContext<'_>, d: &Path, is_dir: bool, v: &mut Verdict) {
+    let change = Change::new("purge", d.display().to_string())
+        .done(format!("Purged '{}' from copy destination", d.display()))
+        .should(format!(
+            "Should purge '{}', but only warning promised",
+            d.display()
+        ))
+        .without_suffix();
+    let made = act.change(change, |h| {
+        if is_dir {
+            h.remove_dir_all(d)
+        } else {
+            h.remove_file(d)
+        }
+    });
+    v.settle(made, |e| {
+        tracing::error!("Could not purge '{}': {e}", d.display())
+    });
+}
+
 fn purge(act: &mut ActContext<'_>, src: &Path, dst: &Path, v: &mut Verdict) {
     for name in act.host.read_dir(dst).unwrap_or_default() {
         let d = dst.join(&name);
@@ -416,23 +437,6 @@ fn purge(act: &mut ActContext<'_>, src: &Path, dst: &Path, v: &mut Verdict) {
             }
             continue;
         }
-        let change = Change::new("purge", d.display().to_string())
-            .done(format!("Purged '{}' from copy destination", d.display()))
-            .should(format!(
-                "Should purge '{}', but only warning promised",
-                d.display()
-            ))
-            .without_suffix();
-        let is_dir = dm.kind == FileKind::Dir;
-        let made = act.change(change, |h| {
-            if is_dir {
-                h.remove_dir_all(&d)
-            } else {
-                h.remove_file(&d)
-            }
-        });
-        v.settle(made, |e| {
-            tracing::error!("Could not purge '{}': {e}", d.display())
-        });
+        purge_entry(act, &d, dm.kind == FileKind::Dir, v);
     }
 }

@@ -624,6 +624,19 @@ fn warn_diff(old: &[String], new: &[String]) -> Vec<String> {
     out
 }
 
+/// A report inside an edit bundle prints once per run for each promise
+/// and line, however many passes meet it.
+pub(super) fn report_once(
+    done: &mut HashSet<String>,
+    act: &mut ActContext<'_>,
+    ep: &ExpandedPromise,
+) {
+    let key = format!("reports\u{1}{}\u{1}{}", ep.promiser, ep.line);
+    if done.insert(key) {
+        super::super::Actuator::evaluate(&super::super::reports::Reports, act, ep);
+    }
+}
+
 /// A region of the lines: the start delimiter's index (or none: from the
 /// top) and the end delimiter's (or none: to the end).
 #[derive(Debug, Clone, Copy)]
@@ -739,10 +752,7 @@ impl Editor<'_> {
     fn visit(&mut self, act: &mut ActContext<'_>, ep: &ExpandedPromise) -> Option<Outcome> {
         let ptype = EDIT_ORDER.iter().copied().find(|t| *t == ep.promise_type)?;
         if ptype == "reports" {
-            let key = format!("reports\u{1}{}\u{1}{}", ep.promiser, ep.line);
-            if self.done.insert(key) {
-                super::super::Actuator::evaluate(&super::super::reports::Reports, act, ep);
-            }
+            report_once(&mut self.done, act, ep);
             return None;
         }
         let mut sub = Sub {

@@ -19,12 +19,11 @@
 use super::super::ActContext;
 use super::DEFAULT_DIR_MODE;
 use super::Verdict;
-use super::copy::{Origin, ensure_dir, land};
+use super::copy::{Origin, ensure_dir, land, purge_entry};
 use crate::eval::bodies::ResolvedBody;
 use crate::eval::expanded::ExpandedPromise;
 use crate::host::fs::{FileKind, Meta};
 use crate::remote::client::{Connection, RemoteError, RemoteKind, RemoteStat, Settings};
-use crate::report::change::Change;
 use crate::values::number::parse_bool;
 use md5::{Digest, Md5};
 use std::collections::BTreeSet;
@@ -437,24 +436,7 @@ fn purge_beyond(act: &mut ActContext<'_>, dst: &Path, listed: &BTreeSet<String>,
         let Some(dm) = act.host.lstat(&d).ok().flatten() else {
             continue;
         };
-        let change = Change::new("purge", d.display().to_string())
-            .done(format!("Purged '{}' from copy destination", d.display()))
-            .should(format!(
-                "Should purge '{}', but only warning promised",
-                d.display()
-            ))
-            .without_suffix();
-        let is_dir = dm.kind == FileKind::Dir;
-        let made = act.change(change, |h| {
-            if is_dir {
-                h.remove_dir_all(&d)
-            } else {
-                h.remove_file(&d)
-            }
-        });
-        v.settle(made, |e| {
-            tracing::error!("Could not purge '{}': {e}", d.display())
-        });
+        purge_entry(act, &d, dm.kind == FileKind::Dir, v);
     }
 }
 

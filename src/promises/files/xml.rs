@@ -307,10 +307,7 @@ impl<'d> XmlEditor<'d> {
             return None;
         }
         if ptype == "reports" {
-            let key = format!("reports\u{1}{}\u{1}{}", ep.promiser, ep.line);
-            if self.done.insert(key) {
-                super::super::Actuator::evaluate(&super::super::reports::Reports, act, ep);
-            }
+            super::edit::report_once(&mut self.done, act, ep);
             return None;
         }
         let mut sub = Sub {
