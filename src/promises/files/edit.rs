@@ -136,6 +136,27 @@ enum EditKind {
     },
 }
 
+/// The file an edit is promised on, which must be there: the promise
+/// fails, in cf-agent's words, when it cannot be opened.
+pub(super) fn stat_editable(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    v: &mut Verdict,
+) -> Option<crate::host::fs::Meta> {
+    match act.host.stat(target) {
+        Ok(Some(m)) => Some(m),
+        _ => {
+            tracing::error!(
+                "File '{}' was marked for editing but could not be opened",
+                p.promiser
+            );
+            v.failed();
+            None
+        }
+    }
+}
+
 /// Edits the file a files promise names: its edit_line bundle, or its
 /// template.
 pub(crate) fn edit_file(
@@ -148,16 +169,8 @@ pub(crate) fn edit_file(
     let Some(kind) = edit_kind(p, v) else {
         return;
     };
-    let meta = match act.host.stat(target) {
-        Ok(Some(m)) => m,
-        _ => {
-            tracing::error!(
-                "File '{}' was marked for editing but could not be opened",
-                p.promiser
-            );
-            v.failed();
-            return;
-        }
+    let Some(meta) = stat_editable(act, p, target, v) else {
+        return;
     };
     if let EditKind::Mustache { template, label } = &kind {
         render_mustache(act, p, target, &meta, template, label, v);

@@ -79,16 +79,8 @@ pub(crate) fn edit_xml(
         v.failed();
         return;
     }
-    let meta = match act.host.stat(target) {
-        Ok(Some(m)) => m,
-        _ => {
-            tracing::error!(
-                "File '{}' was marked for editing but could not be opened",
-                p.promiser
-            );
-            v.failed();
-            return;
-        }
+    let Some(meta) = super::edit::stat_editable(act, p, target, v) else {
+        return;
     };
     let Some((original, read_stamp)) = super::edit::read_editable(act, p, target, &meta, v) else {
         return;
