@@ -21,16 +21,27 @@ impl BundleRunner for Runner {
             let var = Variable::new(value.clone(), value.natural_type(), Origin::Agent)
                 .with_tags(vec!["source=promise".into()]);
             act.ctx
+                .scheduler()
                 .vars
                 .put(&bundle.namespace, &bundle.name.name, &param.name, var);
         }
         let mut frame = Frame::new(&bundle.namespace, &bundle.name.name, call.frame_type);
         if call.inherit
-            && let Some(caller) = act.ctx.frame()
+            && let Some(caller) = act.ctx.scheduler().frame()
         {
             frame.local_classes = caller.local_classes.clone();
         }
-        act.ctx.push_frame(frame);
+        let saved: Vec<_> = call
+            .vars
+            .iter()
+            .map(|(scope, name, var)| {
+                let ctx = act.ctx.scheduler();
+                let old = ctx.vars.get("default", scope, name).cloned();
+                ctx.vars.put("default", scope, name, var.clone());
+                old
+            })
+            .collect();
+        act.ctx.scheduler().push_frame(frame);
         for _pass in 0..MAX_PASSES {
             for ptype in call.order {
                 for section in bundle
@@ -41,11 +52,16 @@ impl BundleRunner for Runner {
                     for promise in &section.promises {
                         match *ptype {
                             "vars" => {
-                                act.ctx
-                                    .eval_vars_promise(call.file, promise, Some(act.policy));
+                                act.ctx.scheduler().eval_vars_promise(
+                                    call.file,
+                                    promise,
+                                    Some(act.policy),
+                                );
                             }
                             "classes" => {
-                                act.ctx.eval_classes_promise(call.file, promise, false);
+                                act.ctx
+                                    .scheduler()
+                                    .eval_classes_promise(call.file, promise, false);
                             }
                             _ => {
                                 let line = call.file.source.line_of(promise.promiser.span.start);
@@ -54,7 +70,13 @@ impl BundleRunner for Runner {
                                     custom: false,
                                 };
                                 let work = expand_iterations(
-                                    act.ctx, act.policy, call.file, bundle, ptype, promise, line,
+                                    act.ctx.scheduler(),
+                                    act.policy,
+                                    call.file,
+                                    bundle,
+                                    ptype,
+                                    promise,
+                                    line,
                                     unresolved,
                                 )
                                 .work;
@@ -65,7 +87,11 @@ impl BundleRunner for Runner {
                                     if let Some(body) = ep.body("classes") {
                                         let state = act.state.as_deref_mut();
                                         define_outcome_classes(
-                                            act.ctx, state, act.now, body, outcome,
+                                            act.ctx.scheduler(),
+                                            state,
+                                            act.now,
+                                            body,
+                                            outcome,
                                         );
                                     }
                                 }
@@ -75,6 +101,17 @@ impl BundleRunner for Runner {
                 }
             }
         }
-        act.ctx.pop_frame();
+        act.ctx.scheduler().pop_frame();
+        for ((scope, name, _), old) in call.vars.iter().zip(saved) {
+            let ctx = act.ctx.scheduler();
+            match old {
+                Some(old) => {
+                    ctx.vars.put("default", scope, name, old);
+                }
+                None => {
+                    ctx.vars.remove("default", scope, name);
+                }
+            }
+        }
     }
 }

@@ -529,7 +529,7 @@ impl<'a> AgentRun<'a> {
     /// What an actuator may use of the run; `mode` decides its changes.
     fn act_context(&mut self, mode: Mode) -> ActContext<'_> {
         ActContext {
-            ctx: self.ctx,
+            ctx: crate::promises::port::EvalPort::new(self.ctx),
             policy: self.policy,
             host: &self.host,
             changes: Changes::new(mode, self.diff),

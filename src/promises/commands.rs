@@ -198,7 +198,7 @@ impl Actuator for Commands {
         };
         if p.flag("module").unwrap_or(false) {
             let scope = module_scope(&program);
-            crate::eval::module_protocol::apply(act.ctx, &scope, &lines.join("\n"));
+            act.ctx.apply_module_output(&scope, &lines.join("\n"));
         } else if !no_output {
             // The output is quoted after the verdict, in one message, as
             // cf-agent buffers it; empty lines are left out.

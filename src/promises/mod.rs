@@ -8,21 +8,24 @@ pub mod commands;
 pub mod custom;
 pub mod files;
 pub mod packages;
+pub mod port;
 pub mod processes;
 pub mod reports;
 pub mod services;
 pub mod storage;
 pub mod users;
 
-use crate::eval::EvalContext;
 use crate::eval::expanded::{AttrValue, ExpandedPromise};
 use crate::report::Outcome;
 use crate::report::change::{Change, Changes, Decision};
 
-/// What an actuator may use besides the promise: the evaluation context
-/// for classes and variables, and the run's mode.
+/// What an actuator may use besides the promise: the host, the clock, the
+/// evaluation through its port (variables to read, classes to set), the
+/// bundle runner, the sink, and the promise's changes (whose mode the
+/// scheduler set).
 pub struct ActContext<'a> {
-    pub ctx: &'a mut EvalContext,
+    /// Variables to read, classes to set: never the evaluator itself.
+    pub ctx: port::EvalPort<'a>,
     pub policy: &'a crate::load::PolicySet,
     pub host: &'a crate::host::Host,
     /// The promise's changes: whether each is made, what was said.
@@ -80,6 +83,10 @@ pub struct BundleCall<'b> {
     pub inherit: bool,
     /// Promise types whose unresolved promiser acts as written.
     pub promiser_acts: &'b [&'b str],
+    /// Variables of the default namespace the bundle sees while it runs
+    /// (`edit.filename`), as (scope, name, variable): set before its first
+    /// pass, put back as they were after its last.
+    pub vars: Vec<(&'static str, String, crate::eval::vars::Variable)>,
 }
 
 /// What an actuator acts on for each iteration a [`BundleRunner`] hands it:

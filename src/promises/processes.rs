@@ -80,7 +80,7 @@ impl Actuator for Processes {
     }
 
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
-        let re = match act.ctx.regexes.get(&p.promiser) {
+        let re = match act.ctx.regex(&p.promiser) {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(
@@ -349,11 +349,7 @@ fn selected(act: &mut ActContext<'_>, body: &ResolvedBody, pr: &ProcessInfo) -> 
         ("tty", &tty),
     ] {
         if let Some(pattern) = body.scalar(attr) {
-            let ok = act
-                .ctx
-                .regexes
-                .get(pattern)
-                .is_ok_and(|r| r.is_full_match(value));
+            let ok = act.ctx.regex(pattern).is_ok_and(|r| r.is_full_match(value));
             results.push((attr, ok));
         }
     }

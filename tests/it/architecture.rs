@@ -260,3 +260,28 @@ fn an_upward_import_is_caught() {
         ["src/values/mod.rs:1: values (floor 0) imports eval (floor 2), which is above it"]
     );
 }
+
+/// Actuators see the evaluation through `promises::port` only: no file of
+/// `src/promises/` but the port names the evaluator or asks the port for
+/// the scheduler's handle (unit-test modules left out).
+#[test]
+fn actuators_reach_the_evaluation_only_through_the_port() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/promises");
+    let mut files = Vec::new();
+    crate::common::rust_files(&dir, &mut files);
+    files.sort();
+    let mut bad = Vec::new();
+    for file in files.iter().filter(|f| !f.ends_with("port.rs")) {
+        let text = without_test_modules(&std::fs::read_to_string(file).unwrap());
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("EvalContext") || line.contains(".scheduler()") {
+                bad.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "actuators past the port:\n{}",
+        bad.join("\n")
+    );
+}

@@ -219,14 +219,13 @@ impl Attributes {
 }
 
 /// The last value the promise block gives an attribute, expanded.
-fn block_value(ctx: &mut crate::eval::EvalContext, block: &Body, name: &str) -> Option<String> {
+fn block_value(ctx: &mut super::port::EvalPort<'_>, block: &Body, name: &str) -> Option<String> {
     let a = block.attributes_named(name).last()?;
     Some(match &a.attr.value {
         crate::syntax::ast::Rval::String(s) => ctx.expand(&s.value).text,
         other => ctx
             .eval_rval(other)
-            .ok()
-            .and_then(|e| e.value.as_scalar().map(str::to_string))
+            .and_then(|v| v.as_scalar().map(str::to_string))
             .unwrap_or_default(),
     })
 }
@@ -349,8 +348,8 @@ impl PromiseModules {
         };
         // The block's values may name variables (`$(sys.workdir)`), which
         // are read where the promise is.
-        let interpreter = block_value(act.ctx, block, "interpreter");
-        let Some(path) = block_value(act.ctx, block, "path") else {
+        let interpreter = block_value(&mut act.ctx, block, "interpreter");
+        let Some(path) = block_value(&mut act.ctx, block, "path") else {
             tracing::error!("Custom promise type '{}' missing path", p.promise_type);
             return CustomOutcome::retry(Some(Outcome::Failed));
         };
@@ -396,7 +395,7 @@ impl PromiseModules {
         };
         let attrs = Attributes::of(p);
         if !fully_resolved(p, &attrs, module.protocol == Protocol::Json) {
-            if act.ctx.last_pass {
+            if act.ctx.last_pass() {
                 tracing::error!(
                     "{} promise with promiser '{}' has unresolved/unexpanded variables",
                     p.promise_type,

@@ -387,7 +387,7 @@ pub(super) fn land(
 /// path, as cf-agent does.
 fn auto_define(act: &mut ActContext<'_>, dst: &Path) {
     let path = dst.display().to_string();
-    let patterns = act.ctx.agent_control.files_auto_define.clone();
+    let patterns = act.ctx.agent_control().files_auto_define.clone();
     let matched = patterns
         .iter()
         .any(|re| crate::values::regex::Regex::new(re).is_ok_and(|r| r.is_full_match(&path)));

@@ -240,7 +240,7 @@ pub(super) fn read_editable(
         .and_then(|d| d.scalar("max_file_size"))
         .and_then(|m| crate::values::number::parse_int(m).ok())
         .map(|m| m.max(0) as u64)
-        .or(act.ctx.agent_control.editfilesize)
+        .or(act.ctx.agent_control().editfilesize)
         .unwrap_or(DEFAULT_MAX_FILE_SIZE);
     if max > 0 && meta.size > max {
         tracing::info!(
@@ -448,7 +448,7 @@ fn render_mustache(
             v.failed();
             return;
         }
-        _ => crate::functions::introspect::datastate_json(act.ctx),
+        _ => act.ctx.datastate(),
     };
     let rendered = match crate::functions::mustache::render(&text, &data) {
         Ok(r) => r,
@@ -714,31 +714,20 @@ impl Editor<'_> {
         empty_first: bool,
         inherit: bool,
     ) {
-        let ctx = &mut *act.ctx;
+        let mut vars = Vec::new();
         for (name, value) in [
             ("filename", self.filename.clone()),
             ("empty_before_use", empty_first.to_string()),
         ] {
-            ctx.vars.put(
-                "default",
-                "edit",
-                name,
-                Variable::new(Value::str(value), DataType::String, Origin::Agent)
-                    .with_tags(vec!["source=promise".into()]),
-            );
+            let var = Variable::new(Value::str(value), DataType::String, Origin::Agent)
+                .with_tags(vec!["source=promise".into()]);
+            vars.push(("edit", name.to_string(), var));
         }
         // `$(match.N)` stays literal until a replacement fills it in.
         for n in 0..MATCH_PLACEHOLDERS {
-            ctx.vars.put(
-                "default",
-                "match",
-                &n.to_string(),
-                Variable::new(
-                    Value::str(format!("$(match.{n})")),
-                    DataType::String,
-                    Origin::Agent,
-                ),
-            );
+            let literal = Value::str(format!("$(match.{n})"));
+            let var = Variable::new(literal, DataType::String, Origin::Agent);
+            vars.push(("match", n.to_string(), var));
         }
         // The scheduler runs the bundle: its passes, its promise types in
         // cf-agent's order for edit_line, vars, classes and iterations;
@@ -751,12 +740,10 @@ impl Editor<'_> {
             order: EDIT_ORDER,
             inherit,
             promiser_acts: &["reports", "insert_lines"],
+            vars,
         };
         let runner = act.bundles;
         runner.run(act, &call, &mut |act, ep| self.visit(act, ep));
-        for n in 0..MATCH_PLACEHOLDERS {
-            act.ctx.vars.remove("default", "match", &n.to_string());
-        }
     }
 
     /// One expanded edit promise, from the runner: acts on the lines and
@@ -1870,35 +1857,19 @@ fn expand_match(
     if !template.contains("$(match.") && !template.contains("${match.") {
         return template.to_string();
     }
-    let mut saved = Vec::new();
-    for (n, g) in caps.iter().enumerate() {
-        let text = g.map(|(s, e)| line[s..e].to_string()).unwrap_or_default();
-        let old = act.ctx.vars.put(
-            "default",
-            "match",
-            &n.to_string(),
-            Variable::new(Value::str(text), DataType::String, Origin::Agent),
-        );
-        saved.push(old);
-    }
-    let out = act.ctx.expand(template).text;
-    for n in 0..caps.len().min(MATCH_PLACEHOLDERS) {
-        act.ctx.vars.put(
-            "default",
-            "match",
-            &n.to_string(),
-            Variable::new(
-                Value::str(format!("$(match.{n})")),
-                DataType::String,
-                Origin::Agent,
-            ),
-        );
-    }
-    out
+    let groups: Vec<(String, String)> = caps
+        .iter()
+        .enumerate()
+        .map(|(n, g)| {
+            let text = g.map(|(s, e)| line[s..e].to_string()).unwrap_or_default();
+            (n.to_string(), text)
+        })
+        .collect();
+    act.ctx.expand_with("match", &groups, template)
 }
 
 fn compile(act: &mut ActContext<'_>, pattern: &str) -> Result<Arc<Regex>, String> {
-    act.ctx.regexes.get(pattern).map_err(|e| e.to_string())
+    act.ctx.regex(pattern).map_err(|e| e.to_string())
 }
 
 fn flag(body: &ResolvedBody, name: &str) -> bool {

@@ -118,7 +118,7 @@ impl Actuator for Files {
             return Outcome::Failed;
         }
         if search::is_regex_promiser(p) && act.host.lstat(&target).ok().flatten().is_none() {
-            let matches = search::regex_promiser_matches(act.ctx, act.host, &p.promiser);
+            let matches = search::regex_promiser_matches(&mut act.ctx, act.host, &p.promiser);
             // Nothing matches: a promise to create makes the promiser as
             // written, its pattern characters taken literally, as cf-agent
             // does (01_vars/02_functions/lsdir.cf creates `tu/*`).
@@ -136,10 +136,13 @@ impl Actuator for Files {
             if let Some(body) = p.body("copy_from") {
                 copy::copy_from(act, p, &target, body, &mut v);
             }
-            let mut found = search::depth_search(act.ctx, act.host, &target, ds, &mut act.changes);
+            let mut found =
+                search::depth_search(&mut act.ctx, act.host, &target, ds, &mut act.changes);
             if let Some(sel) = p.body("file_select") {
                 let now = crate::host::clock::now_secs();
-                found.retain(|f| search::selected(act.ctx, act.host, sel, &f.path, &f.meta, now));
+                found.retain(|f| {
+                    search::selected(&mut act.ctx, act.host, sel, &f.path, &f.meta, now)
+                });
             }
             if p.body("delete").is_some() {
                 // Contents before the directories that hold them.

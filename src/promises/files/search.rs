@@ -3,11 +3,11 @@
 //! filtered by a `file_select` body.
 
 use super::perms::{ModeSpec, gid_of, uid_of};
-use crate::eval::EvalContext;
 use crate::eval::bodies::ResolvedBody;
 use crate::eval::expanded::ExpandedPromise;
 use crate::host::Host;
 use crate::host::fs::{FileKind, Meta};
+use crate::promises::port::EvalPort;
 use crate::report::change::{Change, Changes, Decision};
 use std::path::{Path, PathBuf};
 
@@ -21,7 +21,7 @@ fn looks_like_regex(s: &str) -> bool {
 /// pattern is to be matched in a directory that cannot be read (one yet to
 /// be made), the rest of the promiser is taken as written too, as cf-agent
 /// does: `"$(dir)/tu/*" create => "true"` makes a file named `*`.
-pub fn regex_promiser_matches(ctx: &mut EvalContext, host: &Host, promiser: &str) -> Vec<PathBuf> {
+pub fn regex_promiser_matches(ctx: &mut EvalPort<'_>, host: &Host, promiser: &str) -> Vec<PathBuf> {
     let comps: Vec<&str> = promiser.split('/').filter(|c| !c.is_empty()).collect();
     let mut current = vec![PathBuf::from("/")];
     let mut literal = Vec::new();
@@ -35,7 +35,7 @@ pub fn regex_promiser_matches(ctx: &mut EvalContext, host: &Host, promiser: &str
             match host.read_dir(&c) {
                 // A pattern that does not compile matches nothing.
                 Ok(names) => {
-                    if let Ok(re) = ctx.regexes.get(comp) {
+                    if let Ok(re) = ctx.regex(comp) {
                         next.extend(
                             names
                                 .into_iter()
@@ -74,7 +74,7 @@ pub struct Found {
 /// only with `include_basedir`. Dead links are removed on the way with
 /// `rmdeadlinks` (reported as cf-agent does), unless dry-running.
 pub fn depth_search(
-    ctx: &mut EvalContext,
+    ctx: &mut EvalPort<'_>,
     host: &Host,
     base: &Path,
     body: &ResolvedBody,
@@ -177,19 +177,16 @@ pub fn depth_search(
 }
 
 fn compile_all(
-    ctx: &mut EvalContext,
+    ctx: &mut EvalPort<'_>,
     patterns: &[String],
 ) -> Vec<std::sync::Arc<crate::values::regex::Regex>> {
-    patterns
-        .iter()
-        .filter_map(|p| ctx.regexes.get(p).ok())
-        .collect()
+    patterns.iter().filter_map(|p| ctx.regex(p).ok()).collect()
 }
 
 /// Whether a file passes a `file_select` body. Each criterion given is a
 /// class-like name in `file_result` (default: all given criteria hold).
 pub fn selected(
-    ctx: &mut EvalContext,
+    ctx: &mut EvalPort<'_>,
     host: &Host,
     body: &ResolvedBody,
     path: &Path,
@@ -205,7 +202,7 @@ pub fn selected(
     if !leaf.is_empty() {
         let ok = leaf
             .iter()
-            .any(|p| ctx.regexes.get(p).is_ok_and(|r| r.is_full_match(&name)));
+            .any(|p| ctx.regex(p).is_ok_and(|r| r.is_full_match(&name)));
         results.push(("leaf_name", ok));
     }
     let paths = body.list("path_name");
@@ -213,7 +210,7 @@ pub fn selected(
         let full = path.display().to_string();
         let ok = paths
             .iter()
-            .any(|p| ctx.regexes.get(p).is_ok_and(|r| r.is_full_match(&full)));
+            .any(|p| ctx.regex(p).is_ok_and(|r| r.is_full_match(&full)));
         results.push(("path_name", ok));
     }
     let types = body.list("file_types");
@@ -259,8 +256,7 @@ pub fn selected(
     }
     if let Some(target) = body.scalar("issymlinkto") {
         let ok = host.read_link(path).is_ok_and(|l| {
-            ctx.regexes
-                .get(target)
+            ctx.regex(target)
                 .is_ok_and(|r| r.is_full_match(&l.display().to_string()))
         });
         results.push(("issymlinkto", ok));

@@ -71,7 +71,7 @@ pub fn cfengine_bundle(
             let promiser = block.strip_suffix('\n').unwrap_or(&block).to_string();
             promises.push(insertion(promiser, &context, at));
             block.clear();
-        } else if act.ctx.eval_class_expr(&context).unwrap_or(false) {
+        } else if act.ctx.class_holds(&context) {
             if level > 0 {
                 block.push_str(line);
             } else {

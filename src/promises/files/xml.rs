@@ -123,17 +123,12 @@ pub(crate) fn edit_xml(
         pending: Vec::new(),
         edits: 0,
     };
-    act.ctx.vars.put(
-        "default",
-        "edit",
-        "filename",
-        Variable::new(
-            Value::str(p.promiser.clone()),
-            DataType::String,
-            Origin::Agent,
-        )
-        .with_tags(vec!["source=promise".into()]),
-    );
+    let filename = Variable::new(
+        Value::str(p.promiser.clone()),
+        DataType::String,
+        Origin::Agent,
+    )
+    .with_tags(vec!["source=promise".into()]);
     let call = BundleCall {
         file: &file,
         bundle: &bundle,
@@ -142,6 +137,7 @@ pub(crate) fn edit_xml(
         order: XML_ORDER,
         inherit: false,
         promiser_acts: &["reports"],
+        vars: vec![("edit", "filename".to_string(), filename)],
     };
     let runner = act.bundles;
     runner.run(act, &call, &mut |act, ep| editor.visit(act, ep));
@@ -306,7 +302,7 @@ impl<'d> XmlEditor<'d> {
             ep,
             ptype,
             result: Res::Noop,
-            locks: &mut act.ctx.edit_locks,
+            locks: act.ctx.edit_locks(),
             changes: &mut act.changes,
             locked: false,
         };

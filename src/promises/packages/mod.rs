@@ -184,8 +184,8 @@ fn default_module(act: &mut ActContext<'_>) -> Option<ModuleBody> {
 }
 
 fn named_module(act: &mut ActContext<'_>, name: &str) -> Option<ModuleBody> {
-    crate::eval::bodies::resolve_named_body(act.ctx, act.policy, "package_module", name)
-        .ok()
+    act.ctx
+        .named_body(act.policy, "package_module", name)
         .map(|b| ModuleBody::from_body(&b))
 }
 
