@@ -166,6 +166,10 @@ pub struct AgentArgs {
     #[arg(long = "report-file", value_name = "PATH")]
     pub report_file: Option<String>,
 
+    /// For timers and cron: run only when body executor control's schedule holds, after the host's splaytime, stopping a run older than agent_expireafter
+    #[arg(long = "scheduled")]
+    pub scheduled: bool,
+
     /// Bootstrap to a policy server (not supported yet)
     #[arg(short = 'B', long = "bootstrap", value_name = "HOST")]
     pub bootstrap: Option<String>,
@@ -485,6 +489,7 @@ impl AgentArgs {
             json: args.json,
             diff: args.diff || args.simulate.is_some(),
             report_file: args.report_file.map(|f| normalize(&cwd.join(f))),
+            scheduled: args.scheduled,
             lock_wait: std::time::Duration::from_secs(args.wait_for_lock),
             // Zero is what a default-built argument set holds (the
             // cf-promises front end's), not a limit anyone asked for.

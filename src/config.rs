@@ -136,6 +136,9 @@ pub struct Config {
     pub json: bool,
     /// Also write the JSON events to this file (atomically, at the end).
     pub report_file: Option<PathBuf>,
+    /// Started by a timer or cron (`--scheduled`): run only when the
+    /// policy's executor schedule holds, after the host's splay.
+    pub scheduled: bool,
 }
 
 pub fn split_list(values: &[String]) -> Vec<String> {

@@ -245,7 +245,19 @@ pub fn run_agent(
     on_loaded: &mut dyn FnMut(&Prepared),
 ) -> Result<RunReport, PipelineError> {
     precheck_with_cf_promises(config)?;
-    let _run_lock = RunLock::acquire(&config.workdir, config.lock_wait)?;
+    let expire_after = match config.scheduled {
+        true => match scheduled_start(config)? {
+            Start::Now(expire_after) => Some(expire_after),
+            Start::NotDue(prepared) => {
+                return Ok(RunReport {
+                    prepared: *prepared,
+                    summary: RunSummary::default(),
+                });
+            }
+        },
+        false => None,
+    };
+    let _run_lock = RunLock::acquire_expiring(&config.workdir, config.lock_wait, expire_after)?;
     let state_dir = StateStore::dir(&config.workdir);
     recover_transactions(&state_dir, sink);
     let mut state = StateStore::open(&config.workdir)?;
@@ -286,6 +298,47 @@ pub fn run_agent(
     };
     state.flush()?;
     Ok(RunReport { prepared, summary })
+}
+
+/// Whether a scheduled run goes ahead.
+enum Start {
+    /// It does (after its splay), stopping a run older than this.
+    Now(std::time::Duration),
+    /// No schedule class holds: nothing runs.
+    NotDue(Box<Prepared>),
+}
+
+/// cf-execd's part of a scheduled run: the policy's executor control read
+/// from a first evaluation (common bundles included, as cf-execd keeps
+/// them), the schedule checked, then the host's splay waited out before
+/// the run proper evaluates afresh. A dry run says how long it would wait.
+fn scheduled_start(config: &Config) -> Result<Start, PipelineError> {
+    let settings = EvalSettings {
+        dry_run: config.dry_run,
+        ..EvalSettings::default()
+    };
+    let mut prepared = prepare_with(config, settings, Host::real(), None, None)?;
+    if prepared.has_errors() {
+        return Err(PipelineError::PolicyErrors);
+    }
+    let schedule = crate::agent::schedule::Schedule::of(&prepared.ctx);
+    let Some(class) = schedule.due(&mut prepared.ctx) else {
+        tracing::info!(
+            "Not scheduled now: none of the schedule's classes ({}) is defined",
+            schedule.classes.join(", ")
+        );
+        return Ok(Start::NotDue(Box::new(prepared)));
+    };
+    tracing::debug!("Scheduled by class '{class}'");
+    crate::host::procs::lead_own_process_group();
+    let secs = schedule.splay.as_secs();
+    if config.dry_run {
+        tracing::info!("Would sleep for splaytime {secs} seconds");
+    } else if secs > 0 {
+        tracing::info!("Sleeping for splaytime {secs} seconds");
+        std::thread::sleep(schedule.splay);
+    }
+    Ok(Start::Now(schedule.expire_after))
 }
 
 /// cf-agent has a policy file from outside the work directory's inputs
@@ -447,6 +500,7 @@ impl Sandbox {
             detailed_exitcodes: false,
             lock_wait: std::time::Duration::ZERO,
             module_timeout: std::time::Duration::from_secs(1),
+            scheduled: false,
             diff: false,
             json: false,
             report_file: None,

@@ -7,6 +7,7 @@ mod bundles;
 pub mod graph;
 mod methods;
 mod promise;
+pub mod schedule;
 pub mod transaction;
 pub mod why;
 

@@ -181,6 +181,31 @@ pub fn is_ancestor(pid: i32) -> bool {
     false
 }
 
+/// Makes this process the leader of a process group of its own, so that
+/// what it starts can be stopped with it (a scheduled run that outlives
+/// `agent_expireafter`). A session leader already leads its group: the
+/// refusal then changes nothing.
+pub fn lead_own_process_group() {
+    // SAFETY: setpgid(2) has no memory-safety preconditions.
+    let _ = unsafe { libc::setpgid(0, 0) };
+}
+
+/// Sends `sig` to the process group `pid` leads, or to `pid` alone when it
+/// leads none (it was not started as a scheduled run).
+pub fn signal_group(pid: i32, sig: i32) -> std::io::Result<()> {
+    // SAFETY: getpgid(2) and kill(2) have no memory-safety preconditions.
+    let target = if unsafe { libc::getpgid(pid) } == pid {
+        -pid
+    } else {
+        pid
+    };
+    if unsafe { libc::kill(target, sig) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Every process on the machine (of a /proc-like directory, for tests).
 pub fn processes_in(proc_dir: &Path) -> Vec<ProcessInfo> {
     let boot = std::fs::read_to_string(proc_dir.join("stat"))

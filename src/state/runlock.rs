@@ -2,6 +2,7 @@
 //! WORKDIR/state/agent.lock. The kernel drops the lock when the holder
 //! exits or is killed, so a crashed run never blocks the next one.
 
+use crate::host::clock::now_secs;
 use crate::host::local::{self, LockFile};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -39,6 +40,18 @@ pub struct RunLock {
 impl RunLock {
     /// Takes the lock, waiting up to `wait` for another agent to finish.
     pub fn acquire(workdir: &Path, wait: Duration) -> Result<RunLock, RunLockError> {
+        Self::acquire_expiring(workdir, wait, None)
+    }
+
+    /// Takes the lock as [`RunLock::acquire`] does; with `expire_after`, a
+    /// holder that has run longer than that is stopped, with its process
+    /// group, as cf-execd stops an agent past `agent_expireafter`: asked
+    /// to terminate, then killed when it has not gone within `wait`.
+    pub fn acquire_expiring(
+        workdir: &Path,
+        wait: Duration,
+        expire_after: Option<Duration>,
+    ) -> Result<RunLock, RunLockError> {
         let dir = super::StateStore::dir(workdir);
         let path = dir.join("agent.lock");
         let io_err = |source| RunLockError::Io {
@@ -48,27 +61,66 @@ impl RunLock {
         local::create_private_dir(&dir).map_err(io_err)?;
         let mut file = local::open_lock_file(&path).map_err(io_err)?;
         let start = Instant::now();
+        let mut stopping: Option<(i32, Instant)> = None;
         while !file.try_lock().map_err(io_err)? {
-            let holder = file.holder();
-            if holder
-                .trim()
-                .parse::<i32>()
-                .is_ok_and(crate::host::procs::is_ancestor)
-            {
+            let holder = Holder::parse(&file.holder());
+            if holder.pid.is_some_and(crate::host::procs::is_ancestor) {
                 return Ok(RunLock { _file: None });
             }
-            if start.elapsed() >= wait {
+            if let (Some(limit), Some(pid), Some(started)) =
+                (expire_after, holder.pid, holder.started)
+            {
+                let age = now_secs().saturating_sub(started);
+                match stopping {
+                    None if age > limit.as_secs() as i64 => {
+                        tracing::error!(
+                            "The agent run of pid {pid} has run {age} seconds, longer than \
+                             agent_expireafter ({} minutes): stopping it and its process group",
+                            limit.as_secs() / 60
+                        );
+                        let _ = crate::host::procs::signal_group(pid, libc::SIGTERM);
+                        stopping = Some((pid, Instant::now()));
+                    }
+                    Some((p, since)) if p == pid && since.elapsed() >= wait => {
+                        let _ = crate::host::procs::signal_group(pid, libc::SIGKILL);
+                    }
+                    _ => {}
+                }
+            }
+            let waited = match stopping {
+                Some((_, since)) => since.elapsed() >= wait * 2,
+                None => start.elapsed() >= wait,
+            };
+            if waited {
                 return Err(RunLockError::Busy {
-                    pid: file.holder().trim().to_string(),
+                    pid: holder.pid.map(|p| p.to_string()).unwrap_or_default(),
                     workdir: workdir.display().to_string(),
                     waited: start.elapsed().as_secs(),
                 });
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        // Record who holds it, for the message the next agent prints.
-        file.set_holder(&std::process::id().to_string());
+        // Record who holds it and since when, for the message the next
+        // agent prints and for agent_expireafter.
+        file.set_holder(&format!("{} {}", std::process::id(), now_secs()));
         Ok(RunLock { _file: Some(file) })
+    }
+}
+
+/// What the lock file says of its holder: `PID START` (seconds since the
+/// epoch); an older agent wrote the pid alone.
+struct Holder {
+    pid: Option<i32>,
+    started: Option<i64>,
+}
+
+impl Holder {
+    fn parse(text: &str) -> Holder {
+        let mut words = text.split_whitespace();
+        Holder {
+            pid: words.next().and_then(|w| w.parse().ok()),
+            started: words.next().and_then(|w| w.parse().ok()),
+        }
     }
 }
 

@@ -36,6 +36,7 @@ mod proptest_parse;
 mod remote;
 mod safe_access;
 mod sandbox;
+mod schedule;
 mod snapshots;
 mod state;
 mod stdlib;
