@@ -11,6 +11,15 @@ use crate::config::{
 use clap::{ArgAction, Parser};
 use std::path::PathBuf;
 
+/// What `agent --help` and the manual page say after the flags.
+const AGENT_AFTER_HELP: &str = "\
+Work directory (-w): /var/lib/convergent as root, else $XDG_STATE_HOME/convergent
+(~/.local/state/convergent); the policy is WORKDIR/inputs/promises.cf unless -f names one.
+
+Exit codes: 0 the policy ran (or the check passed); 1 the policy has errors or the run could
+not start; 2 bad command line; 6 an abortclasses class stopped the run. With
+--detailed-exitcodes: 0 all kept, 2 something repaired, 4 something not kept, 6 both.";
+
 /// Flags accepted as `agent` or `cf-agent`.
 #[derive(Debug, Parser, Default)]
 #[command(
@@ -19,7 +28,8 @@ use std::path::PathBuf;
     disable_version_flag = true,
     // getopt lets a flag repeat (the last value wins); so do we.
     args_override_self = true,
-    about = "convergent: brings a host to the state its CFEngine 3 policy promises"
+    about = "convergent: brings a host to the state its CFEngine 3 policy promises",
+    after_help = AGENT_AFTER_HELP
 )]
 pub struct AgentArgs {
     /// Policy entry file (relative names are looked up in WORKDIR/inputs, ./names in the current directory)
@@ -170,9 +180,37 @@ pub struct AgentArgs {
     #[arg(long = "scheduled")]
     pub scheduled: bool,
 
+    /// Print the manual page (roff) and stop; the package installs it as agent(1)
+    #[arg(long = "man-page", hide = true)]
+    pub man_page: bool,
+
+    /// Print a completion script for SHELL (bash, zsh, fish, elvish, powershell) and stop
+    #[arg(long = "completions", value_name = "SHELL", hide = true,
+          value_parser = ["bash", "zsh", "fish", "elvish", "powershell"])]
+    pub completions: Option<String>,
+
     /// Bootstrap to a policy server (not supported yet)
     #[arg(short = 'B', long = "bootstrap", value_name = "HOST")]
     pub bootstrap: Option<String>,
+}
+
+/// The manual page of `agent`, from its flags (roff, for `man`).
+pub fn man_page() -> Vec<u8> {
+    let mut out = Vec::new();
+    let page = clap_mangen::Man::new(<AgentArgs as clap::CommandFactory>::command());
+    // Writing into a Vec cannot fail.
+    let _ = page.render(&mut out);
+    out
+}
+
+/// A completion script of `agent`'s flags for `shell`; `None` for a shell
+/// clap_complete does not know.
+pub fn completions(shell: &str) -> Option<Vec<u8>> {
+    let shell: clap_complete::Shell = shell.parse().ok()?;
+    let mut cmd = <AgentArgs as clap::CommandFactory>::command();
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "agent", &mut out);
+    Some(out)
 }
 
 /// Flags accepted when invoked as `cf-promises`.

@@ -63,6 +63,14 @@ fn main() -> ExitCode {
     } else {
         AgentArgs::parse_from(&argv)
     };
+    if args.man_page {
+        return print_bytes(&convergent::cli::man_page());
+    }
+    if let Some(shell) = &args.completions {
+        // clap checked the name against the shells it knows.
+        let script = convergent::cli::completions(shell).unwrap_or_default();
+        return print_bytes(&script);
+    }
     // The effective uid is what matters for the default work directory
     // (and whether we may give files away is the same question).
     let is_root = convergent::host::fs::can_chown();
@@ -87,6 +95,17 @@ fn main() -> ExitCode {
         log_target,
     );
     run(&config)
+}
+
+fn print_bytes(bytes: &[u8]) -> ExitCode {
+    use std::io::Write;
+    match std::io::stdout().write_all(bytes) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("   error: cannot write to standard output: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `cf-key`: makes this host's key pair, or prints a key's digest, or

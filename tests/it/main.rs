@@ -26,6 +26,7 @@ mod functions_differential;
 mod functions_no_panic;
 mod graph_why;
 mod hostile_input;
+mod install;
 mod json_events;
 mod logging;
 mod mpf_differential;
