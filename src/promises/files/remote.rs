@@ -66,10 +66,10 @@ pub fn copy_from_servers(
             return Remote::Local;
         }
         let address = with_port(server, port);
-        match Connection::open(&address, &settings) {
+        match act.remote.take(&address, &settings) {
             Ok(c) => {
                 named = server.clone();
-                conn = Some(c);
+                conn = Some((c, address));
                 break;
             }
             Err(e) => {
@@ -78,7 +78,7 @@ pub fn copy_from_servers(
             }
         }
     }
-    let Some(mut conn) = conn else {
+    let Some((mut conn, address)) = conn else {
         tracing::error!(
             "No server of {{{}}} could be reached to copy '{source}' to '{}': {}",
             servers.join(", "),
@@ -89,6 +89,23 @@ pub fn copy_from_servers(
         return Remote::Done;
     };
     let server = named;
+    copy_with(act, p, target, body, source, &server, &mut conn, v);
+    act.remote.give_back(&address, &settings, conn);
+    Remote::Done
+}
+
+/// Copies `source` from `server`, over `conn`, to `target`.
+#[allow(clippy::too_many_arguments)]
+fn copy_with(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    body: &ResolvedBody,
+    source: &str,
+    server: &str,
+    conn: &mut Connection,
+    v: &mut Verdict,
+) {
     let st = match conn.stat(source) {
         Ok(st) => st,
         Err(e) => {
@@ -98,20 +115,16 @@ pub fn copy_from_servers(
                 tracing::debug!(
                     "Source '{source}' is missing on '{server}', and missing_ok is set: the copy is kept"
                 );
-                return Remote::Done;
+                return;
             }
             tracing::error!(
                 "Can't stat file '{source}' on '{server}' in files.copy_from promise: {e}"
             );
             v.failed();
-            return Remote::Done;
+            return;
         }
     };
-    let mut copy = Copy {
-        conn: &mut conn,
-        server: &server,
-        body,
-    };
+    let mut copy = Copy { conn, server, body };
     if st.kind == RemoteKind::Dir {
         let depth = p.body("depth_search").map(|d| match d.scalar("depth") {
             Some("inf") | None => usize::MAX,
@@ -119,14 +132,13 @@ pub fn copy_from_servers(
         });
         let Some(depth) = depth else {
             ensure_dir(act, p, target, DEFAULT_DIR_MODE, v);
-            return Remote::Done;
+            return;
         };
         let purge = body.scalar("purge").and_then(parse_bool) == Some(true);
         copy.tree(act, p, source, &st, target, depth, purge, v);
-        return Remote::Done;
+        return;
     }
     copy.file(act, source, &st, target, v);
-    Remote::Done
 }
 
 /// The connection's settings from the body and the agent's work directory.
