@@ -136,6 +136,11 @@ pub struct Config {
     pub json: bool,
     /// Also write the JSON events to this file (atomically, at the end).
     pub report_file: Option<PathBuf>,
+    /// `-B HUB`: bootstrap to this policy server instead of running.
+    pub bootstrap: Option<String>,
+    /// `--trust-server`: whether bootstrapping trusts a server key never
+    /// seen before.
+    pub trust_server: bool,
 }
 
 pub fn split_list(values: &[String]) -> Vec<String> {

@@ -450,6 +450,8 @@ impl Sandbox {
             diff: false,
             json: false,
             report_file: None,
+            bootstrap: None,
+            trust_server: false,
         };
         let mut input = DiscoverInput::new(&config.workdir, &config.entry, Role::Agent);
         input.name_lookup = NameLookup::HostsFile;

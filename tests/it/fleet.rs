@@ -73,6 +73,7 @@ impl Hub {
         Hub::stamp(&wd);
         let port = spare_port();
         let masterfiles = wd.join("masterfiles");
+        std::fs::create_dir_all(wd.join("modules")).unwrap();
         let policy = format!(
             r#"body common control {{ bundlesequence => {{ "main" }}; }}
 bundle agent main {{ }}
@@ -90,9 +91,13 @@ bundle server access_rules
     "{m}/"
       shortcut => "masterfiles",
       admit_ips => {{ "127.0.0.0/8" }};
+    "{modules}/"
+      shortcut => "modules",
+      admit_ips => {{ "127.0.0.0/8" }};
 }}
 "#,
-            m = masterfiles.display()
+            m = masterfiles.display(),
+            modules = wd.join("modules").display()
         );
         let server = Serverd::start_policy(&wd, &policy, port);
         Hub {
@@ -289,4 +294,174 @@ fn similar_asserts_eq(want: &[String], got: &[String]) {
             "cf-agent's inputs and ours differ:\nonly cf-agent's: {only_want:#?}\nonly ours: {only_got:#?}"
         );
     }
+}
+
+/// A work directory with nothing but this host's key pair.
+fn bare_workdir(dir: &Path, name: &str) -> PathBuf {
+    let wd = dir.join(name);
+    std::fs::create_dir_all(&wd).unwrap();
+    cmd_ok(Command::new("cf-key").env("CFENGINE_TEST_OVERRIDE_WORKDIR", &wd));
+    wd
+}
+
+fn agent(wd: &Path, args: &[&str]) -> common::Captured {
+    common::run(
+        Command::new(common::agent_bin())
+            .args(["-K", "-I", "-w"])
+            .arg(wd)
+            .args(args)
+            .stdin(std::process::Stdio::null()),
+    )
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    std::fs::read(a).ok().is_some() && std::fs::read(a).ok() == std::fs::read(b).ok()
+}
+
+#[test]
+fn bootstrap_makes_a_client_of_the_hub() {
+    if mpf_skipped("bootstrap_makes_a_client_of_the_hub") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = Hub::start(tmp.path());
+    // 127.0.0.2 reaches this host without being one of its interface
+    // addresses: a client's bootstrap, not a hub's.
+    let address = format!("127.0.0.2:{}", hub.port);
+
+    // Refusing to trust a key never seen leaves the host as it was.
+    let wd = bare_workdir(tmp.path(), "client");
+    let refused = agent(&wd, &["-B", &address, "--trust-server=no"]);
+    let all = format!("{refused:?}\nserver:\n{}", hub.server.log_text());
+    assert_eq!(refused.code, Some(1), "{all}");
+    assert!(refused.stdout.contains("Bootstrapping failed"), "{all}");
+    assert!(!wd.join("policy_server.dat").exists(), "{all}");
+    assert!(!wd.join("inputs/failsafe.cf").exists(), "{all}");
+
+    // So does a hub that does not answer.
+    let nobody = agent(&wd, &["-B", &format!("127.0.0.2:{}", spare_port())]);
+    assert_eq!(nobody.code, Some(1), "{nobody:?}");
+    assert!(!wd.join("policy_server.dat").exists(), "{nobody:?}");
+
+    let boot = agent(&wd, &["-B", &address]);
+    let all = format!("{boot:?}\nserver:\n{}", hub.server.log_text());
+    assert_eq!(boot.code, Some(0), "{all}");
+    assert!(
+        boot.stdout.contains("Assuming role as regular client"),
+        "{all}"
+    );
+    assert!(boot.stdout.contains("completed successfully"), "{all}");
+    assert!(!boot.stdout.contains("error:"), "{all}");
+    assert_eq!(
+        std::fs::read_to_string(wd.join("policy_server.dat")).unwrap(),
+        format!("{address}\n")
+    );
+    assert!(!wd.join("state/am_policy_hub").exists());
+    // The hub's key is trusted, as cf-key names a trusted key.
+    let digest = common::run(
+        Command::new("cf-key")
+            .env("CFENGINE_TEST_OVERRIDE_WORKDIR", &hub.workdir)
+            .arg("-p")
+            .arg(hub.public_key()),
+    );
+    let digest = digest.stdout.trim().to_string();
+    assert!(
+        wd.join(format!("ppkeys/root-{digest}.pub")).exists(),
+        "{digest}: {all}"
+    );
+    // The hub's policy is the host's, with the failsafe policy beside it.
+    for f in [
+        "promises.cf",
+        "update.cf",
+        "lib/stdlib.cf",
+        "cf_promises_validated",
+    ] {
+        assert!(
+            same_file(&wd.join("inputs").join(f), &hub.masterfiles().join(f)),
+            "{f}: {all}"
+        );
+    }
+    assert!(wd.join("inputs/failsafe.cf").is_file());
+
+    // Then the MPF's own update runs against the hub it was given.
+    let update = agent(&wd, &["-f", "update.cf"]);
+    assert_eq!(update.code, Some(0), "{update:?}");
+    assert!(!update.stdout.contains("error:"), "{update:?}");
+}
+
+#[test]
+fn bootstrap_to_an_own_address_takes_the_hub_role() {
+    if mpf_skipped("bootstrap_to_an_own_address_takes_the_hub_role") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let wd = bare_workdir(tmp.path(), "hub");
+    cmd_ok(
+        Command::new("cp")
+            .arg("-a")
+            .arg(MPF)
+            .arg(wd.join("masterfiles")),
+    );
+    let boot = agent(&wd, &["--bootstrap", "127.0.0.1"]);
+    assert_eq!(boot.code, Some(0), "{boot:?}");
+    assert!(
+        boot.stdout.contains("Assuming role as policy server"),
+        "{boot:?}"
+    );
+    assert!(wd.join("state/am_policy_hub").exists());
+    assert_eq!(
+        std::fs::read_to_string(wd.join("policy_server.dat")).unwrap(),
+        "127.0.0.1\n"
+    );
+    let mut inputs = tree(&wd.join("inputs"));
+    inputs.remove("failsafe.cf");
+    let masterfiles = tree(&wd.join("masterfiles"));
+    let names = |t: &BTreeMap<String, (String, u32, Vec<u8>)>| {
+        t.iter()
+            .map(|(k, (kind, _, bytes))| (k.clone(), kind.clone(), bytes.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        names(&inputs) == names(&masterfiles),
+        "inputs are not masterfiles"
+    );
+}
+
+#[test]
+fn a_bad_push_falls_back_to_the_failsafe_policy_and_is_repaired() {
+    if mpf_skipped("a_bad_push_falls_back_to_the_failsafe_policy_and_is_repaired") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = Hub::start(tmp.path());
+    let wd = bare_workdir(tmp.path(), "client");
+    let boot = agent(&wd, &["-B", &format!("127.0.0.2:{}", hub.port)]);
+    assert_eq!(boot.code, Some(0), "{boot:?}");
+    let promises = wd.join("inputs/promises.cf");
+    let theirs = hub.masterfiles().join("promises.cf");
+
+    // promises.cf that does not pass the check: the failsafe policy runs
+    // and fetches the hub's again.
+    let mut text = std::fs::read_to_string(&promises).unwrap();
+    text.push_str("\nbundle agent broken {\n");
+    std::fs::write(&promises, &text).unwrap();
+    let run = agent(&wd, &[]);
+    assert!(run.stdout.contains("going to failsafe"), "{run:?}");
+    assert!(run.stdout.contains("The failsafe policy runs"), "{run:?}");
+    assert!(same_file(&promises, &theirs), "{run:?}");
+
+    // promises.cf gone, and failsafe.cf with it: written again, run.
+    std::fs::remove_file(&promises).unwrap();
+    std::fs::remove_file(wd.join("inputs/failsafe.cf")).unwrap();
+    let run = agent(&wd, &[]);
+    assert!(run.stdout.contains("going to failsafe"), "{run:?}");
+    assert!(wd.join("inputs/failsafe.cf").is_file(), "{run:?}");
+    assert!(same_file(&promises, &theirs), "{run:?}");
+
+    // A policy outside the inputs directory does not fall back.
+    let elsewhere = tmp.path().join("elsewhere.cf");
+    std::fs::write(&elsewhere, "bundle agent main {\n").unwrap();
+    let run = agent(&wd, &["-f", elsewhere.to_str().unwrap()]);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert!(!run.stdout.contains("failsafe"), "{run:?}");
 }
