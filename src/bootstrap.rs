@@ -182,6 +182,11 @@ pub fn prepare(
         undo(host, &b);
         return Err(e);
     }
+    host.sync_pending_dirs()
+        .map_err(|e| BootstrapError::Write {
+            path: workdir.to_path_buf(),
+            reason: crate::host::strerror(&e),
+        })?;
     Ok(b)
 }
 

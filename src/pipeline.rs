@@ -260,6 +260,7 @@ pub fn run_agent(
     } else {
         Host::real()
     };
+    let synced = host.clone();
     let mut prepared = prepare_with(config, settings, host.clone(), Some(&mut state), None)?;
     on_loaded(&prepared);
     if prepared.has_errors() {
@@ -280,7 +281,12 @@ pub fn run_agent(
         };
         let mut run = AgentRun::new(&mut prepared.ctx, &prepared.policy, sink, setup);
         let seq = run.bundlesequence(config.bundlesequence.as_deref())?;
-        run.run(&seq)?;
+        let ran = run.run(&seq);
+        // The renames of the run made durable, once per directory.
+        if let Err(e) = synced.sync_pending_dirs() {
+            tracing::error!("Could not sync the directories the run wrote to: {e}");
+        }
+        ran?;
         save_why(&state_dir, config, run.why_mut());
         run.into_summary()
     };

@@ -6,12 +6,14 @@
 use super::Host;
 use super::safe::{self, Final, Located};
 use rustix::fs::{AtFlags, Mode, OFlags};
+use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {
@@ -140,7 +142,60 @@ fn uid_gid(
     )
 }
 
+/// Directories whose renames are not yet synced: a file's data is synced
+/// before it is renamed into place, so after a crash its name holds the
+/// old file or the new one, whole; the directory entry itself is synced
+/// once per directory, when the run ends ([`Host::sync_pending_dirs`]) or
+/// when too many are waiting, instead of once per file (a tree copy of
+/// the MPF paid one journal flush per file for it, 0.7 s of 1.4 s).
+#[derive(Debug, Default)]
+pub struct PendingDirs(Mutex<HashMap<(u64, u64), OwnedFd>>);
+
+/// How many directories may wait for their sync.
+const MAX_PENDING_DIRS: usize = 256;
+
+impl PendingDirs {
+    fn add(&self, l: &safe::Located) -> io::Result<()> {
+        let fd = l.dir_for_sync()?;
+        let st = rustix::fs::fstat(&fd).map_err(safe::errno)?;
+        let full = {
+            let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            m.entry((st.st_dev, st.st_ino)).or_insert(fd);
+            m.len() >= MAX_PENDING_DIRS
+        };
+        if full { self.sync() } else { Ok(()) }
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        let all: Vec<OwnedFd> = {
+            let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            m.drain().map(|(_, fd)| fd).collect()
+        };
+        let mut first_err = None;
+        for fd in all {
+            if let Err(e) = rustix::fs::fsync(&fd) {
+                first_err.get_or_insert(safe::errno(e));
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for PendingDirs {
+    fn drop(&mut self) {
+        if let Err(e) = self.sync() {
+            tracing::error!("Could not sync the directories written to: {e}");
+        }
+    }
+}
+
 impl Host {
+    /// Syncs the directories files were renamed into since the last call,
+    /// making those renames durable (see [`PendingDirs`]).
+    pub fn sync_pending_dirs(&self) -> io::Result<()> {
+        self.pending_dirs.sync()
+    }
+
     /// Walks to `p` safely (see [`safe`]), or takes its directory from the
     /// walks of this run when it is still the same (see [`safe::DirCache`]).
     fn locate(&self, p: &Path, last: Final) -> io::Result<Located> {
@@ -613,7 +668,7 @@ impl Host {
                     p.display()
                 )));
             }
-            l.sync_dir()
+            self.pending_dirs.add(&l)
         })();
         if let Some(n) = named {
             let _ = rustix::fs::unlinkat(&*l.dir, &n, AtFlags::empty());
