@@ -166,19 +166,47 @@ impl PendingDirs {
         if full { self.sync() } else { Ok(()) }
     }
 
+    /// Syncs what is waiting, the directories side by side
+    /// ([`fsync_all`]).
     fn sync(&self) -> io::Result<()> {
         let all: Vec<OwnedFd> = {
             let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
             m.drain().map(|(_, fd)| fd).collect()
         };
-        let mut first_err = None;
-        for fd in all {
-            if let Err(e) = rustix::fs::fsync(&fd) {
-                first_err.get_or_insert(safe::errno(e));
-            }
-        }
-        first_err.map_or(Ok(()), Err)
+        fsync_all(&all)
     }
+}
+
+/// `fsync`s every descriptor, several at a time: the disk's flushes of
+/// concurrent syncs are shared, where one after the other each waits for
+/// its own (a `syncfs` would flush what every other program wrote too).
+fn fsync_all(fds: &[OwnedFd]) -> io::Result<()> {
+    const THREADS: usize = 8;
+    if fds.len() <= 1 {
+        return fds
+            .iter()
+            .try_for_each(|fd| rustix::fs::fsync(fd).map_err(safe::errno));
+    }
+    let chunk = fds.len().div_ceil(THREADS);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = fds
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .try_for_each(|fd| rustix::fs::fsync(fd).map_err(safe::errno))
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a sync thread panicked")))
+            })
+            .collect::<io::Result<Vec<()>>>()
+            .map(|_| ())
+    })
 }
 
 impl Drop for PendingDirs {
@@ -553,8 +581,43 @@ impl Host {
         mode: u32,
         fill: impl FnOnce(&mut dyn Write) -> Result<(), E>,
     ) -> Result<(), Streamed<E>> {
+        self.write_streamed(p, mode, true, fill)
+    }
+
+    /// [`Host::write_atomic_streamed`] without syncing the file's data: for
+    /// files staged under a temporary name, all made durable at once by
+    /// [`Host::sync_files`] before anything renames them into place.
+    pub fn write_staged<E>(
+        &self,
+        p: &Path,
+        mode: u32,
+        fill: impl FnOnce(&mut dyn Write) -> Result<(), E>,
+    ) -> Result<(), Streamed<E>> {
+        self.write_streamed(p, mode, false, fill)
+    }
+
+    /// Makes the staged files `paths` durable, side by side (see
+    /// [`Host::write_staged`]).
+    pub fn sync_files(&self, paths: &[PathBuf]) -> io::Result<()> {
+        let fds = paths
+            .iter()
+            .map(|p| {
+                let l = self.locate(p, Final::Keep)?;
+                l.open(OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK)
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        fsync_all(&fds)
+    }
+
+    fn write_streamed<E>(
+        &self,
+        p: &Path,
+        mode: u32,
+        sync: bool,
+        fill: impl FnOnce(&mut dyn Write) -> Result<(), E>,
+    ) -> Result<(), Streamed<E>> {
         let mut failure = None;
-        let written = self.replace_with(p, mode, None, |f| {
+        let written = self.replace_with_sync(p, mode, None, sync, |f| {
             fill(f).map_err(|e| {
                 failure = Some(e);
                 io::Error::other("the content could not be had")
@@ -587,6 +650,19 @@ impl Host {
         p: &Path,
         mode: u32,
         read: Option<&Stamp>,
+        fill: impl FnOnce(&mut File) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.replace_with_sync(p, mode, read, true, fill)
+    }
+
+    /// [`Host::replace_with`]; `sync`: whether the new content is synced
+    /// before the rename (not for staged files, see [`Host::write_staged`]).
+    fn replace_with_sync(
+        &self,
+        p: &Path,
+        mode: u32,
+        read: Option<&Stamp>,
+        sync: bool,
         fill: impl FnOnce(&mut File) -> io::Result<()>,
     ) -> io::Result<()> {
         self.before_change(p)?;
@@ -627,7 +703,9 @@ impl Host {
                 }
             }
             rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(safe::errno)?;
-            f.sync_all()?;
+            if sync {
+                f.sync_all()?;
+            }
             if let Some(stamp) = read {
                 let now = l.lstat()?.map(|st| Seen::of(&st));
                 if now != Some(stamp.seen) {
