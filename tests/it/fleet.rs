@@ -465,3 +465,91 @@ fn a_bad_push_falls_back_to_the_failsafe_policy_and_is_repaired() {
     assert_eq!(run.code, Some(1), "{run:?}");
     assert!(!run.stdout.contains("failsafe"), "{run:?}");
 }
+
+/// Stand-ins for CFEngine's daemons in `WORKDIR/bin`: each notes in
+/// `WORKDIR/started` that it was started, and exits.
+fn fake_daemons(wd: &Path) {
+    for d in ["cf-execd", "cf-serverd", "cf-monitord"] {
+        let p = wd.join("bin").join(d);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho {d} >> '{}'\n",
+                wd.join("started").display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+fn started(wd: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_to_string(wd.join("started"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let _ = std::fs::remove_file(wd.join("started"));
+    v.sort();
+    v
+}
+
+#[test]
+fn the_mpf_keeps_cfengines_daemons_unless_augments_switch_it_off() {
+    if mpf_skipped("the_mpf_keeps_cfengines_daemons_unless_augments_switch_it_off") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = Hub::start(tmp.path());
+    let ours = host_workdir(tmp.path(), "ours", &hub);
+    let theirs = host_workdir(tmp.path(), "theirs", &hub);
+    let cf_agent = common::have("cf-agent");
+    let cf_update = |wd: &Path| {
+        let run = common::run(
+            Command::new("cf-agent")
+                .env("CFENGINE_TEST_OVERRIDE_WORKDIR", wd)
+                .arg("-K")
+                .arg("-f")
+                .arg(wd.join("inputs/update.cf")),
+        );
+        assert_eq!(run.code, Some(0), "{run:?}");
+    };
+    for wd in [&ours, &theirs] {
+        fake_daemons(wd);
+    }
+    let all = vec!["cf-execd", "cf-monitord", "cf-serverd"];
+    // The MPF starts the daemons installed beside the agent (on a host
+    // without systemd), as it does under cf-agent.
+    let first = update(&ours);
+    assert_eq!(first.code, Some(0), "{first:?}");
+    assert_eq!(started(&ours), all, "{first:?}");
+    if cf_agent {
+        cf_update(&theirs);
+        assert_eq!(started(&theirs), all);
+    }
+
+    // The MPF's augments classes, pushed from the hub, switch that off.
+    std::fs::write(
+        hub.masterfiles().join("def.json"),
+        r#"{ "classes": { "persistent_disable_cf_execd": [ "any" ],
+               "persistent_disable_cf_serverd": [ "any" ],
+               "persistent_disable_cf_monitord": [ "any" ] } }
+"#,
+    )
+    .unwrap();
+    Hub::stamp(&hub.workdir);
+    let fetch = update(&ours);
+    assert_eq!(fetch.code, Some(0), "{fetch:?}");
+    assert!(ours.join("inputs/def.json").is_file(), "{fetch:?}");
+    started(&ours);
+    let quiet = update(&ours);
+    assert_eq!(quiet.code, Some(0), "{quiet:?}");
+    assert!(!quiet.stdout.contains("error:"), "{quiet:?}");
+    assert_eq!(started(&ours), Vec::<String>::new(), "{quiet:?}");
+    if cf_agent {
+        cf_update(&theirs);
+        started(&theirs);
+        cf_update(&theirs);
+        assert_eq!(started(&theirs), Vec::<String>::new());
+    }
+}
