@@ -189,9 +189,13 @@ pub struct AgentArgs {
           value_parser = ["bash", "zsh", "fish", "elvish", "powershell"])]
     pub completions: Option<String>,
 
-    /// Bootstrap to a policy server (not supported yet)
+    /// Bootstrap to a policy server: HOST or HOST:PORT (see README, "Running a fleet")
     #[arg(short = 'B', long = "bootstrap", value_name = "HOST")]
     pub bootstrap: Option<String>,
+
+    /// With --bootstrap: trust the server's key on first sight (yes, the default) or only a key already trusted (no)
+    #[arg(long = "trust-server", value_name = "yes|no", num_args = 0..=1, default_missing_value = "yes")]
+    pub trust_server: Option<String>,
 }
 
 /// The manual page of `agent`, from its flags (roff, for `man`).
@@ -434,9 +438,25 @@ impl AgentArgs {
     /// The settings these flags ask for.
     pub fn resolve(self, is_root: bool) -> Result<Config, ConfigError> {
         let args = self;
-        let unsupported = [(args.bootstrap.is_some(), "-B/--bootstrap")];
-        if let Some((_, flag)) = unsupported.iter().find(|(on, _)| *on) {
-            return Err(ConfigError::NotSupported(flag.to_string()));
+        let trust_server = match args.trust_server.as_deref() {
+            None | Some("yes" | "y" | "true" | "on") => true,
+            Some("no" | "n" | "false" | "off") => false,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    flag: "--trust-server".into(),
+                    value: other.to_string(),
+                    reason: "expected yes or no".into(),
+                });
+            }
+        };
+        if let Some(b) = &args.bootstrap
+            && b.trim().is_empty()
+        {
+            return Err(ConfigError::Invalid {
+                flag: "-B/--bootstrap".into(),
+                value: b.clone(),
+                reason: "expected the policy server's address or name".into(),
+            });
         }
         let workdir = resolve_workdir(args.workdir.as_deref(), is_root)?;
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
@@ -528,6 +548,8 @@ impl AgentArgs {
             diff: args.diff || args.simulate.is_some(),
             report_file: args.report_file.map(|f| normalize(&cwd.join(f))),
             scheduled: args.scheduled,
+            bootstrap: args.bootstrap.map(|b| b.trim().to_string()),
+            trust_server,
             lock_wait: std::time::Duration::from_secs(args.wait_for_lock),
             // Zero is what a default-built argument set holds (the
             // cf-promises front end's), not a limit anyone asked for.
@@ -544,15 +566,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unsupported_flags_are_errors() {
-        let args = AgentArgs {
-            bootstrap: Some("h".into()),
-            ..AgentArgs::default()
-        };
-        assert_eq!(
-            args.resolve(false).unwrap_err(),
-            ConfigError::NotSupported("-B/--bootstrap".into())
-        );
+    fn bootstrap_and_trust_server() {
+        let a = AgentArgs::try_parse_from(["agent", "-B", "10.0.0.1:5308", "--trust-server=no"])
+            .unwrap()
+            .resolve(false)
+            .unwrap();
+        assert_eq!(a.bootstrap.as_deref(), Some("10.0.0.1:5308"));
+        assert!(!a.trust_server);
+        let a = AgentArgs::try_parse_from(["agent", "--bootstrap", "hub"])
+            .unwrap()
+            .resolve(false)
+            .unwrap();
+        assert!(a.trust_server);
+        let bad = AgentArgs::try_parse_from(["agent", "-B", "h", "--trust-server=maybe"])
+            .unwrap()
+            .resolve(false)
+            .unwrap_err();
+        assert!(bad.to_string().contains("expected yes or no"), "{bad}");
+        let empty = AgentArgs::try_parse_from(["agent", "-B", " "])
+            .unwrap()
+            .resolve(false)
+            .unwrap_err();
+        assert!(empty.to_string().contains("policy server"), "{empty}");
     }
 
     #[test]

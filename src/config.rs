@@ -139,6 +139,11 @@ pub struct Config {
     /// Started by a timer or cron (`--scheduled`): run only when the
     /// policy's executor schedule holds, after the host's splay.
     pub scheduled: bool,
+    /// `-B HUB`: bootstrap to this policy server instead of running.
+    pub bootstrap: Option<String>,
+    /// `--trust-server`: whether bootstrapping trusts a server key never
+    /// seen before.
+    pub trust_server: bool,
 }
 
 pub fn split_list(values: &[String]) -> Vec<String> {

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod augments;
+pub mod bootstrap;
 pub mod cli;
 pub mod config;
 pub mod discover;

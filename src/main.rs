@@ -339,7 +339,10 @@ fn run(config: &Config) -> ExitCode {
             format,
             entry_as_given,
         } => print_policy(config, *format, entry_as_given.as_deref()),
-        Mode::Run => run_policy(config),
+        Mode::Run => match &config.bootstrap {
+            Some(hub) => bootstrap(config, hub),
+            None => run_policy(config),
+        },
         Mode::Why(query) => why(config, query),
         Mode::Graph => print_graph(config),
         Mode::Check | Mode::Show { .. } | Mode::Explain(_) => check_policy(config),
@@ -455,7 +458,17 @@ fn run_policy(config: &Config) -> ExitCode {
     sink.event(&run_start_event(config));
     let report = match run_agent(config, &mut sink, &mut report_loaded) {
         Ok(r) => r,
-        Err(PipelineError::PolicyErrors) => return ExitCode::from(EXIT_POLICY_ERROR),
+        Err(
+            e @ (PipelineError::PolicyErrors
+            | PipelineError::Load(_)
+            | PipelineError::Validation(_)),
+        ) => {
+            if !matches!(e, PipelineError::PolicyErrors) {
+                tracing::error!("{e}");
+            }
+            drop(sink);
+            return failsafe(config);
+        }
         Err(e) => {
             tracing::error!("{e}");
             return ExitCode::from(EXIT_POLICY_ERROR);
@@ -492,6 +505,62 @@ fn run_policy(config: &Config) -> ExitCode {
         Err(code) => return code,
     }
     run_exit_code(config, &report, &c)
+}
+
+/// `--bootstrap HUB`: prepares the work directory, runs the failsafe
+/// policy (with the class `bootstrap_mode`) to fetch the hub's policy,
+/// and undoes it all when that policy did not arrive (see
+/// `convergent::bootstrap`).
+fn bootstrap(config: &Config, hub: &str) -> ExitCode {
+    let host = convergent::host::Host::real();
+    let b = match convergent::bootstrap::prepare(&host, &config.workdir, hub, config.trust_server) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::from(EXIT_POLICY_ERROR);
+        }
+    };
+    let mut run = config.clone();
+    run.bootstrap = None;
+    run.entry = b.failsafe();
+    run.bundlesequence = None;
+    run.defines.push("bootstrap_mode".into());
+    let code = run_policy(&run);
+    if convergent::bootstrap::finish(&host, &b) {
+        code
+    } else {
+        ExitCode::from(EXIT_POLICY_ERROR)
+    }
+}
+
+/// A policy of the inputs directory that is missing or does not pass the
+/// check: the failsafe policy runs instead, as cf-agent runs its own, so
+/// that the next update can repair a bad push; not when a person is at
+/// the terminal (cf-agent does not either), nor for any other policy.
+fn failsafe(config: &Config) -> ExitCode {
+    use std::io::IsTerminal;
+    let Some(entry) = convergent::bootstrap::failsafe_for(&config.workdir, &config.entry) else {
+        return ExitCode::from(EXIT_POLICY_ERROR);
+    };
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        tracing::error!(
+            "Failsafe condition triggered. Interactive session detected, skipping failsafe.cf execution."
+        );
+        return ExitCode::from(EXIT_POLICY_ERROR);
+    }
+    tracing::error!(
+        "CFEngine was not able to get confirmation of promises from cf-promises, so going to failsafe"
+    );
+    if let Err(e) = convergent::bootstrap::ensure_failsafe(&convergent::host::Host::real(), &entry)
+    {
+        tracing::error!("{e}");
+        return ExitCode::from(EXIT_POLICY_ERROR);
+    }
+    let mut run = config.clone();
+    run.entry = entry;
+    run.bundlesequence = None;
+    run.defines.push("failsafe_fallback".into());
+    run_policy(&run)
 }
 
 /// The event that opens a run's report: when, which agent, which policy.

@@ -245,9 +245,9 @@ pub fn run_agent(
     on_loaded: &mut dyn FnMut(&Prepared),
 ) -> Result<RunReport, PipelineError> {
     precheck_with_cf_promises(config)?;
-    let expire_after = match config.scheduled {
+    let (expire_after, exec) = match config.scheduled {
         true => match scheduled_start(config)? {
-            Start::Now(expire_after) => Some(expire_after),
+            Start::Now { expire_after, exec } => (Some(expire_after), exec),
             Start::NotDue(prepared) => {
                 return Ok(RunReport {
                     prepared: *prepared,
@@ -255,9 +255,16 @@ pub fn run_agent(
                 });
             }
         },
-        false => None,
+        false => (None, None),
     };
     let _run_lock = RunLock::acquire_expiring(&config.workdir, config.lock_wait, expire_after)?;
+    if let (Some((command, prepared)), Some(limit)) = (exec, expire_after) {
+        run_exec_command(&command, limit);
+        return Ok(RunReport {
+            prepared: *prepared,
+            summary: RunSummary::default(),
+        });
+    }
     let state_dir = StateStore::dir(&config.workdir);
     recover_transactions(&state_dir, sink);
     let mut state = StateStore::open(&config.workdir)?;
@@ -272,6 +279,7 @@ pub fn run_agent(
     } else {
         Host::real()
     };
+    let synced = host.clone();
     let mut prepared = prepare_with(config, settings, host.clone(), Some(&mut state), None)?;
     on_loaded(&prepared);
     if prepared.has_errors() {
@@ -292,7 +300,12 @@ pub fn run_agent(
         };
         let mut run = AgentRun::new(&mut prepared.ctx, &prepared.policy, sink, setup);
         let seq = run.bundlesequence(config.bundlesequence.as_deref())?;
-        run.run(&seq)?;
+        let ran = run.run(&seq);
+        // The renames of the run made durable, once per directory.
+        if let Err(e) = synced.sync_pending_dirs() {
+            tracing::error!("Could not sync the directories the run wrote to: {e}");
+        }
+        ran?;
         save_why(&state_dir, config, run.why_mut());
         run.into_summary()
     };
@@ -302,8 +315,13 @@ pub fn run_agent(
 
 /// Whether a scheduled run goes ahead.
 enum Start {
-    /// It does (after its splay), stopping a run older than this.
-    Now(std::time::Duration),
+    /// It does (after its splay), stopping a run older than
+    /// `expire_after`; by running the policy's `exec_command` when it
+    /// names one, as cf-execd runs it.
+    Now {
+        expire_after: std::time::Duration,
+        exec: Option<(String, Box<Prepared>)>,
+    },
     /// No schedule class holds: nothing runs.
     NotDue(Box<Prepared>),
 }
@@ -338,7 +356,47 @@ fn scheduled_start(config: &Config) -> Result<Start, PipelineError> {
         tracing::info!("Sleeping for splaytime {secs} seconds");
         std::thread::sleep(schedule.splay);
     }
-    Ok(Start::Now(schedule.expire_after))
+    let exec = prepared
+        .ctx
+        .lookup("control_executor.exec_command")
+        .and_then(|v| v.as_scalar().map(str::to_string))
+        .filter(|c| !c.trim().is_empty());
+    Ok(Start::Now {
+        expire_after: schedule.expire_after,
+        exec: exec.map(|c| (c, Box::new(prepared))),
+    })
+}
+
+/// Runs body executor control's `exec_command` through the shell, as
+/// cf-execd does (the MPF's runs `update.cf`, then the agent), its output
+/// going where ours goes; past `agent_expireafter` it is killed with its
+/// process group.
+fn run_exec_command(command: &str, limit: std::time::Duration) {
+    let spec = crate::host::exec::CommandSpec {
+        argv: vec![command.to_string()],
+        shell: true,
+        timeout: Some(limit),
+        output: crate::host::exec::OutputSelect::Inherit,
+        ..Default::default()
+    };
+    tracing::info!("Running exec_command '{command}'");
+    match Host::real().run(&spec) {
+        Ok(r) if r.timed_out => tracing::error!(
+            "exec_command '{command}' ran longer than agent_expireafter ({} minutes): killed it \
+             and its process group",
+            limit.as_secs() / 60
+        ),
+        Ok(r) if r.code == Some(0) => {}
+        Ok(r) => tracing::error!(
+            "exec_command '{command}' ended with {}",
+            match (r.code, r.signal) {
+                (Some(c), _) => format!("exit code {c}"),
+                (None, Some(s)) => format!("signal {s}"),
+                _ => "an unknown status".to_string(),
+            }
+        ),
+        Err(e) => tracing::error!("Could not run exec_command '{command}': {e}"),
+    }
 }
 
 /// cf-agent has a policy file from outside the work directory's inputs
@@ -504,6 +562,8 @@ impl Sandbox {
             diff: false,
             json: false,
             report_file: None,
+            bootstrap: None,
+            trust_server: false,
         };
         let mut input = DiscoverInput::new(&config.workdir, &config.entry, Role::Agent);
         input.name_lookup = NameLookup::HostsFile;

@@ -178,6 +178,8 @@ pub struct AgentRun<'a> {
     again_next_pass: bool,
     /// What this run knows of the package modules' caches.
     packages: crate::promises::packages::Session,
+    /// Connections to servers, kept for the run.
+    remote: crate::remote::client::Sessions,
     /// The changes the last actuator made or would have made.
     last_changes: Vec<crate::report::change::Change>,
     /// The outcomes the last actuator reported, when not just its own
@@ -295,6 +297,7 @@ impl<'a> AgentRun<'a> {
             again_next_pass: false,
             last_changes: Vec::new(),
             packages: Default::default(),
+            remote: Default::default(),
             reported_outcomes: None,
         }
     }
@@ -541,6 +544,7 @@ impl<'a> AgentRun<'a> {
             no_lock: self.no_lock,
             record_locks: !self.no_lock && !self.dry_run,
             packages: &mut self.packages,
+            remote: &mut self.remote,
             reported_outcomes: None,
             followup: None,
         }

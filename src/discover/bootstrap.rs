@@ -57,7 +57,7 @@ pub(crate) fn bootstrap_state(c: &mut Collector, root: &Root, layout: &Layout, h
 }
 
 /// `host`, `host:port`, `[v6]:port` or a bare IPv6 address.
-fn split_host_port(s: &str) -> (&str, Option<&str>) {
+pub fn split_host_port(s: &str) -> (&str, Option<&str>) {
     if let Some(rest) = s.strip_prefix('[')
         && let Some((host, after)) = rest.split_once(']')
     {

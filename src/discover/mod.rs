@@ -32,9 +32,21 @@ mod time;
 mod user;
 mod version;
 
+pub use bootstrap::split_host_port;
 pub use host::NameLookup;
 pub use network::{Ipv4Iface, parse_iface_flags};
 pub use paths::Layout;
+
+/// Whether `ip` is one of this host's interface addresses (as cf-agent
+/// decides, when bootstrapping, whether it is the policy server): the
+/// IPv4 addresses `getifaddrs` lists (127.0.0.1 on `lo`, not the rest of
+/// 127.0.0.0/8); of IPv6, the loopback only.
+pub fn is_own_address(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => network::kernel_ipv4().iter().any(|i| i.addr == v4),
+        std::net::IpAddr::V6(v6) => v6.is_loopback(),
+    }
+}
 
 use crate::values::canon::canonify;
 use crate::values::value::{DataType, Value};

@@ -58,6 +58,19 @@ impl EvalContext {
                         out.push(v);
                         continue;
                     }
+                    // And `$(x)` alone of a list is the list's items, as
+                    // cf-agent expands a list item: the MPF's `servers =>
+                    // { "$(server)" }` in a body given `@(policy_servers)`.
+                    if let Rval::String(s) = item
+                        && let Some((false, inner)) = whole_ref(&s.value)
+                        && let name = self.expand(inner)
+                        && !name.unresolved
+                        && let Some(Value::List(l)) =
+                            self.lookup_in(&name.text, NsSearch::DefaultOnly)
+                    {
+                        out.extend(l);
+                        continue;
+                    }
                     let e = self.eval_rval(item)?;
                     unresolved |= e.unresolved;
                     match e.value {

@@ -6,12 +6,14 @@
 use super::Host;
 use super::safe::{self, Final, Located};
 use rustix::fs::{AtFlags, Mode, OFlags};
+use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {
@@ -140,7 +142,88 @@ fn uid_gid(
     )
 }
 
+/// Directories whose renames are not yet synced: a file's data is synced
+/// before it is renamed into place, so after a crash its name holds the
+/// old file or the new one, whole; the directory entry itself is synced
+/// once per directory, when the run ends ([`Host::sync_pending_dirs`]) or
+/// when too many are waiting, instead of once per file (a tree copy of
+/// the MPF paid one journal flush per file for it, 0.7 s of 1.4 s).
+#[derive(Debug, Default)]
+pub struct PendingDirs(Mutex<HashMap<(u64, u64), OwnedFd>>);
+
+/// How many directories may wait for their sync.
+const MAX_PENDING_DIRS: usize = 256;
+
+impl PendingDirs {
+    fn add(&self, l: &safe::Located) -> io::Result<()> {
+        let fd = l.dir_for_sync()?;
+        let st = rustix::fs::fstat(&fd).map_err(safe::errno)?;
+        let full = {
+            let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            m.entry((st.st_dev, st.st_ino)).or_insert(fd);
+            m.len() >= MAX_PENDING_DIRS
+        };
+        if full { self.sync() } else { Ok(()) }
+    }
+
+    /// Syncs what is waiting, the directories side by side
+    /// ([`fsync_all`]).
+    fn sync(&self) -> io::Result<()> {
+        let all: Vec<OwnedFd> = {
+            let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            m.drain().map(|(_, fd)| fd).collect()
+        };
+        fsync_all(&all)
+    }
+}
+
+/// `fsync`s every descriptor, several at a time: the disk's flushes of
+/// concurrent syncs are shared, where one after the other each waits for
+/// its own (a `syncfs` would flush what every other program wrote too).
+fn fsync_all(fds: &[OwnedFd]) -> io::Result<()> {
+    const THREADS: usize = 8;
+    if fds.len() <= 1 {
+        return fds
+            .iter()
+            .try_for_each(|fd| rustix::fs::fsync(fd).map_err(safe::errno));
+    }
+    let chunk = fds.len().div_ceil(THREADS);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = fds
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .try_for_each(|fd| rustix::fs::fsync(fd).map_err(safe::errno))
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a sync thread panicked")))
+            })
+            .collect::<io::Result<Vec<()>>>()
+            .map(|_| ())
+    })
+}
+
+impl Drop for PendingDirs {
+    fn drop(&mut self) {
+        if let Err(e) = self.sync() {
+            tracing::error!("Could not sync the directories written to: {e}");
+        }
+    }
+}
+
 impl Host {
+    /// Syncs the directories files were renamed into since the last call,
+    /// making those renames durable (see [`PendingDirs`]).
+    pub fn sync_pending_dirs(&self) -> io::Result<()> {
+        self.pending_dirs.sync()
+    }
+
     /// Walks to `p` safely (see [`safe`]), or takes its directory from the
     /// walks of this run when it is still the same (see [`safe::DirCache`]).
     fn locate(&self, p: &Path, last: Final) -> io::Result<Located> {
@@ -498,8 +581,43 @@ impl Host {
         mode: u32,
         fill: impl FnOnce(&mut dyn Write) -> Result<(), E>,
     ) -> Result<(), Streamed<E>> {
+        self.write_streamed(p, mode, true, fill)
+    }
+
+    /// [`Host::write_atomic_streamed`] without syncing the file's data: for
+    /// files staged under a temporary name, all made durable at once by
+    /// [`Host::sync_files`] before anything renames them into place.
+    pub fn write_staged<E>(
+        &self,
+        p: &Path,
+        mode: u32,
+        fill: impl FnOnce(&mut dyn Write) -> Result<(), E>,
+    ) -> Result<(), Streamed<E>> {
+        self.write_streamed(p, mode, false, fill)
+    }
+
+    /// Makes the staged files `paths` durable, side by side (see
+    /// [`Host::write_staged`]).
+    pub fn sync_files(&self, paths: &[PathBuf]) -> io::Result<()> {
+        let fds = paths
+            .iter()
+            .map(|p| {
+                let l = self.locate(p, Final::Keep)?;
+                l.open(OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK)
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        fsync_all(&fds)
+    }
+
+    fn write_streamed<E>(
+        &self,
+        p: &Path,
+        mode: u32,
+        sync: bool,
+        fill: impl FnOnce(&mut dyn Write) -> Result<(), E>,
+    ) -> Result<(), Streamed<E>> {
         let mut failure = None;
-        let written = self.replace_with(p, mode, None, |f| {
+        let written = self.replace_with_sync(p, mode, None, sync, |f| {
             fill(f).map_err(|e| {
                 failure = Some(e);
                 io::Error::other("the content could not be had")
@@ -532,6 +650,19 @@ impl Host {
         p: &Path,
         mode: u32,
         read: Option<&Stamp>,
+        fill: impl FnOnce(&mut File) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.replace_with_sync(p, mode, read, true, fill)
+    }
+
+    /// [`Host::replace_with`]; `sync`: whether the new content is synced
+    /// before the rename (not for staged files, see [`Host::write_staged`]).
+    fn replace_with_sync(
+        &self,
+        p: &Path,
+        mode: u32,
+        read: Option<&Stamp>,
+        sync: bool,
         fill: impl FnOnce(&mut File) -> io::Result<()>,
     ) -> io::Result<()> {
         self.before_change(p)?;
@@ -572,7 +703,9 @@ impl Host {
                 }
             }
             rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(safe::errno)?;
-            f.sync_all()?;
+            if sync {
+                f.sync_all()?;
+            }
             if let Some(stamp) = read {
                 let now = l.lstat()?.map(|st| Seen::of(&st));
                 if now != Some(stamp.seen) {
@@ -613,7 +746,7 @@ impl Host {
                     p.display()
                 )));
             }
-            l.sync_dir()
+            self.pending_dirs.add(&l)
         })();
         if let Some(n) = named {
             let _ = rustix::fs::unlinkat(&*l.dir, &n, AtFlags::empty());

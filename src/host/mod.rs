@@ -44,6 +44,9 @@ pub struct Host {
     /// files promise without a depth search enters its file's directory
     /// and stays there (see [`Host::enter_dir`]). `None`: ours.
     cwd: Arc<Mutex<Option<PathBuf>>>,
+    /// Directories a rename landed a file in this run, not yet synced
+    /// (see [`Host::sync_pending_dirs`]).
+    pending_dirs: Arc<fs::PendingDirs>,
 }
 
 /// The files a dry run would have created or rewritten, by policy path:

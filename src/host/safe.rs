@@ -315,15 +315,14 @@ impl Located {
 
     /// A descriptor of the directory itself that can be synced (the walk's
     /// are `O_PATH`).
-    pub fn sync_dir(&self) -> io::Result<()> {
-        let d = rustix::fs::openat(
+    pub fn dir_for_sync(&self) -> io::Result<OwnedFd> {
+        rustix::fs::openat(
             &self.dir,
             ".",
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(errno)?;
-        rustix::fs::fsync(&d).map_err(errno)
+        .map_err(errno)
     }
 
     /// Sets the mode of the entry (never through a link): through the

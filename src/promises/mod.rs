@@ -45,6 +45,9 @@ pub struct ActContext<'a> {
     pub record_locks: bool,
     /// What this run knows of the package modules' caches.
     pub packages: &'a mut packages::Session,
+    /// The run's connections to servers (`copy_from` with `servers`): one
+    /// session per server for the whole run.
+    pub remote: &'a mut crate::remote::client::Sessions,
     /// The outcomes the promise reported along the way, when they are not
     /// just the one it returns: cf-agent defines the classes of each
     /// outcome a promise reports (a processes promise that signalled is

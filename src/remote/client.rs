@@ -173,6 +173,8 @@ pub enum RemoteError {
     LastSeen(String),
     #[error("cannot write '{path}': {reason}")]
     Local { path: PathBuf, reason: String },
+    #[error("{server} could not be reached earlier in this run ({why}); it is not tried again")]
+    Offline { server: String, why: String },
 }
 
 /// What a server tells of a file (`SYNCH … STAT`). cf-serverd 3.21
@@ -225,6 +227,82 @@ impl RemoteKind {
             6 => RemoteKind::Socket,
             _ => return None,
         })
+    }
+}
+
+/// The connections of one agent run: one session per server, kept for
+/// every promise that copies from it, as cf-agent keeps its connection
+/// cache for a run; and the servers that could not be reached, which are
+/// not waited for again in the same run (cf-agent marks them offline).
+#[derive(Debug, Default)]
+pub struct Sessions {
+    open: std::collections::HashMap<String, Connection>,
+    offline: std::collections::HashMap<String, String>,
+}
+
+impl Sessions {
+    /// The run's connection to `server` (`host` or `host:port`) under
+    /// `settings`, lent until [`Sessions::give_back`]: the one already open
+    /// unless a failure broke it, else a new one. A server that could not
+    /// be reached (no answer, refused, timed out) is not tried again in
+    /// this run; one that answered but failed later (a key refused, the
+    /// identification) is.
+    pub fn take(&mut self, server: &str, settings: &Settings) -> Result<Connection, RemoteError> {
+        let key = Self::key(server, settings);
+        if let Some(why) = self.offline.get(&key) {
+            return Err(RemoteError::Offline {
+                server: server.to_string(),
+                why: why.clone(),
+            });
+        }
+        if let Some(mut c) = self.open.remove(&key)
+            && !c.broken
+        {
+            c.set_timeout(settings.timeout);
+            return Ok(c);
+        }
+        Connection::open(server, settings).inspect_err(|e| {
+            if matches!(
+                e,
+                RemoteError::Connect { .. }
+                    | RemoteError::Resolve { .. }
+                    | RemoteError::Timeout { .. }
+            ) {
+                self.offline.insert(key, e.to_string());
+            }
+        })
+    }
+
+    /// Keeps `conn` (taken for `server` under `settings`) for the rest of
+    /// the run, unless a failure broke it.
+    pub fn give_back(&mut self, server: &str, settings: &Settings, conn: Connection) {
+        if !conn.broken {
+            self.open.insert(Self::key(server, settings), conn);
+        }
+    }
+
+    fn key(server: &str, settings: &Settings) -> String {
+        format!(
+            "{server}|{}|{}|{}",
+            settings.protocol,
+            settings.user,
+            settings.workdir.display()
+        )
+    }
+
+    /// How many connections are open.
+    pub fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Whether no connection is open.
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    /// Closes every connection (each says goodbye to its server).
+    pub fn close_all(&mut self) {
+        self.open.clear();
     }
 }
 
@@ -505,6 +583,20 @@ impl Connection {
             )),
             Err(e) => Err(e),
         }
+    }
+
+    /// How long to wait for each answer from now on.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        if timeout != self.timeout {
+            self.timeout = timeout;
+            let _ = self.stream.sock.set_read_timeout(Some(timeout));
+            let _ = self.stream.sock.set_write_timeout(Some(timeout));
+        }
+    }
+
+    /// Whether a failure left the connection out of step with the server.
+    pub fn is_broken(&self) -> bool {
+        self.broken
     }
 
     /// The server as named when connecting.

@@ -20,10 +20,8 @@
 //!   rustls does not implement; with OpenSSL 3 it negotiates TLS 1.3;
 //! - the commands other than file access: `VERSION`, `EXEC` (cf-runagent),
 //!   `VAR`, `CONTEXT`, `QUERY`, `COOKIE` and `CALL_ME_BACK` (Enterprise);
-//! - cf-agent's per-run connection cache and its stat cache (files
-//!   promises' `copy_from` with `servers`, in
-//!   `promises::files::remote`, opens one connection per promise);
-//!   bootstrapping (`-B`) and `policy_server.dat`;
+//! - cf-agent's stat cache (the run's connections are kept, one per
+//!   server, in [`client::Sessions`]; bootstrapping is `crate::bootstrap`);
 //! - `bwlimit` and `bindtointerface`; SHA digests for key names (cf-agent
 //!   names keys by MD5 unless built in FIPS mode);
 //! - cf-agent's `lastseen` database (LMDB): we keep our own record (see

@@ -225,6 +225,11 @@ pub struct Changes {
 }
 
 impl Changes {
+    /// How this promise's changes are treated.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
     pub fn new(mode: Mode, diff: bool) -> Changes {
         Changes {
             mode,

@@ -33,6 +33,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("agent", 5),
     ("show", 5),
     ("pipeline", 6),
+    ("bootstrap", 6),
     ("cli", 7),
     ("main", 7),
     ("lib", 7),

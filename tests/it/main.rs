@@ -20,6 +20,7 @@ mod discovery_differential;
 mod edit_body_args;
 mod examples;
 mod files_differential;
+mod fleet;
 mod fs_outside_host;
 mod function_coverage;
 mod functions_differential;

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn skipped(what: &str) -> bool {
+pub(crate) fn skipped(what: &str) -> bool {
     if common::have("cf-serverd") && common::have("cf-key") {
         return false;
     }
@@ -27,7 +27,7 @@ fn skipped(what: &str) -> bool {
 }
 
 /// A port nobody listens on now.
-fn spare_port() -> u16 {
+pub(crate) fn spare_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -63,7 +63,7 @@ struct ServerSpec {
 }
 
 /// A running cf-serverd, killed by its pid when dropped.
-struct Serverd {
+pub(crate) struct Serverd {
     child: Option<Child>,
     log: PathBuf,
     port: u16,
@@ -74,13 +74,6 @@ impl Serverd {
     /// `workdir` (its keys must be there), serving `share` to 127.0.0.1
     /// and nothing of `secret`.
     fn start(workdir: &Path, share: &Path, secret: &Path, spec: &ServerSpec) -> Serverd {
-        std::fs::create_dir_all(workdir.join("bin")).unwrap();
-        let link = workdir.join("bin/cf-promises");
-        if !link.exists() {
-            let target = common::which("cf-promises")
-                .unwrap_or_else(|| PathBuf::from("/usr/bin/cf-promises"));
-            std::os::unix::fs::symlink(target, &link).unwrap();
-        }
         let trust = if spec.trust_clients {
             r#"trustkeysfrom => { "127.0.0.1" };"#
         } else {
@@ -111,6 +104,19 @@ bundle server access_rules
             share = share.display(),
             secret = secret.display(),
         );
+        Serverd::start_policy(workdir, &policy, spec.port)
+    }
+
+    /// Starts cf-serverd on `port` with the work directory `workdir` (its
+    /// keys must be there) and `policy` as its policy.
+    pub(crate) fn start_policy(workdir: &Path, policy: &str, port: u16) -> Serverd {
+        std::fs::create_dir_all(workdir.join("bin")).unwrap();
+        let link = workdir.join("bin/cf-promises");
+        if !link.exists() {
+            let target = common::which("cf-promises")
+                .unwrap_or_else(|| PathBuf::from("/usr/bin/cf-promises"));
+            std::os::unix::fs::symlink(target, &link).unwrap();
+        }
         let policy_file = workdir.join("server.cf");
         std::fs::write(&policy_file, policy).unwrap();
         // A policy cf-promises rejects would start the failsafe server on
@@ -136,7 +142,7 @@ bundle server access_rules
         let mut s = Serverd {
             child: Some(child),
             log,
-            port: spec.port,
+            port,
         };
         s.wait_listening();
         s
@@ -198,7 +204,7 @@ bundle server access_rules
         }
     }
 
-    fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }

@@ -157,3 +157,25 @@ fn a_younger_run_is_left_alone() {
     assert_ne!(out.code, Some(0), "{out:?}");
     assert!(out.stdout.contains("another agent"), "{out:?}");
 }
+
+/// With `exec_command`, a scheduled run runs it as cf-execd does (the
+/// MPF's runs update.cf, then the agent), instead of the policy itself.
+#[test]
+fn exec_command_is_what_a_scheduled_run_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let p = write_policy(
+        dir.path(),
+        &policy(r#"schedule => { "any" }; exec_command => "/bin/echo from exec_command";"#),
+    );
+    let out = scheduled(&work, &p, &[]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("from exec_command"), "{out:?}");
+    assert!(!out.stdout.contains("R: ran"), "{out:?}");
+    let failing = write_policy(
+        dir.path(),
+        &policy(r#"schedule => { "any" }; exec_command => "/bin/false";"#),
+    );
+    let out = scheduled(&work, &failing, &[]);
+    assert!(out.stdout.contains("ended with exit code 1"), "{out:?}");
+}

@@ -66,10 +66,10 @@ pub fn copy_from_servers(
             return Remote::Local;
         }
         let address = with_port(server, port);
-        match Connection::open(&address, &settings) {
+        match act.remote.take(&address, &settings) {
             Ok(c) => {
                 named = server.clone();
-                conn = Some(c);
+                conn = Some((c, address));
                 break;
             }
             Err(e) => {
@@ -78,7 +78,7 @@ pub fn copy_from_servers(
             }
         }
     }
-    let Some(mut conn) = conn else {
+    let Some((mut conn, address)) = conn else {
         tracing::error!(
             "No server of {{{}}} could be reached to copy '{source}' to '{}': {}",
             servers.join(", "),
@@ -89,6 +89,23 @@ pub fn copy_from_servers(
         return Remote::Done;
     };
     let server = named;
+    copy_with(act, p, target, body, source, &server, &mut conn, v);
+    act.remote.give_back(&address, &settings, conn);
+    Remote::Done
+}
+
+/// Copies `source` from `server`, over `conn`, to `target`.
+#[allow(clippy::too_many_arguments)]
+fn copy_with(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    body: &ResolvedBody,
+    source: &str,
+    server: &str,
+    conn: &mut Connection,
+    v: &mut Verdict,
+) {
     let st = match conn.stat(source) {
         Ok(st) => st,
         Err(e) => {
@@ -98,20 +115,16 @@ pub fn copy_from_servers(
                 tracing::debug!(
                     "Source '{source}' is missing on '{server}', and missing_ok is set: the copy is kept"
                 );
-                return Remote::Done;
+                return;
             }
             tracing::error!(
                 "Can't stat file '{source}' on '{server}' in files.copy_from promise: {e}"
             );
             v.failed();
-            return Remote::Done;
+            return;
         }
     };
-    let mut copy = Copy {
-        conn: &mut conn,
-        server: &server,
-        body,
-    };
+    let mut copy = Copy { conn, server, body };
     if st.kind == RemoteKind::Dir {
         let depth = p.body("depth_search").map(|d| match d.scalar("depth") {
             Some("inf") | None => usize::MAX,
@@ -119,14 +132,13 @@ pub fn copy_from_servers(
         });
         let Some(depth) = depth else {
             ensure_dir(act, p, target, DEFAULT_DIR_MODE, v);
-            return Remote::Done;
+            return;
         };
         let purge = body.scalar("purge").and_then(parse_bool) == Some(true);
         copy.tree(act, p, source, &st, target, depth, purge, v);
-        return Remote::Done;
+        return;
     }
-    copy.file(act, source, &st, target, v);
-    Remote::Done
+    copy.file(act, source, &st, target, false, v);
 }
 
 /// The connection's settings from the body and the agent's work directory.
@@ -247,12 +259,16 @@ impl Copy<'_> {
         self.conn.differs(src, &md5_of(&data))
     }
 
+    /// Copies the file `src` (stat'ed as `st`) to `dst` when `compare`
+    /// says it must; `staged`: its content is already at `dst.cfnew`,
+    /// durable (see [`Copy::stage`]), and the comparison was made.
     fn file(
         &mut self,
         act: &mut ActContext<'_>,
         src: &str,
         st: &RemoteStat,
         dst: &Path,
+        staged: bool,
         v: &mut Verdict,
     ) {
         if st.kind != RemoteKind::Regular {
@@ -265,7 +281,12 @@ impl Copy<'_> {
             return;
         }
         let dmeta = act.host.lstat(dst).ok().flatten();
-        match self.needs(act, src, st, dst, dmeta.as_ref()) {
+        let needs = if staged {
+            Ok(true)
+        } else {
+            self.needs(act, src, st, dst, dmeta.as_ref())
+        };
+        match needs {
             Ok(false) => return,
             Ok(true) => {}
             Err(e) => {
@@ -295,8 +316,11 @@ impl Copy<'_> {
             self.body,
             v,
             |h, new, mode| {
-                let written = h
-                    .write_atomic_streamed(new, mode, |w| conn.get_into(src, size, w, &mut |_| {}));
+                let written = if staged {
+                    h.chmod(new, mode).map_err(crate::host::fs::Streamed::Io)
+                } else {
+                    h.write_atomic_streamed(new, mode, |w| conn.get_into(src, size, w, &mut |_| {}))
+                };
                 written.map_err(|e| match e {
                     crate::host::fs::Streamed::Io(e) => format!(
                         "Could not write '{}': {}",
@@ -415,14 +439,99 @@ impl Copy<'_> {
                 self.tree(act, p, &path, &s, &dst.join(&name), depth - 1, purge, v);
             }
         }
+        let staged = self.stage(act, src, dst, &files);
         for (name, s) in files {
             let path = format!("{}/{name}", src.trim_end_matches('/'));
-            self.file(act, &path, &s, &dst.join(&name), v);
+            let to = dst.join(&name);
+            let was_staged = staged.contains(&name);
+            self.file(act, &path, &s, &to, was_staged, v);
+            // What was staged and not landed (the promise failed first)
+            // is not left behind.
+            let left = PathBuf::from(format!("{}.cfnew", to.display()));
+            if was_staged && act.host.lstat(&left).ok().flatten().is_some() {
+                let _ = act.host.remove_file(&left);
+            }
         }
         if purge {
             purge_beyond(act, dst, &listed, v);
         }
         listed
+    }
+}
+
+impl Copy<'_> {
+    /// Fetches the regular files of one directory of a tree that need the
+    /// server's content into `NAME.cfnew` beside their destination without
+    /// syncing each, then syncs them all side by side (the disk's flushes
+    /// shared); [`Copy::file`] then renames each into place as before. A
+    /// file still lands whole or not at all, even across a crash, without
+    /// a wait for one flush per file. The names staged; none
+    /// under a dry run or a warn-only promise, and none when the flush
+    /// fails (each file is then fetched and synced on its own).
+    fn stage(
+        &mut self,
+        act: &mut ActContext<'_>,
+        src: &str,
+        dst: &Path,
+        files: &[(String, RemoteStat)],
+    ) -> BTreeSet<String> {
+        let mut staged = BTreeSet::new();
+        if act.changes.mode() != crate::report::change::Mode::Apply
+            || act.host.stat(dst).ok().flatten().is_none()
+        {
+            return staged;
+        }
+        for (name, st) in files {
+            if st.kind != RemoteKind::Regular {
+                continue;
+            }
+            let path = format!("{}/{name}", src.trim_end_matches('/'));
+            let to = dst.join(name);
+            let dmeta = act.host.lstat(&to).ok().flatten();
+            if dmeta.as_ref().is_some_and(|m| m.kind == FileKind::Dir) {
+                continue;
+            }
+            if !matches!(self.needs(act, &path, st, &to, dmeta.as_ref()), Ok(true)) {
+                continue;
+            }
+            let new = PathBuf::from(format!("{}.cfnew", to.display()));
+            let conn = &mut *self.conn;
+            let written = act.host.write_staged(&new, 0o600, |w| {
+                conn.get_into(&path, st.size, w, &mut |_| {})
+            });
+            match written {
+                Ok(()) => {
+                    staged.insert(name.clone());
+                }
+                Err(e) => {
+                    // Fetched again, and its failure reported, by file().
+                    tracing::debug!("Could not stage '{}': {e:?}", new.display());
+                    if conn.is_broken() {
+                        break;
+                    }
+                }
+            }
+        }
+        let paths: Vec<PathBuf> = staged
+            .iter()
+            .map(|n| PathBuf::from(format!("{}.cfnew", dst.join(n).display())))
+            .collect();
+        if !staged.is_empty()
+            && let Err(e) = act.host.sync_files(&paths)
+        {
+            tracing::info!(
+                "Could not sync the files staged in '{}' ({}); they are copied one by one",
+                dst.display(),
+                crate::host::strerror(&e)
+            );
+            for name in std::mem::take(&mut staged) {
+                let _ = act.host.remove_file(&PathBuf::from(format!(
+                    "{}.cfnew",
+                    dst.join(name).display()
+                )));
+            }
+        }
+        staged
     }
 }
 
