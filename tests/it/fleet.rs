@@ -382,6 +382,12 @@ fn bootstrap_makes_a_client_of_the_hub() {
         );
     }
     assert!(wd.join("inputs/failsafe.cf").is_file());
+    // What the bootstrap left names the hub as cf-promises 3.21 reads it.
+    let vars = same_table(&wd, "--show-vars=sys\\.policy_hub");
+    assert!(vars.contains("127.0.0.2"), "{vars}");
+    assert!(vars.contains(&hub.port.to_string()), "{vars}");
+    let classes = same_table(&wd, "--show-classes=^(am_policy_hub|policy_server)$");
+    assert!(!classes.contains("policy_server"), "{classes}");
 
     // Then the MPF's own update runs against the hub it was given.
     let update = agent(&wd, &["-f", "update.cf"]);
@@ -425,6 +431,42 @@ fn bootstrap_to_an_own_address_takes_the_hub_role() {
         names(&inputs) == names(&masterfiles),
         "inputs are not masterfiles"
     );
+    let classes = same_table(&wd, "--show-classes=^(am_policy_hub|policy_server)$");
+    assert!(classes.contains("am_policy_hub"), "{classes}");
+    assert!(classes.contains("policy_server"), "{classes}");
+}
+
+/// A table of `flag` for the work directory's update policy, the same
+/// from us and from cf-promises 3.21: the rows only.
+fn same_table(wd: &Path, flag: &str) -> String {
+    let policy = wd.join("inputs/update.cf");
+    let ours = common::run(
+        Command::new(common::agent_bin())
+            .arg("-w")
+            .arg(wd)
+            .arg("-f")
+            .arg(&policy)
+            .arg(flag),
+    );
+    assert_eq!(ours.code, Some(0), "{ours:?}");
+    let rows = |out: &str| {
+        out.lines()
+            .skip(1)
+            .map(|l| l.trim_end().to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let mine = rows(&ours.stdout);
+    let theirs = common::run(
+        Command::new("cf-promises")
+            .env("CFENGINE_TEST_OVERRIDE_WORKDIR", wd)
+            .arg("-f")
+            .arg(&policy)
+            .arg(flag),
+    );
+    assert_eq!(theirs.code, Some(0), "{theirs:?}");
+    assert_eq!(mine, rows(&theirs.stdout), "{flag}");
+    mine
 }
 
 #[test]
