@@ -122,9 +122,21 @@ fn log_event(
 }
 
 /// A change to the integrity records, made unless dry-running.
-fn internal(act: &mut ActContext<'_>, what: &str, shown: &str, should: String) -> bool {
+fn internal(
+    act: &mut ActContext<'_>,
+    v: &mut Verdict,
+    what: &str,
+    shown: &str,
+    should: String,
+) -> bool {
     let change = Change::new(what, shown).should(should);
-    matches!(act.change(change, |_| Ok::<(), ()>(())), Applied::Made(()))
+    let made = act.change(change, |_| Ok::<(), ()>(()));
+    let is_made = matches!(made, Applied::Made(()));
+    if !is_made {
+        // Withheld under a dry run: the promise is warned, as cf-agent's.
+        v.settle(made, |_| {});
+    }
+    is_made
 }
 
 /// A new entry of a watched directory, told before the entry is checked.
@@ -186,6 +198,7 @@ fn integrity(
     if changed
         && internal(
             act,
+            v,
             "integrity",
             shown,
             format!("Should record integrity changes in '{shown}'"),
@@ -246,6 +259,7 @@ fn check_hash(
     }
     if !internal(
         act,
+        v,
         "hash",
         shown,
         format!("Should record change of hash for file '{shown}'"),
@@ -320,6 +334,7 @@ fn stats(
     let Some(was) = recorded else {
         if internal(
             act,
+            v,
             "stat",
             shown,
             format!("Should write stat information for '{shown}' to database"),
@@ -399,6 +414,7 @@ fn stats(
     if w.update
         && internal(
             act,
+            v,
             "stat",
             shown,
             format!("Should write stat information for '{shown}' to database"),
@@ -427,6 +443,7 @@ fn record_stat_event(
 ) {
     if !internal(
         act,
+        v,
         "stat",
         shown,
         format!("Should record {what} changes in '{shown}'"),
@@ -482,6 +499,7 @@ pub(super) fn check_directory(
         tracing::info!(target: NOTICE_TARGET, "File '{path}' no longer exists");
         if internal(
             act,
+            v,
             "removal",
             &path,
             format!("Should record removal of '{path}'"),
@@ -500,6 +518,7 @@ pub(super) fn check_directory(
     }
     if !internal(
         act,
+        v,
         "listing",
         &name,
         format!("Should record directory listing for '{name}'"),
