@@ -25,6 +25,12 @@ pub struct AgentControl {
     /// `files_auto_define`: regexes of copied files that define
     /// `auto_<canonified path>`.
     pub files_auto_define: Vec<String>,
+    /// `hashupdates`: whether a `changes` body without `update_hashes`
+    /// replaces a changed digest in the records (default no).
+    pub hashupdates: bool,
+    /// `default_repository`: where files promises move the backups they
+    /// make, unless a promise names its own `repository`.
+    pub default_repository: Option<String>,
 }
 
 impl AgentControl {
@@ -68,6 +74,16 @@ impl AgentControl {
                 "abortclasses" => out.abortclasses = list(e.value),
                 "abortbundleclasses" => out.abortbundleclasses = list(e.value),
                 "files_auto_define" => out.files_auto_define = list(e.value),
+                "default_repository" => {
+                    out.default_repository = e.value.as_scalar().map(str::to_string)
+                }
+                "hashupdates" => {
+                    out.hashupdates = e
+                        .value
+                        .as_scalar()
+                        .and_then(crate::values::number::parse_bool)
+                        .unwrap_or(false)
+                }
                 // Classes defined for the whole run, as cf-agent defines
                 // them before any bundle.
                 "addclasses" => {

@@ -32,6 +32,8 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 pub use crate::eval::call::{Builtins, FnError, FnImpl, FnResult, FnSpec};
+/// Digests by CFEngine's algorithm names, for `changes` bodies too.
+pub use strings::{digest, hex};
 
 /// The built-ins as evaluation calls them (`EvalContext::with_builtins`).
 pub const BUILTINS: Builtins = Builtins {

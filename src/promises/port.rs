@@ -85,6 +85,14 @@ impl<'a> EvalPort<'a> {
         self.ctx.define_class(name, local, info)
     }
 
+    /// Keeps a class defined for `minutes` across runs (the run stores
+    /// it when it ends), as a classes body's `persist_time` does.
+    pub fn persist_class(&mut self, name: &str, minutes: i64, tags: Vec<String>) {
+        self.ctx
+            .persist_requests
+            .push((name.to_string(), minutes, tags));
+    }
+
     /// What a commands module printed, as its protocol defines it:
     /// variables of `scope`, classes, tags.
     pub fn apply_module_output(

@@ -9,6 +9,7 @@
 
 #[rustfmt::skip]
 mod generated;
+pub mod support;
 pub mod validate;
 pub mod values;
 

@@ -5,8 +5,11 @@
 //! at any instant leaves either the old or the new state, and several
 //! processes may open it safely.
 
+mod file_changes;
 pub mod journal;
 mod runlock;
+
+pub use file_changes::FileStat;
 
 pub use runlock::{RunLock, RunLockError};
 
@@ -122,6 +125,7 @@ impl StateStore {
              );",
         )
         .map_err(db_err)?;
+        conn.execute_batch(file_changes::SCHEMA).map_err(db_err)?;
         let mut done = HashMap::new();
         {
             let mut stmt = conn
@@ -144,6 +148,11 @@ impl StateStore {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The state directory (where cf-agent's `file_changes.log` is).
+    pub fn state_dir(&self) -> &Path {
+        self.path.parent().unwrap_or(&self.path)
     }
 
     /// Whether the promise with this lock key may act at `now` (seconds),

@@ -11,6 +11,7 @@ mod agent_control;
 mod agent_differential;
 mod architecture;
 mod atomic_edit_kill;
+mod attribute_support;
 mod augments_differential;
 mod bounded_reads;
 mod corpus;

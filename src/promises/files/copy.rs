@@ -377,6 +377,9 @@ pub(super) fn land(
     if v.settle(made, |e| tracing::error!("{e}")).is_none() {
         return;
     }
+    if let Some(saved) = saved {
+        v.backed_up(saved);
+    }
     auto_define(act, dst);
     // cf-agent then checks the copy's owner, group and mode, as promised.
     v.kept_step();

@@ -541,6 +541,9 @@ pub(super) fn write_with_backup(
             v.failed();
             return false;
         }
+        if let Some(repo) = super::repository::of(act, p) {
+            super::repository::archive(act, &repo, &dest);
+        }
     }
     match act
         .host

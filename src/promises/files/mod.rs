@@ -4,11 +4,13 @@
 //! what it would do instead, in cf-agent's words.
 
 pub mod bytes;
+mod changes;
 pub mod copy;
 pub mod edit;
 pub mod link;
 pub mod perms;
 pub mod remote;
+mod repository;
 pub mod search;
 pub mod template;
 mod transform;
@@ -44,6 +46,9 @@ pub struct Verdict {
     /// one: a copy's attributes checked after it, permissions found as
     /// promised by the check that follows every change to a regular file.
     kept_step: bool,
+    /// The backups copies made beside the files they replaced, for the
+    /// repository (see [`repository`]).
+    backups: Vec<PathBuf>,
 }
 
 impl Verdict {
@@ -61,6 +66,10 @@ impl Verdict {
 
     pub(crate) fn kept_step(&mut self) {
         self.kept_step = true;
+    }
+
+    pub(crate) fn backed_up(&mut self, backup: PathBuf) {
+        self.backups.push(backup);
     }
 
     /// Records what became of a change: repaired when made; warned (or
@@ -123,10 +132,10 @@ impl Actuator for Files {
             // written, its pattern characters taken literally, as cf-agent
             // does (01_vars/02_functions/lsdir.cf creates `tu/*`).
             if matches.is_empty() && p.flag("create").unwrap_or(false) {
-                leaf(act, p, &target, is_dir_promise, true, &mut v);
+                leaf(act, p, &target, is_dir_promise, Reach::Promiser, &mut v);
             }
             for path in matches {
-                leaf(act, p, &path, false, true, &mut v);
+                leaf(act, p, &path, false, Reach::Promiser, &mut v);
                 enter_parent(act, &path);
             }
             return finish(act, p, v);
@@ -135,8 +144,9 @@ impl Actuator for Files {
             // A copy walks the source tree; everything else the target's.
             if let Some(body) = p.body("copy_from") {
                 copy::copy_from(act, p, &target, body, &mut v);
+                archive_backups(act, p, &mut v);
             }
-            let mut found =
+            let search::Search { mut found, dirs } =
                 search::depth_search(&mut act.ctx, act.host, &target, ds, &mut act.changes);
             if let Some(sel) = p.body("file_select") {
                 let now = crate::host::clock::now_secs();
@@ -148,13 +158,49 @@ impl Actuator for Files {
                 // Contents before the directories that hold them.
                 found.sort_by(|a, b| b.path.cmp(&a.path));
             }
+            let watch = changes::Watch::of(act, p);
+            if watch.as_ref().is_some_and(changes::Watch::report_diffs) {
+                tracing::error!(
+                    "Difference reporting is not allowed during a depth_search {}",
+                    p.located()
+                );
+                return Outcome::Failed;
+            }
+            // Each watched directory's recorded names, to tell new entries.
+            let listings: std::collections::HashMap<PathBuf, Vec<String>> = match &watch {
+                Some(_) => dirs
+                    .iter()
+                    .map(|d| (d.clone(), changes::recorded_listing(act, d)))
+                    .collect(),
+                None => Default::default(),
+            };
+            let mut selected: std::collections::HashMap<PathBuf, Vec<String>> = Default::default();
             for f in found {
-                leaf(act, p, &f.path, false, false, &mut v);
+                if watch.is_some()
+                    && let (Some(dir), Some(name)) = (f.path.parent(), f.path.file_name())
+                {
+                    let name = name.to_string_lossy().into_owned();
+                    let known = listings
+                        .get(dir)
+                        .is_some_and(|l| l.binary_search(&name).is_ok());
+                    if !known {
+                        changes::log_new_file(act, p, &f.path.display().to_string());
+                    }
+                    selected.entry(dir.to_path_buf()).or_default().push(name);
+                }
+                leaf(act, p, &f.path, false, Reach::Searched, &mut v);
+            }
+            if let Some(w) = &watch {
+                for d in &dirs {
+                    let names = selected.remove(d).unwrap_or_default();
+                    changes::check_directory(act, p, w, d, names, &mut v);
+                }
             }
             return finish(act, p, v);
         }
         if let Some(body) = p.body("copy_from") {
             copy::copy_from(act, p, &target, body, &mut v);
+            archive_backups(act, p, &mut v);
         }
         if let Some(body) = p.body("link_from") {
             link::link_from(act, p, &target, body, &mut v);
@@ -163,10 +209,28 @@ impl Actuator for Files {
         }
         // What a copy made is not followed: a link it copied points where
         // the source's owner chose.
-        let follow = p.body("copy_from").is_none();
-        leaf(act, p, &target, is_dir_promise, follow, &mut v);
+        let reach = if p.body("copy_from").is_none() {
+            Reach::Promiser
+        } else {
+            Reach::Copied
+        };
+        leaf(act, p, &target, is_dir_promise, reach, &mut v);
         enter_parent(act, &target);
         finish(act, p, v)
+    }
+}
+
+/// Moves the backups the promise's copies made into its repository, if
+/// it has one, as cf-agent does after each copy.
+fn archive_backups(act: &mut ActContext<'_>, p: &ExpandedPromise, v: &mut Verdict) {
+    let backups = std::mem::take(&mut v.backups);
+    let Some(repo) = repository::of(act, p) else {
+        return;
+    };
+    for saved in backups {
+        if repository::archive(act, &repo, &saved) {
+            tracing::info!("Archived backup '{}'", saved.display());
+        }
     }
 }
 
@@ -180,6 +244,18 @@ fn enter_parent(act: &ActContext<'_>, target: &Path) {
     }
 }
 
+/// How a files promise came to a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// The promiser (or a file its pattern matched): a link stands for
+    /// what it points to.
+    Promiser,
+    /// The promiser, made by a copy: a link it copied is not followed.
+    Copied,
+    /// An entry a depth search met: a link is an entry of its own.
+    Searched,
+}
+
 /// Everything a files promise does to one path (not copies and links,
 /// which the promise does once for its base path).
 fn leaf(
@@ -187,9 +263,11 @@ fn leaf(
     p: &ExpandedPromise,
     target: &Path,
     is_dir_promise: bool,
-    follow_link: bool,
+    reach: Reach,
     v: &mut Verdict,
 ) {
+    let follow_link = reach == Reach::Promiser;
+    let watch = changes::Watch::of(act, p);
     let shown = target.display().to_string();
     if let Some(del) = p.body("delete") {
         delete(act, &shown, target, del, v);
@@ -232,7 +310,12 @@ fn leaf(
         None if wants_create => create(act, p, target, is_dir_promise, &mut would_create, v),
         None => None,
     };
+    let existed = meta.is_some();
     let Some(meta) = meta else {
+        if watch.is_some() && !v.warned {
+            tracing::error!("Promised to monitor '{shown}' for changes, but file does not exist");
+            v.failed();
+        }
         if !v.failed
             && !v.warned
             && (p.attrs.contains_key("edit_line")
@@ -265,6 +348,14 @@ fn leaf(
             v.kept_step();
         }
     }
+    // cf-agent checks a file it found once before it changes its content
+    // and, when it is a regular file, once more after (below); an entry of
+    // a search once.
+    if let Some(w) = &watch
+        && (existed || reach == Reach::Searched)
+    {
+        changes::check_leaf(act, p, w, target, &meta, v);
+    }
     if meta.kind == FileKind::File {
         if let Some(content) = p.scalar("content") {
             set_content(act, &shown, target, content, would_create, v);
@@ -285,6 +376,13 @@ fn leaf(
             .should(format!("Should update time stamps for '{shown}'"));
         let made = act.change(change, |h| h.touch(target));
         v.settle(made, |e| tracing::error!("Could not touch '{shown}': {e}"));
+    }
+    if let Some(w) = &watch
+        && reach != Reach::Searched
+        && let Ok(Some(now)) = act.host.stat(target)
+        && now.kind == FileKind::File
+    {
+        changes::check_leaf(act, p, w, target, &now, v);
     }
 }
 
@@ -402,10 +500,21 @@ fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, v: Verdict) -> Outcome 
         );
     }
     let outcome = v.outcome();
-    if v.kept_step && outcome != Outcome::Kept {
-        // 00_basics/03_bodies/114.cf: a copy kept and permissions repaired
-        // set both the kept and the repaired classes.
-        act.reported_outcomes = Some(vec![Outcome::Kept, outcome]);
+    // cf-agent defines the classes of each outcome a step reported:
+    // 00_basics/03_bodies/114.cf, a copy kept and permissions repaired set
+    // both the kept and the repaired classes; a changed file whose digest
+    // is not updated is recorded (repaired) and failed
+    // (10_files/02_maintain/changes_update_hashes.cf).
+    if (v.kept_step && outcome != Outcome::Kept) || (v.failed && v.repaired) {
+        let mut reported = Vec::new();
+        if v.kept_step {
+            reported.push(Outcome::Kept);
+        }
+        if v.failed && v.repaired {
+            reported.push(Outcome::Repaired);
+        }
+        reported.push(outcome);
+        act.reported_outcomes = Some(reported);
     }
     outcome
 }

@@ -70,6 +70,15 @@ pub struct Found {
     pub meta: Meta,
 }
 
+/// What a depth search found: the entries, and the directories it read
+/// (`base` first), whose entries a `changes` body compares with its
+/// records.
+#[derive(Debug, Default)]
+pub struct Search {
+    pub found: Vec<Found>,
+    pub dirs: Vec<PathBuf>,
+}
+
 /// Walks `base` as a `depth_search` body asks; `base` itself is included
 /// only with `include_basedir`. Dead links are removed on the way with
 /// `rmdeadlinks` (reported as cf-agent does), unless dry-running.
@@ -79,7 +88,7 @@ pub fn depth_search(
     base: &Path,
     body: &ResolvedBody,
     changes: &mut Changes,
-) -> Vec<Found> {
+) -> Search {
     let depth = match body.scalar("depth") {
         Some("inf") | None => usize::MAX,
         Some(d) => d.parse().unwrap_or(usize::MAX),
@@ -103,8 +112,9 @@ pub fn depth_search(
     let exclude = compile_all(ctx, &body.list("exclude_dirs"));
     let include = compile_all(ctx, &body.list("include_dirs"));
     let mut out = Vec::new();
+    let mut dirs = Vec::new();
     let Some(base_meta) = host.stat(base).ok().flatten() else {
-        return out;
+        return Search::default();
     };
     if include_base {
         out.push(Found {
@@ -113,13 +123,14 @@ pub fn depth_search(
         });
     }
     if base_meta.kind != FileKind::Dir {
-        return out;
+        return Search { found: out, dirs };
     }
     let mut stack = vec![(base.to_path_buf(), 1usize)];
     while let Some((dir, level)) = stack.pop() {
         if level > depth {
             continue;
         }
+        dirs.push(dir.clone());
         let mut entries = host.read_dir(&dir).unwrap_or_default();
         entries.sort();
         let mut subdirs = Vec::new();
@@ -173,7 +184,7 @@ pub fn depth_search(
         subdirs.reverse();
         stack.extend(subdirs);
     }
-    out
+    Search { found: out, dirs }
 }
 
 fn compile_all(

@@ -1,0 +1,108 @@
+//! How the agent supports each attribute of the schema: compared with
+//! cf-agent by a named test, read by another component only, refused, or
+//! (work ahead) read without a comparing test, or not read at all. The
+//! table is `support.tsv` beside this file; the agent refuses what it
+//! marks `refused`, and tests/it/attribute_support.rs walks every promise
+//! type and body type of the schema against it.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// The table's text.
+pub const TABLE: &str = include_str!("support.tsv");
+
+/// How one attribute is supported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// Its effect is compared with cf-agent's by this test.
+    Tested(&'static str),
+    /// Read by another component (cf-serverd, cf-execd, ...), as in cf-agent.
+    OtherComponent(&'static str),
+    /// Refused where it is written, for this reason.
+    Refused(&'static str),
+    /// Read by the agent; no comparing test yet.
+    Untested,
+    /// Accepted and not read yet.
+    Ignored,
+}
+
+/// Whose attribute: a promise type's or a body type's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Owner {
+    Promise,
+    Body,
+}
+
+type Key = (Owner, &'static str, &'static str);
+
+/// Every row of the table; a malformed row is an error naming its line.
+pub fn rows() -> Result<Vec<(Key, Support)>, String> {
+    let mut out = Vec::new();
+    for (i, line) in TABLE.lines().enumerate() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let bad = || format!("support.tsv:{}: malformed row '{line}'", i + 1);
+        let cols: Vec<&'static str> = line.split('\t').collect();
+        let [owner, attr, status, detail] = cols[..] else {
+            return Err(bad());
+        };
+        let (kind, name) = owner.split_once(':').ok_or_else(bad)?;
+        let kind = match kind {
+            "promise" => Owner::Promise,
+            "body" => Owner::Body,
+            _ => return Err(bad()),
+        };
+        let support = match status {
+            "tested" => Support::Tested(detail),
+            "other" => Support::OtherComponent(detail),
+            "refused" => Support::Refused(detail),
+            "untested" => Support::Untested,
+            "ignored" => Support::Ignored,
+            _ => return Err(bad()),
+        };
+        out.push(((kind, name, attr), support));
+    }
+    Ok(out)
+}
+
+fn table() -> &'static HashMap<Key, Support> {
+    static TABLE_MAP: OnceLock<HashMap<Key, Support>> = OnceLock::new();
+    TABLE_MAP.get_or_init(|| rows().unwrap_or_default().into_iter().collect())
+}
+
+/// How an attribute of a promise type (`Owner::Promise`) or a body type is
+/// supported; `None` for one the table does not know.
+pub fn support(owner: Owner, type_name: &str, attr: &str) -> Option<Support> {
+    // The map is covariant in its keys: looked up with shorter-lived names.
+    let map: &HashMap<(Owner, &str, &str), Support> = table();
+    map.get(&(owner, type_name, attr)).copied()
+}
+
+/// Why an attribute is refused, if it is.
+pub fn refused(owner: Owner, type_name: &str, attr: &str) -> Option<&'static str> {
+    match support(owner, type_name, attr)? {
+        Support::Refused(why) => Some(why),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_reads() {
+        let rows = rows().unwrap();
+        assert!(rows.len() > 800);
+        assert_eq!(
+            refused(Owner::Promise, "files", "acl"),
+            Some("ACLs are not supported yet (see README)")
+        );
+        assert!(refused(Owner::Body, "acl", "aces").is_some());
+        assert_eq!(
+            support(Owner::Body, "changes", "hash"),
+            Some(Support::Tested("tests/agent/files_changes.cf"))
+        );
+    }
+}

@@ -1,0 +1,169 @@
+//! The schema walk: every attribute of every promise type and body type of
+//! the schema has one row in src/schema/support.tsv, and the row holds:
+//!
+//! * `tested`: the named test exists, writes the attribute (`NAME =>`), and
+//!   compares its effect with cf-agent's: a differential case under
+//!   tests/ (agent, files, actuators, packages, custom, differential), or a
+//!   suite test listed in tests/acceptance/expected-pass.txt (read from
+//!   CFE_ACCEPTANCE_DIR when it is set);
+//! * `refused`: the agent refuses a promise that writes it, with a located
+//!   "not supported yet" error (checked by running the agent for the
+//!   files promise's `acl`, and by [`convergent::schema::support`]'s own
+//!   lookup for every row);
+//! * `other`: a body or promise type that only another component reads;
+//! * `untested` and `ignored`: the work ahead, which may only shrink: the
+//!   counts below are the most there may be.
+
+use crate::common::*;
+use convergent::schema::support::{Owner, Support, refused, rows, support};
+use std::collections::HashSet;
+use std::path::Path;
+
+/// At most this many attributes are read without a comparing test...
+const MAX_UNTESTED: usize = 44;
+/// ... and at most this many accepted and not read.
+const MAX_IGNORED: usize = 72;
+
+/// The directories of differential cases, which compare with cf-agent.
+const DIFFERENTIAL_DIRS: &[&str] = &[
+    "tests/agent/",
+    "tests/files/",
+    "tests/actuators/",
+    "tests/packages/",
+    "tests/custom/",
+    "tests/differential/",
+];
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn writes_attribute(text: &str, attr: &str) -> bool {
+    let re = regex::Regex::new(&format!(r"\b{attr}\s*=>")).expect("regex");
+    re.is_match(text)
+}
+
+#[test]
+fn every_schema_attribute_is_tested_refused_or_named_as_work_ahead() {
+    let table = rows().expect("support.tsv reads");
+    let mut seen = HashSet::new();
+    for ((owner, t, a), _) in &table {
+        assert!(
+            seen.insert((*owner, *t, *a)),
+            "support.tsv has two rows for {t}.{a}"
+        );
+    }
+    let mut schema = Vec::new();
+    for pt in convergent::schema::promise_types() {
+        for a in pt.attributes {
+            schema.push((Owner::Promise, pt.name, a.name));
+        }
+    }
+    for bt in convergent::schema::body_types() {
+        for a in bt.attributes {
+            schema.push((Owner::Body, bt.name, a.name));
+        }
+    }
+    let schema_set: HashSet<_> = schema.iter().copied().collect();
+    let mut problems = Vec::new();
+    for k in &seen {
+        if !schema_set.contains(k) {
+            problems.push(format!(
+                "{}.{} is in support.tsv but not in the schema",
+                k.1, k.2
+            ));
+        }
+    }
+    let listed: HashSet<String> =
+        std::fs::read_to_string(root().join("tests/acceptance/expected-pass.txt"))
+            .expect("expected-pass.txt")
+            .lines()
+            .map(str::to_string)
+            .collect();
+    let suite = std::env::var("CFE_ACCEPTANCE_DIR").ok();
+    let (mut untested, mut ignored) = (Vec::new(), Vec::new());
+    for (owner, t, a) in schema {
+        match support(owner, t, a) {
+            None => problems.push(format!(
+                "{t}.{a} is neither refused nor implemented: add its row to src/schema/support.tsv"
+            )),
+            Some(Support::Tested(test)) => {
+                let text =
+                    if DIFFERENTIAL_DIRS.iter().any(|d| test.starts_with(d)) {
+                        std::fs::read_to_string(root().join(test)).ok()
+                    } else if listed.contains(test) {
+                        match &suite {
+                            Some(s) => std::fs::read_to_string(Path::new(s).join(test)).ok().map(
+                                |mut t| {
+                                    let sub = Path::new(s).join(format!("{test}.sub"));
+                                    t.push_str(&std::fs::read_to_string(sub).unwrap_or_default());
+                                    t
+                                },
+                            ),
+                            // Without the suite, being listed is what can be checked.
+                            None => Some(format!("{a} =>")),
+                        }
+                    } else {
+                        None
+                    };
+                match text {
+                    None => problems.push(format!(
+                        "{t}.{a}: its test '{test}' is neither a differential case nor a listed suite test"
+                    )),
+                    Some(text) if !writes_attribute(&text, a) => {
+                        problems.push(format!("{t}.{a}: its test '{test}' does not write it"))
+                    }
+                    Some(_) => {}
+                }
+            }
+            Some(Support::Refused(_)) => assert!(refused(owner, t, a).is_some()),
+            Some(Support::OtherComponent(_)) => {}
+            Some(Support::Untested) => untested.push(format!("{t}.{a}")),
+            Some(Support::Ignored) => ignored.push(format!("{t}.{a}")),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(
+        untested.len() <= MAX_UNTESTED,
+        "{} attributes are read without a test comparing them with cf-agent's (at most {MAX_UNTESTED}): \
+         name a test for each new one:\n{}",
+        untested.len(),
+        untested.join("\n")
+    );
+    assert!(
+        ignored.len() <= MAX_IGNORED,
+        "{} attributes are accepted and not read (at most {MAX_IGNORED}): implement or refuse:\n{}",
+        ignored.len(),
+        ignored.join("\n")
+    );
+}
+
+/// A refused attribute fails its promise where it is written.
+#[test]
+fn a_refused_attribute_fails_its_promise_with_a_located_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        tmp.path(),
+        r#"body common control { bundlesequence => { "main" }; }
+body acl a { aces => { "user:root:rwx" }; }
+bundle agent main
+{
+  files:
+      "/tmp/convergent-acl-refused" acl => a, classes => outcome;
+  reports:
+    refused::
+      "the promise failed";
+}
+body classes outcome { repair_failed => { "refused" }; }
+"#,
+    );
+    let out = agent_inform(&tmp.path().join("wd"), &policy, &[]);
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        text.contains(
+            "attribute 'acl' is not supported yet: ACLs are not supported yet (see README)"
+        ) && text.contains("p.cf:6")
+            && text.contains("R: the promise failed"),
+        "{text}"
+    );
+}
