@@ -44,6 +44,9 @@ pub struct Verdict {
     /// one: a copy's attributes checked after it, permissions found as
     /// promised by the check that follows every change to a regular file.
     kept_step: bool,
+    /// A dry run said it would create the file and goes on with an empty
+    /// one; what it would write then is not said again.
+    would_create: bool,
 }
 
 impl Verdict {
@@ -131,6 +134,22 @@ impl Actuator for Files {
             }
             return finish(act, p, v);
         }
+        // Data a template cannot use fails the promise before it makes
+        // anything (10_files/templating/mustache_invalid_template_data.cf).
+        if edit::template_data(p).is_err() {
+            tracing::error!("No template data for the promise '{}'", p.promiser);
+            v.failed();
+            return finish(act, p, v);
+        }
+        // cf-agent makes a missing promiser (`create`, or `touch`) before
+        // anything else the promise does: a copy or a link then finds it
+        // in the way (10_files/02_maintain/001.cf, 101.cf).
+        if creates_first(p) && act.host.lstat(&target).ok().flatten().is_none() {
+            let is_dir = is_dir_promise || p.body("depth_search").is_some();
+            if create(act, p, &target, is_dir, &mut v).is_none() {
+                return finish(act, p, v);
+            }
+        }
         if let Some(ds) = p.body("depth_search") {
             // A copy walks the source tree; everything else the target's.
             if let Some(body) = p.body("copy_from") {
@@ -155,8 +174,6 @@ impl Actuator for Files {
         }
         if let Some(body) = p.body("link_from") {
             link::link_from(act, p, &target, body, &mut v);
-            enter_parent(act, &target);
-            return finish(act, p, v);
         }
         // What a copy made is not followed: a link it copied points where
         // the source's owner chose.
@@ -165,6 +182,19 @@ impl Actuator for Files {
         enter_parent(act, &target);
         finish(act, p, v)
     }
+}
+
+/// Whether the promise makes its promiser, when missing, before its other
+/// steps: `create => "true"` or `touch => "true"`.
+fn creates_first(p: &ExpandedPromise) -> bool {
+    p.flag("create") == Some(true) || p.flag("touch") == Some(true)
+}
+
+/// Whether `create => "false"` (or "no") was written: cf-agent makes the
+/// file of a promise that promises all its content (`content`, a template)
+/// unless told not to.
+fn create_refused(p: &ExpandedPromise) -> bool {
+    p.flag("create") == Some(false)
 }
 
 /// cf-agent enters the directory of a file it promises without a depth
@@ -220,24 +250,33 @@ fn leaf(
         },
         m => m,
     };
-    let wants_create = p.flag("create").unwrap_or(false) || p.scalar("content").is_some();
-    // A dry run that would create the file goes on with an empty one; it
-    // has said what it would create, which cf-agent says alone.
-    let mut would_create = false;
+    let wants_create = creates_first(p) || (p.scalar("content").is_some() && !create_refused(p));
     let meta = match meta {
         Some(m) => Some(m),
-        None if wants_create => create(act, p, target, is_dir_promise, &mut would_create, v),
+        None if wants_create => create(act, p, target, is_dir_promise, v),
         None => None,
     };
     let Some(meta) = meta else {
-        if !v.failed
-            && !v.warned
-            && (p.attrs.contains_key("edit_line")
-                || p.attrs.contains_key("edit_template")
-                || p.attrs.contains_key("edit_xml"))
-        {
+        if v.failed || v.warned {
+            return;
+        }
+        let edits = p.attrs.contains_key("edit_line")
+            || p.attrs.contains_key("edit_template")
+            || p.attrs.contains_key("edit_template_string")
+            || p.attrs.contains_key("edit_xml");
+        if !edits {
+            return;
+        }
+        if create_refused(p) {
+            // cf-agent renders nothing into a file it may not make.
+            tracing::debug!("Cannot render file '{shown}': file does not exist");
+        } else if p.attrs.contains_key("edit_xml") && !p.attrs.contains_key("edit_line") {
             tracing::error!("File '{shown}' was marked for editing but could not be opened");
             v.failed();
+        } else {
+            // A template makes the file it renders into; an edit_line
+            // bundle finds it missing.
+            edit::edit_file(act, p, target, false, v);
         }
         return;
     };
@@ -264,13 +303,14 @@ fn leaf(
     }
     if meta.kind == FileKind::File {
         if let Some(content) = p.scalar("content") {
-            set_content(act, &shown, target, content, would_create, v);
+            let just_created = v.would_create;
+            set_content(act, &shown, target, content, just_created, v);
         }
         if p.attrs.contains_key("edit_line")
             || p.attrs.contains_key("edit_template")
             || p.attrs.contains_key("edit_template_string")
         {
-            edit::edit_file(act, p, target, v);
+            edit::edit_file(act, p, target, true, v);
         }
         if p.attrs.contains_key("edit_xml") {
             xml::edit_xml(act, p, target, v);
@@ -399,10 +439,21 @@ fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, v: Verdict) -> Outcome 
         );
     }
     let outcome = v.outcome();
+    // Each step sets the classes of its own outcome, as cf-agent's do:
+    // a copy kept and permissions repaired set both the kept and the
+    // repaired classes (00_basics/03_bodies/114.cf), a file made and a
+    // template that cannot be read both the repaired and the failed ones
+    // (10_files/templating/missing_template_file.cf).
+    let mut reported = Vec::new();
     if v.kept_step && outcome != Outcome::Kept {
-        // 00_basics/03_bodies/114.cf: a copy kept and permissions repaired
-        // set both the kept and the repaired classes.
-        act.reported_outcomes = Some(vec![Outcome::Kept, outcome]);
+        reported.push(Outcome::Kept);
+    }
+    if v.repaired && outcome != Outcome::Repaired {
+        reported.push(Outcome::Repaired);
+    }
+    if !reported.is_empty() {
+        reported.push(outcome);
+        act.reported_outcomes = Some(reported);
     }
     outcome
 }
@@ -432,7 +483,6 @@ fn create(
     p: &ExpandedPromise,
     target: &Path,
     is_dir: bool,
-    would_create: &mut bool,
     v: &mut Verdict,
 ) -> Option<Meta> {
     let mode = creation_mode(p, is_dir);
@@ -511,7 +561,7 @@ fn create(
             if is_dir || !as_if_made || fifo {
                 return None;
             }
-            *would_create = true;
+            v.would_create = true;
             act.host.simulate_file(target, b"", mode);
             act.host.lstat(target).ok().flatten()
         }
