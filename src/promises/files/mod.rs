@@ -479,6 +479,14 @@ fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, v: Verdict) -> Outcome 
     outcome
 }
 
+/// Whether a perms body's mode gives a directory `x` wherever it has `r`:
+/// `rxdirs`, false unless set (cf-agent 3.21's default).
+fn rxdirs(body: Option<&ResolvedBody>) -> bool {
+    body.and_then(|b| b.scalar("rxdirs"))
+        .and_then(crate::values::number::parse_bool)
+        .unwrap_or(false)
+}
+
 /// The mode a new file or directory gets: the perms body's, else cf-agent's default.
 fn creation_mode(p: &ExpandedPromise, is_dir: bool) -> u32 {
     let default = if is_dir {
@@ -491,10 +499,17 @@ fn creation_mode(p: &ExpandedPromise, is_dir: bool) -> u32 {
         .and_then(|b| b.scalar("mode"))
         .map(ModeSpec::parse)
     {
-        Some(Ok(spec)) => {
+        // cf-agent makes a file with what the mode sets, and a directory
+        // with its default mode changed as promised.
+        Some(Ok(spec)) if is_dir => {
             let m = spec.apply(default);
-            if is_dir { rx_for_dirs(m) } else { m }
+            if rxdirs(p.body("perms")) {
+                rx_for_dirs(m)
+            } else {
+                m
+            }
         }
+        Some(Ok(spec)) => spec.creation_mode(),
         _ => default,
     }
 }
@@ -609,11 +624,7 @@ fn apply_perms(
         match ModeSpec::parse(mode_text) {
             Ok(spec) => {
                 let mut want = spec.apply(meta.mode);
-                let rxdirs = body
-                    .scalar("rxdirs")
-                    .and_then(crate::values::number::parse_bool)
-                    .unwrap_or(true);
-                if meta.kind == FileKind::Dir && rxdirs {
+                if meta.kind == FileKind::Dir && rxdirs(Some(body)) {
                     want = rx_for_dirs(want);
                 }
                 if want != meta.mode {
