@@ -12,7 +12,7 @@
 
 pub mod args;
 mod core;
-mod data;
+pub mod data;
 mod exec;
 mod files;
 pub mod introspect;

@@ -291,11 +291,19 @@ pub(super) fn land(
         .scalar("preserve")
         .and_then(parse_bool)
         .unwrap_or(false);
-    let mode = if preserve {
+    let local = origin.server == "localhost";
+    // cf-agent writes a preserved local copy with the source's mode under
+    // its umask (077), then gives it the source's mode once it is in
+    // place; any other copy gets the destination's mode (without set-id
+    // bits), or the default for a new file.
+    let mode = if preserve && local {
+        origin.mode & !0o077
+    } else if preserve {
         origin.mode
     } else {
-        dmeta.map_or(DEFAULT_FILE_MODE, |m| m.mode)
+        dmeta.map_or(DEFAULT_FILE_MODE, |m| m.mode & 0o777)
     };
+    let chmod_after = (preserve && local && mode != origin.mode).then_some(origin.mode);
     let src = origin.path;
     let mut change = Change::new("copy", dst.display().to_string())
         .before(src.to_string())
@@ -312,7 +320,12 @@ pub(super) fn land(
     }
     let new = PathBuf::from(format!("{}.cfnew", dst.display()));
     // cf-agent names the mode of a local copy, the server of a remote one.
-    change = change.done(if origin.server == "localhost" {
+    change = change.done(if local && preserve {
+        format!(
+            "Copied file '{src}' to '{}' (permissions preserved)",
+            new.display()
+        )
+    } else if local {
         format!(
             "Copied file '{src}' to '{}' (mode '{mode:o}')",
             new.display()
@@ -344,6 +357,12 @@ pub(super) fn land(
         ));
     }
     change = change.done(format!("Moved '{}' to '{}'", new.display(), dst.display()));
+    if let Some(want) = chmod_after {
+        change = change.done(format!(
+            "Object '{}' had permissions {mode:04o}, changed it to {want:04o}",
+            dst.display()
+        ));
+    }
     let server = origin.server;
     change = change.done(if dmeta.is_some() {
         format!(
@@ -372,7 +391,13 @@ pub(super) fn land(
                 new.display(),
                 dst.display()
             )
-        })
+        })?;
+        match chmod_after {
+            Some(want) => h
+                .chmod(dst, want)
+                .map_err(|e| format!("Could not change permissions of '{}': {e}", dst.display())),
+            None => Ok(()),
+        }
     });
     if v.settle(made, |e| tracing::error!("{e}")).is_none() {
         return;

@@ -158,28 +158,57 @@ pub(super) fn stat_editable(
 }
 
 /// Edits the file a files promise names: its edit_line bundle, or its
-/// template.
+/// template. A file that is not there (`exists` false) is made by a
+/// template once it has been read (cf-agent's CFE-3955), and found
+/// missing by an edit_line bundle.
 pub(crate) fn edit_file(
     act: &mut ActContext<'_>,
     p: &ExpandedPromise,
     target: &Path,
+    exists: bool,
     v: &mut Verdict,
 ) {
     let defaults = p.body("edit_defaults");
     let Some(kind) = edit_kind(p, v) else {
         return;
     };
+    if let EditKind::Mustache { template, label } = &kind {
+        let meta = if exists {
+            let Some(meta) = stat_editable(act, p, target, v) else {
+                return;
+            };
+            Some(meta)
+        } else {
+            None
+        };
+        render_mustache(act, p, target, meta.as_ref(), template, label, v);
+        return;
+    }
+    // A template is read before the file it makes.
+    let is_template = matches!(kind, EditKind::CfengineTemplate(_));
+    let (prepared, kind) = if is_template {
+        let Some(prepared) = edit_bundle(act, p, kind, v) else {
+            return;
+        };
+        if !exists && super::create(act, p, target, false, v).is_none() {
+            tracing::error!(
+                "Failed to create file '{}' for rendering cfengine template '{}'",
+                p.promiser,
+                p.scalar("edit_template").unwrap_or_default()
+            );
+            v.failed();
+            return;
+        }
+        (Some(prepared), None)
+    } else {
+        (None, Some(kind))
+    };
     let Some(meta) = stat_editable(act, p, target, v) else {
         return;
     };
-    if let EditKind::Mustache { template, label } = &kind {
-        render_mustache(act, p, target, &meta, template, label, v);
-        return;
-    }
     let Some((original, read_stamp)) = read_editable(act, p, target, &meta, v) else {
         return;
     };
-    let is_template = matches!(kind, EditKind::CfengineTemplate(_));
     let flag_of = |name: &str| {
         defaults
             .and_then(|d| d.scalar(name))
@@ -198,7 +227,12 @@ pub(crate) fn edit_file(
     if empty_first {
         lines.clear();
     }
-    let Some((file, bundle, args)) = edit_bundle(act, p, kind, v) else {
+    let prepared = match (prepared, kind) {
+        (Some(prepared), _) => Some(prepared),
+        (None, Some(kind)) => edit_bundle(act, p, kind, v),
+        (None, None) => None,
+    };
+    let Some((file, bundle, args)) = prepared else {
         return;
     };
     // With `action_policy => "warn"` cf-agent edits in memory as usual and
@@ -421,7 +455,7 @@ fn render_mustache(
     act: &mut ActContext<'_>,
     p: &ExpandedPromise,
     target: &Path,
-    meta: &crate::host::fs::Meta,
+    meta: Option<&crate::host::fs::Meta>,
     template: &str,
     label: &str,
     v: &mut Verdict,
@@ -438,17 +472,14 @@ fn render_mustache(
             }
         }
     };
-    let data = match p.attrs.get("template_data") {
-        Some(AttrValue::Value(Value::Data(d))) => (**d).clone(),
-        Some(AttrValue::Value(other)) => {
-            tracing::error!(
-                "template_data of '{}' is not a data container: {other:?}",
-                p.promiser
-            );
+    let data = match template_data(p) {
+        Ok(Some(d)) => d,
+        Ok(None) => act.ctx.datastate(),
+        Err(()) => {
+            tracing::error!("No template data for the promise '{}'", p.promiser);
             v.failed();
             return;
         }
-        _ => act.ctx.datastate(),
     };
     let rendered = match crate::functions::mustache::render(&text, &data) {
         Ok(r) => r,
@@ -458,15 +489,19 @@ fn render_mustache(
             return;
         }
     };
-    let (current, read_stamp) = match act.host.read_for_edit(target) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!("Could not read '{}': {e}", p.promiser);
-            v.failed();
-            return;
+    let (current, read_stamp) = if meta.is_some() {
+        match act.host.read_for_edit(target) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("Could not read '{}': {e}", p.promiser);
+                v.failed();
+                return;
+            }
         }
+    } else {
+        (Vec::new(), None)
     };
-    if current == rendered.as_bytes() {
+    if meta.is_some() && current == rendered.as_bytes() {
         return;
     }
     let change = Change::new("render", &p.promiser)
@@ -483,26 +518,60 @@ fn render_mustache(
         .with_content(change, &current, rendered.as_bytes());
     match act.changes.plan(&change) {
         Decision::Make => {
-            if write_with_backup(
-                act,
-                p,
-                target,
-                meta.mode,
-                rendered.as_bytes(),
-                read_stamp,
-                v,
-            ) {
+            // A file the template is promised to fill is made once the
+            // rendering is known to change it (cf-agent's CFE-3955).
+            let mode = match meta {
+                Some(m) => m.mode,
+                None => match super::create(act, p, target, false, v) {
+                    Some(m) => m.mode,
+                    None => {
+                        tracing::error!(
+                            "Failed to create file '{}' for rendering mustache template '{label}'",
+                            p.promiser
+                        );
+                        v.failed();
+                        return;
+                    }
+                },
+            };
+            if write_with_backup(act, p, target, mode, rendered.as_bytes(), read_stamp, v) {
                 act.changes.made(change);
                 v.repaired();
             }
         }
         Decision::Withheld { as_if_made, .. } => {
             if as_if_made {
-                act.host
-                    .simulate_file(target, rendered.as_bytes(), meta.mode);
+                let mode = meta.map_or(super::DEFAULT_FILE_MODE, |m| m.mode);
+                act.host.simulate_file(target, rendered.as_bytes(), mode);
             }
             v.warned();
         }
+    }
+}
+
+/// The data a mustache template is rendered with: the promise's
+/// `template_data` (a container, or JSON or YAML text, as cf-agent's
+/// parser reads a literal there), `None` when it names none, an error
+/// when it is not a container.
+pub(super) fn template_data(p: &ExpandedPromise) -> Result<Option<serde_json::Value>, ()> {
+    let text = match p.attrs.get("template_data") {
+        None => return Ok(None),
+        Some(AttrValue::Value(Value::Data(d))) => return Ok(Some((**d).clone())),
+        Some(AttrValue::Value(Value::Scalar(s))) => s,
+        Some(_) => return Err(()),
+    };
+    if text.contains("$(") || text.contains("${") || text.contains("@(") {
+        return Err(());
+    }
+    let parsed = if text.len() > 3 && text.starts_with("---") {
+        crate::functions::data::parse_yaml(text).map_err(|_| ())?
+    } else {
+        crate::values::json::parse(text).map_err(|_| ())?
+    };
+    if parsed.is_object() || parsed.is_array() {
+        Ok(Some(parsed))
+    } else {
+        Err(())
     }
 }
 

@@ -29,7 +29,10 @@ pub fn link_from(
         return;
     };
     let link_type = body.scalar("link_type").unwrap_or("symlink");
-    let source_exists = act.host.stat(&source).ok().flatten().is_some();
+    // A relative source is where the link would lead: from the link's
+    // directory (10_files/10_links/edit_linked_file.cf).
+    let resolved = target.parent().unwrap_or(Path::new("/")).join(&source);
+    let source_exists = act.host.stat(&resolved).ok().flatten().is_some();
     if !source_exists {
         match body.scalar("when_no_source").unwrap_or("nop") {
             "force" => {}
@@ -65,24 +68,42 @@ pub fn link_from(
             }
         }
     }
+    // cf-agent resolves `.` and `..` in the source of a relative or an
+    // absolute link before it writes one (a plain symlink takes the source
+    // as written).
     let text = match link_type {
-        "relative" => relative_to(target.parent().unwrap_or(Path::new("/")), &source),
+        "relative" => relative_to(
+            target.parent().unwrap_or(Path::new("/")),
+            &compress(&source),
+        ),
+        "absolute" => compress(&source),
         _ => source.clone(),
     };
     let current = act.host.lstat(target).ok().flatten();
     if link_type == "hardlink" {
-        let (Some(cur), Some(src)) = (current, act.host.stat(&source).ok().flatten()) else {
-            return make(act, p, target, &source, &text, true, v);
+        let (Some(cur), Some(src)) = (current, act.host.stat(&resolved).ok().flatten()) else {
+            return make(act, p, target, &resolved, &text, true, v);
         };
         if cur.ino == src.ino && cur.dev == src.dev {
             return;
         }
-        return replace(act, p, target, &source, &text, true, body, v);
+        return replace(act, p, target, &resolved, &text, true, body, v);
     }
     match current {
         None => make(act, p, target, &source, &text, false, v),
         Some(m) if m.kind == FileKind::Symlink => {
-            if act.host.read_link(target).ok().as_deref() == Some(text.as_path()) {
+            let current = act.host.read_link(target).ok();
+            if current.as_deref() == Some(text.as_path()) {
+                return;
+            }
+            if !moves_obstructions(p, body) {
+                tracing::error!(
+                    "Link '{}' points to '{}' not '{}', but not moving obstructions",
+                    p.promiser,
+                    current.unwrap_or_default().display(),
+                    text.display()
+                );
+                v.failed();
                 return;
             }
             replace(act, p, target, &source, &text, false, body, v);
@@ -127,18 +148,17 @@ fn replace(
         .ok()
         .flatten()
         .is_some_and(|m| m.kind == FileKind::Symlink);
-    let move_obstructions = p.flag("move_obstructions").unwrap_or(false)
-        || body.scalar("move_obstructions").and_then(parse_bool) == Some(true);
-    if !is_link && !move_obstructions {
+    if !is_link && !moves_obstructions(p, body) {
+        tracing::error!("Object '{}' is obstructing promise", p.promiser);
         tracing::error!(
-            "Unable to create link '{}' -> '{}': a file is in the way (set move_obstructions to move it aside)",
+            "Unable to create link '{}' -> '{}', failed to move obstruction",
             p.promiser,
-            source.display()
+            text.display()
         );
         v.failed();
         return;
     }
-    let moved = PathBuf::from(format!("{}.cf-moved", target.display()));
+    let moved = PathBuf::from(format!("{}.cfsaved", target.display()));
     let mut change = Change::new("replace", &p.promiser)
         .after(source.display().to_string())
         .should(format!(
@@ -149,7 +169,7 @@ fn replace(
         .without_suffix();
     if !is_link {
         change = change.done(format!(
-            "Moved obstructing '{}' to '{}'",
+            "Moved obstructing object '{}' to '{}'",
             p.promiser,
             moved.display()
         ));
@@ -215,6 +235,28 @@ fn make(
     });
 }
 
+/// Whether the promise may move what is in the way of its link.
+fn moves_obstructions(p: &ExpandedPromise, body: &ResolvedBody) -> bool {
+    p.flag("move_obstructions").unwrap_or(false)
+        || body.scalar("move_obstructions").and_then(parse_bool) == Some(true)
+}
+
+/// An absolute path with its `.` and `..` resolved by name, as cf-agent
+/// compresses a link's source (`/a/./b/../c` is `/a/c`).
+fn compress(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
 /// `to` written relative to directory `from` (both absolute), starting
 /// with `./` as cf-agent writes relative links (`./../c/d`, `./x`).
 fn relative_to(from: &Path, to: &Path) -> PathBuf {
@@ -245,5 +287,6 @@ mod tests {
             relative_to(Path::new("/a"), Path::new("/a/x")),
             PathBuf::from("./x")
         );
+        assert_eq!(compress(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
     }
 }

@@ -49,6 +49,9 @@ pub struct Verdict {
     /// The backups copies made beside the files they replaced, for the
     /// repository (see [`repository`]).
     backups: Vec<PathBuf>,
+    /// A dry run said it would create the file and goes on with an empty
+    /// one; what it would write then is not said again.
+    would_create: bool,
 }
 
 impl Verdict {
@@ -140,6 +143,22 @@ impl Actuator for Files {
             }
             return finish(act, p, v);
         }
+        // Data a template cannot use fails the promise before it makes
+        // anything (10_files/templating/mustache_invalid_template_data.cf).
+        if edit::template_data(p).is_err() {
+            tracing::error!("No template data for the promise '{}'", p.promiser);
+            v.failed();
+            return finish(act, p, v);
+        }
+        // cf-agent makes a missing promiser (`create`, or `touch`) before
+        // anything else the promise does: a copy or a link then finds it
+        // in the way (10_files/02_maintain/001.cf, 101.cf).
+        if creates_first(p) && act.host.lstat(&target).ok().flatten().is_none() {
+            let is_dir = is_dir_promise || p.body("depth_search").is_some();
+            if create(act, p, &target, is_dir, &mut v).is_none() {
+                return finish(act, p, v);
+            }
+        }
         if let Some(ds) = p.body("depth_search") {
             // A copy walks the source tree; everything else the target's.
             if let Some(body) = p.body("copy_from") {
@@ -204,8 +223,6 @@ impl Actuator for Files {
         }
         if let Some(body) = p.body("link_from") {
             link::link_from(act, p, &target, body, &mut v);
-            enter_parent(act, &target);
-            return finish(act, p, v);
         }
         // What a copy made is not followed: a link it copied points where
         // the source's owner chose.
@@ -232,6 +249,19 @@ fn archive_backups(act: &mut ActContext<'_>, p: &ExpandedPromise, v: &mut Verdic
             tracing::info!("Archived backup '{}'", saved.display());
         }
     }
+}
+
+/// Whether the promise makes its promiser, when missing, before its other
+/// steps: `create => "true"` or `touch => "true"`.
+fn creates_first(p: &ExpandedPromise) -> bool {
+    p.flag("create") == Some(true) || p.flag("touch") == Some(true)
+}
+
+/// Whether `create => "false"` (or "no") was written: cf-agent makes the
+/// file of a promise that promises all its content (`content`, a template)
+/// unless told not to.
+fn create_refused(p: &ExpandedPromise) -> bool {
+    p.flag("create") == Some(false)
 }
 
 /// cf-agent enters the directory of a file it promises without a depth
@@ -274,7 +304,19 @@ fn leaf(
         return;
     }
     if let Some(ren) = p.body("rename") {
-        rename(act, &shown, target, ren, v);
+        rename(act, &shown, target, ren, false, v);
+        // cf-agent checks a regular file that is still there once more
+        // after all the promise's steps: a rotation (done once a run) is
+        // said again (28_inform_testing/01_files/rename_rotate.cf).
+        if act
+            .host
+            .lstat(target)
+            .ok()
+            .flatten()
+            .is_some_and(|m| m.kind == FileKind::File)
+        {
+            rename(act, &shown, target, ren, true, v);
+        }
         return;
     }
     let meta = match act.host.lstat(target) {
@@ -301,13 +343,10 @@ fn leaf(
         },
         m => m,
     };
-    let wants_create = p.flag("create").unwrap_or(false) || p.scalar("content").is_some();
-    // A dry run that would create the file goes on with an empty one; it
-    // has said what it would create, which cf-agent says alone.
-    let mut would_create = false;
+    let wants_create = creates_first(p) || (p.scalar("content").is_some() && !create_refused(p));
     let meta = match meta {
         Some(m) => Some(m),
-        None if wants_create => create(act, p, target, is_dir_promise, &mut would_create, v),
+        None if wants_create => create(act, p, target, is_dir_promise, v),
         None => None,
     };
     let existed = meta.is_some();
@@ -316,14 +355,26 @@ fn leaf(
             tracing::error!("Promised to monitor '{shown}' for changes, but file does not exist");
             v.failed();
         }
-        if !v.failed
-            && !v.warned
-            && (p.attrs.contains_key("edit_line")
-                || p.attrs.contains_key("edit_template")
-                || p.attrs.contains_key("edit_xml"))
-        {
+        if v.failed || v.warned {
+            return;
+        }
+        let edits = p.attrs.contains_key("edit_line")
+            || p.attrs.contains_key("edit_template")
+            || p.attrs.contains_key("edit_template_string")
+            || p.attrs.contains_key("edit_xml");
+        if !edits {
+            return;
+        }
+        if create_refused(p) {
+            // cf-agent renders nothing into a file it may not make.
+            tracing::debug!("Cannot render file '{shown}': file does not exist");
+        } else if p.attrs.contains_key("edit_xml") && !p.attrs.contains_key("edit_line") {
             tracing::error!("File '{shown}' was marked for editing but could not be opened");
             v.failed();
+        } else {
+            // A template makes the file it renders into; an edit_line
+            // bundle finds it missing.
+            edit::edit_file(act, p, target, false, v);
         }
         return;
     };
@@ -358,13 +409,14 @@ fn leaf(
     }
     if meta.kind == FileKind::File {
         if let Some(content) = p.scalar("content") {
-            set_content(act, &shown, target, content, would_create, v);
+            let just_created = v.would_create;
+            set_content(act, &shown, target, content, just_created, v);
         }
         if p.attrs.contains_key("edit_line")
             || p.attrs.contains_key("edit_template")
             || p.attrs.contains_key("edit_template_string")
         {
-            edit::edit_file(act, p, target, v);
+            edit::edit_file(act, p, target, true, v);
         }
         if p.attrs.contains_key("edit_xml") {
             xml::edit_xml(act, p, target, v);
@@ -387,11 +439,14 @@ fn leaf(
 }
 
 /// `rename`: a new name, disabling (a suffix and a mode), or rotation.
+/// `again`: the file's second check, where only a rotation (which
+/// happens once a run) has anything to say.
 fn rename(
     act: &mut ActContext<'_>,
     shown: &str,
     target: &Path,
     body: &ResolvedBody,
+    again: bool,
     v: &mut Verdict,
 ) {
     let Some(meta) = act.host.lstat(target).ok().flatten() else {
@@ -407,6 +462,9 @@ fn rename(
             .done(format!("Rotated file '{shown}' in {n} fifo"))
             .should(format!("Should rotate file '{shown}' in {n} fifo"));
         let made = act.change(change, |h| {
+            if again {
+                return Ok(());
+            }
             for i in (1..n).rev() {
                 let from = PathBuf::from(format!("{shown}.{i}"));
                 let to = PathBuf::from(format!("{shown}.{}", i + 1));
@@ -419,6 +477,9 @@ fn rename(
             Ok::<(), std::io::Error>(())
         });
         v.settle(made, |e| tracing::error!("Could not rotate '{shown}': {e}"));
+        return;
+    }
+    if again {
         return;
     }
     let disable = body
@@ -500,23 +561,31 @@ fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, v: Verdict) -> Outcome 
         );
     }
     let outcome = v.outcome();
-    // cf-agent defines the classes of each outcome a step reported:
-    // 00_basics/03_bodies/114.cf, a copy kept and permissions repaired set
-    // both the kept and the repaired classes; a changed file whose digest
-    // is not updated is recorded (repaired) and failed
-    // (10_files/02_maintain/changes_update_hashes.cf).
-    if (v.kept_step && outcome != Outcome::Kept) || (v.failed && v.repaired) {
-        let mut reported = Vec::new();
-        if v.kept_step {
-            reported.push(Outcome::Kept);
-        }
-        if v.failed && v.repaired {
-            reported.push(Outcome::Repaired);
-        }
+    // Each step sets the classes of its own outcome, as cf-agent's do:
+    // a copy kept and permissions repaired set both the kept and the
+    // repaired classes (00_basics/03_bodies/114.cf), a file made and a
+    // template that cannot be read both the repaired and the failed ones
+    // (10_files/templating/missing_template_file.cf).
+    let mut reported = Vec::new();
+    if v.kept_step && outcome != Outcome::Kept {
+        reported.push(Outcome::Kept);
+    }
+    if v.repaired && outcome != Outcome::Repaired {
+        reported.push(Outcome::Repaired);
+    }
+    if !reported.is_empty() {
         reported.push(outcome);
         act.reported_outcomes = Some(reported);
     }
     outcome
+}
+
+/// Whether a perms body's mode gives a directory `x` wherever it has `r`:
+/// `rxdirs`, false unless set (cf-agent 3.21's default).
+fn rxdirs(body: Option<&ResolvedBody>) -> bool {
+    body.and_then(|b| b.scalar("rxdirs"))
+        .and_then(crate::values::number::parse_bool)
+        .unwrap_or(false)
 }
 
 /// The mode a new file or directory gets: the perms body's, else cf-agent's default.
@@ -531,10 +600,17 @@ fn creation_mode(p: &ExpandedPromise, is_dir: bool) -> u32 {
         .and_then(|b| b.scalar("mode"))
         .map(ModeSpec::parse)
     {
-        Some(Ok(spec)) => {
+        // cf-agent makes a file with what the mode sets, and a directory
+        // with its default mode changed as promised.
+        Some(Ok(spec)) if is_dir => {
             let m = spec.apply(default);
-            if is_dir { rx_for_dirs(m) } else { m }
+            if rxdirs(p.body("perms")) {
+                rx_for_dirs(m)
+            } else {
+                m
+            }
         }
+        Some(Ok(spec)) => spec.creation_mode(),
         _ => default,
     }
 }
@@ -544,7 +620,6 @@ fn create(
     p: &ExpandedPromise,
     target: &Path,
     is_dir: bool,
-    would_create: &mut bool,
     v: &mut Verdict,
 ) -> Option<Meta> {
     let mode = creation_mode(p, is_dir);
@@ -623,7 +698,7 @@ fn create(
             if is_dir || !as_if_made || fifo {
                 return None;
             }
-            *would_create = true;
+            v.would_create = true;
             act.host.simulate_file(target, b"", mode);
             act.host.lstat(target).ok().flatten()
         }
@@ -650,11 +725,7 @@ fn apply_perms(
         match ModeSpec::parse(mode_text) {
             Ok(spec) => {
                 let mut want = spec.apply(meta.mode);
-                let rxdirs = body
-                    .scalar("rxdirs")
-                    .and_then(crate::values::number::parse_bool)
-                    .unwrap_or(true);
-                if meta.kind == FileKind::Dir && rxdirs {
+                if meta.kind == FileKind::Dir && rxdirs(Some(body)) {
                     want = rx_for_dirs(want);
                 }
                 if want != meta.mode {

@@ -2,102 +2,94 @@
 
 use std::ffi::{CStr, CString};
 
-/// A mode change: bits to set, bits to clear, or an absolute mode.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// A mode change as cf-agent reads one: bits to set (`plus`) and bits to
+/// clear (`minus`), gathered over the comma-separated clauses of an octal
+/// or symbolic mode (`644`, `u=rw,go=r`, `a+x`, `o-rwx`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ModeSpec {
-    clauses: Vec<Clause>,
+    plus: u32,
+    minus: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Clause {
-    Absolute(u32),
-    Add(u32),
-    Remove(u32),
-    /// `u=rw`: clear the `mask` bits, then set `bits`.
-    Assign {
-        mask: u32,
-        bits: u32,
-    },
-}
+/// The file type bits `stat` reports, which a mode cannot set.
+const S_IFMT: u32 = 0o170000;
 
 impl ModeSpec {
-    /// Parses `644`, `0644`, `u=rw,go=r`, `a+x`, `o-rwx`, `+x`.
+    /// Parses a mode as cf-agent does: an octal number (its file type
+    /// bits dropped, at most 7777), or clauses `WHO OP PERMS` where WHO is
+    /// some of `ugoa`, OP one of `+-=` and PERMS some of `rwxst`.
     pub fn parse(s: &str) -> Result<ModeSpec, String> {
-        let s = s.trim();
-        if !s.is_empty() && s.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
-            let m = u32::from_str_radix(s, 8).map_err(|e| format!("mode '{s}': {e}"))?;
-            if m > 0o7777 {
-                return Err(format!("mode '{s}' is larger than 7777"));
+        let mut spec = ModeSpec::default();
+        let clauses: Vec<&str> = s.split(',').collect();
+        for (i, part) in clauses.iter().enumerate() {
+            let (op, affected, value) = parse_clause(part).ok_or_else(|| {
+                format!("'{s}' is not a valid mode (octal like 0644, or symbolic like u=rw,go=r)")
+            })??;
+            if i + 1 == clauses.len() && value == 0 && s != "0000" && s != "000" {
+                return Err(format!("mode string '{s}' is incomplete"));
             }
-            return Ok(ModeSpec {
-                clauses: vec![Clause::Absolute(m)],
-            });
+            match op {
+                '+' => spec.plus |= value,
+                '-' => spec.minus |= value,
+                _ => {
+                    spec.plus |= value;
+                    spec.minus |= !value & 0o7777 & affected;
+                }
+            }
         }
-        let mut clauses = Vec::new();
-        for part in s.split(',') {
-            clauses.push(parse_symbolic(part).ok_or_else(|| {
-                format!(
-                    "'{part}' is not a valid mode (octal like 0644, or symbolic like u=rw,go=r)"
-                )
-            })?);
-        }
-        if clauses.is_empty() {
-            return Err("empty mode".into());
-        }
-        Ok(ModeSpec { clauses })
+        Ok(spec)
     }
 
-    pub fn apply(&self, mut mode: u32) -> u32 {
-        for c in &self.clauses {
-            mode = match *c {
-                Clause::Absolute(m) => m,
-                Clause::Add(b) => mode | b,
-                Clause::Remove(b) => mode & !b,
-                Clause::Assign { mask, bits } => (mode & !mask) | bits,
-            };
-        }
-        mode & 0o7777
+    /// The mode `mode` becomes: the bits to set set, then those to clear
+    /// cleared.
+    pub fn apply(&self, mode: u32) -> u32 {
+        ((mode & 0o7777) | self.plus) & !self.minus
+    }
+
+    /// The mode cf-agent gives a file it creates with this mode promised.
+    pub fn creation_mode(&self) -> u32 {
+        self.plus & !self.minus & 0o7777
     }
 }
 
-fn parse_symbolic(part: &str) -> Option<Clause> {
+/// One clause: its operator, the bits its WHO covers, and its PERMS (or
+/// octal value); `None` when it is not a mode, an error when the value is
+/// out of range.
+#[allow(clippy::type_complexity)]
+fn parse_clause(part: &str) -> Option<Result<(char, u32, u32), String>> {
+    if !part.is_empty() && part.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+        let v = u32::from_str_radix(part, 8).ok()? & !S_IFMT;
+        if v > 0o7777 {
+            return Some(Err(format!("mode value '{part}' is too big")));
+        }
+        return Some(Ok(('=', 0o7777, v)));
+    }
     let op_at = part.find(['+', '-', '='])?;
     let (who, rest) = part.split_at(op_at);
-    let op = rest.as_bytes()[0];
-    let perms = &rest[1..];
-    let mut who_mask = 0u32;
+    let op = rest.chars().next()?;
+    let mut affected = 0u32;
     for c in who.chars() {
-        who_mask |= match c {
+        affected |= match c {
             'u' => 0o4700,
             'g' => 0o2070,
-            'o' => 0o1007,
+            'o' => 0o0007,
             'a' => 0o7777,
             _ => return None,
         };
     }
-    if who.is_empty() {
-        who_mask = 0o7777;
-    }
-    let mut bits = 0u32;
-    for c in perms.chars() {
-        bits |= match c {
-            'r' => 0o444,
-            'w' => 0o222,
-            'x' => 0o111,
-            's' => 0o6000,
+    let mut value = 0u32;
+    for c in rest[1..].chars() {
+        value |= match c {
+            'r' => 0o444 & affected,
+            'w' => 0o222 & affected,
+            'x' => 0o111 & affected,
+            's' => 0o6000 & affected,
+            // cf-agent sets the sticky bit whoever the clause names.
             't' => 0o1000,
             _ => return None,
         };
     }
-    let bits = bits & who_mask;
-    Some(match op {
-        b'+' => Clause::Add(bits),
-        b'-' => Clause::Remove(bits),
-        _ => Clause::Assign {
-            mask: who_mask & 0o777 | (who_mask & 0o7000),
-            bits,
-        },
-    })
+    Some(Ok((op, affected, value)))
 }
 
 /// With `rxdirs`, a directory gets `x` wherever it has `r`.
@@ -162,8 +154,17 @@ mod tests {
         assert_eq!(ModeSpec::parse("u=rw,go=r").unwrap().apply(0o777), 0o644);
         assert_eq!(ModeSpec::parse("a+x").unwrap().apply(0o644), 0o755);
         assert_eq!(ModeSpec::parse("o-rwx").unwrap().apply(0o777), 0o770);
-        assert_eq!(ModeSpec::parse("+x").unwrap().apply(0o600), 0o711);
         assert_eq!(ModeSpec::parse("u+s").unwrap().apply(0o755), 0o4755);
+        // The file type bits of a number are dropped (10_files/01_create/perms-mode.cf).
+        assert_eq!(ModeSpec::parse("13400").unwrap().apply(0o600), 0o3400);
+        assert_eq!(ModeSpec::parse("22222").unwrap().apply(0o600), 0o2222);
+        // A new file gets only what the mode sets.
+        assert_eq!(ModeSpec::parse("o=x").unwrap().creation_mode(), 0o001);
+        assert_eq!(ModeSpec::parse("o=x").unwrap().apply(0o600), 0o601);
+        // Without WHO a clause covers nothing: cf-agent calls it incomplete.
+        assert!(ModeSpec::parse("+x").is_err());
+        assert!(ModeSpec::parse("0").is_err());
+        assert_eq!(ModeSpec::parse("000").unwrap().apply(0o644), 0);
         assert!(ModeSpec::parse("u=q").is_err());
         assert!(ModeSpec::parse("99999").is_err());
         assert_eq!(rx_for_dirs(0o640), 0o750);

@@ -240,7 +240,7 @@ pub fn selected(
     if !modes.is_empty() {
         let ok = modes
             .iter()
-            .any(|m| ModeSpec::parse(m).is_ok_and(|s| s.apply(0) == meta.mode));
+            .any(|m| ModeSpec::parse(m).is_ok_and(|s| s.apply(meta.mode) == meta.mode & 0o7777));
         results.push(("search_mode", ok));
     }
     if let Some(range) = body.scalar("search_size") {
