@@ -8,6 +8,7 @@ pub mod graph;
 mod methods;
 mod promise;
 pub mod transaction;
+mod verbose;
 pub mod why;
 
 use crate::eval::bodies::reference_parts;
@@ -182,6 +183,20 @@ pub struct AgentRun<'a> {
     /// The outcomes the last actuator reported, when not just its own
     /// (see [`ActContext::reported_outcomes`]).
     reported_outcomes: Option<Vec<Outcome>>,
+    /// The arguments of the bundle being run, as verbose lines write them:
+    /// set when a bundle with arguments starts, cleared when a method
+    /// returns, as cf-agent keeps them.
+    bundle_args: Option<String>,
+    /// cf-agent's stack path down to the bundle being run, one entry per
+    /// bundle and per method that called one, for verbose lines.
+    stack: Vec<String>,
+    /// The arguments of the method about to call a bundle, as written,
+    /// which verbose lines show for those that are whole list or data
+    /// references (`@(l)`), as cf-agent does.
+    written_args: Option<Vec<Rval>>,
+    /// The bundle about to run is called by a method: its variables are
+    /// resolved once before its first pass, as cf-agent resolves them.
+    method_entry: bool,
 }
 
 /// A transactional bundle being run.
@@ -295,6 +310,10 @@ impl<'a> AgentRun<'a> {
             last_changes: Vec::new(),
             packages: Default::default(),
             reported_outcomes: None,
+            bundle_args: None,
+            stack: Vec::new(),
+            written_args: None,
+            method_entry: false,
         }
     }
 
@@ -418,6 +437,8 @@ impl<'a> AgentRun<'a> {
         }
         // Classes of common bundles that pre-evaluation asked to persist.
         self.store_persistent_classes();
+        verbose::banner("Begin policy/promise evaluation");
+        verbose::bundlesequence(&seq.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
         let policy = self.policy;
         crate::eval::preeval::evaluate_meta(self.ctx, policy);
         self.ctx.agent_control = crate::eval::control::AgentControl::resolve(self.ctx, policy);
@@ -436,7 +457,13 @@ impl<'a> AgentRun<'a> {
         for (_, call) in ordered {
             if let Some((file, bundle)) = self.policy.bundle("default", &call.name) {
                 let (file, bundle) = (file.clone(), bundle.clone());
+                self.bundle_args =
+                    (!call.args.is_empty()).then(|| verbose::args_text(&call.args, None));
+                verbose::bundle_begin(&bundle.name.name, self.bundle_args.as_deref());
                 self.run_bundle(&file, &bundle, &call.args, None);
+                if self.fatal.is_none() {
+                    verbose::bundle_end(&bundle.name.name);
+                }
             }
             if let Some(e) = self.fatal.take() {
                 return Err(e);
@@ -620,7 +647,10 @@ impl<'a> AgentRun<'a> {
                 .vars
                 .clear_arrays(&bundle.namespace, &bundle.name.name);
         }
-        for (p, v) in bundle.params.iter().zip(args) {
+        let written = self.written_args.take();
+        for (i, (p, v)) in bundle.params.iter().zip(args).enumerate() {
+            let w = written.as_ref().and_then(|w| w.get(i));
+            verbose::parameter(&p.name, &bundle.name.name, v, w, self.ctx.pass);
             let dtype = v.natural_type();
             let var = Variable::new(v.clone(), dtype, Origin::Agent)
                 .with_tags(vec!["source=promise".into()]);
@@ -633,11 +663,16 @@ impl<'a> AgentRun<'a> {
             return Some(Outcome::Failed);
         }
         self.ctx.push_frame(frame);
+        self.stack
+            .push(format!("/{}/{}", bundle.namespace, bundle.name.name));
         self.bundle_outcomes.push(None);
         self.return_values.push(HashMap::new());
         let common = bundle.bundle_type.name == "common";
         let order = ordered_sections(bundle);
         let policy = self.policy;
+        if std::mem::take(&mut self.method_entry) {
+            self.resolve_on_entry(file, &order, common);
+        }
         // Three passes always, as cf-agent: variables are resolved again
         // in each (a function says what it says three times), and a
         // promise that acted is not acted on again. After a pass that
@@ -645,9 +680,11 @@ impl<'a> AgentRun<'a> {
         // would all find themselves done: unless this pass's variables or
         // classes change something, they are not expanded again (bundles
         // whose checks speak in every pass, processes and storage, excepted).
-        let every_pass = order
-            .iter()
-            .any(|s| actuator(s.0).is_some_and(|a| a.speaks_each_pass()));
+        // Under -v every pass is gone through, as cf-agent tells each.
+        let every_pass = crate::report::log::verbose()
+            || order
+                .iter()
+                .any(|s| actuator(s.0).is_some_and(|a| a.speaks_each_pass()));
         let mut settled = false;
         let mut pass = 1;
         'passes: while pass <= MAX_PASSES {
@@ -656,6 +693,7 @@ impl<'a> AgentRun<'a> {
                 changed: false,
                 deferred: false,
             };
+            let mut announced: Vec<&str> = Vec::new();
             for (i, section) in order.iter().enumerate() {
                 if settled
                     && !every_pass
@@ -663,6 +701,10 @@ impl<'a> AgentRun<'a> {
                     && !matches!(section.0, "meta" | "vars" | "defaults" | "classes")
                 {
                     continue;
+                }
+                if !section.1.is_empty() && !announced.contains(&section.0) {
+                    announced.push(section.0);
+                    verbose::pass_begin(section.0, pass);
                 }
                 let promises: Vec<&Promise> = if section.0 == "methods" {
                     order_methods(self.ctx, policy, &bundle.namespace, section.1)
@@ -677,6 +719,7 @@ impl<'a> AgentRun<'a> {
                         break 'passes;
                     }
                     self.ctx.last_pass = state.last;
+                    self.ctx.pass = pass;
                     self.eval_promise(file, bundle, section.0, promise, common, &mut state);
                     if self.check_aborts() {
                         break 'passes;
@@ -713,6 +756,8 @@ impl<'a> AgentRun<'a> {
         }
         // A bundle abort ends this bundle only; its caller goes on.
         self.abort_bundle = false;
+        self.written_args = None;
+        self.stack.pop();
         self.ctx.pop_frame();
         // cf-agent drops a bundle's parameters when the bundle returns:
         // `$(bundle.param)` does not resolve after the call.
@@ -726,6 +771,34 @@ impl<'a> AgentRun<'a> {
         }
         self.last_return_values = self.return_values.pop();
         self.bundle_outcomes.pop().flatten()
+    }
+
+    /// A bundle a method calls has its variables resolved once before its
+    /// first pass (a common bundle's classes too, between two rounds of
+    /// variables), as cf-agent's VerifyMethod does.
+    fn resolve_on_entry(
+        &mut self,
+        file: &Arc<LoadedFile>,
+        order: &[(&str, &[Promise])],
+        common: bool,
+    ) {
+        let policy = self.policy;
+        let vars = |run: &mut Self| {
+            for (_, promises) in order.iter().filter(|s| s.0 == "vars") {
+                for promise in *promises {
+                    run.ctx.eval_vars_promise(file, promise, Some(policy));
+                }
+            }
+        };
+        if common {
+            vars(self);
+            for (_, promises) in order.iter().filter(|s| s.0 == "classes") {
+                for promise in *promises {
+                    self.ctx.eval_classes_promise(file, promise, true);
+                }
+            }
+        }
+        vars(self);
     }
 
     /// Starts a transaction when the bundle is one and none is running:

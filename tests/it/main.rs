@@ -42,3 +42,4 @@ mod stdlib;
 mod storage;
 mod transactions;
 mod validate_differential;
+mod verbose_trace;
