@@ -72,7 +72,6 @@ impl AgentRun<'_> {
         verbose::bundle_begin(&bundle.name.name, self.bundle_args.as_deref());
         self.stack
             .push(format!("/{}/'{}'", ep.promise_type, ep.promiser));
-        self.method_entry = true;
         let outcome = self.run_bundle(&file, &bundle, &args, inherit);
         self.stack.pop();
         self.bundle_args = None;

@@ -194,9 +194,6 @@ pub struct AgentRun<'a> {
     /// which verbose lines show for those that are whole list or data
     /// references (`@(l)`), as cf-agent does.
     written_args: Option<Vec<Rval>>,
-    /// The bundle about to run is called by a method: its variables are
-    /// resolved once before its first pass, as cf-agent resolves them.
-    method_entry: bool,
 }
 
 /// A transactional bundle being run.
@@ -313,7 +310,6 @@ impl<'a> AgentRun<'a> {
             bundle_args: None,
             stack: Vec::new(),
             written_args: None,
-            method_entry: false,
         }
     }
 
@@ -670,9 +666,6 @@ impl<'a> AgentRun<'a> {
         let common = bundle.bundle_type.name == "common";
         let order = ordered_sections(bundle);
         let policy = self.policy;
-        if std::mem::take(&mut self.method_entry) {
-            self.resolve_on_entry(file, &order, common);
-        }
         // Three passes always, as cf-agent: variables are resolved again
         // in each (a function says what it says three times), and a
         // promise that acted is not acted on again. After a pass that
@@ -771,34 +764,6 @@ impl<'a> AgentRun<'a> {
         }
         self.last_return_values = self.return_values.pop();
         self.bundle_outcomes.pop().flatten()
-    }
-
-    /// A bundle a method calls has its variables resolved once before its
-    /// first pass (a common bundle's classes too, between two rounds of
-    /// variables), as cf-agent's VerifyMethod does.
-    fn resolve_on_entry(
-        &mut self,
-        file: &Arc<LoadedFile>,
-        order: &[(&str, &[Promise])],
-        common: bool,
-    ) {
-        let policy = self.policy;
-        let vars = |run: &mut Self| {
-            for (_, promises) in order.iter().filter(|s| s.0 == "vars") {
-                for promise in *promises {
-                    run.ctx.eval_vars_promise(file, promise, Some(policy));
-                }
-            }
-        };
-        if common {
-            vars(self);
-            for (_, promises) in order.iter().filter(|s| s.0 == "classes") {
-                for promise in *promises {
-                    self.ctx.eval_classes_promise(file, promise, true);
-                }
-            }
-        }
-        vars(self);
     }
 
     /// Starts a transaction when the bundle is one and none is running:

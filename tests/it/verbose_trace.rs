@@ -62,7 +62,7 @@ const CASES: &[&str] = &[
     "tests/agent/depends_on_vars_classes.cf",
     "tests/agent/defaults_promise.cf",
     "tests/agent/files_auto_define.cf",
-    "tests/agent/array_reset_on_reentry.cf",
+    "tests/agent/methods_useresult_nested.cf",
     "tests/agent/params_and_useresult.cf",
     "tests/agent/methods_args_list_ref.cf",
     "tests/agent/methods_args_data.cf",
