@@ -81,6 +81,13 @@ pub fn expand_iterations(
         // name it (`if => isplain("$(this.promiser)")`), as in cf-agent
         // (01_vars/01_basic/this_promiser_ifvarclass.cf).
         let promiser = ctx.expand_promiser(&promise.promiser.value);
+        if crate::report::log::debug() && promiser.text != promise.promiser.value {
+            tracing::trace!(
+                "Expanded promiser '{}' to '{}' (iteration {iteration})",
+                promise.promiser.value,
+                promiser.text
+            );
+        }
         ctx.set_this("promiser", Value::str(promiser.text.clone()));
         match ctx.promise_condition(promise) {
             Some(true) => {}

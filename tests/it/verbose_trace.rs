@@ -203,3 +203,42 @@ fn unmangles_iteration_names() {
         "if => canonify(\"x_$(default.tests)\") $(a.b) $(c)"
     );
 }
+
+/// `-d` adds, in words, what a policy's developer needs beyond `-v`: the
+/// values variables get, the promisers an iteration expands to and the
+/// function calls with their arguments and results.
+#[test]
+fn debug_tells_values_expansions_and_calls() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let policy = write_policy(
+        tmp.path(),
+        r#"bundle agent main
+{
+  vars:
+      "l" slist => { "a", "b" };
+      "n" int => string_length("abc");
+  reports:
+      "item $(l)" if => isvariable("n");
+}
+"#,
+    );
+    let out = run(Command::new(agent_bin())
+        .arg("-w")
+        .arg(tmp.path().join("wd"))
+        .args(["-K", "-d", "-f"])
+        .arg(&policy));
+    for want in [
+        "   debug: V: 'l' => 'a, b'",
+        "   debug: V: 'n' => '3'",
+        "   debug: Function call string_length(\"abc\") gave \"3\"",
+        "   debug: Expanded promiser 'item $(l)' to 'item b' (iteration 2)",
+        "   debug: Function call isvariable(\"n\") gave \"any\"",
+        " verbose: P: BEGIN promise 'promise_p_cf_7' of type \"reports\" (pass 1)",
+    ] {
+        assert!(
+            out.stdout.lines().any(|l| l == want),
+            "no {want:?} in\n{}",
+            out.stdout
+        );
+    }
+}
