@@ -99,6 +99,34 @@ pub fn install_host(ctx: &mut EvalContext, config: &Config, role: Role) {
     let mut found = discover(&DiscoverInput::new(&config.workdir, &config.entry, role));
     apply_command_line(&mut found.classes, &config.defines, &config.negates);
     install_discovery(ctx, found);
+    install_log_level_classes(ctx, config.log_level);
+}
+
+/// cf-agent's classes for the level it logs at: `inform_mode` from `-I`
+/// on, `verbose_mode` from `-v` on, `debug_mode` and `opt_debug` with `-d`
+/// (policies such as the MPF's inventory report more under them).
+fn install_log_level_classes(ctx: &mut EvalContext, level: crate::config::LogLevel) {
+    use crate::config::LogLevel;
+    let mut names = Vec::new();
+    if level >= LogLevel::Debug {
+        names.extend(["debug_mode", "opt_debug"]);
+    }
+    if level >= LogLevel::Verbose {
+        names.push("verbose_mode");
+    }
+    if level >= LogLevel::Info {
+        names.push("inform_mode");
+    }
+    for name in names {
+        let tags = ["cfe_internal", "source=agent", "hardclass"]
+            .map(String::from)
+            .to_vec();
+        let info = ClassInfo {
+            hard: true,
+            ..ClassInfo::soft(Origin::Agent, tags)
+        };
+        ctx.classes.define(name, info);
+    }
 }
 
 /// Defines what discovery found (hard classes, special variables).

@@ -1,6 +1,6 @@
 //! Methods promises: a bundle called with arguments, as a promise.
 
-use super::{AgentRun, MAX_CALL_DEPTH, RunError};
+use super::{AgentRun, MAX_CALL_DEPTH, RunError, verbose};
 use crate::eval::expanded::{AttrValue, ExpandedPromise};
 use crate::eval::vars::Variable;
 use crate::report::Outcome;
@@ -31,6 +31,8 @@ impl AgentRun<'_> {
                 ep.file,
                 ep.line
             );
+            // cf-agent ends the bundle it did not begin.
+            verbose::bundle_end(&bundle.name.name);
             return Some(Outcome::Failed);
         }
         // A method naming a bundle without arguments runs it with its
@@ -65,7 +67,17 @@ impl AgentRun<'_> {
                 .unwrap_or_default()
         });
         let (file, bundle) = (file.clone(), bundle.clone());
+        self.bundle_args =
+            (!args.is_empty()).then(|| verbose::args_text(&args, self.written_args.as_deref()));
+        verbose::bundle_begin(&bundle.name.name, self.bundle_args.as_deref());
+        self.stack
+            .push(format!("/{}/'{}'", ep.promise_type, ep.promiser));
         let outcome = self.run_bundle(&file, &bundle, &args, inherit);
+        self.stack.pop();
+        self.bundle_args = None;
+        if self.fatal.is_none() {
+            verbose::bundle_end(&bundle.name.name);
+        }
         // cf-agent's verdict on the call, in its words.
         match outcome {
             Some(Outcome::Warned) => {

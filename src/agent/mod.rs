@@ -9,6 +9,7 @@ mod methods;
 mod promise;
 pub mod schedule;
 pub mod transaction;
+mod verbose;
 pub mod why;
 
 use crate::eval::bodies::reference_parts;
@@ -185,6 +186,17 @@ pub struct AgentRun<'a> {
     /// The outcomes the last actuator reported, when not just its own
     /// (see [`ActContext::reported_outcomes`]).
     reported_outcomes: Option<Vec<Outcome>>,
+    /// The arguments of the bundle being run, as verbose lines write them:
+    /// set when a bundle with arguments starts, cleared when a method
+    /// returns, as cf-agent keeps them.
+    bundle_args: Option<String>,
+    /// cf-agent's stack path down to the bundle being run, one entry per
+    /// bundle and per method that called one, for verbose lines.
+    stack: Vec<String>,
+    /// The arguments of the method about to call a bundle, as written,
+    /// which verbose lines show for those that are whole list or data
+    /// references (`@(l)`), as cf-agent does.
+    written_args: Option<Vec<Rval>>,
 }
 
 /// A transactional bundle being run.
@@ -299,6 +311,9 @@ impl<'a> AgentRun<'a> {
             packages: Default::default(),
             remote: Default::default(),
             reported_outcomes: None,
+            bundle_args: None,
+            stack: Vec::new(),
+            written_args: None,
         }
     }
 
@@ -422,6 +437,8 @@ impl<'a> AgentRun<'a> {
         }
         // Classes of common bundles that pre-evaluation asked to persist.
         self.store_persistent_classes();
+        verbose::banner("Begin policy/promise evaluation");
+        verbose::bundlesequence(&seq.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
         let policy = self.policy;
         crate::eval::preeval::evaluate_meta(self.ctx, policy);
         self.ctx.agent_control = crate::eval::control::AgentControl::resolve(self.ctx, policy);
@@ -440,7 +457,13 @@ impl<'a> AgentRun<'a> {
         for (_, call) in ordered {
             if let Some((file, bundle)) = self.policy.bundle("default", &call.name) {
                 let (file, bundle) = (file.clone(), bundle.clone());
+                self.bundle_args =
+                    (!call.args.is_empty()).then(|| verbose::args_text(&call.args, None));
+                verbose::bundle_begin(&bundle.name.name, self.bundle_args.as_deref());
                 self.run_bundle(&file, &bundle, &call.args, None);
+                if self.fatal.is_none() {
+                    verbose::bundle_end(&bundle.name.name);
+                }
             }
             if let Some(e) = self.fatal.take() {
                 return Err(e);
@@ -625,7 +648,10 @@ impl<'a> AgentRun<'a> {
                 .vars
                 .clear_arrays(&bundle.namespace, &bundle.name.name);
         }
-        for (p, v) in bundle.params.iter().zip(args) {
+        let written = self.written_args.take();
+        for (i, (p, v)) in bundle.params.iter().zip(args).enumerate() {
+            let w = written.as_ref().and_then(|w| w.get(i));
+            verbose::parameter(&p.name, &bundle.name.name, v, w, self.ctx.pass);
             let dtype = v.natural_type();
             let var = Variable::new(v.clone(), dtype, Origin::Agent)
                 .with_tags(vec!["source=promise".into()]);
@@ -638,6 +664,8 @@ impl<'a> AgentRun<'a> {
             return Some(Outcome::Failed);
         }
         self.ctx.push_frame(frame);
+        self.stack
+            .push(format!("/{}/{}", bundle.namespace, bundle.name.name));
         self.bundle_outcomes.push(None);
         self.return_values.push(HashMap::new());
         let common = bundle.bundle_type.name == "common";
@@ -650,9 +678,11 @@ impl<'a> AgentRun<'a> {
         // would all find themselves done: unless this pass's variables or
         // classes change something, they are not expanded again (bundles
         // whose checks speak in every pass, processes and storage, excepted).
-        let every_pass = order
-            .iter()
-            .any(|s| actuator(s.0).is_some_and(|a| a.speaks_each_pass()));
+        // Under -v every pass is gone through, as cf-agent tells each.
+        let every_pass = crate::report::log::verbose()
+            || order
+                .iter()
+                .any(|s| actuator(s.0).is_some_and(|a| a.speaks_each_pass()));
         let mut settled = false;
         let mut pass = 1;
         'passes: while pass <= MAX_PASSES {
@@ -661,6 +691,7 @@ impl<'a> AgentRun<'a> {
                 changed: false,
                 deferred: false,
             };
+            let mut announced: Vec<&str> = Vec::new();
             for (i, section) in order.iter().enumerate() {
                 if settled
                     && !every_pass
@@ -668,6 +699,10 @@ impl<'a> AgentRun<'a> {
                     && !matches!(section.0, "meta" | "vars" | "defaults" | "classes")
                 {
                     continue;
+                }
+                if !section.1.is_empty() && !announced.contains(&section.0) {
+                    announced.push(section.0);
+                    verbose::pass_begin(section.0, pass);
                 }
                 let promises: Vec<&Promise> = if section.0 == "methods" {
                     order_methods(self.ctx, policy, &bundle.namespace, section.1)
@@ -682,6 +717,7 @@ impl<'a> AgentRun<'a> {
                         break 'passes;
                     }
                     self.ctx.last_pass = state.last;
+                    self.ctx.pass = pass;
                     self.eval_promise(file, bundle, section.0, promise, common, &mut state);
                     if self.check_aborts() {
                         break 'passes;
@@ -718,6 +754,8 @@ impl<'a> AgentRun<'a> {
         }
         // A bundle abort ends this bundle only; its caller goes on.
         self.abort_bundle = false;
+        self.written_args = None;
+        self.stack.pop();
         self.ctx.pop_frame();
         // cf-agent drops a bundle's parameters when the bundle returns:
         // `$(bundle.param)` does not resolve after the call.

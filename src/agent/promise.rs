@@ -2,6 +2,7 @@
 //! others act once per run per iteration, each expanded, gated (the
 //! transaction, `depends_on`, locks), acted on and recorded.
 
+use super::verbose;
 use super::why::{self, Status};
 use super::{
     AgentRun, DEFAULT_IFELAPSED_MINUTES, FatalAt, PassState, RunError, fnv1a, refused_in_sandbox,
@@ -47,9 +48,14 @@ impl AgentRun<'_> {
         common: bool,
         state: &mut PassState,
     ) {
+        if crate::report::log::debug() {
+            self.trace_guard_skip(ptype, promise);
+        }
         match ptype {
             "vars" => {
+                self.ctx.announce_vars = true;
                 let (r, msgs) = self.ctx.eval_vars_promise(file, promise, Some(self.policy));
+                self.ctx.announce_vars = false;
                 if self.ctx.fatal.is_some() {
                     return self.take_evaluation_fatal(file, ptype, promise);
                 }
@@ -64,6 +70,11 @@ impl AgentRun<'_> {
                 let (r, msgs) = self
                     .ctx
                     .eval_defaults_promise(file, promise, Some(self.policy));
+                // cf-agent tells each defaults promise as kept.
+                if crate::report::log::verbose() {
+                    let name = self.ctx.expand(&promise.promiser.value).text;
+                    verbose::promise_end("defaults", &name, crate::report::Outcome::Kept);
+                }
                 state.changed |= r.changed;
                 state.deferred |= r.deferred;
                 if state.last || r.failed {
@@ -87,7 +98,9 @@ impl AgentRun<'_> {
                 let name = format!("{}_meta", bundle.name.name);
                 let ns = bundle.namespace.clone();
                 self.ctx.push_frame(Frame::new(&ns, &name, "meta"));
+                self.ctx.announce_vars = true;
                 let (r, _) = self.ctx.eval_vars_promise(file, promise, Some(self.policy));
+                self.ctx.announce_vars = false;
                 self.ctx.pop_frame();
                 state.changed |= r.changed;
             }
@@ -168,8 +181,68 @@ impl AgentRun<'_> {
             let Some(keys) = self.gate(&site, &ep, state) else {
                 continue;
             };
+            // A report that returns a value to its method is not shown.
+            let returns_value =
+                ptype == "reports" && ep.attrs.contains_key("bundle_return_value_index");
+            if !verbose::shown_before_lock(ptype) && !returns_value {
+                self.promise_banner(promise, &ep);
+            }
+            if ptype == "methods" && crate::report::log::verbose() {
+                self.written_args = match promise.attribute("usebundle").map(|a| &a.value) {
+                    Some(Rval::Call(c)) => Some(c.args.clone()),
+                    _ => None,
+                };
+            }
             let acted = self.act_once(&ep);
             self.record(&site, &ep, keys, acted, state);
+        }
+    }
+
+    /// Under -v, cf-agent's banner of a promise about to be looked at.
+    fn promise_banner(&self, promise: &Promise, ep: &ExpandedPromise) {
+        if !crate::report::log::verbose() {
+            return;
+        }
+        // cf-agent makes a quoted guard an `ifvarclass` under `any`.
+        let quoted = promise
+            .guard
+            .quoted
+            .then(|| self.ctx.expand(&promise.guard.expr).text);
+        let condition = ep
+            .scalar("if")
+            .or_else(|| ep.scalar("ifvarclass"))
+            .map(str::to_string)
+            .or(quoted.clone())
+            .map(|c| ("if", c))
+            .or_else(|| ep.scalar("unless").map(|c| ("unless", c.to_string())));
+        let stack = self.stack.concat();
+        let guard = if quoted.is_some() {
+            "any"
+        } else {
+            promise.guard.expr.trim()
+        };
+        let at = verbose::Place {
+            pass: self.ctx.pass,
+            bundle_args: self.bundle_args.as_deref(),
+            guard,
+            condition,
+            stack: &stack,
+        };
+        verbose::promise_begin(ep, &at);
+    }
+
+    /// Under -d, cf-agent's line for a promise its class guard excludes.
+    fn trace_guard_skip(&mut self, ptype: &str, promise: &Promise) {
+        if promise.guard.quoted {
+            return;
+        }
+        let guard = promise.guard.expr.trim();
+        if !self.ctx.eval_class_expr(guard).unwrap_or(false) {
+            tracing::trace!(
+                "Skipping {ptype} promise expansion with promiser '{}' due to class guard '{guard}::' (pass {})",
+                promise.promiser.value,
+                self.ctx.pass
+            );
         }
     }
 
@@ -231,7 +304,15 @@ impl AgentRun<'_> {
         if let Some(a) = actuator(ptype) {
             a.check_each_pass(ep);
         }
+        let early_banner = verbose::shown_before_lock(ptype);
         if self.done.contains(&done) {
+            if early_banner && self.unmet_dependencies(ep).is_none() {
+                self.promise_banner(site.promise, ep);
+            }
+            // cf-agent sets a returned value again in every pass.
+            if ptype == "reports" && ep.attrs.contains_key("bundle_return_value_index") {
+                verbose::promise_end(ptype, &ep.promiser, Outcome::Kept);
+            }
             return None;
         }
         let handle = ep.handle.as_deref();
@@ -252,6 +333,9 @@ impl AgentRun<'_> {
                 .record(site, handle, &ep.promiser, Status::Skipped { reason });
             return None;
         }
+        if early_banner {
+            self.promise_banner(site.promise, ep);
+        }
         let lock = format!(
             "{}:{}/{ptype}/{:016x}",
             ep.namespace,
@@ -271,7 +355,6 @@ impl AgentRun<'_> {
     /// bundle, or the promise type's actuator; with how long it took and
     /// the changes it made or would have made.
     fn act_once(&mut self, ep: &ExpandedPromise) -> Acted {
-        log_promise_begin(ep);
         let started = std::time::Instant::now();
         let outcome = if ep.promise_type == "methods" {
             self.eval_method(ep)
@@ -335,6 +418,12 @@ impl AgentRun<'_> {
                 changes: acted.changes.iter().flat_map(Change::said).collect(),
             },
         );
+        // cf-agent's files promise has dropped a directory's `/.` by then.
+        let shown = match ep.promise_type.as_str() {
+            "files" => ep.promiser.strip_suffix("/.").unwrap_or(&ep.promiser),
+            _ => &ep.promiser,
+        };
+        verbose::promise_end(&ep.promise_type, shown, outcome);
         self.note_transaction_failure(ep, outcome);
         // Under -K cf-agent neither honours nor leaves promise locks.
         if !again {
@@ -507,16 +596,19 @@ impl AgentRun<'_> {
             Some(AttrValue::Value(Value::Scalar(s))) => vec![s.clone()],
             _ => return None,
         };
-        let unmet: Vec<String> = deps
+        let unmet: Vec<(&String, String)> = deps
             .iter()
             .filter(|d| !self.ctx.done_handles.contains(*d))
             .filter_map(|d| match self.handles.get(d) {
                 Some(Outcome::Kept | Outcome::Repaired) => None,
-                Some(o) => Some(format!("'{d}' ended {}", o.as_str())),
-                None => Some(format!("'{d}' has not run")),
+                Some(o) => Some((d, format!("'{d}' ended {}", o.as_str()))),
+                None => Some((d, format!("'{d}' has not run"))),
             })
             .collect();
-        (!unmet.is_empty()).then(|| format!("depends_on is not met: {}", unmet.join(", ")))
+        let (first, _) = unmet.first()?;
+        crate::eval::promises::skipping_for_dependency(&ep.promiser, first);
+        let said: Vec<&str> = unmet.iter().map(|(_, s)| s.as_str()).collect();
+        Some(format!("depends_on is not met: {}", said.join(", ")))
     }
 
     /// Runs an actuator. `None` when the promise type has none yet.
@@ -664,27 +756,6 @@ const NOT_LOGGED_TYPES: &[&str] = &[
     "replace_patterns",
     "field_edits",
 ];
-
-/// Under -v, the head of cf-agent's account of a promise it is about to
-/// act on: its type, promiser, bundle and comment.
-fn log_promise_begin(ep: &ExpandedPromise) {
-    if !crate::report::log::verbose() {
-        return;
-    }
-    let name = ep
-        .handle
-        .as_deref()
-        .map(|h| format!(" '{h}'"))
-        .unwrap_or_default();
-    tracing::debug!("P: .........................................................");
-    tracing::debug!("P: BEGIN promise{name} of type \"{}\"", ep.promise_type);
-    tracing::debug!("P:    Promiser/affected object: '{}'", ep.promiser);
-    tracing::debug!("P:    Part of bundle: {}", ep.bundle);
-    if let Some(c) = ep.scalar("comment") {
-        tracing::debug!("P:");
-        tracing::debug!("P:    Comment:  {c}");
-    }
-}
 
 /// Why a promise is refused for an attribute it or one of its bodies has
 /// (src/schema/support.tsv): an attribute the agent does not support is

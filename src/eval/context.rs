@@ -108,6 +108,12 @@ pub struct EvalContext {
     /// `unless` that cannot be decided waits until then, and then lets the
     /// promise run.
     pub last_pass: bool,
+    /// The agent's pass over the current bundle (1 to 3), which verbose
+    /// lines name; 0 outside the agent's passes (pre-evaluation).
+    pub pass: usize,
+    /// Vars promises say, under -v, that their value is computed (the
+    /// agent's own vars passes, not the resolutions between them).
+    pub announce_vars: bool,
     /// The bundles of the loaded policy, in the order their files were
     /// read, for the functions that look at the policy itself
     /// (`bundlesmatching`). Pre-evaluation notes each file as it arrives.

@@ -49,6 +49,9 @@ pub struct ExpandedPromise {
     /// custom promise types act on such a promise: cf-agent fails it until
     /// it resolves.
     pub unresolved: bool,
+    /// Which iteration of the promise this is, from 1, counting those
+    /// its condition excluded (cf-agent's stack path shows it).
+    pub iteration: usize,
 }
 
 impl ExpandedPromise {

@@ -55,7 +55,8 @@ pub fn expand_iterations(
     ctx.enter_promise(file, promise);
     let texts = ctx.promise_texts(promise, &["depends_on"]);
     let mut out = Expansion::default();
-    let expanded = |promiser: String, attrs: IndexMap<String, AttrValue>, unresolved| {
+    let mut iteration = 0usize;
+    let expanded = |promiser: String, attrs: IndexMap<String, AttrValue>, unresolved, iteration| {
         let handle = match attrs.get("handle") {
             Some(AttrValue::Value(Value::Scalar(h))) => Some(h.clone()),
             _ => None,
@@ -70,14 +71,23 @@ pub fn expand_iterations(
             line,
             handle,
             unresolved,
+            iteration,
         }
     };
     ctx.for_each_promise_iteration(promise, &texts, &mut |ctx| {
+        iteration += 1;
         let names = |ctx: &EvalContext| unresolved_variables(ctx, promise).join(", ");
         // `this.promiser` is set before the condition is read: an `if` may
         // name it (`if => isplain("$(this.promiser)")`), as in cf-agent
         // (01_vars/01_basic/this_promiser_ifvarclass.cf).
         let promiser = ctx.expand_promiser(&promise.promiser.value);
+        if crate::report::log::debug() && promiser.text != promise.promiser.value {
+            tracing::trace!(
+                "Expanded promiser '{}' to '{}' (iteration {iteration})",
+                promise.promiser.value,
+                promiser.text
+            );
+        }
         ctx.set_this("promiser", Value::str(promiser.text.clone()));
         match ctx.promise_condition(promise) {
             Some(true) => {}
@@ -107,10 +117,12 @@ pub fn expand_iterations(
         }
         ctx.set_this("promiser", Value::str(promiser.text.clone()));
         match expand_attributes(ctx, policy, ptype, promise) {
-            Ok(attrs) => out.work.push(expanded(promiser.text, attrs, false)),
+            Ok(attrs) => out
+                .work
+                .push(expanded(promiser.text, attrs, false, iteration)),
             Err(BodyError::Defer) if unresolved.custom => {
                 out.work
-                    .push(expanded(promiser.text, IndexMap::new(), true))
+                    .push(expanded(promiser.text, IndexMap::new(), true, iteration))
             }
             Err(BodyError::Defer) => {
                 out.deferred = true;

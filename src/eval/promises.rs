@@ -46,6 +46,26 @@ pub struct EvalMessage {
     pub message: String,
 }
 
+/// Under -v, cf-agent's line for a promise its condition excludes: the
+/// promiser and the constraint as written.
+fn skipping(promise: &Promise, lval: &str, rval: &str) {
+    if crate::report::log::verbose() {
+        tracing::debug!(
+            "Skipping promise '{}' because constraint '{lval} => {rval}' is not met",
+            promise.promiser.value
+        );
+    }
+}
+
+/// Under -v, cf-agent's line for a promise waiting for a handle.
+pub fn skipping_for_dependency(promiser: &str, handle: &str) {
+    if crate::report::log::verbose() {
+        tracing::debug!(
+            "Skipping promise '{promiser}', as promise dependency '{handle}' has not yet been kept"
+        );
+    }
+}
+
 impl EvalContext {
     /// Sets the `this.*` variables for a promise.
     pub fn enter_promise(&mut self, file: &LoadedFile, promise: &Promise) {
@@ -76,9 +96,11 @@ impl EvalContext {
     /// Whether a promise's guard and its `if`/`ifvarclass`/`unless` allow it
     /// in the current iteration. `None` when a condition cannot be decided yet.
     pub fn promise_condition(&mut self, promise: &Promise) -> Option<bool> {
+        // A quoted guard is cf-agent's `ifvarclass`, and said as one.
         let guard = if promise.guard.quoted {
             let e = self.expand(&promise.guard.expr);
             if e.unresolved {
+                skipping(promise, "ifvarclass", &promise.guard.expr);
                 return None;
             }
             e.text
@@ -86,6 +108,9 @@ impl EvalContext {
             promise.guard.expr.clone()
         };
         if !self.class_text_true(&guard)? {
+            if promise.guard.quoted {
+                skipping(promise, "ifvarclass", &promise.guard.expr);
+            }
             return Some(false);
         }
         for attr in &promise.attributes {
@@ -116,11 +141,21 @@ impl EvalContext {
                     if negate && self.last_pass {
                         continue;
                     }
+                    skipping(
+                        promise,
+                        &attr.name.name,
+                        &super::reasons::rval_written(&attr.value),
+                    );
                     return None;
                 }
                 Err(FnError::Failed(_) | FnError::Quiet(_)) => false,
             };
             if truth == negate {
+                skipping(
+                    promise,
+                    &attr.name.name,
+                    &super::reasons::rval_written(&attr.value),
+                );
                 return Some(false);
             }
         }
@@ -133,16 +168,24 @@ impl EvalContext {
         let Some(attr) = promise.attribute("depends_on") else {
             return true;
         };
-        match self.eval_rval(&attr.value) {
+        let handles = match self.eval_rval(&attr.value) {
             Ok(Evaluated {
                 value: Value::List(l),
                 unresolved: false,
-            }) => l.iter().all(|h| self.done_handles.contains(h)),
+            }) => l,
             Ok(Evaluated {
                 value: Value::Scalar(h),
                 unresolved: false,
-            }) => self.done_handles.contains(&h),
-            _ => false,
+            }) => vec![h],
+            _ => return false,
+        };
+        match handles.iter().find(|h| !self.done_handles.contains(*h)) {
+            Some(missing) => {
+                let promiser = self.expand_promiser(&promise.promiser.value).text;
+                skipping_for_dependency(&promiser, missing);
+                false
+            }
+            None => true,
         }
     }
 
@@ -299,6 +342,9 @@ impl EvalContext {
             res.deferred = true;
             return (res, vec![]);
         }
+        if self.announce_vars && crate::report::log::verbose() {
+            tracing::debug!("V:     Computing value of '{}'", name.text);
+        }
         let Some((dtype, attr)) = promise
             .attributes
             .iter()
@@ -422,6 +468,14 @@ impl EvalContext {
         if let Some(c) = &comment {
             tracing::debug!("Added variable '{var_name}' with comment '{c}'");
         }
+        if self.announce_vars && crate::report::log::debug() {
+            let shown = match &value {
+                Value::Scalar(s) => s.clone(),
+                Value::List(l) => l.join(", "),
+                Value::Data(j) => crate::values::json::write_compact(j),
+            };
+            tracing::trace!("V: '{}' => '{shown}'", name.text);
+        }
         let var = Variable {
             value,
             dtype,
@@ -433,6 +487,21 @@ impl EvalContext {
         res.changed = self.store_variable((&ns, &scope, &var_name), var, unresolved, (path, line));
         res.stored = true;
         self.note_handle_done(promise);
+        // cf-agent tells a meta promise's outcome as it tells an acting
+        // promise's (not a vars promise's).
+        if self.announce_vars
+            && crate::report::log::verbose()
+            && self.frame().is_some_and(|f| f.bundle_type == "meta")
+        {
+            let short: String = name.text.chars().take(30).collect();
+            let more = if name.text.chars().count() > 30 {
+                "..."
+            } else {
+                ""
+            };
+            tracing::debug!("A: Promise was KEPT");
+            tracing::debug!("P: END meta promise ({short}{more})");
+        }
         (res, vec![])
     }
 
@@ -689,6 +758,10 @@ impl EvalContext {
             hard: false,
         };
         res.changed = self.define_class(&name, local, info);
+        if res.changed && crate::report::log::verbose() {
+            let kind = if local { "Private" } else { "Global" };
+            tracing::debug!("C:     +  {kind} class: {name}");
+        }
         (res, vec![])
     }
 

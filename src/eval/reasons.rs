@@ -4,7 +4,7 @@
 
 use crate::eval::context::{EvalContext, scalar_text};
 use crate::eval::rval::iteration_texts;
-use crate::syntax::ast::Promise;
+use crate::syntax::ast::{Promise, Rval};
 use crate::syntax::classexpr::ClassExpr;
 use crate::values::refs::next_ref;
 use crate::values::value::Value;
@@ -52,6 +52,59 @@ pub fn condition_reason(ctx: &mut EvalContext, promise: &Promise) -> String {
         }
     }
     "its condition is false".to_string()
+}
+
+/// A value as the policy writes it, in cf-agent's words for it in log
+/// lines: a string bare, a call with its arguments quoted and no blanks
+/// (`and("a","b")`), a list in braces.
+pub fn rval_written(r: &Rval) -> String {
+    let mut out = String::new();
+    write_rval(r, false, &mut out);
+    out
+}
+
+fn write_rval(r: &Rval, quoted: bool, out: &mut String) {
+    match r {
+        Rval::String(s) if quoted => {
+            out.push('"');
+            out.push_str(&s.value);
+            out.push('"');
+        }
+        Rval::String(s) => out.push_str(&s.value),
+        Rval::Symbol(i) if quoted => {
+            out.push('"');
+            out.push_str(&i.name);
+            out.push('"');
+        }
+        Rval::Symbol(i) => out.push_str(&i.name),
+        Rval::NakedVar { text, .. } if quoted => {
+            out.push('"');
+            out.push_str(text);
+            out.push('"');
+        }
+        Rval::NakedVar { text, .. } => out.push_str(text),
+        Rval::List { items, .. } => {
+            out.push('{');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_rval(item, true, out);
+            }
+            out.push('}');
+        }
+        Rval::Call(c) => {
+            out.push_str(&c.name.name);
+            out.push('(');
+            for (i, a) in c.args.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_rval(a, true, out);
+            }
+            out.push(')');
+        }
+    }
 }
 
 fn holds(ctx: &mut EvalContext, expr: &str) -> bool {

@@ -216,9 +216,16 @@ impl EvalContext {
             && !self.fn_cache_bypass
             && let Some(v) = self.fn_cache.get(k)
         {
+            if crate::report::log::debug() {
+                trace_call(spec.name, &args, Ok(v), " (cached)");
+            }
             return Ok(Evaluated::done(v.clone()));
         }
-        let v = (spec.imp)(self, &args)?;
+        let r = (spec.imp)(self, &args);
+        if crate::report::log::debug() {
+            trace_call(spec.name, &args, r.as_ref(), "");
+        }
+        let v = r?;
         if let Some(k) = cache_key {
             self.fn_cache.insert(k, v.clone());
         }
@@ -647,6 +654,30 @@ pub fn iteration_texts<'a>(builtins: Builtins, r: &'a Rval, out: &mut Vec<&'a st
             }
         }
     }
+}
+
+/// A value as `-d` lines show it: a string quoted, a list in braces, a
+/// container as compact JSON.
+fn value_shown(v: &Value) -> String {
+    match v {
+        Value::Scalar(s) => format!("\"{s}\""),
+        Value::List(l) => {
+            let items: Vec<String> = l.iter().map(|s| format!("\"{s}\"")).collect();
+            format!("{{{}}}", items.join(","))
+        }
+        Value::Data(j) => crate::values::json::write_compact(j),
+    }
+}
+
+/// Under `-d`, a function call with its arguments and what it gave.
+fn trace_call(name: &str, args: &[Value], result: Result<&Value, &FnError>, note: &str) {
+    let args: Vec<String> = args.iter().map(value_shown).collect();
+    let said = match result {
+        Ok(v) => format!("gave {}", value_shown(v)),
+        Err(FnError::Defer) => "waits for a value that is not there yet".to_string(),
+        Err(FnError::Failed(m) | FnError::Quiet(m)) => format!("failed: {m}"),
+    };
+    tracing::trace!("Function call {name}({}) {said}{note}", args.join(","));
 }
 
 #[cfg(test)]

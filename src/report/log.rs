@@ -150,6 +150,11 @@ pub fn verbose() -> bool {
     current_level() >= LogLevel::Verbose
 }
 
+/// Whether debug lines are printed (`-d`).
+pub fn debug() -> bool {
+    current_level() >= LogLevel::Debug
+}
+
 /// Raises the level to at least `level` (never lowers it): agent control's
 /// `inform => "true"` and `verbose => "true"` do what -I and -v do.
 pub fn raise_level(level: LogLevel) {

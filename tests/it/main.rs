@@ -46,3 +46,4 @@ mod stdlib;
 mod storage;
 mod transactions;
 mod validate_differential;
+mod verbose_trace;

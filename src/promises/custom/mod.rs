@@ -863,6 +863,7 @@ mod tests {
             line: 3,
             handle: None,
             unresolved: false,
+            iteration: 1,
         }
     }
 

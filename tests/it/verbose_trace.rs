@@ -1,0 +1,244 @@
+//! `-v` tells what the agent did as cf-agent 3.21's verbose mode tells it:
+//! for each policy below, the account of the run (the bundles entered and
+//! left, each pass over variables and classes, each promise shown with its
+//! handle or id, promiser, bundle, guard, condition and stack path, each
+//! skip and why, the variables computed and classes defined, outcomes) is
+//! the same sequence of lines, once normalised.
+//!
+//! Each policy is copied into a temporary directory and run with
+//! `-K -v` in a private work directory; our account is snapshotted with
+//! insta. Where cf-agent is installed it runs the same copy, and its
+//! account must equal ours (so the snapshots are cf-agent's account too).
+//!
+//! The normaliser keeps only the lines of that account (see [`KEPT`]);
+//! everything else either agent prints under `-v` is left out on purpose:
+//! cf-agent's own setup (its work directory, keys, the environment it
+//! discovers, the policy it validates and parses, the hard classes), its
+//! lock and accounting bookkeeping, and the actuators' detailed lines,
+//! which are ours in our words. It also writes the temporary directory as
+//! `$ROOT` (and as a class name, `_ROOT`), and the iteration's mangled
+//! names that cf-agent shows in a skip line (`$(ns#var)`) as written.
+//!
+//! Policies from CFEngine's acceptance suite run only when
+//! `CFE_ACCEPTANCE_DIR` names it; they run in place, with `TEMP` pointing
+//! into the temporary directory.
+
+use crate::common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The lines of the account, by how they start (after ` verbose: `).
+const KEPT: &[&str] = &[
+    "B: BEGIN bundle",
+    "B: END bundle",
+    "V: BEGIN variables",
+    "C: BEGIN classes",
+    "P: BEGIN promise",
+    "P:    Promiser/affected object:",
+    "P:    Part of bundle:",
+    "P:    From parameterized bundle:",
+    "P:    Base context class:",
+    "P:    \"if\" class",
+    "P:    \"unless\" class",
+    "P:    Stack path:",
+    "P:    Comment:",
+    "Skipping promise '",
+    "V:     Computing value of",
+    "C:     +  ",
+    "V:     +  Private parameter",
+    "A: Promise ",
+    "P: END ",
+];
+
+/// The policies compared: a file of this repository, or of the
+/// acceptance suite (`acc:` before its path in the suite).
+const CASES: &[&str] = &[
+    "examples/hello.cf",
+    "examples/graph/promises.cf",
+    "tests/agent/guards_if_unless.cf",
+    "tests/agent/guard_quoted_variable.cf",
+    "tests/agent/if_unresolved_variable.cf",
+    "tests/agent/depends_on_unmet.cf",
+    "tests/agent/depends_on_vars_classes.cf",
+    "tests/agent/defaults_promise.cf",
+    "tests/agent/files_auto_define.cf",
+    "tests/agent/methods_useresult_nested.cf",
+    "tests/agent/params_and_useresult.cf",
+    "tests/agent/methods_args_list_ref.cf",
+    "tests/agent/methods_args_data.cf",
+    "tests/agent/reports_return_value_not_printed.cf",
+    "tests/agent/ordering_promise_types_written_backwards.cf",
+    "tests/agent/unless_unresolved_on_vars_classes_methods.cf",
+    "acc:00_basics/03_bodies/cf_null_in_bundlesequence.cf",
+    "acc:01_vars/03_lists/extend_list.cf",
+    "acc:21_methods/reachable/bundle_promiser_call_by_arg_defined.cf",
+];
+
+/// The account of one run's output.
+fn account(out: &str, root: &Path) -> String {
+    let root = root.display().to_string();
+    let canon: String = root
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let mut lines = Vec::new();
+    let mut started = false;
+    for l in out.lines() {
+        if l.contains("Begin policy/promise evaluation") {
+            started = true;
+            continue;
+        }
+        let Some(t) = l.strip_prefix(" verbose: ") else {
+            continue;
+        };
+        if !started || !KEPT.iter().any(|k| t.starts_with(k)) {
+            continue;
+        }
+        let mut t = t.replace(&root, "$ROOT").replace(&canon, "_ROOT");
+        if t.starts_with("Skipping promise") {
+            t = unmangle(&t);
+        }
+        lines.push(t);
+    }
+    lines.join("\n") + "\n"
+}
+
+/// `$(ns#var)` written `$(ns.var)`.
+fn unmangle(t: &str) -> String {
+    let mut out = String::new();
+    let mut rest = t;
+    while let Some(i) = rest.find("$(") {
+        out.push_str(&rest[..i + 2]);
+        rest = &rest[i + 2..];
+        let name_end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        if rest[name_end..].starts_with('#') {
+            out.push_str(&rest[..name_end]);
+            out.push('.');
+            rest = &rest[name_end + 1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where a case's policy is run from, and the policy; `None` when it is
+/// an acceptance test and the suite is not at hand.
+fn place(case: &str, root: &Path) -> Option<(PathBuf, PathBuf)> {
+    if let Some(rel) = case.strip_prefix("acc:") {
+        let suite = PathBuf::from(std::env::var_os("CFE_ACCEPTANCE_DIR")?);
+        let policy = suite.join(rel);
+        let dir = policy.parent()?.to_path_buf();
+        return Some((dir, policy));
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = repo.join(case);
+    let from = src.parent().expect("a policy's directory");
+    let dir = root.join("src");
+    copy_tree(from, &dir);
+    let policy = dir.join(src.file_name().expect("a policy's name"));
+    Some((dir, policy))
+}
+
+/// One agent's account of a case, run in its own temporary directory
+/// (both directories' names are as long, so cf-agent's 30-byte cut of a
+/// promiser in `P: END` falls at the same place).
+fn run_case(case: &str, cf_agent: bool) -> Option<String> {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    let (dir, policy) = place(case, root)?;
+    std::fs::create_dir_all(root.join("tmp")).expect("create TEMP");
+    let mut cmd = if cf_agent {
+        Command::new("cf-agent")
+    } else {
+        Command::new(agent_bin())
+    };
+    cmd.arg("-w")
+        .arg(cf_workdir(root))
+        .current_dir(&dir)
+        .env("TEMP", root.join("tmp"))
+        .args(["-K", "-v", "-D", "AUTO", "-f"])
+        .arg(&policy);
+    let out = run(&mut cmd);
+    Some(account(&out.stdout, root))
+}
+
+#[test]
+fn verbose_accounts_are_cf_agents() {
+    let reference = have("cf-agent");
+    let mut problems = Vec::new();
+    for case in CASES {
+        let Some(ours) = run_case(case, false) else {
+            eprintln!("{case}: skipped, CFE_ACCEPTANCE_DIR does not name the acceptance suite");
+            continue;
+        };
+        let name = case
+            .trim_start_matches("acc:")
+            .trim_end_matches(".cf")
+            .replace('/', "__");
+        insta::assert_snapshot!(format!("verbose_{name}"), ours);
+        if reference {
+            let theirs = run_case(case, true).expect("the case ran for us");
+            if theirs != ours {
+                let diff = similar::TextDiff::from_lines(&theirs, &ours)
+                    .unified_diff()
+                    .header("cf-agent", "agent")
+                    .to_string();
+                problems.push(format!(
+                    "{case}: our -v account differs from cf-agent's\n{diff}"
+                ));
+            }
+        } else {
+            eprintln!("{case}: cf-agent is not installed; compared with the snapshot only");
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn unmangles_iteration_names() {
+    assert_eq!(
+        unmangle("if => canonify(\"x_$(default#tests)\") $(a.b) $(c)"),
+        "if => canonify(\"x_$(default.tests)\") $(a.b) $(c)"
+    );
+}
+
+/// `-d` adds, in words, what a policy's developer needs beyond `-v`: the
+/// values variables get, the promisers an iteration expands to and the
+/// function calls with their arguments and results.
+#[test]
+fn debug_tells_values_expansions_and_calls() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let policy = write_policy(
+        tmp.path(),
+        r#"bundle agent main
+{
+  vars:
+      "l" slist => { "a", "b" };
+      "n" int => string_length("abc");
+  reports:
+      "item $(l)" if => isvariable("n");
+}
+"#,
+    );
+    let out = run(Command::new(agent_bin())
+        .arg("-w")
+        .arg(tmp.path().join("wd"))
+        .args(["-K", "-d", "-f"])
+        .arg(&policy));
+    for want in [
+        "   debug: V: 'l' => 'a, b'",
+        "   debug: V: 'n' => '3'",
+        "   debug: Function call string_length(\"abc\") gave \"3\"",
+        "   debug: Expanded promiser 'item $(l)' to 'item b' (iteration 2)",
+        "   debug: Function call isvariable(\"n\") gave \"any\"",
+        " verbose: P: BEGIN promise 'promise_p_cf_7' of type \"reports\" (pass 1)",
+    ] {
+        assert!(
+            out.stdout.lines().any(|l| l == want),
+            "no {want:?} in\n{}",
+            out.stdout
+        );
+    }
+}
