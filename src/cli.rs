@@ -398,6 +398,13 @@ impl AgentArgs {
         }
         let workdir = resolve_workdir(args.workdir.as_deref(), is_root)?;
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        // cf-agent keeps the names of policy files relative to the
+        // current directory when the entry was named relative to it.
+        let given_relative = match (&args.policy, &args.file) {
+            (Some(p), _) => !p.starts_with('/'),
+            (None, Some(f)) => f.starts_with("./") || f.starts_with("../"),
+            (None, None) => false,
+        };
         let positional = args.policy.clone().map(positional_entry);
         let file = positional.as_ref().or(args.file.as_ref());
         let entry = resolve_entry(file.map(String::as_str), &workdir, &cwd);
@@ -485,6 +492,7 @@ impl AgentArgs {
             json: args.json,
             diff: args.diff || args.simulate.is_some(),
             report_file: args.report_file.map(|f| normalize(&cwd.join(f))),
+            source_base: given_relative.then(|| cwd.clone()),
             lock_wait: std::time::Duration::from_secs(args.wait_for_lock),
             // Zero is what a default-built argument set holds (the
             // cf-promises front end's), not a limit anyone asked for.

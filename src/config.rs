@@ -136,6 +136,10 @@ pub struct Config {
     pub json: bool,
     /// Also write the JSON events to this file (atomically, at the end).
     pub report_file: Option<PathBuf>,
+    /// The directory the entry was named relative to (`-f ./x.cf` or a
+    /// positional `x.cf`): cf-agent keeps policy file names relative to
+    /// it where it hands them on (a custom promise module's `filename`).
+    pub source_base: Option<PathBuf>,
 }
 
 pub fn split_list(values: &[String]) -> Vec<String> {

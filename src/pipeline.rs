@@ -253,6 +253,7 @@ pub fn run_agent(
         no_side_effects: false,
         dry_run: config.dry_run,
         command_output_shown: config.log_level >= crate::config::LogLevel::Info,
+        source_base: config.source_base.clone(),
         ..EvalSettings::default()
     };
     let host = if config.dry_run {
@@ -450,6 +451,7 @@ impl Sandbox {
             diff: false,
             json: false,
             report_file: None,
+            source_base: None,
         };
         let mut input = DiscoverInput::new(&config.workdir, &config.entry, Role::Agent);
         input.name_lookup = NameLookup::HostsFile;
@@ -483,6 +485,7 @@ impl Sandbox {
             sandbox: true,
             deadline: Some(std::time::Instant::now() + budget),
             command_output_shown: false,
+            source_base: None,
         };
         let file = LoadedFile::from_text(&self.config.entry.display().to_string(), text);
         let host = Host::rooted(&self.root).with_dry_run_overlay();

@@ -196,10 +196,28 @@ impl Actuator for Commands {
             }
             worst.unwrap_or(Outcome::Failed)
         };
-        if p.flag("module").unwrap_or(false) {
+        let module = p.flag("module").unwrap_or(false);
+        // cf-agent quotes a command's output unless `no_output` says not
+        // to, which for a module it does unless told otherwise.
+        let quiet = contain
+            .and_then(|c| c.scalar("no_output"))
+            .and_then(parse_bool)
+            .unwrap_or(module);
+        if module {
             let scope = module_scope(&program);
-            crate::eval::module_protocol::apply(act.ctx, &scope, &lines.join("\n"));
-        } else if !no_output {
+            let r = crate::eval::module_protocol::apply(
+                act.ctx,
+                &scope,
+                &lines.join("\n"),
+                &mut crate::functions::read_data_file,
+            );
+            if !quiet {
+                for l in r.other_lines {
+                    tracing::info!("M '{line}': {l}");
+                }
+            }
+        }
+        if !quiet {
             // The output is quoted after the verdict, in one message, as
             // cf-agent buffers it; empty lines are left out.
             let label = quote_label(&line);

@@ -442,7 +442,7 @@ impl PromiseModules {
                 promise_type: &p.promise_type,
                 promiser: &p.promiser,
                 line_number: p.line,
-                filename: &p.file,
+                filename: act.ctx.settings.source_name(&p.file),
                 attributes: &sent,
             }),
         };
