@@ -76,6 +76,9 @@ pub struct EvalSettings {
     /// entry was named relative to the current directory (see
     /// `Config::source_base`).
     pub source_base: Option<std::path::PathBuf>,
+    /// cf-promises' `--eval-functions=no`: no function is called, so what
+    /// a call would give stays undefined.
+    pub no_functions: bool,
 }
 
 impl EvalSettings {
