@@ -196,6 +196,51 @@ pub struct AgentArgs {
     /// With --bootstrap: trust the server's key on first sight (yes, the default) or only a key already trusted (no)
     #[arg(long = "trust-server", value_name = "yes|no", num_args = 0..=1, default_missing_value = "yes")]
     pub trust_server: Option<String>,
+
+    /// Check this installation (work directory, keys, state) and print what was found
+    #[arg(short = 'x', long = "self-diagnostics", value_name = "VALUE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub self_diagnostics: Option<String>,
+
+    /// Under -v, print how long each bundle took
+    #[arg(short = 't', long = "timing-output")]
+    pub timing_output: bool,
+
+    /// Load no extensions (we have none: accepted, and said so under -v)
+    #[arg(short = 'E', long = "no-extensions")]
+    pub no_extensions: bool,
+
+    /// Skip the state databases' integrity check (ours is SQLite, checked by SQLite itself: accepted, and said so under -v)
+    #[arg(long = "skip-db-check", value_name = "VALUE", num_args = 0..=1, require_equals = true, default_missing_value = "yes")]
+    pub skip_db_check: Option<String>,
+
+    /// More debug logging for some areas (help lists them); with -d
+    #[arg(long = "log-modules", value_name = "MODULES")]
+    pub log_modules: Option<String>,
+
+    /// Warnings: deprecated, removed, all (cf-promises'), lint (ours: variables left referring to undefined ones); error=LIST makes them errors
+    #[arg(short = 'W', long = "warn", value_name = "WARNINGS")]
+    pub warn: Option<String>,
+
+    /// cf-promises' --eval-functions: evaluate functions while checking (yes, the default, or no)
+    #[arg(skip)]
+    pub eval_functions: Option<String>,
+
+    /// cf-promises' -T DIR: check DIR/promises.cf, then write DIR/cf_promises_validated and DIR/cf_promises_release_id
+    #[arg(skip)]
+    pub tag_release: Option<String>,
+
+    /// cf-promises' -x: retired there, said so
+    #[arg(skip)]
+    pub diagnostic_retired: bool,
+
+    /// cf-promises' -s FORMAT: the syntax description
+    #[arg(skip)]
+    pub syntax_description: Option<String>,
+
+    /// Invoked by one of CFEngine's names (cf-agent, cf-promises): its
+    /// default work directory, not ours.
+    #[arg(skip)]
+    pub cfengine_name: bool,
 }
 
 /// The manual page of `agent`, from its flags (roff, for `man`).
@@ -232,8 +277,41 @@ pub struct PromisesArgs {
     pub file: Option<String>,
 
     /// Full check: parse, validate and pre-evaluate
-    #[arg(short = 'c', long = "check")]
+    #[arg(short = 'c', long = "full-check", visible_alias = "check")]
     pub check: bool,
+
+    /// Evaluate functions while checking: yes (the default) or no
+    #[arg(long = "eval-functions", value_name = "yes|no", num_args = 0..=1, require_equals = true, default_missing_value = "yes")]
+    pub eval_functions: Option<String>,
+
+    /// Make no changes (checking makes none anyway)
+    #[arg(short = 'n', long = "dry-run")]
+    pub dry_run: bool,
+
+    /// Internal diagnostics: retired in cf-promises, said so
+    #[arg(short = 'x', long = "diagnostic")]
+    pub diagnostic: bool,
+
+    /// Warnings: deprecated, removed, all; lint (ours); error=LIST makes them errors
+    #[arg(short = 'W', long = "warn", value_name = "WARNINGS")]
+    pub warn: Option<String>,
+
+    /// Colour log lines by level: always, auto (on a terminal), never
+    #[arg(short = 'C', long = "color", num_args = 0..=1, default_missing_value = "auto",
+          value_parser = ["always", "auto", "never"])]
+    pub color: Option<String>,
+
+    /// Check DIR/promises.cf, then write DIR/cf_promises_validated and DIR/cf_promises_release_id
+    #[arg(short = 'T', long = "tag-release", value_name = "DIR")]
+    pub tag_release: Option<String>,
+
+    /// Prefix log lines with the local time
+    #[arg(short = 'l', long = "timestamp")]
+    pub timestamp: bool,
+
+    /// More debug logging for some areas (help lists them); with -d
+    #[arg(long = "log-modules", value_name = "MODULES")]
+    pub log_modules: Option<String>,
 
     /// Print the parsed policy in FORMAT (none, cf, json, cf-full, json-full; json-spans: ours, with spans) and stop
     #[arg(short = 'p', long = "policy-output-format", value_name = "FORMAT")]
@@ -287,7 +365,7 @@ pub struct PromisesArgs {
     #[arg(short = 'V', long = "version")]
     pub version: bool,
 
-    /// Print the syntax description (json) (not supported yet)
+    /// Print the syntax description: none or json
     #[arg(short = 's', long = "syntax-description", value_name = "FORMAT")]
     pub syntax_description: Option<String>,
 
@@ -364,9 +442,90 @@ pub struct KeyArgs {
     pub version: bool,
 }
 
+/// The areas `--log-modules` names, as cf-agent lists them.
+pub const LOG_MODULES: &[&str] = &[
+    "help",
+    "all",
+    "evalctx",
+    "expand",
+    "iterations",
+    "parser",
+    "vartable",
+    "vars",
+    "locks",
+    "ps",
+];
+
+/// `-W`: which warnings are on, and which are errors. cf-promises' own
+/// are `deprecated` and `removed` (`all` is both); `lint` is ours: the
+/// variables pre-evaluation left referring to undefined ones, which
+/// cf-promises never mentions (the MPF has some on every platform).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Warnings {
+    pub lint: bool,
+    pub lint_errors: bool,
+}
+
+impl Warnings {
+    pub fn parse(w: &str) -> Result<Warnings, ConfigError> {
+        let bad = |reason: &str| ConfigError::Invalid {
+            flag: "-W/--warn".into(),
+            value: w.into(),
+            reason: reason.into(),
+        };
+        if w.is_empty() {
+            return Err(bad("expected deprecated, removed, all or lint"));
+        }
+        if w == "error" {
+            return Ok(Warnings::default());
+        }
+        let (list, errors) = match w.strip_prefix("error=") {
+            Some(l) => (l, true),
+            None => (w, false),
+        };
+        let mut out = Warnings::default();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match name {
+                "deprecated" | "removed" | "all" => {}
+                "lint" => {
+                    out.lint = true;
+                    out.lint_errors = errors;
+                }
+                other => {
+                    return Err(bad(&format!(
+                        "unrecognized warning '{other}' (expected deprecated, removed, all or lint)"
+                    )));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// The work directory as every front end finds it: `-w` (given), else
 /// `CFENGINE_TEST_OVERRIDE_WORKDIR`, else the default for this user.
 pub fn resolve_workdir(flag: Option<&str>, is_root: bool) -> Result<PathBuf, ConfigError> {
+    resolve_workdir_as(flag, is_root, false)
+}
+
+/// `resolve_workdir`, for a program invoked by one of CFEngine's names
+/// when `cfengine_name`: then the default is CFEngine's own
+/// (`/var/cfengine` as root, `~/.cfagent` otherwise), so that a link named
+/// cf-agent finds what cf-agent left.
+pub fn resolve_workdir_as(
+    flag: Option<&str>,
+    is_root: bool,
+    cfengine_name: bool,
+) -> Result<PathBuf, ConfigError> {
+    if flag.is_none()
+        && cfengine_name
+        && std::env::var_os("CFENGINE_TEST_OVERRIDE_WORKDIR").is_none_or(|w| w.is_empty())
+    {
+        return Ok(crate::config::cfengine_workdir(
+            is_root,
+            std::env::var("HOME").ok().as_deref(),
+        ));
+    }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     match flag {
         // An empty name would silently mean the current directory, and
@@ -410,8 +569,22 @@ impl From<PromisesArgs> for AgentArgs {
     fn from(p: PromisesArgs) -> AgentArgs {
         let inspecting =
             p.show_vars.is_some() || p.show_classes.is_some() || p.policy_output_format.is_some();
+        // -T DIR checks DIR/promises.cf.
+        let tagged = p
+            .tag_release
+            .as_ref()
+            .map(|d| positional_entry(format!("{}/promises.cf", d.trim_end_matches('/'))));
         AgentArgs {
-            file: p.entry.map(positional_entry).or(p.file),
+            file: p.entry.map(positional_entry).or(tagged).or(p.file),
+            dry_run: p.dry_run,
+            warn: p.warn,
+            color: p.color,
+            timestamp: p.timestamp,
+            log_modules: p.log_modules,
+            eval_functions: p.eval_functions,
+            tag_release: p.tag_release,
+            diagnostic_retired: p.diagnostic,
+            syntax_description: p.syntax_description,
             policy: None,
             check: p.check || !inspecting,
             light_check: !p.check,
@@ -458,8 +631,31 @@ impl AgentArgs {
                 reason: "expected the policy server's address or name".into(),
             });
         }
-        let workdir = resolve_workdir(args.workdir.as_deref(), is_root)?;
+        let workdir = resolve_workdir_as(args.workdir.as_deref(), is_root, args.cfengine_name)?;
+        let warnings = match args.warn.as_deref() {
+            Some(w) => Warnings::parse(w)?,
+            None => Warnings::default(),
+        };
+        let eval_functions = match args.eval_functions.as_deref() {
+            None | Some("yes") => true,
+            Some("no") => false,
+            Some(v) => {
+                return Err(ConfigError::Invalid {
+                    flag: "--eval-functions".into(),
+                    value: v.into(),
+                    reason: "expected yes or no".into(),
+                });
+            }
+        };
+
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        // cf-agent keeps the names of policy files relative to the
+        // current directory when the entry was named relative to it.
+        let given_relative = match (&args.policy, &args.file) {
+            (Some(p), _) => !p.starts_with('/'),
+            (None, Some(f)) => f.starts_with("./") || f.starts_with("../"),
+            (None, None) => false,
+        };
         let positional = args.policy.clone().map(positional_entry);
         let file = positional.as_ref().or(args.file.as_ref());
         let entry = resolve_entry(file.map(String::as_str), &workdir, &cwd);
@@ -474,6 +670,28 @@ impl AgentArgs {
         }
         let mode = if args.version {
             Mode::Version
+        } else if args.diagnostic_retired {
+            Mode::RetiredDiagnostic
+        } else if args
+            .log_modules
+            .as_deref()
+            .is_some_and(|m| m.split(',').any(|n| n.trim() == "help"))
+        {
+            Mode::LogModulesHelp
+        } else if args.self_diagnostics.is_some() {
+            Mode::SelfDiagnostics
+        } else if let Some(f) = &args.syntax_description {
+            match f.as_str() {
+                "json" => Mode::SyntaxDescription,
+                "none" => Mode::Check,
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        flag: "-s/--syntax-description".into(),
+                        value: f.clone(),
+                        reason: "expected none or json".into(),
+                    });
+                }
+            }
         } else if let Some(name) = &args.explain {
             Mode::Explain(name.clone())
         } else if args.graph {
@@ -540,7 +758,13 @@ impl AgentArgs {
                 _ => false,
             },
             ignore_preferred_augments: args.ignore_preferred_augments,
-            note_unresolved: !args.as_cf_promises,
+            note_unresolved: warnings.lint,
+            unresolved_are_errors: warnings.lint_errors,
+            tag_release: args.tag_release.map(|d| normalize(&cwd.join(d))),
+            timing: args.timing_output,
+            eval_functions,
+            no_extensions: args.no_extensions,
+            skip_db_check: args.skip_db_check.is_some(),
             show_evaluated_vars: args.show_evaluated_vars,
             show_evaluated_classes: args.show_evaluated_classes,
             detailed_exitcodes: args.detailed_exitcodes,
@@ -550,6 +774,7 @@ impl AgentArgs {
             scheduled: args.scheduled,
             bootstrap: args.bootstrap.map(|b| b.trim().to_string()),
             trust_server,
+            source_base: given_relative.then(|| cwd.clone()),
             lock_wait: std::time::Duration::from_secs(args.wait_for_lock),
             // Zero is what a default-built argument set holds (the
             // cf-promises front end's), not a limit anyone asked for.
@@ -600,6 +825,27 @@ mod tests {
         assert_eq!(a.file, Some(cwd.join("t/x.cf").display().to_string()));
         let p = PromisesArgs::try_parse_from(["cf-promises", "/abs/x.cf", "-f", "y.cf"]).unwrap();
         assert_eq!(AgentArgs::from(p).file.as_deref(), Some("/abs/x.cf"));
+    }
+
+    #[test]
+    fn warnings_as_cf_promises_reads_them_with_lint_ours() {
+        assert_eq!(Warnings::parse("all").unwrap(), Warnings::default());
+        assert!(Warnings::parse("deprecated,lint").unwrap().lint);
+        let e = Warnings::parse("error=lint").unwrap();
+        assert!(e.lint && e.lint_errors);
+        assert!(Warnings::parse("bogus").is_err());
+        assert!(Warnings::parse("").is_err());
+    }
+
+    #[test]
+    fn cf_promises_takes_its_long_names_and_tag_release_checks_the_directory() {
+        let p =
+            PromisesArgs::try_parse_from(["cf-promises", "--full-check", "-f", "./x.cf"]).unwrap();
+        assert!(p.check);
+        let p = PromisesArgs::try_parse_from(["cf-promises", "-T", "/srv/m"]).unwrap();
+        let a = AgentArgs::from(p);
+        assert_eq!(a.file.as_deref(), Some("/srv/m/promises.cf"));
+        assert_eq!(a.tag_release.as_deref(), Some("/srv/m"));
     }
 
     #[test]

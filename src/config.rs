@@ -94,6 +94,14 @@ pub enum Mode {
     Graph,
     /// Why a promise ran, was skipped or failed in the last run.
     Why(String),
+    /// cf-agent's `-x`: what this installation holds.
+    SelfDiagnostics,
+    /// cf-promises' `-s json`: the syntax we accept, in its shape.
+    SyntaxDescription,
+    /// `--log-modules=help`: the areas it takes.
+    LogModulesHelp,
+    /// cf-promises' `-x`, retired there.
+    RetiredDiagnostic,
 }
 
 #[derive(Debug, Clone)]
@@ -122,6 +130,20 @@ pub struct Config {
     /// passes its check's output through), so invoked as cf-promises we
     /// say it only under `-v`.
     pub note_unresolved: bool,
+    /// `-W error=lint`: those notes are errors, and fail the check.
+    pub unresolved_are_errors: bool,
+    /// cf-promises' `-T DIR`: after a good check, write DIR's
+    /// `cf_promises_validated` and `cf_promises_release_id`.
+    pub tag_release: Option<PathBuf>,
+    /// `-t`: under `-v`, how long each bundle took.
+    pub timing: bool,
+    /// cf-promises' `--eval-functions` (off: functions with side effects
+    /// are not called while checking).
+    pub eval_functions: bool,
+    /// `-E`: no extensions (we load none).
+    pub no_extensions: bool,
+    /// `--skip-db-check`.
+    pub skip_db_check: bool,
     pub show_evaluated_vars: Option<String>,
     pub show_evaluated_classes: Option<String>,
     pub detailed_exitcodes: bool,
@@ -144,6 +166,10 @@ pub struct Config {
     /// `--trust-server`: whether bootstrapping trusts a server key never
     /// seen before.
     pub trust_server: bool,
+    /// The directory the entry was named relative to (`-f ./x.cf` or a
+    /// positional `x.cf`): cf-agent keeps policy file names relative to
+    /// it where it hands them on (a custom promise module's `filename`).
+    pub source_base: Option<PathBuf>,
 }
 
 pub fn split_list(values: &[String]) -> Vec<String> {
@@ -158,6 +184,16 @@ pub fn split_list(values: &[String]) -> Vec<String> {
 
 /// The work directory when `-w` is not given: `/var/lib/convergent` for
 /// root, else `$XDG_STATE_HOME/convergent` (or `~/.local/state/convergent`).
+/// CFEngine's own default work directory: `/var/cfengine` for root,
+/// `~/.cfagent` for anyone else.
+pub fn cfengine_workdir(is_root: bool, home: Option<&str>) -> PathBuf {
+    match (is_root, home) {
+        (true, _) => PathBuf::from("/var/cfengine"),
+        (false, Some(h)) if !h.is_empty() => Path::new(h).join(".cfagent"),
+        (false, _) => PathBuf::from("/tmp/.cfagent"),
+    }
+}
+
 pub fn default_workdir(is_root: bool, xdg_state: Option<&str>, home: Option<&str>) -> PathBuf {
     if is_root {
         return PathBuf::from("/var/lib/convergent");

@@ -53,13 +53,8 @@ fn main() -> ExitCode {
     if invoked_as == "cf-key" {
         return cf_key(KeyArgs::parse_from(&argv));
     }
-    let args = if invoked_as == "cf-promises" {
-        let p = PromisesArgs::parse_from(&argv);
-        if p.syntax_description.is_some() {
-            eprintln!("   error: option -s/--syntax-description is not supported yet");
-            return ExitCode::from(EXIT_USAGE);
-        }
-        AgentArgs::from(p)
+    let mut args = if invoked_as == "cf-promises" {
+        AgentArgs::from(PromisesArgs::parse_from(&argv))
     } else {
         AgentArgs::parse_from(&argv)
     };
@@ -71,6 +66,17 @@ fn main() -> ExitCode {
         let script = convergent::cli::completions(shell).unwrap_or_default();
         return print_bytes(&script);
     }
+    // Called by CFEngine's name, the agent stands in for it: CFEngine's
+    // work directory unless told otherwise.
+    args.cfengine_name = matches!(invoked_as.as_str(), "cf-agent" | "cf-promises");
+    let unknown_log_modules: Vec<String> = args
+        .log_modules
+        .iter()
+        .flat_map(|m| m.split(','))
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && !convergent::cli::LOG_MODULES.contains(n))
+        .map(str::to_string)
+        .collect();
     // The effective uid is what matters for the default work directory
     // (and whether we may give files away is the same question).
     let is_root = convergent::host::fs::can_chown();
@@ -94,6 +100,25 @@ fn main() -> ExitCode {
         },
         log_target,
     );
+    tracing::trace!(
+        "Work directory '{}', policy entry '{}', mode {:?}",
+        config.workdir.display(),
+        config.entry.display(),
+        config.mode
+    );
+    for name in &unknown_log_modules {
+        tracing::warn!("Unknown debug logging module '{name}'");
+    }
+    if config.no_extensions {
+        tracing::debug!(
+            "-E/--no-extensions: this agent loads no extensions, so there are none to leave out"
+        );
+    }
+    if config.skip_db_check {
+        tracing::debug!(
+            "--skip-db-check: the state database is SQLite, which checks itself; nothing to skip"
+        );
+    }
     run(&config)
 }
 
@@ -124,13 +149,14 @@ fn cf_key(args: KeyArgs) -> ExitCode {
         return ExitCode::from(EXIT_USAGE);
     }
     let inform = args.inform || args.verbose || args.debug;
-    let workdir = match convergent::cli::resolve_workdir(None, convergent::host::fs::can_chown()) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("   error: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
+    let workdir =
+        match convergent::cli::resolve_workdir_as(None, convergent::host::fs::can_chown(), true) {
+            Ok(w) => w,
+            Err(e) => {
+                eprintln!("   error: {e}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        };
     let ring = KeyRing::of_workdir(&workdir);
     let lastseen = LastSeen::of_workdir(&workdir);
     let fail = |e: &dyn std::fmt::Display| {
@@ -346,7 +372,107 @@ fn run(config: &Config) -> ExitCode {
         Mode::Why(query) => why(config, query),
         Mode::Graph => print_graph(config),
         Mode::Check | Mode::Show { .. } | Mode::Explain(_) => check_policy(config),
+        Mode::SelfDiagnostics => self_diagnostics(config),
+        Mode::SyntaxDescription => {
+            let doc = convergent::schema::syntax_description();
+            match serde_json::to_string_pretty(&doc) {
+                Ok(text) => {
+                    println!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("   error: {e}");
+                    ExitCode::from(EXIT_POLICY_ERROR)
+                }
+            }
+        }
+        Mode::LogModulesHelp => {
+            println!();
+            println!(
+                "--log-modules accepts a comma separated list of one or more of the following:"
+            );
+            println!();
+            for m in convergent::cli::LOG_MODULES {
+                println!("    {m}");
+            }
+            println!();
+            // cf-agent ends this listing with its failure code.
+            ExitCode::from(1)
+        }
+        Mode::RetiredDiagnostic => {
+            tracing::error!("Self-diagnostic functionality is retired.");
+            ExitCode::SUCCESS
+        }
     }
+}
+
+/// cf-agent's `-x`: where this agent keeps its things, and whether they
+/// are there.
+fn self_diagnostics(config: &Config) -> ExitCode {
+    let layout = convergent::discover::Layout::for_workdir(&config.workdir);
+    let w = &config.workdir;
+    println!("self-diagnostics for agent using workdir '{}'", w.display());
+    println!(
+        "self-diagnostics for agent using inputdir '{}'",
+        layout.inputdir.display()
+    );
+    println!("self-diagnostics for agent using logdir '{}'", w.display());
+    println!(
+        "self-diagnostics for agent using statedir '{}'",
+        w.join("state").display()
+    );
+    let exists = |p: &std::path::Path| convergent::host::local::exists(p);
+    let line = |ok: bool, what: &str, detail: String| {
+        println!("[ {} ] {what}: {detail}", if ok { "YES" } else { "NO " });
+    };
+    let hub = w.join("policy_server.dat");
+    line(
+        exists(&hub),
+        "Check that agent is bootstrapped",
+        if exists(&hub) {
+            format!("Bootstrapped ('{}' exists)", hub.display())
+        } else {
+            "Not bootstrapped".into()
+        },
+    );
+    let am_hub = w.join("state/am_policy_hub");
+    line(
+        exists(&am_hub),
+        "Check if agent is acting as a policy server",
+        if exists(&am_hub) {
+            "Acting as a policy server".into()
+        } else {
+            "Not acting as a policy server".into()
+        },
+    );
+    for (what, file) in [
+        ("private key", "localhost.priv"),
+        ("public key", "localhost.pub"),
+    ] {
+        let p = w.join("ppkeys").join(file);
+        let ok = exists(&p);
+        line(
+            ok,
+            &format!("Check {what}"),
+            if ok {
+                format!("OK at '{}'", p.display())
+            } else {
+                format!("No {what} found at '{}'", p.display())
+            },
+        );
+    }
+    let db = convergent::state::StateStore::dir(w);
+    let ok = exists(&db);
+    line(
+        ok,
+        "Check state database",
+        if ok {
+            format!("Found at '{}'", db.display())
+        } else {
+            format!("No state yet at '{}'", db.display())
+        },
+    );
+    ExitCode::SUCCESS
 }
 
 /// `--syntax-only`: each file parsed and validated alone, every file's
@@ -475,6 +601,12 @@ fn run_policy(config: &Config) -> ExitCode {
         }
     };
     log_run_failures(&report);
+    if config.timing {
+        tracing::debug!(
+            "T: This measurement event, alias 'agent run', took {:.6} seconds",
+            started.elapsed().as_secs_f64()
+        );
+    }
     // The sinks are borrowed by the tee until here; their counts are read
     // after it is gone.
     drop(sink);
@@ -679,6 +811,7 @@ fn print_graph(config: &Config) -> ExitCode {
 fn check_policy(config: &Config) -> ExitCode {
     let settings = EvalSettings {
         no_side_effects: false,
+        no_functions: !config.eval_functions,
         dry_run: config.dry_run,
         command_output_shown: config.log_level >= convergent::config::LogLevel::Info,
         ..EvalSettings::default()
@@ -700,13 +833,29 @@ fn check_policy(config: &Config) -> ExitCode {
     for m in &prepared.report.messages {
         eprintln!("   error: {}:{}: {}", m.file, m.line, m.message);
     }
-    // cf-promises says nothing of these; the MPF has some on every
-    // platform, so they warn rather than err.
+    // cf-promises says nothing of these (the MPF has some on every
+    // platform): they are said under -v, or with `-W lint` as warnings,
+    // `-W error=lint` as errors that fail the check.
     for m in &prepared.report.unresolved {
-        if config.note_unresolved {
+        if config.unresolved_are_errors {
+            eprintln!("   error: {}:{}: {}", m.file, m.line, m.message);
+        } else if config.note_unresolved {
             eprintln!(" warning: {}:{}: {}", m.file, m.line, m.message);
         } else {
             tracing::debug!("{}:{}: {}", m.file, m.line, m.message);
+        }
+    }
+    if config.unresolved_are_errors && !prepared.report.unresolved.is_empty() {
+        return ExitCode::from(EXIT_POLICY_ERROR);
+    }
+    if let Some(dir) = &config.tag_release {
+        match convergent::pipeline::tag_release(dir) {
+            Ok(()) => tracing::debug!("Release tagging done!"),
+            Err(e) => {
+                tracing::error!("{e}");
+                tracing::error!("The given directory could not be tagged, sorry.");
+                return ExitCode::from(EXIT_POLICY_ERROR);
+            }
         }
     }
     match &config.mode {

@@ -300,6 +300,7 @@ pub fn run_agent(
         no_side_effects: false,
         dry_run: config.dry_run,
         command_output_shown: config.log_level >= crate::config::LogLevel::Info,
+        source_base: config.source_base.clone(),
         ..EvalSettings::default()
     };
     let host = if config.dry_run {
@@ -313,6 +314,7 @@ pub fn run_agent(
     if prepared.has_errors() {
         return Err(PipelineError::PolicyErrors);
     }
+    tag_validated_masterfiles(config);
     let summary = {
         let setup = RunSetup {
             no_lock: config.no_lock,
@@ -592,6 +594,13 @@ impl Sandbox {
             report_file: None,
             bootstrap: None,
             trust_server: false,
+            source_base: None,
+            unresolved_are_errors: false,
+            tag_release: None,
+            timing: false,
+            eval_functions: true,
+            no_extensions: false,
+            skip_db_check: false,
         };
         let mut input = DiscoverInput::new(&config.workdir, &config.entry, Role::Agent);
         input.name_lookup = NameLookup::HostsFile;
@@ -625,6 +634,8 @@ impl Sandbox {
             sandbox: true,
             deadline: Some(std::time::Instant::now() + budget),
             command_output_shown: false,
+            source_base: None,
+            no_functions: false,
         };
         let file = LoadedFile::from_text(&self.config.entry.display().to_string(), text);
         let host = Host::rooted(&self.root).with_dry_run_overlay();
@@ -647,4 +658,137 @@ impl Sandbox {
         run.run(&seq)?;
         Ok(run.into_summary())
     }
+}
+
+/// A policy hub's agent run on the default policy (no `-f`) that passed
+/// validation tags the masterfiles directory as cf-agent does: its
+/// `cf_promises_validated`, and its release ID when missing. A failure is
+/// said and the run goes on.
+fn tag_validated_masterfiles(config: &Config) {
+    let default_entry = config.entry == config.workdir.join("inputs/promises.cf");
+    let hub = crate::host::local::exists(config.workdir.join("state/am_policy_hub"));
+    if !default_entry || !hub || config.dry_run {
+        return;
+    }
+    let masterdir = config.workdir.join("masterfiles");
+    if let Err(e) = tag_release(&masterdir) {
+        tracing::error!("{e}");
+    }
+}
+
+/// Why `cf-promises -T` could not tag a directory.
+#[derive(Debug, thiserror::Error)]
+pub enum TagError {
+    #[error("Cannot access policy directory '{0}' to generate release ID: {1}")]
+    Unreadable(String, std::io::Error),
+    #[error("While writing '{0}', could not create file: {1}")]
+    Write(String, std::io::Error),
+}
+
+/// cf-promises' `-T DIR` once the policy passed its check: writes
+/// `DIR/cf_promises_release_id` (`{"releaseId": ...}`) when it is missing
+/// or git says otherwise, then `DIR/cf_promises_validated`
+/// (`{"timestamp": now}`), both as cf-promises writes them.
+pub fn tag_release(dir: &std::path::Path) -> Result<(), TagError> {
+    use crate::host::local;
+    let id_file = dir.join("cf_promises_release_id");
+    let git = release_id_from_git(dir);
+    let current = local::read_to_string(&id_file)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|j| j.get("releaseId")?.as_str().map(str::to_string));
+    let stale = match (&current, &git) {
+        (None, _) => true,
+        (Some(c), Some(g)) => c != g,
+        (Some(_), None) => false,
+    };
+    if stale {
+        let id = match git {
+            Some(g) => g,
+            None => release_id_from_tree(dir)
+                .map_err(|e| TagError::Unreadable(dir.display().to_string(), e))?,
+        };
+        let text = format!("{{\n  \"releaseId\": \"{id}\"\n}}");
+        local::write_private(&id_file, text.as_bytes())
+            .map_err(|e| TagError::Write(id_file.display().to_string(), e))?;
+        tracing::debug!("Saved policy release ID file '{}'", id_file.display());
+    }
+    let validated = dir.join("cf_promises_validated");
+    let text = format!("{{\n  \"timestamp\": {}\n}}", now_secs());
+    local::write_private(&validated, text.as_bytes())
+        .map_err(|e| TagError::Write(validated.display().to_string(), e))?;
+    tracing::debug!(
+        "Saved policy validated marker file '{}'",
+        validated.display()
+    );
+    Ok(())
+}
+
+/// The commit a git checkout of `dir` is on: `.git/HEAD`'s ref, read in
+/// `.git/`, or the commit HEAD names itself.
+fn release_id_from_git(dir: &std::path::Path) -> Option<String> {
+    let head = crate::host::local::read_to_string(dir.join(".git/HEAD")).ok()?;
+    let first_word = |t: &str| {
+        t.split_whitespace()
+            .next()
+            .map(|w| w.chars().take(40).collect())
+    };
+    match head.strip_prefix("ref: ") {
+        Some(r) => {
+            let r = r.split_whitespace().next()?;
+            let text = crate::host::local::read_to_string(dir.join(".git").join(r)).ok()?;
+            first_word(&text)
+        }
+        None => first_word(&head),
+    }
+}
+
+/// The release ID cf-promises makes of a directory that is not a git
+/// checkout. Its walk lists the top directory at every level (so in
+/// practice it sees the top files only), and it hashes a zeroed buffer
+/// rather than what it read: the ID is the SHA-1 of as many zero bytes as
+/// the files it counted hold. Kept so, as the hubs that compare IDs
+/// expect it.
+fn release_id_from_tree(dir: &std::path::Path) -> std::io::Result<String> {
+    use sha1::Digest;
+    const SUFFIXES: &[&str] = &[
+        ".cf",
+        ".dat",
+        ".txt",
+        ".conf",
+        ".mustache",
+        ".json",
+        ".yaml",
+    ];
+    let names: Vec<String> = crate::host::local::list_dir(dir)?
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+        .collect();
+    fn walk(names: &[String], current: &std::path::Path, depth: usize, total: &mut u64) {
+        if depth > 64 {
+            return;
+        }
+        for n in names {
+            let sub = current.join(n);
+            let Ok(meta) = crate::host::local::symlink_metadata(&sub) else {
+                continue;
+            };
+            if meta.is_dir() {
+                walk(names, &sub, depth + 1, total);
+            } else if SUFFIXES.iter().any(|s| n.ends_with(s)) {
+                *total += meta.len();
+            }
+        }
+    }
+    let mut total = 0u64;
+    walk(&names, dir, 0, &mut total);
+    let mut h = sha1::Sha1::new();
+    let zeros = [0u8; 1024];
+    let mut left = total;
+    while left > 0 {
+        let n = left.min(1024);
+        h.update(&zeros[..n as usize]);
+        left -= n;
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }

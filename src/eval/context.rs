@@ -72,6 +72,27 @@ pub struct EvalSettings {
     /// agent's own output: cf-agent lets it at inform level and above
     /// (`-I`), and sends it to /dev/null below.
     pub command_output_shown: bool,
+    /// The directory policy file names are given relative to, when the
+    /// entry was named relative to the current directory (see
+    /// `Config::source_base`).
+    pub source_base: Option<std::path::PathBuf>,
+    /// cf-promises' `--eval-functions=no`: no function is called, so what
+    /// a call would give stays undefined.
+    pub no_functions: bool,
+}
+
+impl EvalSettings {
+    /// A policy file's name as cf-agent keeps it: relative to the
+    /// directory the entry was named from, when it was so named
+    /// (`./t/x.cf`), else as loaded.
+    pub fn source_name<'a>(&self, path: &'a str) -> &'a str {
+        self.source_base
+            .as_deref()
+            .and_then(|b| b.to_str())
+            .and_then(|b| path.strip_prefix(b))
+            .and_then(|rest| rest.strip_prefix('/'))
+            .unwrap_or(path)
+    }
 }
 
 /// The text of an expansion and whether some reference stayed unresolved.
@@ -334,7 +355,16 @@ impl EvalContext {
             return Some(v.clone());
         }
         if r.scope == Some("this") && r.ns.is_none() {
-            return self.frame().and_then(|f| f.this.get(r.name).cloned());
+            if let Some(v) = self.frame().and_then(|f| f.this.get(r.name).cloned()) {
+                return Some(v);
+            }
+            // cf-agent qualifies a `this.` name it does not know into the
+            // current bundle: `$(this.x)` is the bundle's own `x`.
+            let (ns, scope) = (self.current_ns(), self.current_bundle());
+            if let Some(v) = self.vars.get(ns, scope, r.name) {
+                return Some(v.value.clone());
+            }
+            return self.container_element(ns, scope, &r).map(json_to_value);
         }
         let (ns, scope) = self.resolve_scope(&r);
         if let Some(v) = self.vars.get(ns, scope, r.name) {

@@ -3,8 +3,9 @@
 //! list or a data container, define or cancel a class, or change the
 //! context, tags or persistence of what follows.
 //!
-//! `=name=value`, `@name= { "a", "b" }`, `%name={json}`, `+class`,
-//! `-class`, `^context=scope`, `^meta=tag1,tag2`, `^persistence=minutes`.
+//! `=name=value`, `@name= { "a", "b" }`, `%name={json}`, `&name=file`
+//! (a JSON, YAML, CSV or env file, by its suffix), `+class`, `-class`,
+//! `^context=scope`, `^meta=tag1,tag2`, `^persistence=minutes`.
 
 use super::EvalContext;
 use super::classes::ClassInfo;
@@ -45,9 +46,19 @@ fn parse_list(s: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
+/// Reads the data file an `&name=file` line names (the evaluator does not
+/// read files itself; the functions' `readdata` does, as cf-agent's
+/// module protocol reads the file by its suffix).
+pub type DataFileReader<'a> = &'a mut dyn FnMut(&mut EvalContext, &str) -> Result<Value, String>;
+
 /// Applies a module's output: variables go to `scope` (changed by
 /// `^context=`), classes are global.
-pub fn apply(ctx: &mut EvalContext, scope: &str, output: &str) -> ModuleResult {
+pub fn apply(
+    ctx: &mut EvalContext,
+    scope: &str,
+    output: &str,
+    read_file: DataFileReader<'_>,
+) -> ModuleResult {
     let mut scope = scope.to_string();
     let mut tags: Vec<String> = Vec::new();
     let mut persistence: Option<u64> = None;
@@ -80,16 +91,22 @@ pub fn apply(ctx: &mut EvalContext, scope: &str, output: &str) -> ModuleResult {
                         );
                     }
                 } else if let Some(m) = rest.strip_prefix("meta=") {
-                    tags = m
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|t| !t.is_empty())
-                        .map(str::to_string)
-                        .collect();
+                    // A set, as cf-agent keeps them: each tag once, an
+                    // empty one (`a,,b`) included.
+                    tracing::debug!("Module set meta tags to '{m}'");
+                    tags.clear();
+                    for t in m.split(',').map(str::trim) {
+                        if !tags.iter().any(|x| x == t) {
+                            tags.push(t.to_string());
+                        }
+                    }
                 } else if let Some(p) = rest.strip_prefix("persistence=") {
                     persistence = p.trim().parse().ok().filter(|&m| m > 0);
+                    if let Some(m) = persistence {
+                        tracing::debug!("Module set persistence to {m} minutes");
+                    }
                 } else {
-                    result.other_lines.push(line.to_string());
+                    tracing::info!("Unknown extended module command '{line}'");
                 }
             }
             '+' => {
@@ -102,6 +119,7 @@ pub fn apply(ctx: &mut EvalContext, scope: &str, output: &str) -> ModuleResult {
                 // Stored with the run's other persistent classes when it
                 // ends.
                 if let Some(m) = persistence {
+                    tracing::debug!("Module set persistent class '{name}' for {m} minutes");
                     ctx.persist_requests
                         .push((name.clone(), m as i64, module_tags()));
                 }
@@ -119,6 +137,19 @@ pub fn apply(ctx: &mut EvalContext, scope: &str, output: &str) -> ModuleResult {
                     ctx.classes.undefine(&name);
                 }
             }
+            '&' => {
+                let Some((name, path)) = rest.split_once('=') else {
+                    continue;
+                };
+                match read_file(ctx, path) {
+                    Ok(value) => {
+                        let var = Variable::new(value, DataType::Data, Origin::Agent)
+                            .with_tags(module_tags());
+                        ctx.vars.put("default", &scope, name, var);
+                    }
+                    Err(e) => tracing::error!("could not load module file '{path}': {e}"),
+                }
+            }
             '=' | '@' | '%' => {
                 let Some((name, text)) = rest.split_once('=') else {
                     result.other_lines.push(line.to_string());
@@ -127,10 +158,15 @@ pub fn apply(ctx: &mut EvalContext, scope: &str, output: &str) -> ModuleResult {
                 let (value, dtype) = match first {
                     '=' => (Some(Value::str(text)), DataType::String),
                     '@' => (parse_list(text).map(Value::List), DataType::Slist),
-                    _ => (
-                        serde_json::from_str(text).ok().map(Value::data),
-                        DataType::Data,
-                    ),
+                    _ => match serde_json::from_str::<serde_json::Value>(text) {
+                        Ok(j) if !j.is_object() && !j.is_array() => {
+                            tracing::info!(
+                                "Module protocol JSON '{text}' should be object or array; wasn't"
+                            );
+                            continue;
+                        }
+                        j => (j.ok().map(Value::data), DataType::Data),
+                    },
                 };
                 let Some(value) = value else {
                     // cf-agent's words for a list that does not parse; for
@@ -168,7 +204,7 @@ mod tests {
     fn protocol_lines() {
         let mut ctx = EvalContext::default();
         let out = "=v=hello\n@l= { \"a\", \"b,c\" }\n%d={\"k\":1}\n+cls\n^context=other\n^meta=t1,t2\n=w=x\nnoise\n";
-        let r = apply(&mut ctx, "mod", out);
+        let r = apply(&mut ctx, "mod", out, &mut |_, _| Err("no".into()));
         assert_eq!(
             ctx.vars.get("default", "mod", "v").unwrap().value,
             Value::str("hello")
@@ -200,7 +236,9 @@ mod tests {
         ctx.define_class("local_one", true, soft());
         ctx.define_class("global_one", false, soft());
         ctx.define_class("kept", true, soft());
-        apply(&mut ctx, "mod", "-local_one, global_one\n");
+        apply(&mut ctx, "mod", "-local_one, global_one\n", &mut |_, _| {
+            Err("no".into())
+        });
         assert!(!ctx.class_is_set("local_one"));
         assert!(!ctx.class_is_set("global_one"));
         assert!(ctx.class_is_set("kept"));

@@ -202,7 +202,7 @@ impl EvalContext {
         if unresolved && !ifelse_may_go_on(spec.name, &args) {
             return Err(FnError::Defer);
         }
-        if spec.side_effects && self.settings.no_side_effects {
+        if self.settings.no_functions || (spec.side_effects && self.settings.no_side_effects) {
             return Err(FnError::Defer);
         }
         let cache_key = if spec.cached {

@@ -514,6 +514,12 @@ fn readenvfile(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     Ok(Value::data(parse_env(&text)))
 }
 
+/// A data file read as `readdata(path, "auto")` reads it (the module
+/// protocol's `&name=file` lines).
+pub fn read_data_file(ctx: &mut EvalContext, path: &str) -> Result<Value, String> {
+    readdata(ctx, &[Value::str(path), Value::str("auto")]).map_err(|e| e.to_string())
+}
+
 fn readdata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readdata", a);
     let path = args.str(0, "file")?;

@@ -13,6 +13,7 @@
 pub mod args;
 mod core;
 pub mod data;
+pub use data::read_data_file;
 mod exec;
 mod files;
 pub mod introspect;

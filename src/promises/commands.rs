@@ -196,10 +196,23 @@ impl Actuator for Commands {
             }
             worst.unwrap_or(Outcome::Failed)
         };
-        if p.flag("module").unwrap_or(false) {
+        let module = p.flag("module").unwrap_or(false);
+        // cf-agent quotes a command's output unless `no_output` says not
+        // to, which for a module it does unless told otherwise.
+        let quiet = contain
+            .and_then(|c| c.scalar("no_output"))
+            .and_then(parse_bool)
+            .unwrap_or(module);
+        if module {
             let scope = module_scope(&program);
-            act.ctx.apply_module_output(&scope, &lines.join("\n"));
-        } else if !no_output {
+            let r = act.ctx.apply_module_output(&scope, &lines.join("\n"));
+            if !quiet {
+                for l in r.other_lines {
+                    tracing::info!("M '{line}': {l}");
+                }
+            }
+        }
+        if !quiet {
             // The output is quoted after the verdict, in one message, as
             // cf-agent buffers it; empty lines are left out.
             let label = quote_label(&line);

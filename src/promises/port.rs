@@ -100,7 +100,12 @@ impl<'a> EvalPort<'a> {
         scope: &str,
         output: &str,
     ) -> crate::eval::module_protocol::ModuleResult {
-        crate::eval::module_protocol::apply(self.ctx, scope, output)
+        crate::eval::module_protocol::apply(
+            self.ctx,
+            scope,
+            output,
+            &mut crate::functions::read_data_file,
+        )
     }
 
     /// The run's regular expressions, compiled once.
@@ -114,6 +119,12 @@ impl<'a> EvalPort<'a> {
 
     pub fn common_control(&self, attr: &str) -> Option<&Value> {
         self.ctx.common_control(attr)
+    }
+
+    /// A policy file's name as cf-agent hands it on (relative to the
+    /// directory the entry was named from).
+    pub fn source_name<'p>(&self, path: &'p str) -> &'p str {
+        self.ctx.settings.source_name(path)
     }
 
     /// Whether this is the bundle's last pass.

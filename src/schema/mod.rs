@@ -362,6 +362,115 @@ pub fn functions() -> &'static [FunctionDef] {
     generated::FUNCTIONS
 }
 
+impl Status {
+    /// The name cf-promises uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Normal => "normal",
+            Status::Deprecated => "deprecated",
+        }
+    }
+}
+
+impl Visibility {
+    /// The name cf-promises uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Visibility::Global => "global",
+            Visibility::Bundle => "bundle",
+            Visibility::PromiseType => "promiseType",
+            Visibility::Body => "body",
+        }
+    }
+}
+
+impl Category {
+    /// The name cf-promises uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Communication => "communication",
+            Category::Data => "data",
+            Category::Files => "files",
+            Category::Io => "io",
+            Category::System => "system",
+            Category::Utils => "utils",
+            Category::Internal => "internal",
+        }
+    }
+}
+
+fn attributes_json(attrs: &[AttrDef]) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for a in attrs {
+        let mut o = serde_json::Map::new();
+        o.insert("attribute".into(), a.name.into());
+        // cf-promises gives no range for a body or a bundle reference.
+        if !matches!(a.ty, ValueType::Body | ValueType::Bundle) {
+            o.insert("range".into(), a.range.into());
+        }
+        o.insert("status".into(), a.status.as_str().into());
+        o.insert("type".into(), a.ty.as_str().into());
+        o.insert("visibility".into(), a.visibility.as_str().into());
+        out.insert(a.name.into(), o.into());
+    }
+    out.into()
+}
+
+/// The syntax this agent accepts, in the shape of `cf-promises -s json`:
+/// `bodyTypes`, `bundleTypes`, `functions` and `promiseTypes`, each keyed
+/// by name. Function parameters carry their type and range; the
+/// descriptions cf-promises adds are not kept here.
+pub fn syntax_description() -> serde_json::Value {
+    use serde_json::{Map, Value, json};
+    let mut bodies = Map::new();
+    for b in body_types() {
+        bodies.insert(
+            b.name.into(),
+            json!({ "attributes": attributes_json(b.attributes), "status": b.status.as_str() }),
+        );
+    }
+    let mut bundles = Map::new();
+    for b in generated::BUNDLE_TYPES {
+        bundles.insert(
+            b.name.into(),
+            json!({ "promiseTypes": b.promise_types, "status": b.status.as_str() }),
+        );
+    }
+    let mut functions = Map::new();
+    for f in self::functions() {
+        let params: Vec<Value> = f
+            .params
+            .iter()
+            .map(|p| json!({ "range": p.range, "type": p.ty.as_str() }))
+            .collect();
+        functions.insert(
+            f.name.into(),
+            json!({
+                "cached": f.cached,
+                "category": f.category.as_str(),
+                "collecting": f.collecting,
+                "parameters": params,
+                "returnType": f.return_type.as_str(),
+                "status": f.status.as_str(),
+                "variadic": f.variadic,
+            }),
+        );
+    }
+    let mut promises = Map::new();
+    for p in promise_types() {
+        promises.insert(
+            p.name.into(),
+            json!({ "attributes": attributes_json(p.attributes), "status": p.status.as_str() }),
+        );
+    }
+    json!({
+        "bodyTypes": bodies,
+        "bundleTypes": bundles,
+        "functions": functions,
+        "promiseTypes": promises,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,7 @@ mod corpus;
 mod custom_agent;
 mod custom_differential;
 mod discovery_differential;
+mod dropin_flags;
 mod edit_body_args;
 mod examples;
 mod files_differential;

@@ -441,7 +441,7 @@ impl PromiseModules {
                 promise_type: &p.promise_type,
                 promiser: &p.promiser,
                 line_number: p.line,
-                filename: &p.file,
+                filename: act.ctx.source_name(&p.file),
                 attributes: &sent,
             }),
         };
