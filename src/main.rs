@@ -595,7 +595,7 @@ fn check_policy(config: &Config) -> ExitCode {
         command_output_shown: config.log_level >= convergent::config::LogLevel::Info,
         ..EvalSettings::default()
     };
-    let prepared = match prepare_or_exit(config, settings) {
+    let mut prepared = match prepare_or_exit(config, settings) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -611,6 +611,24 @@ fn check_policy(config: &Config) -> ExitCode {
     // cf-promises, so they do not change the exit code.
     for m in &prepared.report.messages {
         eprintln!("   error: {}:{}: {}", m.file, m.line, m.message);
+    }
+    // The full check ends with the bundlesequence (unless `-b` names
+    // one): every bundle it names must be defined.
+    if config.full_check && config.bundlesequence.is_none() {
+        let missing =
+            convergent::agent::missing_sequence_bundles(&mut prepared.ctx, &prepared.policy);
+        if !missing.is_empty() {
+            for name in missing {
+                eprintln!(
+                    "   error: Bundle '{name}' listed in the bundlesequence is not a defined bundle"
+                );
+            }
+            eprintln!(
+                "   error: Fatal CFEngine error: Errors in promise bundles: could not verify \
+                 bundlesequence"
+            );
+            return ExitCode::from(EXIT_POLICY_ERROR);
+        }
     }
     // cf-promises says nothing of these; the MPF has some on every
     // platform, so they warn rather than err.

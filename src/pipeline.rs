@@ -61,13 +61,24 @@ pub struct Prepared {
 impl Prepared {
     /// Every parse and validation diagnostic of every loaded file, rendered.
     pub fn render_diagnostics(&self) -> String {
-        self.policy
-            .files
-            .iter()
-            .zip(&self.validation)
-            .map(|(f, v)| {
-                crate::syntax::diagnostic::render_all(f.diagnostics.iter().chain(v), &f.source)
-            })
+        // Inputs that never resolved come first, as cf-promises finds them
+        // while loading; they are errors that do not stop the check.
+        let unresolved_inputs = self.report.unresolved_inputs.iter().map(|text| {
+            format!("   error: Unresolved variable '{text}' in input list, cannot parse\n")
+        });
+        unresolved_inputs
+            .chain(
+                self.policy
+                    .files
+                    .iter()
+                    .zip(&self.validation)
+                    .map(|(f, v)| {
+                        crate::syntax::diagnostic::render_all(
+                            f.diagnostics.iter().chain(v),
+                            &f.source,
+                        )
+                    }),
+            )
             .chain(
                 self.properties
                     .errors
@@ -178,8 +189,10 @@ fn prepare_with(
         None => load_and_preevaluate(&mut ctx, &mut policy, &config.entry)?,
     };
     let files: Vec<&LoadedFile> = policy.files.iter().map(|f| f.as_ref()).collect();
-    // With inputs missing, what the files reference may be in those.
-    let scope = if report.inputs_incomplete {
+    // cf-promises checks that referenced bodies exist over what it could
+    // load, whatever inputs it could not (it names those in an error of
+    // their own); given a bundlesequence (`-b`), it does not check them.
+    let scope = if config.bundlesequence.is_some() && config.mode != crate::config::Mode::Run {
         Scope::Fragment
     } else if config.full_check {
         Scope::FullCheck

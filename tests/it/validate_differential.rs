@@ -7,7 +7,9 @@
 //! - `# verdict: accept` or `# verdict: reject` — what cf-promises 3.21
 //!   says (exit code 0 or not);
 //! - `# ours: TEXT` — a piece of the diagnostic our agent must print (an
-//!   error for rejected policies, a warning for accepted ones).
+//!   error for rejected policies, a warning for accepted ones);
+//! - `# flags: ARGS` — flags given to both before `-f` (`-c` for the full
+//!   check CI pipelines and the MPF's update policy run, `-c -b main`).
 //!
 //! A second test runs `agent --syntax-only` over the masterfiles policy
 //! framework installed with CFEngine, which must pass cleanly.
@@ -73,10 +75,14 @@ fn validator_verdicts_match_cf_promises() {
             .expect("name")
             .to_string_lossy()
             .to_string();
+        let flags: Vec<String> = header(&text, "flags")
+            .map(|f| f.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default();
         let ours = run(Command::new(&ours_promises)
             .current_dir(corpus_dir())
             .arg("-w")
             .arg(tmp.path().join("ours"))
+            .args(&flags)
             .arg("-f")
             .arg(format!("./{name}")));
         let got = Verdict::from_exit(ours.code);
@@ -121,6 +127,7 @@ fn validator_verdicts_match_cf_promises() {
                 .current_dir(corpus_dir())
                 .arg("-w")
                 .arg(&wd)
+                .args(&flags)
                 .arg("-f")
                 .arg(format!("./{name}")));
             let theirs_verdict = Verdict::from_exit(theirs.code);
