@@ -489,10 +489,12 @@ fn run_start_event(config: &Config) -> JsonEvent {
 /// Called once the policy is loaded, before anything acts: its
 /// diagnostics, load errors and pre-evaluation failures.
 fn report_loaded(p: &Prepared) {
-    eprint!("{}", p.render_diagnostics());
+    // An input that cannot be read comes first, as in cf-agent: what
+    // follows from it (bodies it would define) is not reported.
     for e in &p.report.load_errors {
         tracing::error!("{e}");
     }
+    eprint!("{}", p.render_diagnostics());
     // Promises that failed while pre-evaluating, as cf-agent
     // reports them before it runs anything.
     for m in &p.report.messages {
@@ -599,10 +601,12 @@ fn check_policy(config: &Config) -> ExitCode {
         Ok(p) => p,
         Err(code) => return code,
     };
-    eprint!("{}", prepared.render_diagnostics());
+    // An input that cannot be read comes first, as cf-promises reports
+    // it; what follows from it (bodies it would define) is not reported.
     for e in &prepared.report.load_errors {
         eprintln!("   error: {e}");
     }
+    eprint!("{}", prepared.render_diagnostics());
     if prepared.has_errors() {
         return ExitCode::from(EXIT_POLICY_ERROR);
     }

@@ -190,9 +190,13 @@ fn prepare_with(
     };
     let files: Vec<&LoadedFile> = policy.files.iter().map(|f| f.as_ref()).collect();
     // cf-promises checks that referenced bodies exist over what it could
-    // load, whatever inputs it could not (it names those in an error of
+    // load, whatever inputs never resolved (it names those in an error of
     // their own); given a bundlesequence (`-b`), it does not check them.
-    let scope = if config.bundlesequence.is_some() && config.mode != crate::config::Mode::Run {
+    // An input that could not be read stops it before that check: the
+    // bodies that file would define are not reported missing.
+    let scope = if (config.bundlesequence.is_some() && config.mode != crate::config::Mode::Run)
+        || !report.load_errors.is_empty()
+    {
         Scope::Fragment
     } else if config.full_check {
         Scope::FullCheck

@@ -264,3 +264,48 @@ fn an_input_with_the_text_of_a_loaded_one_is_skipped() {
         }
     }
 }
+
+/// An input that cannot be read is the first error, as cf-promises
+/// reports it, and what follows from it (the bodies that file would have
+/// defined) is not reported as missing.
+#[test]
+fn a_missing_input_is_reported_before_what_follows_from_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("main.cf"),
+        "body common control { inputs => { \"lib.cf\" }; }\n\
+         bundle agent main { files: \"/tmp/x\" perms => from_lib; }\n",
+    )
+    .unwrap();
+    let promises = dir.join("cf-promises");
+    std::os::unix::fs::symlink(agent_bin(), &promises).expect("link cf-promises");
+    let mut tools = vec![promises];
+    tools.extend(which("cf-promises"));
+    for tool in tools {
+        let out = run(Command::new(&tool)
+            .current_dir(dir)
+            .arg("-w")
+            .arg(dir.join("work"))
+            .args(["-c", "-f", "./main.cf"]));
+        // cf-promises writes its errors to stdout, ours to stderr.
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert_ne!(out.code, Some(0), "{}: {said}", tool.display());
+        let first = said
+            .lines()
+            .find(|l| l.contains("error:"))
+            .unwrap_or_default();
+        assert!(
+            first.contains("lib.cf"),
+            "{}: the first error should name the missing input:\n{}",
+            tool.display(),
+            said
+        );
+        assert!(
+            !said.contains("Undefined body"),
+            "{}: a body of the missing input is reported missing:\n{}",
+            tool.display(),
+            said
+        );
+    }
+}
