@@ -61,24 +61,13 @@ pub struct Prepared {
 impl Prepared {
     /// Every parse and validation diagnostic of every loaded file, rendered.
     pub fn render_diagnostics(&self) -> String {
-        // Inputs that never resolved come first, as cf-promises finds them
-        // while loading; they are errors that do not stop the check.
-        let unresolved_inputs = self.report.unresolved_inputs.iter().map(|text| {
-            format!("   error: Unresolved variable '{text}' in input list, cannot parse\n")
-        });
-        unresolved_inputs
-            .chain(
-                self.policy
-                    .files
-                    .iter()
-                    .zip(&self.validation)
-                    .map(|(f, v)| {
-                        crate::syntax::diagnostic::render_all(
-                            f.diagnostics.iter().chain(v),
-                            &f.source,
-                        )
-                    }),
-            )
+        self.policy
+            .files
+            .iter()
+            .zip(&self.validation)
+            .map(|(f, v)| {
+                crate::syntax::diagnostic::render_all(f.diagnostics.iter().chain(v), &f.source)
+            })
             .chain(
                 self.properties
                     .errors
@@ -188,6 +177,12 @@ fn prepare_with(
         Some(file) => preevaluate_entry(&mut ctx, &mut policy, &config.entry, file),
         None => load_and_preevaluate(&mut ctx, &mut policy, &config.entry)?,
     };
+    // Inputs that never resolved are logged as cf-promises logs them while
+    // loading (on its log's stream, which tests filter with grep): errors
+    // that do not stop the check.
+    for text in &report.unresolved_inputs {
+        tracing::error!("Unresolved variable '{text}' in input list, cannot parse");
+    }
     let files: Vec<&LoadedFile> = policy.files.iter().map(|f| f.as_ref()).collect();
     // cf-promises checks that referenced bodies exist over what it could
     // load, whatever inputs never resolved (it names those in an error of
