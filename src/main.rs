@@ -709,10 +709,12 @@ fn run_start_event(config: &Config) -> JsonEvent {
 /// Called once the policy is loaded, before anything acts: its
 /// diagnostics, load errors and pre-evaluation failures.
 fn report_loaded(p: &Prepared) {
-    eprint!("{}", p.render_diagnostics());
+    // An input that cannot be read comes first, as in cf-agent: what
+    // follows from it (bodies it would define) is not reported.
     for e in &p.report.load_errors {
         tracing::error!("{e}");
     }
+    eprint!("{}", p.render_diagnostics());
     // Promises that failed while pre-evaluating, as cf-agent
     // reports them before it runs anything.
     for m in &p.report.messages {
@@ -816,14 +818,16 @@ fn check_policy(config: &Config) -> ExitCode {
         command_output_shown: config.log_level >= convergent::config::LogLevel::Info,
         ..EvalSettings::default()
     };
-    let prepared = match prepare_or_exit(config, settings) {
+    let mut prepared = match prepare_or_exit(config, settings) {
         Ok(p) => p,
         Err(code) => return code,
     };
-    eprint!("{}", prepared.render_diagnostics());
+    // An input that cannot be read comes first, as cf-promises reports
+    // it; what follows from it (bodies it would define) is not reported.
     for e in &prepared.report.load_errors {
         eprintln!("   error: {e}");
     }
+    eprint!("{}", prepared.render_diagnostics());
     if prepared.has_errors() {
         return ExitCode::from(EXIT_POLICY_ERROR);
     }
@@ -832,6 +836,24 @@ fn check_policy(config: &Config) -> ExitCode {
     // cf-promises, so they do not change the exit code.
     for m in &prepared.report.messages {
         eprintln!("   error: {}:{}: {}", m.file, m.line, m.message);
+    }
+    // The full check ends with the bundlesequence (unless `-b` names
+    // one): every bundle it names must be defined.
+    if config.full_check && config.bundlesequence.is_none() {
+        let missing =
+            convergent::agent::missing_sequence_bundles(&mut prepared.ctx, &prepared.policy);
+        if !missing.is_empty() {
+            for name in missing {
+                eprintln!(
+                    "   error: Bundle '{name}' listed in the bundlesequence is not a defined bundle"
+                );
+            }
+            eprintln!(
+                "   error: Fatal CFEngine error: Errors in promise bundles: could not verify \
+                 bundlesequence"
+            );
+            return ExitCode::from(EXIT_POLICY_ERROR);
+        }
     }
     // cf-promises says nothing of these (the MPF has some on every
     // platform): they are said under -v, or with `-W lint` as warnings,

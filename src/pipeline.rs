@@ -205,9 +205,21 @@ fn prepare_with(
         Some(file) => preevaluate_entry(&mut ctx, &mut policy, &config.entry, file),
         None => load_and_preevaluate(&mut ctx, &mut policy, &config.entry)?,
     };
+    // Inputs that never resolved are logged as cf-promises logs them while
+    // loading (on its log's stream, which tests filter with grep): errors
+    // that do not stop the check.
+    for text in &report.unresolved_inputs {
+        tracing::error!("Unresolved variable '{text}' in input list, cannot parse");
+    }
     let files: Vec<&LoadedFile> = policy.files.iter().map(|f| f.as_ref()).collect();
-    // With inputs missing, what the files reference may be in those.
-    let scope = if report.inputs_incomplete {
+    // cf-promises checks that referenced bodies exist over what it could
+    // load, whatever inputs never resolved (it names those in an error of
+    // their own); given a bundlesequence (`-b`), it does not check them.
+    // An input that could not be read stops it before that check: the
+    // bodies that file would define are not reported missing.
+    let scope = if (config.bundlesequence.is_some() && config.mode != crate::config::Mode::Run)
+        || !report.load_errors.is_empty()
+    {
         Scope::Fragment
     } else if config.full_check {
         Scope::FullCheck

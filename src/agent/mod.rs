@@ -333,74 +333,7 @@ impl<'a> AgentRun<'a> {
         &mut self,
         override_seq: Option<&[String]>,
     ) -> Result<Vec<BundleCall>, RunError> {
-        if let Some(names) = override_seq {
-            return Ok(names
-                .iter()
-                .map(|n| BundleCall {
-                    name: n.clone(),
-                    args: Vec::new(),
-                })
-                .collect());
-        }
-        let control = self
-            .policy
-            .bodies()
-            .find(|(_, b)| {
-                b.body_type.name == "common" && b.name.name == "control" && b.namespace == "default"
-            })
-            .map(|(_, b)| b);
-        if let Some(control) = control {
-            let mut seq = None;
-            for a in control.attributes_named("bundlesequence") {
-                let guard = self.ctx.expand(&a.guard.expr).text;
-                if self.ctx.eval_class_expr(guard.trim()).unwrap_or(false) {
-                    seq = Some(&a.attr.value);
-                }
-            }
-            if let Some(r) = seq {
-                return Ok(self.calls_from_rval(r));
-            }
-        }
-        if self.policy.bundle("default", "main").is_some() {
-            return Ok(vec![BundleCall {
-                name: "main".into(),
-                args: Vec::new(),
-            }]);
-        }
-        Err(RunError::NoBundlesequence)
-    }
-
-    fn calls_from_rval(&mut self, r: &Rval) -> Vec<BundleCall> {
-        let items: Vec<&Rval> = match r {
-            Rval::List { items, .. } => items.iter().collect(),
-            other => vec![other],
-        };
-        let mut out = Vec::new();
-        for item in items {
-            match item {
-                Rval::Call(_) => {
-                    if let Ok((name, args)) = reference_parts(self.ctx, item, true) {
-                        out.push(BundleCall { name, args });
-                    }
-                }
-                other => {
-                    if let Ok(e) = self.ctx.eval_rval(other) {
-                        match e.value {
-                            Value::Scalar(s) => out.push(BundleCall {
-                                name: s,
-                                args: Vec::new(),
-                            }),
-                            Value::List(l) => out.extend(l.into_iter().map(|name| BundleCall {
-                                name,
-                                args: Vec::new(),
-                            })),
-                            Value::Data(_) => {}
-                        }
-                    }
-                }
-            }
-        }
-        out
+        bundlesequence(self.ctx, self.policy, override_seq)
     }
 
     /// Runs the whole sequence. Bundles that are missing stop the run
@@ -924,4 +857,106 @@ fn fnv1a(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+/// The bundles a run of `policy` calls: `-b` if given, else body common
+/// control's bundlesequence (the last of its attributes whose guard holds),
+/// else `main` when it is defined.
+pub fn bundlesequence(
+    ctx: &mut EvalContext,
+    policy: &PolicySet,
+    override_seq: Option<&[String]>,
+) -> Result<Vec<BundleCall>, RunError> {
+    if let Some(names) = override_seq {
+        return Ok(names
+            .iter()
+            .map(|n| BundleCall {
+                name: n.clone(),
+                args: Vec::new(),
+            })
+            .collect());
+    }
+    let control = policy
+        .bodies()
+        .find(|(_, b)| {
+            b.body_type.name == "common" && b.name.name == "control" && b.namespace == "default"
+        })
+        .map(|(_, b)| b);
+    if let Some(control) = control {
+        let mut seq = None;
+        for a in control.attributes_named("bundlesequence") {
+            let guard = ctx.expand(&a.guard.expr).text;
+            if ctx.eval_class_expr(guard.trim()).unwrap_or(false) {
+                seq = Some(&a.attr.value);
+            }
+        }
+        if let Some(r) = seq {
+            return Ok(calls_from_rval(ctx, r));
+        }
+    }
+    if policy.bundle("default", "main").is_some() {
+        return Ok(vec![BundleCall {
+            name: "main".into(),
+            args: Vec::new(),
+        }]);
+    }
+    Err(RunError::NoBundlesequence)
+}
+
+fn calls_from_rval(ctx: &mut EvalContext, r: &Rval) -> Vec<BundleCall> {
+    let items: Vec<&Rval> = match r {
+        Rval::List { items, .. } => items.iter().collect(),
+        other => vec![other],
+    };
+    let mut out = Vec::new();
+    for item in items {
+        match item {
+            Rval::Call(_) => {
+                if let Ok((name, args)) = reference_parts(ctx, item, true) {
+                    out.push(BundleCall { name, args });
+                }
+            }
+            other => {
+                if let Ok(e) = ctx.eval_rval(other) {
+                    match e.value {
+                        Value::Scalar(s) => out.push(BundleCall {
+                            name: s,
+                            args: Vec::new(),
+                        }),
+                        Value::List(l) => out.extend(l.into_iter().map(|name| BundleCall {
+                            name,
+                            args: Vec::new(),
+                        })),
+                        Value::Data(_) => {}
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What `cf-promises -c` (and cf-agent before a run) says of the
+/// bundlesequence of a policy that passed the other checks: each name
+/// that is no bundle of the policy (of any type, in any namespace, as
+/// cf-promises looks it up), and `main` when there is no bundlesequence
+/// and no such bundle. Nothing when `ignore_missing_bundles` is on.
+pub fn missing_sequence_bundles(ctx: &mut EvalContext, policy: &PolicySet) -> Vec<String> {
+    if ctx.common_control_flag("ignore_missing_bundles") {
+        return Vec::new();
+    }
+    let names: Vec<String> = match bundlesequence(ctx, policy, None) {
+        Ok(seq) => seq.into_iter().map(|c| c.name).collect(),
+        Err(_) => vec!["main".to_string()],
+    };
+    let strip = |n: &str| n.rsplit_once(':').map_or(n, |(_, b)| b).to_string();
+    let defined: HashSet<&str> = policy
+        .files
+        .iter()
+        .flat_map(|f| f.tree.bundles())
+        .map(|b| b.name.name.as_str())
+        .collect();
+    names
+        .into_iter()
+        .filter(|n| !defined.contains(n.as_str()) && !defined.contains(strip(n).as_str()))
+        .collect()
 }

@@ -25,6 +25,10 @@ pub struct PreEvalReport {
     /// Some `inputs` entry never resolved, so files of the policy may be
     /// missing from what was loaded.
     pub inputs_incomplete: bool,
+    /// The `inputs` entries that never resolved, as written after
+    /// expansion (`$(g.nosuch)`): cf-promises names each in an error and
+    /// goes on without it.
+    pub unresolved_inputs: Vec<String>,
     /// Variables left with references to variables that were never
     /// defined (bundles with parameters aside: their arguments come later).
     pub unresolved: Vec<EvalMessage>,
@@ -87,7 +91,7 @@ pub fn preevaluate_entry(
         while done < policy.files.len() {
             let file = policy.files[done].clone();
             preevaluate_file(ctx, policy, &file, &mut report);
-            for path in file_inputs(ctx, &file, &entry_dir, &mut false) {
+            for path in file_inputs(ctx, &file, &entry_dir, &mut false, &mut Vec::new()) {
                 load_input(policy, path, &mut failed_paths, &mut report);
             }
             done += 1;
@@ -100,9 +104,11 @@ pub fn preevaluate_entry(
         }
         // Whether inputs are complete is decided by this last look.
         let mut unresolved = false;
+        report.unresolved_inputs.clear();
         for i in 0..policy.files.len() {
             let file = policy.files[i].clone();
-            for path in file_inputs(ctx, &file, &entry_dir, &mut unresolved) {
+            let texts = &mut report.unresolved_inputs;
+            for path in file_inputs(ctx, &file, &entry_dir, &mut unresolved, texts) {
                 load_input(policy, path, &mut failed_paths, &mut report);
             }
         }
@@ -322,6 +328,7 @@ fn file_inputs(
     file: &LoadedFile,
     entry_dir: &Path,
     unresolved: &mut bool,
+    unresolved_texts: &mut Vec<String>,
 ) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for body in file.tree.bodies() {
@@ -349,8 +356,11 @@ fn file_inputs(
                 Value::Data(_) => continue,
             };
             for item in items {
-                if item.contains("$(") || item.contains("${") || item.contains("@(") {
+                if crate::values::refs::has_refs(&item) {
                     *unresolved = true;
+                    if !unresolved_texts.contains(&item) {
+                        unresolved_texts.push(item);
+                    }
                     continue;
                 }
                 if item.is_empty() {

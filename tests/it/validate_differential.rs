@@ -7,7 +7,9 @@
 //! - `# verdict: accept` or `# verdict: reject` — what cf-promises 3.21
 //!   says (exit code 0 or not);
 //! - `# ours: TEXT` — a piece of the diagnostic our agent must print (an
-//!   error for rejected policies, a warning for accepted ones).
+//!   error for rejected policies, a warning for accepted ones);
+//! - `# flags: ARGS` — flags given to both before `-f` (`-c` for the full
+//!   check CI pipelines and the MPF's update policy run, `-c -b main`).
 //!
 //! A second test runs `agent --syntax-only` over the masterfiles policy
 //! framework installed with CFEngine, which must pass cleanly.
@@ -73,10 +75,14 @@ fn validator_verdicts_match_cf_promises() {
             .expect("name")
             .to_string_lossy()
             .to_string();
+        let flags: Vec<String> = header(&text, "flags")
+            .map(|f| f.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default();
         let ours = run(Command::new(&ours_promises)
             .current_dir(corpus_dir())
             .arg("-w")
             .arg(tmp.path().join("ours"))
+            .args(&flags)
             .arg("-f")
             .arg(format!("./{name}")));
         let got = Verdict::from_exit(ours.code);
@@ -121,6 +127,7 @@ fn validator_verdicts_match_cf_promises() {
                 .current_dir(corpus_dir())
                 .arg("-w")
                 .arg(&wd)
+                .args(&flags)
                 .arg("-f")
                 .arg(format!("./{name}")));
             let theirs_verdict = Verdict::from_exit(theirs.code);
@@ -255,5 +262,50 @@ fn an_input_with_the_text_of_a_loaded_one_is_skipped() {
                 out.stderr
             );
         }
+    }
+}
+
+/// An input that cannot be read is the first error, as cf-promises
+/// reports it, and what follows from it (the bodies that file would have
+/// defined) is not reported as missing.
+#[test]
+fn a_missing_input_is_reported_before_what_follows_from_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("main.cf"),
+        "body common control { inputs => { \"lib.cf\" }; }\n\
+         bundle agent main { files: \"/tmp/x\" perms => from_lib; }\n",
+    )
+    .unwrap();
+    let promises = dir.join("cf-promises");
+    std::os::unix::fs::symlink(agent_bin(), &promises).expect("link cf-promises");
+    let mut tools = vec![promises];
+    tools.extend(which("cf-promises"));
+    for tool in tools {
+        let out = run(Command::new(&tool)
+            .current_dir(dir)
+            .arg("-w")
+            .arg(dir.join("work"))
+            .args(["-c", "-f", "./main.cf"]));
+        // cf-promises writes its errors to stdout, ours to stderr.
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert_ne!(out.code, Some(0), "{}: {said}", tool.display());
+        let first = said
+            .lines()
+            .find(|l| l.contains("error:"))
+            .unwrap_or_default();
+        assert!(
+            first.contains("lib.cf"),
+            "{}: the first error should name the missing input:\n{}",
+            tool.display(),
+            said
+        );
+        assert!(
+            !said.contains("Undefined body"),
+            "{}: a body of the missing input is reported missing:\n{}",
+            tool.display(),
+            said
+        );
     }
 }

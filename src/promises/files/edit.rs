@@ -289,6 +289,17 @@ pub(super) fn read_editable(
         v.failed();
         return None;
     }
+    // A device, FIFO or directory is not edited (cf-agent's words): ncf's
+    // tests expect an edit of /dev/zero to fail.
+    if meta.kind != crate::host::fs::FileKind::File {
+        tracing::info!("{} is not a plain file", p.promiser);
+        tracing::error!(
+            "File '{}' was marked for editing but could not be opened",
+            p.promiser
+        );
+        v.failed();
+        return None;
+    }
     let (original, read_stamp) = match act.host.read_for_edit(target) {
         Ok((b, stamp)) => (b, stamp),
         Err(_) => {

@@ -421,6 +421,12 @@ fn leaf(
         if p.attrs.contains_key("edit_xml") {
             xml::edit_xml(act, p, target, v);
         }
+    } else if matches!(meta.kind, FileKind::Fifo | FileKind::Other)
+        && p.attrs.contains_key("edit_line")
+    {
+        // cf-agent tries to edit a device or FIFO too, and fails: it is
+        // not a plain file.
+        edit::edit_file(act, p, target, true, v);
     }
     if p.flag("touch") == Some(true) {
         let change = Change::new("touch", &shown)
