@@ -29,7 +29,8 @@ not start; 2 bad command line; 6 an abortclasses class stopped the run. With
     // getopt lets a flag repeat (the last value wins); so do we.
     args_override_self = true,
     about = "convergent: brings a host to the state its CFEngine 3 policy promises",
-    after_help = AGENT_AFTER_HELP
+    after_help = AGENT_AFTER_HELP,
+    next_help_heading = "cf-agent options"
 )]
 pub struct AgentArgs {
     /// Policy entry file (relative names are looked up in WORKDIR/inputs, ./names in the current directory)
@@ -90,23 +91,23 @@ pub struct AgentArgs {
     pub ignore_preferred_augments: bool,
 
     /// After the run, print variables (optionally only those matching REGEX)
-    #[arg(long = "show-evaluated-vars", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    #[arg(help_heading = "Inspection", long = "show-evaluated-vars", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub show_evaluated_vars: Option<String>,
 
     /// After the run, print classes (optionally only those matching REGEX)
-    #[arg(long = "show-evaluated-classes", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    #[arg(help_heading = "Inspection", long = "show-evaluated-classes", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub show_evaluated_classes: Option<String>,
 
     /// Print variables after pre-evaluation, as cf-promises does, and stop
-    #[arg(long = "show-vars", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    #[arg(help_heading = "Inspection", long = "show-vars", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub show_vars: Option<String>,
 
     /// Print classes after pre-evaluation, as cf-promises does, and stop
-    #[arg(long = "show-classes", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    #[arg(help_heading = "Inspection", long = "show-classes", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub show_classes: Option<String>,
 
     /// Parse, validate and pre-evaluate the policy; change nothing
-    #[arg(short = 'c', long = "check")]
+    #[arg(help_heading = "Inspection", short = 'c', long = "check")]
     pub check: bool,
 
     /// cf-promises without `-c`: its lighter check, which resolves body
@@ -120,11 +121,16 @@ pub struct AgentArgs {
     pub as_cf_promises: bool,
 
     /// Print the parsed policy in FORMAT (none, cf, json, cf-full, json-full; json-spans: ours, with spans) and stop
-    #[arg(short = 'p', long = "policy-output-format", value_name = "FORMAT")]
+    #[arg(
+        help_heading = "Inspection",
+        short = 'p',
+        long = "policy-output-format",
+        value_name = "FORMAT"
+    )]
     pub policy_output_format: Option<String>,
 
     /// Parse and validate each FILE alone, following no inputs
-    #[arg(long = "syntax-only", value_name = "FILE", num_args = 1..)]
+    #[arg(help_heading = "Inspection", long = "syntax-only", value_name = "FILE", num_args = 1..)]
     pub syntax_only: Option<Vec<String>>,
 
     /// Prefix log lines with the local time
@@ -137,19 +143,29 @@ pub struct AgentArgs {
     pub color: Option<String>,
 
     /// Exit with 0 all kept, 2 something repaired, 4 something not kept, 6 both
-    #[arg(long = "detailed-exitcodes")]
+    #[arg(help_heading = "Beyond CFEngine", long = "detailed-exitcodes")]
     pub detailed_exitcodes: bool,
 
     /// Seconds to wait for another agent on the same work directory to finish
-    #[arg(long = "wait-for-lock", value_name = "SECONDS", default_value_t = 10)]
+    #[arg(
+        help_heading = "Beyond CFEngine",
+        long = "wait-for-lock",
+        value_name = "SECONDS",
+        default_value_t = 10
+    )]
     pub wait_for_lock: u64,
 
     /// Seconds a custom promise module may stay silent before it is killed
-    #[arg(long = "module-timeout", value_name = "SECONDS", default_value_t = 600)]
+    #[arg(
+        help_heading = "Beyond CFEngine",
+        long = "module-timeout",
+        value_name = "SECONDS",
+        default_value_t = 600
+    )]
     pub module_timeout: u64,
 
     /// Print a unified diff of every file change (with --dry-run: of every change that would be made)
-    #[arg(long = "diff")]
+    #[arg(help_heading = "Beyond CFEngine", long = "diff")]
     pub diff: bool,
 
     /// cf-agent's simulation: change nothing and print diffs (diff, manifest, manifest-full)
@@ -157,27 +173,31 @@ pub struct AgentArgs {
     pub simulate: Option<String>,
 
     /// One JSON object per event on standard output (logs go to standard error)
-    #[arg(long = "json")]
+    #[arg(help_heading = "Beyond CFEngine", long = "json")]
     pub json: bool,
 
     /// Explain how a variable, class or property got its value (after pre-evaluation) and stop
-    #[arg(long = "explain", value_name = "NAME")]
+    #[arg(help_heading = "Inspection", long = "explain", value_name = "NAME")]
     pub explain: Option<String>,
 
     /// Print the promise dependency graph as DOT and stop
-    #[arg(long = "graph")]
+    #[arg(help_heading = "Inspection", long = "graph")]
     pub graph: bool,
 
     /// Say why a promise (a handle or FILE:LINE) ran, was skipped or failed in the last run
-    #[arg(long = "why", value_name = "PROMISE")]
+    #[arg(help_heading = "Inspection", long = "why", value_name = "PROMISE")]
     pub why: Option<String>,
 
     /// Also write the JSON events to PATH (atomically, when the run ends)
-    #[arg(long = "report-file", value_name = "PATH")]
+    #[arg(
+        help_heading = "Beyond CFEngine",
+        long = "report-file",
+        value_name = "PATH"
+    )]
     pub report_file: Option<String>,
 
     /// For timers and cron: run only when body executor control's schedule holds, after the host's splaytime, stopping a run older than agent_expireafter
-    #[arg(long = "scheduled")]
+    #[arg(help_heading = "Beyond CFEngine", long = "scheduled")]
     pub scheduled: bool,
 
     /// Print the manual page (roff) and stop; the package installs it as agent(1)
