@@ -21,6 +21,28 @@ fn policy(executor: &str) -> String {
     )
 }
 
+/// A stand-in for another agent run: its own process group, holding the
+/// work directory's run lock, recorded as started `age` seconds ago.
+fn hold_run_lock(work: &std::path::Path, seconds: u32, age: u64) -> std::process::Child {
+    let state = work.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let lock = state.join("agent.lock");
+    let holder = Command::new("setsid")
+        .arg("flock")
+        .arg(&lock)
+        .args(["sleep", &seconds.to_string()])
+        .spawn()
+        .expect("setsid flock");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - age;
+    std::fs::write(&lock, format!("{} {started}", holder.id())).unwrap();
+    holder
+}
+
 #[test]
 fn the_run_goes_ahead_only_when_a_schedule_class_holds() {
     let dir = tempfile::tempdir().unwrap();
@@ -93,23 +115,7 @@ fn the_splay_slot_is_fixed_per_host_and_within_splaytime() {
 fn a_run_older_than_agent_expireafter_is_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
-    let state = work.join("state");
-    std::fs::create_dir_all(&state).unwrap();
-    let lock = state.join("agent.lock");
-    // A stand-in for a hung run: its own process group, holding the lock.
-    let mut hung = Command::new("setsid")
-        .arg("flock")
-        .arg(&lock)
-        .args(["sleep", "300"])
-        .spawn()
-        .expect("setsid flock");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let started = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        - 3 * 3600;
-    std::fs::write(&lock, format!("{} {started}", hung.id())).unwrap();
+    let mut hung = hold_run_lock(&work, 300, 3 * 3600);
     let p = write_policy(
         dir.path(),
         &policy(r#"schedule => { "any" }; agent_expireafter => "60";"#),
@@ -135,21 +141,7 @@ fn a_run_older_than_agent_expireafter_is_stopped() {
 fn a_younger_run_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
-    let state = work.join("state");
-    std::fs::create_dir_all(&state).unwrap();
-    let lock = state.join("agent.lock");
-    let mut busy = Command::new("setsid")
-        .arg("flock")
-        .arg(&lock)
-        .args(["sleep", "30"])
-        .spawn()
-        .expect("setsid flock");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    std::fs::write(&lock, format!("{} {now}", busy.id())).unwrap();
+    let mut busy = hold_run_lock(&work, 30, 0);
     let p = write_policy(dir.path(), &policy(r#"schedule => { "any" };"#));
     let out = scheduled(&work, &p, &["--wait-for-lock", "1"]);
     let _ = busy.kill();
