@@ -8,7 +8,6 @@ use crate::load::PolicySet;
 use crate::syntax::ast::Rval;
 use crate::values::value::Value;
 use indexmap::IndexMap;
-use std::collections::HashMap;
 
 /// A body's attributes after parameters and guards were applied.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -263,7 +262,7 @@ fn resolve_into(
             got: args.len(),
         });
     }
-    let params: HashMap<String, Value> = body
+    let params: crate::values::hash::FastMap<String, Value> = body
         .params
         .iter()
         .map(|p| p.name.clone())

@@ -1,8 +1,8 @@
 //! Defined classes: global (hard and namespace-wide soft classes) and the
 //! bundle-local ones of the bundle being evaluated.
 
+use crate::values::hash::FastMap;
 use crate::values::value::Origin;
-use std::collections::HashMap;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClassInfo {
@@ -26,7 +26,7 @@ impl ClassInfo {
 
 #[derive(Debug, Default, Clone)]
 pub struct ClassStore {
-    global: HashMap<String, ClassInfo>,
+    global: FastMap<String, ClassInfo>,
 }
 
 impl ClassStore {

@@ -10,7 +10,6 @@ use crate::values::refs::{VarRef, is_special_scope, next_ref};
 use crate::values::value::{Origin, Value};
 use indexmap::IndexMap;
 use serde_json::Value as Json;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// One bundle (or body) being evaluated.
@@ -24,9 +23,9 @@ pub struct Frame {
     /// order, and `classesmatching` lists them (reversed) in that order.
     pub local_classes: IndexMap<String, ClassInfo>,
     /// `this.*` for the promise being evaluated.
-    pub this: HashMap<String, Value>,
+    pub this: crate::values::hash::FastMap<String, Value>,
     /// Parameters of a body being expanded, looked up before the bundle.
-    pub body_params: Option<HashMap<String, Value>>,
+    pub body_params: Option<crate::values::hash::FastMap<String, Value>>,
 }
 
 impl Frame {
@@ -111,7 +110,7 @@ pub struct EvalContext {
     /// expanded) → current element. `$(l)` and `$(main.l)` are different
     /// bindings, as they are different iteration wheels in cf-agent.
     overlay: Vec<(String, Value)>,
-    expr_cache: HashMap<String, Result<Arc<ClassExpr>, ClassExprError>>,
+    expr_cache: crate::values::hash::FastMap<String, Result<Arc<ClassExpr>, ClassExprError>>,
     pub settings: EvalSettings,
     /// The built-in functions calls go to (none until given).
     builtins: super::call::Builtins,
@@ -119,7 +118,7 @@ pub struct EvalContext {
     /// one its promises act through (the real system until given).
     host: crate::host::Host,
     /// Results of `cached` functions by call signature.
-    pub fn_cache: HashMap<String, Value>,
+    pub fn_cache: crate::values::hash::FastMap<String, Value>,
     /// The promise being evaluated has `ifelapsed => "0"`: its functions
     /// run again instead of giving what `fn_cache` holds.
     pub fn_cache_bypass: bool,
@@ -162,6 +161,10 @@ pub struct EvalContext {
     /// (operation, promiser, file and the promise): each acts once per
     /// run, whichever files promise edits the file.
     pub edit_locks: std::collections::HashSet<String>,
+    /// The last policy file a promise was entered from, with its
+    /// `this.promise_dirname` and its name canonified (for handles):
+    /// promises come file by file, so each is worked out once per file.
+    pub promise_file: Option<(String, Value, String)>,
     /// An error on which cf-agent stops the whole run, found while
     /// evaluating a promise; the agent takes it after the promise.
     pub fatal: Option<String>,

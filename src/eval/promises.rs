@@ -69,15 +69,27 @@ pub fn skipping_for_dependency(promiser: &str, handle: &str) {
 impl EvalContext {
     /// Sets the `this.*` variables for a promise.
     pub fn enter_promise(&mut self, file: &LoadedFile, promise: &Promise) {
-        let path = Path::new(&file.source.path);
         let line = file.source.line_of(promise.promiser.span.start);
-        let dir = crate::load::dirname_text(path).display().to_string();
+        if !matches!(&self.promise_file, Some(f) if f.0 == file.source.path) {
+            self.promise_file = None;
+        }
+        let (_, dir, base) = self.promise_file.get_or_insert_with(|| {
+            let path = Path::new(&file.source.path);
+            let dir = crate::load::dirname_text(path).display().to_string();
+            let base = path.file_name().map(|n| n.to_string_lossy());
+            (
+                file.source.path.clone(),
+                Value::str(dir),
+                canonify(&base.unwrap_or_default()),
+            )
+        });
+        let (dir, canonical_base) = (dir.clone(), base.clone());
         let (ns, bundle) = self
             .frame()
             .map(|f| (f.ns.clone(), f.bundle.clone()))
             .unwrap_or_default();
         self.set_this("promise_filename", Value::str(file.source.path.clone()));
-        self.set_this("promise_dirname", Value::str(dir));
+        self.set_this("promise_dirname", dir);
         self.set_this("promise_linenumber", Value::str(line.to_string()));
         self.set_this("bundle", Value::str(bundle));
         self.set_this("namespace", Value::str(ns));
@@ -85,10 +97,7 @@ impl EvalContext {
         // iteration, or cf-agent's id for a promise without one.
         let handle = match promise.attribute("handle").map(|h| &h.value) {
             Some(Rval::String(s)) => canonify(&self.expand(&s.value).text),
-            _ => {
-                let base = path.file_name().map(|n| n.to_string_lossy());
-                format!("promise_{}_{line}", canonify(&base.unwrap_or_default()))
-            }
+            _ => format!("promise_{canonical_base}_{line}"),
         };
         self.set_this("handle", Value::str(handle));
     }

@@ -1,8 +1,8 @@
 //! The variable store: every variable by namespace, scope (bundle) and
 //! name, with its type, tags, comment and origin.
 
+use crate::values::hash::FastMap;
 use crate::values::value::{DataType, Origin, Value};
-use std::collections::HashMap;
 
 /// How a later definition of the same variable is treated (`policy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -65,9 +65,9 @@ pub struct Overridden {
 
 #[derive(Debug, Default, Clone)]
 pub struct VarStore {
-    scopes: HashMap<ScopeKey, HashMap<String, Variable>>,
+    scopes: FastMap<ScopeKey, FastMap<String, Variable>>,
     /// What each definition replaced, in order.
-    history: HashMap<(ScopeKey, String), Vec<Overridden>>,
+    history: FastMap<(ScopeKey, String), Vec<Overridden>>,
 }
 
 /// What happened to a `put`.
@@ -134,7 +134,7 @@ impl VarStore {
         }
     }
 
-    pub fn scope(&self, ns: &str, scope: &str) -> Option<&HashMap<String, Variable>> {
+    pub fn scope(&self, ns: &str, scope: &str) -> Option<&FastMap<String, Variable>> {
         self.scopes.get(&ScopeKey::new(ns, scope))
     }
 
@@ -153,7 +153,7 @@ impl VarStore {
     }
 
     pub fn len(&self) -> usize {
-        self.scopes.values().map(HashMap::len).sum()
+        self.scopes.values().map(FastMap::len).sum()
     }
 
     /// How many variables cf-agent's global variable table would hold:

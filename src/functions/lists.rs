@@ -761,20 +761,27 @@ fn matching_variables(
         tag_res.push(args.regex(ctx, i, "tag")?);
     }
     let mask = var_table_buckets(ctx.vars.global_table_len()) - 1;
+    // The name is built into one buffer, and only for variables whose tags
+    // match: most of the table fails the (cheaper) tag test first.
+    let mut full = String::new();
     let mut out: Vec<(u32, String, Value)> = ctx
         .vars
         .iter()
         .filter_map(|(scope, n, var)| {
-            let full = format!("{}:{}.{}", scope.ns, scope.scope, n);
-            if !re.is_full_match(&full) {
-                return None;
-            }
             if !tag_res
                 .iter()
                 .all(|t| var.tags.iter().any(|tag| t.is_full_match(tag)))
             {
                 return None;
             }
+            full.clear();
+            for part in [&*scope.ns, ":", &*scope.scope, ".", n] {
+                full.push_str(part);
+            }
+            if !re.is_full_match(&full) {
+                return None;
+            }
+            let full = full.clone();
             let r = VarRef::parse(n);
             let bucket = var_ref_hash(&scope.ns, &scope.scope, r.base, &r.indices) & mask;
             Some((bucket, full, var.value.clone()))

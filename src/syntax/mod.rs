@@ -33,6 +33,15 @@ pub const MAX_NESTING: usize = 128;
 /// one built at run time unexpanded.
 pub fn reference_too_deep(text: &str) -> Option<usize> {
     let b = text.as_bytes();
+    // Most strings hold few references: no nesting can go too deep unless
+    // there are more than MAX_NESTING of them in all.
+    let openers = b
+        .windows(2)
+        .filter(|w| matches!(w[0], b'$' | b'@') && matches!(w[1], b'(' | b'{'))
+        .count();
+    if openers <= MAX_NESTING {
+        return None;
+    }
     // For each open bracket, whether it opened a reference.
     let mut open: Vec<bool> = Vec::new();
     let mut refs = 0usize;

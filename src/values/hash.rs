@@ -49,6 +49,15 @@ pub fn var_table_buckets(count: usize) -> u32 {
     size
 }
 
+/// The hash maps of the evaluation's hot paths (variables, classes, the
+/// regex and expression caches): foldhash hashes short keys several times
+/// faster than the standard library's SipHash and is still seeded per
+/// process, so keys read from data files cannot be chosen to collide.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// The set that goes with [`FastMap`].
+pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

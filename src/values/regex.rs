@@ -7,7 +7,6 @@
 //! fully match "ab" in CFEngine), and we keep CFEngine's answer.
 
 use pcre2::bytes::{Regex as Pcre, RegexBuilder};
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use thiserror::Error;
 
@@ -149,7 +148,7 @@ impl Regex {
 /// Compiled patterns by text, so a regex used in a loop compiles once.
 #[derive(Debug, Default)]
 pub struct RegexCache {
-    map: HashMap<String, Result<Arc<Regex>, RegexError>>,
+    map: super::hash::FastMap<String, Result<Arc<Regex>, RegexError>>,
 }
 
 impl RegexCache {
