@@ -69,10 +69,7 @@ pub fn copy_from(
         return;
     };
     if smeta.kind == FileKind::Dir {
-        let depth = p.body("depth_search").map(|d| match d.scalar("depth") {
-            Some("inf") | None => usize::MAX,
-            Some(n) => n.parse().unwrap_or(usize::MAX),
-        });
+        let depth = p.body("depth_search").map(super::search::depth_of);
         let Some(depth) = depth else {
             // A directory without depth_search: only the directory itself.
             ensure_dir(act, p, target, DEFAULT_DIR_MODE, v);

@@ -126,10 +126,7 @@ fn copy_with(
     };
     let mut copy = Copy { conn, server, body };
     if st.kind == RemoteKind::Dir {
-        let depth = p.body("depth_search").map(|d| match d.scalar("depth") {
-            Some("inf") | None => usize::MAX,
-            Some(n) => n.parse().unwrap_or(usize::MAX),
-        });
+        let depth = p.body("depth_search").map(super::search::depth_of);
         let Some(depth) = depth else {
             ensure_dir(act, p, target, DEFAULT_DIR_MODE, v);
             return;

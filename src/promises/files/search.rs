@@ -79,6 +79,15 @@ pub struct Search {
     pub dirs: Vec<PathBuf>,
 }
 
+/// How many levels a `depth_search` body goes down: `inf` (or no depth)
+/// is without end, as is a number that does not parse.
+pub fn depth_of(body: &ResolvedBody) -> usize {
+    match body.scalar("depth") {
+        Some("inf") | None => usize::MAX,
+        Some(d) => d.parse().unwrap_or(usize::MAX),
+    }
+}
+
 /// Walks `base` as a `depth_search` body asks; `base` itself is included
 /// only with `include_basedir`. Dead links are removed on the way with
 /// `rmdeadlinks` (reported as cf-agent does), unless dry-running.
@@ -89,10 +98,7 @@ pub fn depth_search(
     body: &ResolvedBody,
     changes: &mut Changes,
 ) -> Search {
-    let depth = match body.scalar("depth") {
-        Some("inf") | None => usize::MAX,
-        Some(d) => d.parse().unwrap_or(usize::MAX),
-    };
+    let depth = depth_of(body);
     let include_base = body
         .scalar("include_basedir")
         .and_then(crate::values::number::parse_bool)
