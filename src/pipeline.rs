@@ -548,8 +548,11 @@ fn save_why(state_dir: &std::path::Path, config: &Config, why: &mut crate::agent
     why.policy = config.entry.display().to_string();
     why.dry_run = config.dry_run;
     let path = state_dir.join(crate::agent::why::WHY_FILE);
-    let text = serde_json::to_vec(why).unwrap_or_default();
-    if let Err(e) = crate::host::local::write_private(&path, &text) {
+    // Streamed: the text of a big run's record would double its memory.
+    let written = crate::host::local::write_private_with(&path, |w| {
+        serde_json::to_writer(w, why).map_err(std::io::Error::other)
+    });
+    if let Err(e) = written {
         tracing::error!(
             "Cannot save the run's record for --why in '{}': {e}",
             path.display()

@@ -14,7 +14,9 @@ impl AgentRun<'_> {
             // Without usebundle, the promiser names the bundle.
             _ => (ep.promiser.clone(), Vec::new()),
         };
-        let Some((file, bundle)) = self.policy.bundle(&ep.namespace, &name) else {
+        // Borrowed from the policy (which outlives the run), not copied.
+        let policy = self.policy;
+        let Some((file, bundle)) = policy.bundle(&ep.namespace, &name) else {
             tracing::error!(
                 "A method attempted to use a bundle '{name}' that was apparently not defined ({}:{})",
                 ep.file,
@@ -66,7 +68,6 @@ impl AgentRun<'_> {
                 .map(|f| f.local_classes.clone())
                 .unwrap_or_default()
         });
-        let (file, bundle) = (file.clone(), bundle.clone());
         self.bundle_args =
             (!args.is_empty()).then(|| verbose::args_text(&args, self.written_args.as_deref()));
         verbose::bundle_begin(&bundle.name.name, self.bundle_args.as_deref());

@@ -388,8 +388,10 @@ impl<'a> AgentRun<'a> {
             .collect();
         let ordered = order_by_priority(seq.iter().enumerate().collect(), |(i, _)| prios[*i]);
         for (_, call) in ordered {
-            if let Some((file, bundle)) = self.policy.bundle("default", &call.name) {
-                let (file, bundle) = (file.clone(), bundle.clone());
+            // Borrowed from the policy, which outlives the run: a bundle
+            // is never copied to be run (the copy was most of a big
+            // policy's memory).
+            if let Some((file, bundle)) = policy.bundle("default", &call.name) {
                 self.bundle_args =
                     (!call.args.is_empty()).then(|| verbose::args_text(&call.args, None));
                 verbose::bundle_begin(&bundle.name.name, self.bundle_args.as_deref());

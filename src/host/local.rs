@@ -64,11 +64,21 @@ pub fn read_upto(path: impl AsRef<Path>, max: Option<u64>) -> io::Result<Vec<u8>
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)?;
-    let regular = f.metadata()?.is_file();
+    let meta = f.metadata()?;
+    let regular = meta.is_file();
     if !regular && max.is_none() {
         return Err(not_regular());
     }
-    let mut data = Vec::new();
+    // Sized from the file's length (one byte more for the read that sees
+    // the end): a buffer grown by doubling holds up to twice the file.
+    // Capped, so a length that lies costs no more than reading does.
+    const HINT_CAP: u64 = 64 << 20;
+    let hint = if regular {
+        meta.len().min(max.unwrap_or(u64::MAX)).min(HINT_CAP)
+    } else {
+        0
+    };
+    let mut data = Vec::with_capacity(usize::try_from(hint).unwrap_or(0).saturating_add(1));
     f.take(max.unwrap_or(u64::MAX)).read_to_end(&mut data)?;
     Ok(data)
 }
@@ -248,6 +258,15 @@ fn random_suffix() -> String {
 /// so no one can have put a link there), is synced, and is renamed over
 /// the target; then the directory is synced.
 pub fn write_private(path: &Path, data: &[u8]) -> io::Result<()> {
+    write_private_with(path, |w| w.write_all(data))
+}
+
+/// [`write_private`] with the content streamed by `fill` (buffered), so a
+/// large record is never held whole in memory beside what it is made of.
+pub fn write_private_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -256,7 +275,7 @@ pub fn write_private(path: &Path, data: &[u8]) -> io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let (tmp, mut f) = loop {
+    let (tmp, f) = loop {
         let tmp = dir.join(format!(".{name}.convergent-{}", random_suffix()));
         match OpenOptions::new()
             .write(true)
@@ -270,7 +289,9 @@ pub fn write_private(path: &Path, data: &[u8]) -> io::Result<()> {
         }
     };
     let result = (|| {
-        f.write_all(data)?;
+        let mut w = io::BufWriter::new(f);
+        fill(&mut w)?;
+        let f = w.into_inner().map_err(io::IntoInnerError::into_error)?;
         f.set_permissions(fs::Permissions::from_mode(PRIVATE_FILE_MODE))?;
         f.sync_all()?;
         fs::rename(&tmp, path)?;
