@@ -73,7 +73,7 @@ impl AgentRun<'_> {
         verbose::bundle_begin(&bundle.name.name, self.bundle_args.as_deref());
         self.stack
             .push(format!("/{}/'{}'", ep.promise_type, ep.promiser));
-        let outcome = self.run_bundle(&file, &bundle, &args, inherit);
+        let outcome = self.run_bundle(file, bundle, &args, inherit);
         self.stack.pop();
         self.bundle_args = None;
         if self.fatal.is_none() {

@@ -395,7 +395,7 @@ impl<'a> AgentRun<'a> {
                 self.bundle_args =
                     (!call.args.is_empty()).then(|| verbose::args_text(&call.args, None));
                 verbose::bundle_begin(&bundle.name.name, self.bundle_args.as_deref());
-                self.run_bundle(&file, &bundle, &call.args, None);
+                self.run_bundle(file, bundle, &call.args, None);
                 if self.fatal.is_none() {
                     verbose::bundle_end(&bundle.name.name);
                 }
