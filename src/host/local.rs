@@ -225,6 +225,24 @@ pub fn tighten_private_file(path: &Path) -> io::Result<()> {
     }
 }
 
+/// Sixteen random bytes in hex: a run's id in its events.
+pub fn run_id() -> String {
+    random_suffix() + &random_suffix()
+}
+
+/// This host's node name, as uname(2) gives it ("" if it cannot say).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is valid for buf.len() bytes; gethostname writes at most
+    // that many and we stop at the first NUL (or the end).
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
 /// Eight random bytes in hex, for names nobody can guess ahead of us.
 fn random_suffix() -> String {
     let mut buf = [0u8; 8];
@@ -248,6 +266,13 @@ fn random_suffix() -> String {
 /// so no one can have put a link there), is synced, and is renamed over
 /// the target; then the directory is synced.
 pub fn write_private(path: &Path, data: &[u8]) -> io::Result<()> {
+    write_atomic(path, data, PRIVATE_FILE_MODE)
+}
+
+/// Writes a file of ours as [`write_private`] does, with `mode` (0644 for
+/// a file another program reads: node_exporter's textfile collector runs
+/// as its own user).
+pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -261,7 +286,7 @@ pub fn write_private(path: &Path, data: &[u8]) -> io::Result<()> {
         match OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(PRIVATE_FILE_MODE)
+            .mode(mode)
             .open(&tmp)
         {
             Ok(f) => break (tmp, f),
@@ -271,7 +296,7 @@ pub fn write_private(path: &Path, data: &[u8]) -> io::Result<()> {
     };
     let result = (|| {
         f.write_all(data)?;
-        f.set_permissions(fs::Permissions::from_mode(PRIVATE_FILE_MODE))?;
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
         f.sync_all()?;
         fs::rename(&tmp, path)?;
         sync_dir(&dir)
