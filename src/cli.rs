@@ -196,6 +196,14 @@ pub struct AgentArgs {
     )]
     pub report_file: Option<String>,
 
+    /// Write the run's metrics to PATH in Prometheus' text format (for node_exporter's textfile collector; atomically, when the run ends)
+    #[arg(
+        help_heading = "Beyond CFEngine",
+        long = "metrics-file",
+        value_name = "PATH"
+    )]
+    pub metrics_file: Option<String>,
+
     /// For timers and cron: run only when body executor control's schedule holds, after the host's splaytime, stopping a run older than agent_expireafter
     #[arg(help_heading = "Beyond CFEngine", long = "scheduled")]
     pub scheduled: bool,
@@ -537,14 +545,25 @@ pub fn resolve_workdir_as(
     is_root: bool,
     cfengine_name: bool,
 ) -> Result<PathBuf, ConfigError> {
+    // HOME, or the password database's home for a run without it (cron
+    // and some service managers leave HOME out).
+    let home = std::env::var("HOME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(crate::host::procs::current_user_home);
+    let no_home = || ConfigError::Invalid {
+        flag: "-w/--workdir".into(),
+        value: String::new(),
+        reason: "no work directory given, and this user has neither HOME nor a home directory \
+                 in the password database: name a private one with -w (a shared, predictable \
+                 path under /tmp could be made first by another user)"
+            .into(),
+    };
     if flag.is_none()
         && cfengine_name
         && std::env::var_os("CFENGINE_TEST_OVERRIDE_WORKDIR").is_none_or(|w| w.is_empty())
     {
-        return Ok(crate::config::cfengine_workdir(
-            is_root,
-            std::env::var("HOME").ok().as_deref(),
-        ));
+        return crate::config::cfengine_workdir(is_root, home.as_deref()).ok_or_else(no_home);
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     match flag {
@@ -561,11 +580,12 @@ pub fn resolve_workdir_as(
         // reads it; -w wins.
         None => match std::env::var_os("CFENGINE_TEST_OVERRIDE_WORKDIR") {
             Some(w) if !w.is_empty() => Ok(normalize(&cwd.join(w))),
-            _ => Ok(default_workdir(
+            _ => default_workdir(
                 is_root,
                 std::env::var("XDG_STATE_HOME").ok().as_deref(),
-                std::env::var("HOME").ok().as_deref(),
-            )),
+                home.as_deref(),
+            )
+            .ok_or_else(no_home),
         },
     }
 }
@@ -772,9 +792,14 @@ impl AgentArgs {
             dry_run: args.dry_run || args.simulate.is_some(),
             log_level,
             timestamps: args.timestamp,
+            // NO_COLOR (no-color.org) turns `auto` off; `always`, asked
+            // for on the command line, still wins.
             color: match args.color.as_deref() {
                 Some("always") => true,
-                Some("auto") => std::io::IsTerminal::is_terminal(&std::io::stdout()),
+                Some("auto") => {
+                    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                        && std::io::IsTerminal::is_terminal(&std::io::stdout())
+                }
                 _ => false,
             },
             ignore_preferred_augments: args.ignore_preferred_augments,
@@ -791,6 +816,7 @@ impl AgentArgs {
             json: args.json,
             diff: args.diff || args.simulate.is_some(),
             report_file: args.report_file.map(|f| normalize(&cwd.join(f))),
+            metrics_file: args.metrics_file.map(|f| normalize(&cwd.join(f))),
             scheduled: args.scheduled,
             bootstrap: args.bootstrap.map(|b| b.trim().to_string()),
             trust_server,

@@ -158,6 +158,9 @@ pub struct Config {
     pub json: bool,
     /// Also write the JSON events to this file (atomically, at the end).
     pub report_file: Option<PathBuf>,
+    /// Write the run's metrics here, Prometheus' text format (atomically,
+    /// at the end).
+    pub metrics_file: Option<PathBuf>,
     /// Started by a timer or cron (`--scheduled`): run only when the
     /// policy's executor schedule holds, after the host's splay.
     pub scheduled: bool,
@@ -186,22 +189,31 @@ pub fn split_list(values: &[String]) -> Vec<String> {
 /// root, else `$XDG_STATE_HOME/convergent` (or `~/.local/state/convergent`).
 /// CFEngine's own default work directory: `/var/cfengine` for root,
 /// `~/.cfagent` for anyone else.
-pub fn cfengine_workdir(is_root: bool, home: Option<&str>) -> PathBuf {
+pub fn cfengine_workdir(is_root: bool, home: Option<&str>) -> Option<PathBuf> {
     match (is_root, home) {
-        (true, _) => PathBuf::from("/var/cfengine"),
-        (false, Some(h)) if !h.is_empty() => Path::new(h).join(".cfagent"),
-        (false, _) => PathBuf::from("/tmp/.cfagent"),
+        (true, _) => Some(PathBuf::from("/var/cfengine")),
+        (false, Some(h)) if !h.is_empty() => Some(Path::new(h).join(".cfagent")),
+        // No shared, predictable fallback under /tmp: another user could
+        // make it first and own our state.
+        (false, _) => None,
     }
 }
 
-pub fn default_workdir(is_root: bool, xdg_state: Option<&str>, home: Option<&str>) -> PathBuf {
+/// Our default work directory: `/var/lib/convergent` as root, else under
+/// XDG_STATE_HOME or the home directory; None for a user with neither
+/// (the caller asks for -w rather than falling back to a shared path).
+pub fn default_workdir(
+    is_root: bool,
+    xdg_state: Option<&str>,
+    home: Option<&str>,
+) -> Option<PathBuf> {
     if is_root {
-        return PathBuf::from("/var/lib/convergent");
+        return Some(PathBuf::from("/var/lib/convergent"));
     }
     match (xdg_state, home) {
-        (Some(x), _) if !x.is_empty() => Path::new(x).join("convergent"),
-        (_, Some(h)) => Path::new(h).join(".local/state/convergent"),
-        _ => PathBuf::from("/tmp/convergent"),
+        (Some(x), _) if !x.is_empty() => Some(Path::new(x).join("convergent")),
+        (_, Some(h)) if !h.is_empty() => Some(Path::new(h).join(".local/state/convergent")),
+        _ => None,
     }
 }
 
@@ -289,15 +301,19 @@ mod tests {
     fn default_workdirs() {
         assert_eq!(
             default_workdir(true, None, None),
-            PathBuf::from("/var/lib/convergent")
+            Some(PathBuf::from("/var/lib/convergent"))
         );
         assert_eq!(
             default_workdir(false, Some("/s"), Some("/h")),
-            PathBuf::from("/s/convergent")
+            Some(PathBuf::from("/s/convergent"))
         );
         assert_eq!(
             default_workdir(false, None, Some("/h")),
-            PathBuf::from("/h/.local/state/convergent")
+            Some(PathBuf::from("/h/.local/state/convergent"))
         );
+        // Never a shared, predictable path for a user without a home.
+        assert_eq!(default_workdir(false, None, None), None);
+        assert_eq!(default_workdir(false, Some(""), Some("")), None);
+        assert_eq!(cfengine_workdir(false, None), None);
     }
 }

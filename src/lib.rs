@@ -27,9 +27,15 @@ pub mod values;
 /// The CFEngine version whose language and behaviour we follow.
 pub const COMPAT_VERSION: &str = "3.21.0";
 
-/// What `-V` prints.
+/// The commit the agent was built from (build.rs: `CONVERGENT_COMMIT`, or
+/// git's answer, or "unknown" for a build without either).
+pub const COMMIT: &str = env!("CONVERGENT_COMMIT");
+
+/// What `-V` prints: the version, the commit, the CFEngine it follows.
 pub const VERSION_LINE: &str = concat!(
     "convergent ",
     env!("CARGO_PKG_VERSION"),
-    " (CFEngine 3.21.0 compatible)"
+    " (commit ",
+    env!("CONVERGENT_COMMIT"),
+    ", CFEngine 3.21.0 compatible)"
 );

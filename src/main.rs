@@ -9,9 +9,10 @@ use convergent::eval::{EvalContext, EvalSettings};
 
 use convergent::load::{LoadedFile, load_file};
 use convergent::pipeline::{PipelineError, Prepared, RunReport, prepare, run_agent};
-use convergent::report::json::{JsonEvent, JsonSink};
+use convergent::report::json::{Envelope, JsonEvent, JsonSink};
 use convergent::report::log::LogTarget;
-use convergent::report::{Counts, HumanSink, Sink, Tee};
+use convergent::report::metrics::{RunMetrics, prometheus_text, promise_summary_line};
+use convergent::report::{Counts, HumanSink, Observed, Sink, Tee};
 use convergent::show::explain::explain;
 use convergent::show::policy::{cf_promises_shape, cf_text, json_text, paths_as_given};
 use convergent::show::tables::{classes_table, compile_filter, vars_table};
@@ -106,6 +107,11 @@ fn main() -> ExitCode {
         config.entry.display(),
         config.mode
     );
+    // A run logs to the system log as cf-agent does (journald reads it
+    // too); checks and inspections do not.
+    if matches!(config.mode, Mode::Run) {
+        convergent::report::log::open_syslog(&invoked_as);
+    }
     for name in &unknown_log_modules {
         tracing::warn!("Unknown debug logging module '{name}'");
     }
@@ -562,15 +568,21 @@ fn shaped(
 
 /// A policy run: events go to the human or the JSON sink, and to the
 /// report file if one is asked for; then the closing summary, the
-/// `--show-evaluated-*` tables and the exit code.
+/// `--show-evaluated-*` tables and the exit code. Whatever happens, the
+/// run ends with its `run_end` event, its report file and its metrics.
 fn run_policy(config: &Config) -> ExitCode {
     let started = std::time::Instant::now();
+    let start_secs = convergent::host::clock::now_secs();
+    let envelope = Envelope {
+        run_id: convergent::host::local::run_id(),
+        hostname: convergent::host::local::hostname(),
+    };
     let mut human = HumanSink::default();
-    let mut json = JsonSink::new(std::io::stdout());
+    let mut json = JsonSink::new(std::io::stdout(), envelope.clone());
     let mut file = config
         .report_file
         .as_ref()
-        .map(|_| JsonSink::new(Vec::new()));
+        .map(|_| JsonSink::new(Vec::new(), envelope.clone()));
     let mut sinks: Vec<&mut dyn Sink> = Vec::new();
     if config.json {
         sinks.push(&mut json);
@@ -580,52 +592,97 @@ fn run_policy(config: &Config) -> ExitCode {
     if let Some(f) = file.as_mut() {
         sinks.push(f);
     }
-    let mut sink = Tee(sinks);
+    let mut tee = Tee(sinks);
+    let mut sink = Observed::new(&mut tee);
     sink.event(&run_start_event(config));
-    let report = match run_agent(config, &mut sink, &mut report_loaded) {
-        Ok(r) => r,
-        Err(
-            e @ (PipelineError::PolicyErrors
-            | PipelineError::Load(_)
-            | PipelineError::Validation(_)),
-        ) => {
+    let result = run_agent(config, &mut sink, &mut report_loaded);
+    let (report, load_failed) = match result {
+        Ok(r) => (Some(r), false),
+        Err(e) => {
             if !matches!(e, PipelineError::PolicyErrors) {
                 tracing::error!("{e}");
             }
-            drop(sink);
-            return failsafe(config);
-        }
-        Err(e) => {
-            tracing::error!("{e}");
-            return ExitCode::from(EXIT_POLICY_ERROR);
+            let load_failed = matches!(
+                e,
+                PipelineError::PolicyErrors | PipelineError::Load(_) | PipelineError::Validation(_)
+            );
+            (None, load_failed)
         }
     };
-    log_run_failures(&report);
+    if let Some(report) = &report {
+        log_run_failures(report);
+    }
     if config.timing {
         tracing::debug!(
             "T: This measurement event, alias 'agent run', took {:.6} seconds",
             started.elapsed().as_secs_f64()
         );
     }
-    // The sinks are borrowed by the tee until here; their counts are read
-    // after it is gone.
-    drop(sink);
-    let c = if config.json {
-        json.counts
-    } else {
-        human.counts
+    sink.flush_errors();
+    let (c, errors, rollbacks) = (sink.counts, sink.errors, sink.rollbacks);
+    let aborted = report.as_ref().is_some_and(|r| r.summary.aborted.is_some());
+    let code = match &report {
+        None => EXIT_POLICY_ERROR,
+        Some(_) => run_exit_code(config, aborted, &c, errors, rollbacks),
+    };
+    let status = match (&report, aborted) {
+        (None, _) => "error",
+        (Some(_), true) => "aborted",
+        (Some(_), false) => "ok",
     };
     let end = JsonEvent::RunEnd {
+        status: status.to_string(),
         kept: c.kept,
         repaired: c.repaired,
         not_kept: c.not_kept,
+        errors,
+        rollbacks,
+        exit_code: code,
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
     };
-    if config.json {
-        json.event(&end);
-    }
+    sink.event(&end);
+    // The sinks are borrowed by the tee until here.
+    drop(tee);
     if let (Some(path), Some(f)) = (&config.report_file, file) {
-        write_report_file(path, f, &end);
+        write_report_file(path, f);
+    }
+    let end_secs = convergent::host::clock::now_secs();
+    if let Some(path) = &config.metrics_file {
+        let m = RunMetrics {
+            counts: c,
+            errors,
+            rollbacks,
+            duration_secs: started.elapsed().as_secs_f64(),
+            end_secs,
+            exit_code: code,
+            success: status == "ok",
+            dry_run: config.dry_run,
+        };
+        let text = prometheus_text(&m, env!("CARGO_PKG_VERSION"), convergent::COMMIT);
+        // 0644: node_exporter reads it as its own user.
+        if let Err(e) = convergent::host::local::write_atomic(path, text.as_bytes(), 0o644) {
+            tracing::error!("Could not write the metrics file '{}': {e}", path.display());
+        }
+    }
+    let Some(report) = report else {
+        if load_failed {
+            return failsafe(config);
+        }
+        return ExitCode::from(code);
+    };
+    let version = report
+        .prepared
+        .ctx
+        .common_control("version")
+        .and_then(|v| v.as_scalar())
+        .map(str::to_string);
+    if let Some(line) = promise_summary_line(start_secs, end_secs, version.as_deref(), &c) {
+        let path = config.workdir.join("promise_summary.log");
+        if let Err(e) = convergent::host::local::open_append_private(&path)
+            .and_then(|mut f| f.append_synced(line.as_bytes()))
+        {
+            tracing::error!("Could not append to '{}': {e}", path.display());
+        }
     }
     log_summary(&c);
     match show_tables(
@@ -636,7 +693,7 @@ fn run_policy(config: &Config) -> ExitCode {
         Ok(out) => print!("{out}"),
         Err(code) => return code,
     }
-    run_exit_code(config, &report, &c)
+    ExitCode::from(code)
 }
 
 /// `--bootstrap HUB`: prepares the work directory, runs the failsafe
@@ -671,6 +728,12 @@ fn bootstrap(config: &Config, hub: &str) -> ExitCode {
 /// the terminal (cf-agent does not either), nor for any other policy.
 fn failsafe(config: &Config) -> ExitCode {
     use std::io::IsTerminal;
+    // The report file keeps the run that failed, which is what its reader
+    // needs to see; the failsafe run's events go to standard output.
+    let config = &Config {
+        report_file: None,
+        ..config.clone()
+    };
     let Some(entry) = convergent::bootstrap::failsafe_for(&config.workdir, &config.entry) else {
         return ExitCode::from(EXIT_POLICY_ERROR);
     };
@@ -698,8 +761,8 @@ fn failsafe(config: &Config) -> ExitCode {
 /// The event that opens a run's report: when, which agent, which policy.
 fn run_start_event(config: &Config) -> JsonEvent {
     JsonEvent::RunStart {
-        time: convergent::host::clock::now_secs(),
         version: convergent::VERSION_LINE.to_string(),
+        commit: convergent::COMMIT.to_string(),
         policy: config.entry.display().to_string(),
         workdir: config.workdir.display().to_string(),
         dry_run: config.dry_run,
@@ -714,7 +777,23 @@ fn report_loaded(p: &Prepared) {
     for e in &p.report.load_errors {
         tracing::error!("{e}");
     }
-    eprint!("{}", p.render_diagnostics());
+    let diagnostics = p.render_diagnostics();
+    eprint!("{diagnostics}");
+    // The diagnostics' errors are the run's errors too (its events, its
+    // exit code, the system log).
+    for line in diagnostics.lines() {
+        if let Some(message) = line.trim_start().strip_prefix("error: ") {
+            convergent::report::log::record_error(message);
+        }
+    }
+    if let Some(level) = p
+        .ctx
+        .common_control("system_log_level")
+        .and_then(|v| v.as_scalar())
+        .and_then(|l| convergent::config::parse_log_level(l).ok())
+    {
+        convergent::report::log::set_system_log_level(level);
+    }
     // Promises that failed while pre-evaluating, as cf-agent
     // reports them before it runs anything.
     for m in &p.report.messages {
@@ -732,10 +811,9 @@ fn log_run_failures(report: &RunReport) {
     }
 }
 
-/// `--report-file`: the run's JSON events, closed by `end`, written where
-/// only the owner can read them.
-fn write_report_file(path: &std::path::Path, mut file: JsonSink<Vec<u8>>, end: &JsonEvent) {
-    file.event(end);
+/// `--report-file`: the run's JSON events, written where only the owner
+/// can read them.
+fn write_report_file(path: &std::path::Path, file: JsonSink<Vec<u8>>) {
     // 0600: the report holds expanded command lines.
     if let Err(e) = convergent::host::local::write_private(path, &file.into_inner()) {
         tracing::error!("Could not write the report file '{}': {e}", path.display());
@@ -762,17 +840,25 @@ fn log_summary(c: &Counts) {
 }
 
 /// The exit code of a run that finished: an abort first, then what
-/// `--detailed-exitcodes` adds for repairs and failures.
-fn run_exit_code(config: &Config, report: &RunReport, c: &Counts) -> ExitCode {
-    if report.summary.aborted.is_some() {
-        return ExitCode::from(EXIT_ABORTED);
+/// `--detailed-exitcodes` adds for repairs and for failures, where any
+/// `error:` line of the run and any transaction undone is a failure.
+fn run_exit_code(
+    config: &Config,
+    aborted: bool,
+    c: &Counts,
+    errors: usize,
+    rollbacks: usize,
+) -> u8 {
+    if aborted {
+        return EXIT_ABORTED;
     }
     if config.detailed_exitcodes {
         let repaired = if c.repaired > 0 { EXIT_REPAIRED } else { 0 };
-        let not_kept = if c.not_kept > 0 { EXIT_NOT_KEPT } else { 0 };
-        return ExitCode::from(repaired | not_kept);
+        let failed = c.not_kept > 0 || errors > 0 || rollbacks > 0;
+        let not_kept = if failed { EXIT_NOT_KEPT } else { 0 };
+        return repaired | not_kept;
     }
-    ExitCode::SUCCESS
+    0
 }
 
 /// The policy loaded and pre-evaluated with `settings`, or the exit code

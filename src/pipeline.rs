@@ -607,6 +607,7 @@ impl Sandbox {
             diff: false,
             json: false,
             report_file: None,
+            metrics_file: None,
             bootstrap: None,
             trust_server: false,
             source_base: None,

@@ -32,6 +32,15 @@ pub fn now_secs() -> i64 {
         .unwrap_or(0)
 }
 
+/// Nanoseconds since the epoch on the system's clock (0 for a clock set
+/// before it): the time stamp of run events.
+pub fn now_unix_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
 pub fn empty_tm() -> libc::tm {
     // SAFETY: `tm` is a plain C struct of integers and a pointer; all-zero
     // is a valid value for it.

@@ -235,6 +235,24 @@ pub fn tighten_private_file(path: &Path) -> io::Result<()> {
     }
 }
 
+/// Sixteen random bytes in hex: a run's id in its events.
+pub fn run_id() -> String {
+    random_suffix() + &random_suffix()
+}
+
+/// This host's node name, as uname(2) gives it ("" if it cannot say).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is valid for buf.len() bytes; gethostname writes at most
+    // that many and we stop at the first NUL (or the end).
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
 /// Eight random bytes in hex, for names nobody can guess ahead of us.
 fn random_suffix() -> String {
     let mut buf = [0u8; 8];
@@ -258,13 +276,29 @@ fn random_suffix() -> String {
 /// so no one can have put a link there), is synced, and is renamed over
 /// the target; then the directory is synced.
 pub fn write_private(path: &Path, data: &[u8]) -> io::Result<()> {
-    write_private_with(path, |w| w.write_all(data))
+    write_atomic(path, data, PRIVATE_FILE_MODE)
 }
 
 /// [`write_private`] with the content streamed by `fill` (buffered), so a
 /// large record is never held whole in memory beside what it is made of.
 pub fn write_private_with(
     path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
+    write_atomic_with(path, PRIVATE_FILE_MODE, fill)
+}
+
+/// Writes a file of ours as [`write_private`] does, with `mode` (0644 for
+/// a file another program reads: node_exporter's textfile collector runs
+/// as its own user).
+pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+    write_atomic_with(path, mode, |w| w.write_all(data))
+}
+
+/// [`write_atomic`] with the content streamed by `fill`.
+fn write_atomic_with(
+    path: &Path,
+    mode: u32,
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
     let dir = match path.parent() {
@@ -280,7 +314,7 @@ pub fn write_private_with(
         match OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(PRIVATE_FILE_MODE)
+            .mode(mode)
             .open(&tmp)
         {
             Ok(f) => break (tmp, f),
@@ -292,7 +326,7 @@ pub fn write_private_with(
         let mut w = io::BufWriter::new(f);
         fill(&mut w)?;
         let f = w.into_inner().map_err(io::IntoInnerError::into_error)?;
-        f.set_permissions(fs::Permissions::from_mode(PRIVATE_FILE_MODE))?;
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
         f.sync_all()?;
         fs::rename(&tmp, path)?;
         sync_dir(&dir)

@@ -14,6 +14,7 @@ mod pipes;
 pub mod plain;
 pub mod procs;
 pub mod safe;
+pub mod syslog;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};

@@ -113,6 +113,28 @@ pub fn current_user_name() -> String {
     user_name(rustix::process::geteuid().as_raw())
 }
 
+/// The effective user's home directory as the password database gives it
+/// (for a run without HOME), if it names one.
+pub fn current_user_home() -> Option<String> {
+    let uid = rustix::process::geteuid().as_raw();
+    // SAFETY: getpwuid returns null or a pointer to static storage that we
+    // copy at once.
+    let pw = unsafe { libc::getpwuid(uid) };
+    if pw.is_null() {
+        return None;
+    }
+    // SAFETY: pw is non-null; pw_dir is null or a valid C string.
+    let dir = unsafe { (*pw).pw_dir };
+    if dir.is_null() {
+        return None;
+    }
+    // SAFETY: dir is a valid C string.
+    let home = unsafe { std::ffi::CStr::from_ptr(dir) }
+        .to_string_lossy()
+        .into_owned();
+    (!home.is_empty()).then_some(home)
+}
+
 /// The name of a user id, or the id itself.
 fn user_name(uid: u32) -> String {
     // SAFETY: getpwuid returns null or a pointer to static storage that we

@@ -1,20 +1,40 @@
 //! `--json` and `--report-file`: one JSON object per line per event —
 //! the run's start, each report line, each promise's outcome (with the
-//! changes it made and how long it took), and the run's summary. The shape
-//! is frozen by tests/it/json_events.rs.
+//! changes it made and how long it took), each error, and the run's
+//! summary. Every event carries the same envelope (schema version, time,
+//! run id, host name). The shape is documented by docs/events.schema.json
+//! and frozen by tests/it/json_events.rs, which validates every event the
+//! integration tests see against that file.
 
 use super::{Counts, PromiseEvent, Sink};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
+
+/// The version of the event schema (docs/events.schema.json): raised when
+/// a field changes meaning or goes away; a new event or field does not.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// OpenTelemetry's severity number of ERROR (its log data model).
+pub const SEVERITY_ERROR: u8 = 17;
+
+/// What every event of one run carries besides its own fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    /// Tells the events of one run from another's (128 random bits, hex).
+    pub run_id: String,
+    /// The host the run was on (its node name).
+    pub hostname: String,
+}
 
 /// Every event, tagged by `"event"`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case", deny_unknown_fields)]
 pub enum JsonEvent {
     RunStart {
-        /// Seconds since the epoch.
-        time: i64,
+        /// What `--version` prints: version, commit, CFEngine followed.
         version: String,
+        /// The commit the agent was built from.
+        commit: String,
         policy: String,
         workdir: String,
         dry_run: bool,
@@ -51,15 +71,44 @@ pub enum JsonEvent {
         failed: Vec<String>,
         recovered: bool,
     },
+    /// An error of the run: a policy that does not load, a promise that
+    /// failed, anything cf-agent would print as `error:`. Field names are
+    /// OpenTelemetry's log data model's.
+    Error {
+        /// Always "ERROR".
+        severity_text: String,
+        /// Always 17 (OpenTelemetry's ERROR).
+        severity_number: u8,
+        /// The message, as the `error:` line says it.
+        body: String,
+    },
+    /// Always the last event of a run, whatever happened.
     RunEnd {
+        /// "ok" (the policy ran), "aborted" (abortclasses) or "error"
+        /// (the policy did not load, or the run could not start).
+        status: String,
         kept: usize,
         repaired: usize,
         not_kept: usize,
+        /// The run's `error:` lines.
+        errors: usize,
+        /// Transactions undone.
+        rollbacks: usize,
+        /// The agent's exit code for this run.
+        exit_code: u8,
         duration_ms: f64,
     },
 }
 
 impl JsonEvent {
+    pub fn error(body: &str) -> JsonEvent {
+        JsonEvent::Error {
+            severity_text: "ERROR".to_string(),
+            severity_number: SEVERITY_ERROR,
+            body: body.to_string(),
+        }
+    }
+
     pub fn from_promise(e: &PromiseEvent) -> JsonEvent {
         JsonEvent::Promise {
             bundle: e.bundle.clone(),
@@ -76,22 +125,43 @@ impl JsonEvent {
     }
 }
 
+/// One event as the JSON object written: the envelope's fields first
+/// (`schema_version`, `time_unix_nano`, `run_id`, `hostname`), then
+/// `event` and the event's own.
+pub fn to_value(e: &JsonEvent, envelope: &Envelope, time_unix_nano: u128) -> serde_json::Value {
+    use serde_json::Value;
+    let mut out = serde_json::Map::new();
+    out.insert("schema_version".into(), Value::from(SCHEMA_VERSION));
+    // Nanoseconds since the epoch overflow nothing in u64 before 2554.
+    let nanos = u64::try_from(time_unix_nano).unwrap_or(u64::MAX);
+    out.insert("time_unix_nano".into(), Value::from(nanos));
+    out.insert("run_id".into(), Value::from(envelope.run_id.clone()));
+    out.insert("hostname".into(), Value::from(envelope.hostname.clone()));
+    if let Ok(Value::Object(fields)) = serde_json::to_value(e) {
+        out.extend(fields);
+    }
+    Value::Object(out)
+}
+
 /// Writes events as JSON lines.
 pub struct JsonSink<W: Write> {
     out: W,
+    envelope: Envelope,
     pub counts: Counts,
 }
 
 impl<W: Write> JsonSink<W> {
-    pub fn new(out: W) -> JsonSink<W> {
+    pub fn new(out: W, envelope: Envelope) -> JsonSink<W> {
         JsonSink {
             out,
+            envelope,
             counts: Counts::default(),
         }
     }
 
     pub fn write_event(&mut self, e: &JsonEvent) {
-        if let Ok(line) = serde_json::to_string(e) {
+        let v = to_value(e, &self.envelope, crate::host::clock::now_unix_nanos());
+        if let Ok(line) = serde_json::to_string(&v) {
             let _ = writeln!(self.out, "{line}");
         }
     }

@@ -106,15 +106,7 @@ where
 
 /// Whether an event at (level, target) passes the configured level.
 fn enabled(max: LogLevel, level: &Level, target: &str) -> bool {
-    let ours = match *level {
-        Level::ERROR => LogLevel::Error,
-        Level::WARN => LogLevel::Warning,
-        Level::INFO if target == NOTICE_TARGET => LogLevel::Notice,
-        Level::INFO => LogLevel::Info,
-        Level::DEBUG => LogLevel::Verbose,
-        Level::TRACE => LogLevel::Debug,
-    };
-    ours <= max
+    level_of(level, target) <= max
 }
 
 /// Where log lines go.
@@ -135,7 +127,11 @@ static LEVEL: std::sync::atomic::AtomicU8 =
     std::sync::atomic::AtomicU8::new(LogLevel::Notice as u8);
 
 fn current_level() -> LogLevel {
-    match LEVEL.load(std::sync::atomic::Ordering::Relaxed) {
+    level_from_u8(LEVEL.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+fn level_from_u8(n: u8) -> LogLevel {
+    match n {
         0 => LogLevel::Error,
         1 => LogLevel::Warning,
         2 => LogLevel::Notice,
@@ -179,8 +175,111 @@ pub fn init(max: LogLevel, style: LineStyle, target: LogTarget) {
             .with_filter(filter)
             .boxed(),
     };
-    let subscriber = tracing_subscriber::registry().with(fmt);
+    let subscriber = tracing_subscriber::registry().with(fmt).with(Observe);
     let _ = tracing::subscriber::set_global_default(subscriber);
+}
+
+/// The run's `error:` lines, kept for its events and its exit code.
+static ERRORS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether log lines also go to the system log (cf-agent runs, not
+/// cf-promises' checks).
+static SYSLOG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// body common control's `system_log_level`, when the policy sets one;
+/// else the system log gets what the terminal gets.
+static SYSTEM_LOG_LEVEL: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(u8::MAX);
+
+/// The `error:` lines logged (or recorded) since the last call, oldest
+/// first.
+pub fn take_errors() -> Vec<String> {
+    ERRORS
+        .lock()
+        .map(|mut e| std::mem::take(&mut *e))
+        .unwrap_or_default()
+}
+
+/// An error printed without going through `tracing` (a policy's
+/// diagnostics, which have their own shape): counted as one of the run's
+/// errors and sent to the system log.
+pub fn record_error(message: &str) {
+    if let Ok(mut e) = ERRORS.lock() {
+        e.push(message.to_string());
+    }
+    to_syslog(LogLevel::Error, message);
+}
+
+/// From now on, log lines also go to the system log under `tag`, as
+/// cf-agent's do (facility user, `CFEngine(agent)` before each message).
+pub fn open_syslog(tag: &str) {
+    crate::host::syslog::open(tag);
+    SYSLOG.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// body common control's `system_log_level`: what reaches the system log,
+/// whatever the terminal shows.
+pub fn set_system_log_level(level: LogLevel) {
+    SYSTEM_LOG_LEVEL.store(level as u8, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn level_of(level: &Level, target: &str) -> LogLevel {
+    match *level {
+        Level::ERROR => LogLevel::Error,
+        Level::WARN => LogLevel::Warning,
+        Level::INFO if target == NOTICE_TARGET => LogLevel::Notice,
+        Level::INFO => LogLevel::Info,
+        Level::DEBUG => LogLevel::Verbose,
+        Level::TRACE => LogLevel::Debug,
+    }
+}
+
+/// One line to the system log, if it is open and the line's level is
+/// shown there: the terminal's level, or `system_log_level`; never verbose
+/// or debug lines (cf-agent keeps those out).
+pub fn to_syslog(level: LogLevel, message: &str) {
+    use crate::host::syslog::{Severity, send};
+    use std::sync::atomic::Ordering;
+    if !SYSLOG.load(Ordering::Relaxed) || level >= LogLevel::Verbose {
+        return;
+    }
+    let max = match SYSTEM_LOG_LEVEL.load(Ordering::Relaxed) {
+        u8::MAX => current_level(),
+        n => level_from_u8(n),
+    };
+    if level > max {
+        return;
+    }
+    let severity = match level {
+        LogLevel::Error => Severity::Err,
+        LogLevel::Warning => Severity::Warning,
+        LogLevel::Notice => Severity::Notice,
+        _ => Severity::Info,
+    };
+    send(severity, &format!("CFEngine(agent)  {message}\n"));
+}
+
+/// Sees every event, whatever the terminal's level: keeps errors and
+/// feeds the system log.
+struct Observe;
+
+impl<S: Subscriber> tracing_subscriber::Layer<S> for Observe {
+    fn on_event(&self, event: &Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        let meta = event.metadata();
+        let level = level_of(meta.level(), meta.target());
+        if level >= LogLevel::Verbose {
+            return;
+        }
+        let mut msg = String::new();
+        event.record(&mut MessageVisitor(&mut msg));
+        if level == LogLevel::Error
+            && let Ok(mut e) = ERRORS.lock()
+        {
+            e.push(msg.clone());
+        }
+        let critical = meta.target() == CRITICAL_TARGET;
+        // A critical line is an error to the system log too.
+        to_syslog(if critical { LogLevel::Error } else { level }, &msg);
+    }
 }
 
 use tracing_subscriber::Layer as _;

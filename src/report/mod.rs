@@ -4,6 +4,7 @@
 pub mod change;
 pub mod json;
 pub mod log;
+pub mod metrics;
 
 /// How one promise iteration ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -108,6 +109,9 @@ pub struct Counts {
     pub kept: usize,
     pub repaired: usize,
     pub not_kept: usize,
+    /// Of the repaired, those that only warned (a dry run, `action_policy
+    /// => "warn"`): cf-agent's promise summary counts them not repaired.
+    pub warned: usize,
 }
 
 impl Counts {
@@ -115,7 +119,11 @@ impl Counts {
         match o {
             Outcome::Kept => self.kept += 1,
             // A warning under dry-run is a repair that would be made.
-            Outcome::Repaired | Outcome::Warned => self.repaired += 1,
+            Outcome::Repaired => self.repaired += 1,
+            Outcome::Warned => {
+                self.repaired += 1;
+                self.warned += 1;
+            }
             _ => self.not_kept += 1,
         }
     }
@@ -143,6 +151,59 @@ impl Sink for HumanSink {
                 event.line
             );
         }
+    }
+}
+
+/// What one run saw, whichever sinks print it: the outcomes, the errors
+/// logged, the transactions undone. It passes everything on, and before
+/// each event the `error:` lines logged since the last one, as error
+/// events, so that they come in the order they happened.
+pub struct Observed<'a> {
+    inner: &'a mut dyn Sink,
+    pub counts: Counts,
+    pub errors: usize,
+    pub rollbacks: usize,
+}
+
+impl<'a> Observed<'a> {
+    pub fn new(inner: &'a mut dyn Sink) -> Observed<'a> {
+        Observed {
+            inner,
+            counts: Counts::default(),
+            errors: 0,
+            rollbacks: 0,
+        }
+    }
+
+    /// Passes on the errors logged since the last event.
+    pub fn flush_errors(&mut self) {
+        for e in log::take_errors() {
+            self.errors += 1;
+            self.inner.event(&json::JsonEvent::error(&e));
+        }
+    }
+}
+
+impl Sink for Observed<'_> {
+    fn report_line(&mut self, text: &str) {
+        self.flush_errors();
+        // cf-agent sends its reports to the system log as notices.
+        log::to_syslog(crate::config::LogLevel::Notice, &format!("R: {text}"));
+        self.inner.report_line(text);
+    }
+
+    fn promise_event(&mut self, event: &PromiseEvent) {
+        self.flush_errors();
+        self.counts.add(event.outcome);
+        self.inner.promise_event(event);
+    }
+
+    fn event(&mut self, e: &json::JsonEvent) {
+        self.flush_errors();
+        if matches!(e, json::JsonEvent::Rollback { .. }) {
+            self.rollbacks += 1;
+        }
+        self.inner.event(e);
     }
 }
 

@@ -54,7 +54,7 @@ const SIBLINGS: &[(&str, &str)] = &[
 
 /// Names at the crate's root (`lib.rs`) that any floor may read: the
 /// version constants.
-const ROOT_ITEMS: &[&str] = &["COMPAT_VERSION", "VERSION_LINE"];
+const ROOT_ITEMS: &[&str] = &["COMPAT_VERSION", "VERSION_LINE", "COMMIT"];
 
 fn floor(module: &str) -> Option<u8> {
     FLOORS.iter().find(|(m, _)| *m == module).map(|(_, f)| *f)

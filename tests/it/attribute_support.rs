@@ -20,9 +20,9 @@ use std::collections::HashSet;
 use std::path::Path;
 
 /// At most this many attributes are read without a comparing test...
-const MAX_UNTESTED: usize = 44;
+const MAX_UNTESTED: usize = 45;
 /// ... and at most this many accepted and not read.
-const MAX_IGNORED: usize = 72;
+const MAX_IGNORED: usize = 71;
 
 /// The directories of differential cases, which compare with cf-agent.
 const DIFFERENTIAL_DIRS: &[&str] = &[

@@ -1,7 +1,8 @@
 //! The `--json` event stream is a contract for log shippers and fleet
-//! dashboards. This test holds its own copy of the schema and reads the
-//! real output with unknown fields denied, so any change to the shape
-//! fails here first.
+//! dashboards. Its schema is docs/events.schema.json, against which every
+//! event any integration test sees is checked (common::run). This test
+//! also holds its own copy of the shape and reads the real output with
+//! unknown fields denied, so any change to it fails here first.
 
 use crate::common::*;
 use serde::Deserialize;
@@ -12,8 +13,8 @@ use std::process::Command;
 #[allow(dead_code)]
 enum Event {
     RunStart {
-        time: i64,
         version: String,
+        commit: String,
         policy: String,
         workdir: String,
         dry_run: bool,
@@ -43,12 +44,32 @@ enum Event {
         failed: Vec<String>,
         recovered: bool,
     },
+    /// Added with issue 28: an `error:` line of the run, in
+    /// OpenTelemetry's log field names.
+    Error {
+        severity_text: String,
+        severity_number: u8,
+        body: String,
+    },
     RunEnd {
+        status: String,
         kept: usize,
         repaired: usize,
         not_kept: usize,
+        errors: usize,
+        rollbacks: usize,
+        exit_code: u8,
         duration_ms: f64,
     },
+}
+
+/// What every event carries besides its own fields (issue 28).
+#[derive(Debug, Clone, PartialEq)]
+struct Envelope {
+    schema_version: u64,
+    time_unix_nano: u64,
+    run_id: String,
+    hostname: String,
 }
 
 /// What a promise changed, or would have (issue 19: records, not log lines).
@@ -65,13 +86,31 @@ struct Change {
 }
 
 fn events(text: &str) -> Vec<Event> {
+    enveloped(text).into_iter().map(|(_, e)| e).collect()
+}
+
+/// Each event with its envelope, which must be there.
+fn enveloped(text: &str) -> Vec<(Envelope, Event)> {
     text.lines()
         .map(|l| {
             // Through a Value: the crate builds serde_json with
             // arbitrary_precision, which a tagged enum cannot read directly.
-            serde_json::from_str::<serde_json::Value>(l)
-                .and_then(serde_json::from_value)
-                .unwrap_or_else(|e| panic!("line {l:?} does not fit the schema: {e}"))
+            let mut v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("line {l:?} is not JSON: {e}"));
+            let obj = v.as_object_mut().expect("an object");
+            let mut take = |k: &str| {
+                obj.remove(k)
+                    .unwrap_or_else(|| panic!("line {l:?} has no {k}"))
+            };
+            let envelope = Envelope {
+                schema_version: take("schema_version").as_u64().unwrap(),
+                time_unix_nano: take("time_unix_nano").as_u64().unwrap(),
+                run_id: take("run_id").as_str().unwrap().to_string(),
+                hostname: take("hostname").as_str().unwrap().to_string(),
+            };
+            let e = serde_json::from_value(v)
+                .unwrap_or_else(|e| panic!("line {l:?} does not fit the schema: {e}"));
+            (envelope, e)
         })
         .collect()
 }
@@ -140,6 +179,8 @@ fn json_events_follow_the_schema() {
                 repaired: 1,
                 kept: 1,
                 not_kept: 0,
+                errors: 0,
+                exit_code: 0,
                 ..
             })
         ),
@@ -148,6 +189,161 @@ fn json_events_follow_the_schema() {
     // The report file holds the same events.
     let file = std::fs::read_to_string(&report_file).unwrap();
     assert_eq!(events(&file).len(), evs.len());
+    // One envelope for the run: the schema's version, one run id, the
+    // host's name, times that do not go back.
+    let env = enveloped(&out.stdout);
+    let first = &env[0].0;
+    assert_eq!(first.schema_version, 1);
+    assert_eq!(first.run_id.len(), 32, "{first:?}");
+    assert!(!first.hostname.is_empty(), "{first:?}");
+    for pair in env.windows(2) {
+        assert_eq!(pair[1].0.run_id, first.run_id);
+        assert_eq!(pair[1].0.hostname, first.hostname);
+        assert!(pair[1].0.time_unix_nano >= pair[0].0.time_unix_nano);
+    }
+    // Another run, another id.
+    let again = run(Command::new(agent_bin())
+        .args(["-K", "--json", "-w"])
+        .arg(tmp.path().join("wd"))
+        .arg("-f")
+        .arg(&policy));
+    assert_ne!(enveloped(&again.stdout)[0].0.run_id, first.run_id);
+}
+
+/// A policy that does not load: its errors are events, the run still ends
+/// with run_end, and the report file is written (issue 28).
+#[test]
+fn a_policy_that_does_not_load_ends_its_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = tmp.path().join("p.cf");
+    std::fs::write(&policy, "bundle agent main {\n  reports:\n    \"x\"\n}\n").unwrap();
+    let report_file = tmp.path().join("report.jsonl");
+    let out = run(Command::new(agent_bin())
+        .args(["-K", "--json", "--report-file"])
+        .arg(&report_file)
+        .arg("-w")
+        .arg(tmp.path().join("wd"))
+        .arg("-f")
+        .arg(&policy));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    let evs = events(&out.stdout);
+    assert!(
+        matches!(evs.first(), Some(Event::RunStart { .. })),
+        "{evs:?}"
+    );
+    let errors: Vec<&String> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Error {
+                body,
+                severity_text,
+                severity_number: 17,
+            } if severity_text == "ERROR" => Some(body),
+            _ => None,
+        })
+        .collect();
+    assert!(!errors.is_empty(), "{evs:?}");
+    assert!(
+        matches!(
+            evs.last(),
+            Some(Event::RunEnd { status, exit_code: 1, errors: n, .. })
+                if status == "error" && *n == errors.len()
+        ),
+        "{evs:?}"
+    );
+    let file = std::fs::read_to_string(&report_file).expect("the report file is written");
+    assert_eq!(events(&file).len(), evs.len());
+    // Without --json too.
+    let plain_report = tmp.path().join("plain.jsonl");
+    let out = run(Command::new(agent_bin())
+        .args(["-K", "--report-file"])
+        .arg(&plain_report)
+        .arg("-w")
+        .arg(tmp.path().join("wd"))
+        .arg("-f")
+        .arg(&policy));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    let evs = events(&std::fs::read_to_string(&plain_report).unwrap());
+    assert!(matches!(evs.last(), Some(Event::RunEnd { .. })), "{evs:?}");
+}
+
+/// An `error:` outside any promise is an error event before run_end.
+#[test]
+fn errors_of_the_run_are_events() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("missing-dir/f");
+    let policy = tmp.path().join("p.cf");
+    std::fs::write(
+        &policy,
+        format!(
+            "bundle agent main\n{{\n  files:\n      \"{}\" edit_line => el;\n}}\nbundle edit_line el {{ insert_lines: \"x\"; }}\n",
+            target.display()
+        ),
+    )
+    .unwrap();
+    let out = run(Command::new(agent_bin())
+        .args(["-K", "--json", "-w"])
+        .arg(tmp.path().join("wd"))
+        .arg("-f")
+        .arg(&policy));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let evs = events(&out.stdout);
+    let n = evs
+        .iter()
+        .filter(|e| matches!(e, Event::Error { .. }))
+        .count();
+    assert!(n >= 1, "{evs:?}");
+    assert!(
+        matches!(evs.last(), Some(Event::RunEnd { errors, .. }) if *errors == n),
+        "{evs:?}"
+    );
+}
+
+/// Every event the tests above saw fit docs/events.schema.json (checked
+/// in common::run); this one checks a run of each kind of event at least.
+#[test]
+fn the_schema_file_describes_every_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("conf");
+    std::fs::write(&target, "old\n").unwrap();
+    let policy = tmp.path().join("p.cf");
+    std::fs::write(
+        &policy,
+        format!(
+            "body common control {{ bundlesequence => {{ \"r\", \"main\" }}; }}\nbundle agent r {{ reports: \"r\"; }}\nbundle agent main\n{{\n  meta:\n      \"tags\" slist => {{ \"transaction\" }};\n  files:\n      \"{}\" content => \"new\";\n  commands:\n      \"/bin/false\";\n}}\n",
+            target.display()
+        ),
+    )
+    .unwrap();
+    let out = run(Command::new(agent_bin())
+        .args(["-K", "--json", "-w"])
+        .arg(tmp.path().join("wd"))
+        .arg("-f")
+        .arg(&policy));
+    let n = validate_events(&out.stdout);
+    let kinds: std::collections::BTreeSet<String> = out
+        .stdout
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["event"].as_str().unwrap().to_string()
+        })
+        .collect();
+    for k in [
+        "run_start",
+        "report",
+        "promise",
+        "rollback",
+        "error",
+        "run_end",
+    ] {
+        assert!(kinds.contains(k), "no {k} event among {kinds:?}: {out:?}");
+    }
+    assert!(n >= 6);
+    // And the schema refuses what it does not describe.
+    let bad = r#"{"schema_version":1,"time_unix_nano":1,"run_id":"00000000000000000000000000000000","hostname":"h","event":"run_end","kept":1}"#;
+    let caught = std::panic::catch_unwind(|| validate_events(bad));
+    assert!(caught.is_err(), "a run_end without its counts passed");
 }
 
 #[test]

@@ -5,14 +5,17 @@
 //! minutes (ignored under `-K`), always when the cache does not exist yet,
 //! and again after every change the agent makes. The files are in the work
 //! directory (see [`crate::host::packages`]). A dry run refreshes them too,
-//! as cf-agent's does: they describe the machine, which it does not change.
+//! as cf-agent's does (they describe the machine), but never asks for
+//! `list-updates`, which fetches the repositories' lists (`apt-get update`)
+//! and so changes the machine: it asks for `list-updates-local`, what the
+//! machine already knows.
 
 use super::module::{CF_NOINT, Module, ModuleBody, options_text, parse_package_list};
 use crate::host::Host;
 use crate::host::packages::{
     Inventory, PackageRecord, module_inventory_path, read_module_inventory, write_module_inventory,
 };
-use crate::report::change::{Change, Changes, Decision};
+use crate::report::change::{Change, Changes, Decision, Mode};
 use crate::state::{LockStatus, StateStore};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -195,6 +198,14 @@ impl Env<'_> {
                 }
             );
             return true;
+        }
+        let dry_run = matches!(self.changes.mode(), Mode::DryRun | Mode::DryRunWarnOnly);
+        if dry_run && kind == ListKind::Updates {
+            tracing::debug!(
+                "Dry run: asking package module '{}' for the updates it knows of (list-updates-local), not to fetch new lists",
+                m.name
+            );
+            kind = ListKind::LocalUpdates;
         }
         let ok = self.update(m, &body.default_options, kind);
         if !ok {

@@ -52,10 +52,70 @@ pub fn run(cmd: &mut Command) -> Captured {
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    Captured {
+    let captured = Captured {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         code: out.status.code(),
+    };
+    check_events(cmd, &captured);
+    captured
+}
+
+/// docs/events.schema.json, compiled once.
+fn event_schema() -> &'static jsonschema::Validator {
+    static SCHEMA: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/events.schema.json");
+        let text = std::fs::read_to_string(&path).expect("read docs/events.schema.json");
+        let schema: serde_json::Value = serde_json::from_str(&text).expect("the schema is JSON");
+        jsonschema::draft202012::new(&schema).expect("the schema is a valid JSON schema")
+    })
+}
+
+/// How many events the tests have checked against the schema.
+pub static EVENTS_CHECKED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Checks JSON event lines against docs/events.schema.json, panicking on
+/// the first that does not fit; returns how many there were.
+pub fn validate_events(text: &str) -> usize {
+    let mut n = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("event line {line:?} is not JSON: {e}"));
+        let errors: Vec<String> = event_schema()
+            .iter_errors(&v)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "event {line} does not fit docs/events.schema.json: {errors:#?}"
+        );
+        n += 1;
+    }
+    EVENTS_CHECKED.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    n
+}
+
+/// Every run of our agent with `--json` or `--report-file`, in any test:
+/// each event it wrote must fit the schema.
+fn check_events(cmd: &Command, out: &Captured) {
+    if Path::new(cmd.get_program()) != agent_bin() {
+        return;
+    }
+    let args: Vec<&std::ffi::OsStr> = cmd.get_args().collect();
+    if args.iter().any(|a| *a == "--json") {
+        validate_events(&out.stdout);
+    }
+    if let Some(i) = args.iter().position(|a| *a == "--report-file")
+        && let Some(path) = args.get(i + 1)
+    {
+        let path = match cmd.get_current_dir() {
+            Some(dir) => dir.join(path),
+            None => PathBuf::from(path),
+        };
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            validate_events(&text);
+        }
     }
 }
 

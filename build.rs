@@ -1,0 +1,56 @@
+//! Names the commit the agent was built from, for `--version` and the run
+//! events: `CONVERGENT_COMMIT` when the builder sets it (a distribution
+//! building from a tarball knows its commit), else what git says of the
+//! checkout, else "unknown" (a tarball without .git still builds). No date
+//! or path goes in, so two builds of one commit print the same line.
+
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=CONVERGENT_COMMIT");
+    let commit = std::env::var("CONVERGENT_COMMIT")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .map(|c| c.trim().to_string())
+        .or_else(git_commit)
+        .unwrap_or_else(|| "unknown".to_string());
+    println!("cargo:rustc-env=CONVERGENT_COMMIT={commit}");
+}
+
+/// The checkout's commit, abbreviated to 12 digits; watched so that a new
+/// commit rebuilds the line.
+fn git_commit() -> Option<String> {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| s.trim().to_string())
+    };
+    // A worktree's HEAD lives in its own git dir; refs in the common one.
+    // A tarball unpacked inside some other checkout is not that
+    // checkout's commit.
+    let top = git(&["rev-parse", "--show-toplevel"])?;
+    let here = std::env::var("CARGO_MANIFEST_DIR").ok()?;
+    let same = |a: &str, b: &str| {
+        std::path::Path::new(a).canonicalize().ok() == std::path::Path::new(b).canonicalize().ok()
+    };
+    if !same(&top, &here) {
+        return None;
+    }
+    // Only files that exist are watched: cargo reruns for a missing one
+    // every time.
+    let watch = |p: Option<String>| {
+        if let Some(p) = p.filter(|p| std::path::Path::new(p).exists()) {
+            println!("cargo:rerun-if-changed={p}");
+        }
+    };
+    watch(git(&["rev-parse", "--git-path", "HEAD"]));
+    watch(git(&["rev-parse", "--git-path", "packed-refs"]));
+    if let Some(name) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        watch(git(&["rev-parse", "--git-path", &name]));
+    }
+    git(&["rev-parse", "--short=12", "HEAD"]).filter(|c| !c.is_empty())
+}
