@@ -758,11 +758,20 @@ struct Sub<'e> {
     ep: &'e ExpandedPromise,
     ptype: &'static str,
     result: Res,
+    /// Interrupted while acting (not before, on its region): cf-agent
+    /// then ends the promise with its `Errors encountered` line.
+    interrupted_acting: bool,
 }
 
 impl Sub<'_> {
     fn set(&mut self, r: Res) {
         self.result.update(r);
+    }
+
+    /// An interruption met while acting on the selected lines.
+    fn interrupt_acting(&mut self) {
+        self.set(Res::Interrupted);
+        self.interrupted_acting = true;
     }
 }
 
@@ -842,6 +851,7 @@ impl Editor<'_> {
             ep,
             ptype,
             result: Res::Noop,
+            interrupted_acting: false,
         };
         let acted = match ptype {
             "insert_lines" => self.insert(act, &mut sub),
@@ -864,6 +874,10 @@ impl Editor<'_> {
                 .pending
                 .push(format!("{shown} promise '{}' repaired", ep.promiser)),
             Res::Fail => tracing::error!(
+                "Errors encountered when actuating {shown} promise '{}'",
+                ep.promiser
+            ),
+            Res::Interrupted if sub.interrupted_acting => tracing::error!(
                 "Errors encountered when actuating {shown} promise '{}'",
                 ep.promiser
             ),
@@ -900,7 +914,7 @@ impl Editor<'_> {
         for (i, l) in self.lines.iter().enumerate() {
             if let Some(re) = &start_re
                 && beg.is_none()
-                && re.is_full_match(l)
+                && re.is_full_text_match(l)
             {
                 if !include_start && i + 1 == n {
                     return None;
@@ -910,7 +924,7 @@ impl Editor<'_> {
             }
             if let Some(re) = &end_re
                 && beg.is_some()
-                && re.is_full_match(l)
+                && re.is_full_text_match(l)
             {
                 return Some(Region {
                     begin: beg,
@@ -1056,11 +1070,11 @@ impl Editor<'_> {
                 let found = if first {
                     self.lines[range.clone()]
                         .iter()
-                        .position(|l| re.is_full_match(l))
+                        .position(|l| re.is_full_text_match(l))
                 } else {
                     self.lines[range.clone()]
                         .iter()
-                        .rposition(|l| re.is_full_match(l))
+                        .rposition(|l| re.is_full_text_match(l))
                 };
                 match found {
                     None => {
@@ -1344,6 +1358,14 @@ impl Editor<'_> {
             return true;
         };
         if problem.is_some() {
+            let end = ep
+                .body("select_region")
+                .and_then(|b| b.scalar("select_end"))
+                .unwrap_or("");
+            tracing::error!(
+                "The promised end pattern '{end}' was not found when selecting region to delete in '{}'",
+                self.filename
+            );
             sub.set(Res::Interrupted);
             return true;
         }
@@ -1508,14 +1530,15 @@ impl Editor<'_> {
                 break;
             }
             if re.is_match(&self.lines[i]) {
-                tracing::info!(
+                tracing::error!(
                     "Promised replacement '{}' for pattern '{}' is not properly convergent while editing '{}' (pattern still matches the end-state replacement string '{}', consider use of a negative look ahead)",
                     self.lines[i],
                     ep.promiser,
                     self.filename,
                     self.lines[i]
                 );
-                sub.set(Res::Interrupted);
+                tracing::info!("{}", ep.reference());
+                sub.interrupt_acting();
             }
         }
         true
@@ -1579,7 +1602,7 @@ impl Editor<'_> {
         let stop = region.end.unwrap_or(self.lines.len()).min(self.lines.len());
         let mut any = false;
         for i in begin..stop {
-            if !re.is_full_match(&self.lines[i]) {
+            if !re.is_full_text_match(&self.lines[i]) {
                 continue;
             }
             any = true;
@@ -1776,7 +1799,7 @@ fn select_line(act: &mut ActContext<'_>, line: &str, body: Option<&ResolvedBody>
             }
             let hit = list.iter().any(|sel| match suffix {
                 "startwith_from_list" => line.starts_with(sel.as_str()),
-                "match_from_list" => compile(act, sel).is_ok_and(|r| r.is_full_match(line)),
+                "match_from_list" => compile(act, sel).is_ok_and(|r| r.is_full_text_match(line)),
                 _ => compile(act, sel).is_ok_and(|r| r.is_match(line)),
             });
             return if neg { !hit } else { hit };
@@ -1799,7 +1822,7 @@ fn match_chunk_regex(
             return 0;
         }
         match lines.get(i) {
-            Some(l) if re.is_full_match(l) => {}
+            Some(l) if re.is_full_text_match(l) => {}
             _ => return 0,
         }
     }
@@ -1889,7 +1912,9 @@ impl Matcher {
         if self.patterns.is_empty() {
             return self.exact == haystack;
         }
-        self.patterns.iter().any(|re| re.is_full_match(haystack))
+        self.patterns
+            .iter()
+            .any(|re| re.is_full_text_match(haystack))
     }
 }
 
