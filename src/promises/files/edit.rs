@@ -761,6 +761,9 @@ struct Sub<'e> {
     /// Interrupted while acting (not before, on its region): cf-agent
     /// then ends the promise with its `Errors encountered` line.
     interrupted_acting: bool,
+    /// The edit promise's own `action_policy => "warn"` (or `"nop"`): its
+    /// edits are warnings and the lines stay as they were.
+    warn_only: bool,
 }
 
 impl Sub<'_> {
@@ -782,6 +785,11 @@ impl Editor<'_> {
     /// or under a dry run the promise says at once what it would do. A
     /// promise that only warns says nothing here: the file's warning does.
     fn note(&mut self, act: &mut ActContext<'_>, sub: &mut Sub<'_>, done: String, would: String) {
+        if sub.warn_only {
+            tracing::warn!("{would}, but only warning promised");
+            sub.set(Res::Warn);
+            return;
+        }
         let change = Change::new("edit_line", &self.filename)
             .should(would)
             .silent_when_warning();
@@ -847,12 +855,20 @@ impl Editor<'_> {
             report_once(&mut self.done, act, ep);
             return None;
         }
+        let warn_only = ep
+            .body("action")
+            .and_then(|a| a.scalar("action_policy"))
+            .is_some_and(|p| p == "warn" || p == "nop");
         let mut sub = Sub {
             ep,
             ptype,
             result: Res::Noop,
             interrupted_acting: false,
+            warn_only,
         };
+        // A promise that only warns works on the lines as any other (its
+        // warnings say what it would do) and then leaves them as they were.
+        let kept = warn_only.then(|| (self.lines.clone(), self.inserted.clone()));
         let acted = match ptype {
             "insert_lines" => self.insert(act, &mut sub),
             "delete_lines" => self.delete(act, &mut sub),
@@ -860,6 +876,10 @@ impl Editor<'_> {
             "field_edits" => self.field_edit(act, &mut sub),
             _ => false,
         };
+        if let Some((lines, inserted)) = kept {
+            *self.lines = lines;
+            self.inserted = inserted;
+        }
         if !acted && sub.result == Res::Noop {
             // Locked: it acted in an earlier pass.
             return None;
