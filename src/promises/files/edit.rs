@@ -621,6 +621,16 @@ pub(super) fn write_with_backup(
             v.failed();
             return false;
         }
+        // The copy keeps the file's owner and group, as cf-agent's does.
+        if let Ok(Some(m)) = act.host.stat(target)
+            && let Err(e) = act.host.chown(&dest, Some(m.uid), Some(m.gid))
+        {
+            tracing::warn!(
+                "Could not give the backup '{}' the owner of '{}': {e}",
+                dest.display(),
+                p.promiser
+            );
+        }
         if let Some(repo) = super::repository::of(act, p) {
             super::repository::archive(act, &repo, &dest);
         }
