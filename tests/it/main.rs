@@ -44,6 +44,7 @@ mod schedule;
 mod snapshots;
 mod state;
 mod stdlib;
+mod stdlib_harness;
 mod storage;
 mod transactions;
 mod validate_differential;
