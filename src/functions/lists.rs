@@ -731,8 +731,14 @@ fn expandrange(_: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn irange(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("irange", a);
-    let lo = args.int(0, "start")?;
-    let hi = args.int(1, "end")?;
+    // cf-agent reads the word `now` as the time (the MPF's days_older_than
+    // gives irange(ago(...), now)).
+    let int = |i: usize, param: &str| match args.str(i, param) {
+        Ok("now") => Ok(crate::host::clock::now_secs()),
+        _ => args.int(i, param),
+    };
+    let lo = int(0, "start")?;
+    let hi = int(1, "end")?;
     Ok(Value::str(format!("{},{}", lo.min(hi), lo.max(hi))))
 }
 

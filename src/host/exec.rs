@@ -122,38 +122,48 @@ pub(crate) fn command_for(spec: &CommandSpec) -> std::io::Result<Command> {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    // Inside a chroot the working directory is taken after entering it.
-    if spec.chroot.is_none()
-        && let Some(d) = &spec.chdir
-    {
-        cmd.current_dir(d);
-    }
-    if let Some(g) = spec.gid {
-        cmd.gid(g);
-    }
-    if let Some(u) = spec.uid {
-        cmd.uid(u);
-    }
+    // The working directory (inside a chroot, after entering it) is taken
+    // before the user and group change, as cf-agent does: a directory only
+    // root may reach still works for a command run as another user.
+    let (uid, gid) = (spec.uid, spec.gid);
     let umask = spec.umask;
     let chroot = spec
         .chroot
         .clone()
         .map(|c| std::ffi::CString::new(c).unwrap_or_default());
-    let chroot_dir = std::ffi::CString::new(spec.chdir.clone().unwrap_or_else(|| "/".into()))
-        .unwrap_or_default();
-    // SAFETY: only async-signal-safe calls (setsid, umask, chroot,
-    // chdir) run between fork and exec.
+    let dir = match (&spec.chroot, &spec.chdir) {
+        (Some(_), d) => Some(d.clone().unwrap_or_else(|| "/".into())),
+        (None, d) => d.clone(),
+    }
+    .map(|d| std::ffi::CString::new(d).unwrap_or_default());
+    // SAFETY: only async-signal-safe calls (setsid, umask, chroot, chdir,
+    // setgid, setgroups, setuid) run between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             libc::setsid();
             if let Some(m) = umask {
                 libc::umask(m as libc::mode_t);
             }
-            if let Some(root) = &chroot {
-                if libc::chroot(root.as_ptr()) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::chdir(chroot_dir.as_ptr()) != 0 {
+            if let Some(root) = &chroot
+                && libc::chroot(root.as_ptr()) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(d) = &dir
+                && libc::chdir(d.as_ptr()) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(g) = gid
+                && libc::setgid(g) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(u) = uid {
+                // Drop root's supplementary groups (as Command::uid does);
+                // refused when not root, which is then no loss.
+                libc::setgroups(0, std::ptr::null());
+                if libc::setuid(u) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
             }

@@ -75,6 +75,13 @@ impl Regex {
         }
     }
 
+    /// cf-agent's `FullTextMatch` (edit_line's line selections): a full
+    /// match, or the pattern read as plain text is the text (`[main]`
+    /// selects the line `[main]`, which as a regex it does not match).
+    pub fn is_full_text_match(&self, text: &str) -> bool {
+        self.pattern == text || self.is_full_match(text)
+    }
+
     /// The groups of the first match (group 0 is the whole match); `None`
     /// for groups that did not take part.
     pub fn captures(&self, text: &str) -> Option<Vec<Option<String>>> {

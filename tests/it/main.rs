@@ -45,6 +45,7 @@ mod schedule;
 mod snapshots;
 mod state;
 mod stdlib;
+mod stdlib_harness;
 mod storage;
 mod transactions;
 mod validate_differential;

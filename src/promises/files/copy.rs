@@ -121,10 +121,12 @@ fn copy_tree(
     v: &mut Verdict,
 ) {
     // Directories made by the copy are 0700, or the source's mode with
-    // `preserve`, as cf-agent makes them.
+    // `preserve`, as cf-agent makes them; but the copy's own top directory
+    // is made 0700 whatever `preserve` says (as for a remote copy).
     let preserve = body.scalar("preserve").and_then(parse_bool) == Some(true);
+    let top = dst == Path::new(&p.promiser);
     let mode = match act.host.stat(src).ok().flatten() {
-        Some(m) if preserve => m.mode,
+        Some(m) if preserve && !top => m.mode,
         _ => DEFAULT_DIR_MODE,
     };
     ensure_dir(act, p, dst, mode, v);

@@ -621,6 +621,16 @@ pub(super) fn write_with_backup(
             v.failed();
             return false;
         }
+        // The copy keeps the file's owner and group, as cf-agent's does.
+        if let Ok(Some(m)) = act.host.stat(target)
+            && let Err(e) = act.host.chown(&dest, Some(m.uid), Some(m.gid))
+        {
+            tracing::warn!(
+                "Could not give the backup '{}' the owner of '{}': {e}",
+                dest.display(),
+                p.promiser
+            );
+        }
         if let Some(repo) = super::repository::of(act, p) {
             super::repository::archive(act, &repo, &dest);
         }
@@ -758,11 +768,23 @@ struct Sub<'e> {
     ep: &'e ExpandedPromise,
     ptype: &'static str,
     result: Res,
+    /// Interrupted while acting (not before, on its region): cf-agent
+    /// then ends the promise with its `Errors encountered` line.
+    interrupted_acting: bool,
+    /// The edit promise's own `action_policy => "warn"` (or `"nop"`): its
+    /// edits are warnings and the lines stay as they were.
+    warn_only: bool,
 }
 
 impl Sub<'_> {
     fn set(&mut self, r: Res) {
         self.result.update(r);
+    }
+
+    /// An interruption met while acting on the selected lines.
+    fn interrupt_acting(&mut self) {
+        self.set(Res::Interrupted);
+        self.interrupted_acting = true;
     }
 }
 
@@ -773,6 +795,11 @@ impl Editor<'_> {
     /// or under a dry run the promise says at once what it would do. A
     /// promise that only warns says nothing here: the file's warning does.
     fn note(&mut self, act: &mut ActContext<'_>, sub: &mut Sub<'_>, done: String, would: String) {
+        if sub.warn_only {
+            tracing::warn!("{would}, but only warning promised");
+            sub.set(Res::Warn);
+            return;
+        }
         let change = Change::new("edit_line", &self.filename)
             .should(would)
             .silent_when_warning();
@@ -838,11 +865,20 @@ impl Editor<'_> {
             report_once(&mut self.done, act, ep);
             return None;
         }
+        let warn_only = ep
+            .body("action")
+            .and_then(|a| a.scalar("action_policy"))
+            .is_some_and(|p| p == "warn" || p == "nop");
         let mut sub = Sub {
             ep,
             ptype,
             result: Res::Noop,
+            interrupted_acting: false,
+            warn_only,
         };
+        // A promise that only warns works on the lines as any other (its
+        // warnings say what it would do) and then leaves them as they were.
+        let kept = warn_only.then(|| (self.lines.clone(), self.inserted.clone()));
         let acted = match ptype {
             "insert_lines" => self.insert(act, &mut sub),
             "delete_lines" => self.delete(act, &mut sub),
@@ -850,6 +886,10 @@ impl Editor<'_> {
             "field_edits" => self.field_edit(act, &mut sub),
             _ => false,
         };
+        if let Some((lines, inserted)) = kept {
+            *self.lines = lines;
+            self.inserted = inserted;
+        }
         if !acted && sub.result == Res::Noop {
             // Locked: it acted in an earlier pass.
             return None;
@@ -864,6 +904,10 @@ impl Editor<'_> {
                 .pending
                 .push(format!("{shown} promise '{}' repaired", ep.promiser)),
             Res::Fail => tracing::error!(
+                "Errors encountered when actuating {shown} promise '{}'",
+                ep.promiser
+            ),
+            Res::Interrupted if sub.interrupted_acting => tracing::error!(
                 "Errors encountered when actuating {shown} promise '{}'",
                 ep.promiser
             ),
@@ -900,7 +944,7 @@ impl Editor<'_> {
         for (i, l) in self.lines.iter().enumerate() {
             if let Some(re) = &start_re
                 && beg.is_none()
-                && re.is_full_match(l)
+                && re.is_full_text_match(l)
             {
                 if !include_start && i + 1 == n {
                     return None;
@@ -910,7 +954,7 @@ impl Editor<'_> {
             }
             if let Some(re) = &end_re
                 && beg.is_some()
-                && re.is_full_match(l)
+                && re.is_full_text_match(l)
             {
                 return Some(Region {
                     begin: beg,
@@ -1056,11 +1100,11 @@ impl Editor<'_> {
                 let found = if first {
                     self.lines[range.clone()]
                         .iter()
-                        .position(|l| re.is_full_match(l))
+                        .position(|l| re.is_full_text_match(l))
                 } else {
                     self.lines[range.clone()]
                         .iter()
-                        .rposition(|l| re.is_full_match(l))
+                        .rposition(|l| re.is_full_text_match(l))
                 };
                 match found {
                     None => {
@@ -1344,6 +1388,14 @@ impl Editor<'_> {
             return true;
         };
         if problem.is_some() {
+            let end = ep
+                .body("select_region")
+                .and_then(|b| b.scalar("select_end"))
+                .unwrap_or("");
+            tracing::error!(
+                "The promised end pattern '{end}' was not found when selecting region to delete in '{}'",
+                self.filename
+            );
             sub.set(Res::Interrupted);
             return true;
         }
@@ -1508,14 +1560,15 @@ impl Editor<'_> {
                 break;
             }
             if re.is_match(&self.lines[i]) {
-                tracing::info!(
+                tracing::error!(
                     "Promised replacement '{}' for pattern '{}' is not properly convergent while editing '{}' (pattern still matches the end-state replacement string '{}', consider use of a negative look ahead)",
                     self.lines[i],
                     ep.promiser,
                     self.filename,
                     self.lines[i]
                 );
-                sub.set(Res::Interrupted);
+                tracing::info!("{}", ep.reference());
+                sub.interrupt_acting();
             }
         }
         true
@@ -1579,7 +1632,7 @@ impl Editor<'_> {
         let stop = region.end.unwrap_or(self.lines.len()).min(self.lines.len());
         let mut any = false;
         for i in begin..stop {
-            if !re.is_full_match(&self.lines[i]) {
+            if !re.is_full_text_match(&self.lines[i]) {
                 continue;
             }
             any = true;
@@ -1776,7 +1829,7 @@ fn select_line(act: &mut ActContext<'_>, line: &str, body: Option<&ResolvedBody>
             }
             let hit = list.iter().any(|sel| match suffix {
                 "startwith_from_list" => line.starts_with(sel.as_str()),
-                "match_from_list" => compile(act, sel).is_ok_and(|r| r.is_full_match(line)),
+                "match_from_list" => compile(act, sel).is_ok_and(|r| r.is_full_text_match(line)),
                 _ => compile(act, sel).is_ok_and(|r| r.is_match(line)),
             });
             return if neg { !hit } else { hit };
@@ -1799,7 +1852,7 @@ fn match_chunk_regex(
             return 0;
         }
         match lines.get(i) {
-            Some(l) if re.is_full_match(l) => {}
+            Some(l) if re.is_full_text_match(l) => {}
             _ => return 0,
         }
     }
@@ -1889,7 +1942,9 @@ impl Matcher {
         if self.patterns.is_empty() {
             return self.exact == haystack;
         }
-        self.patterns.iter().any(|re| re.is_full_match(haystack))
+        self.patterns
+            .iter()
+            .any(|re| re.is_full_text_match(haystack))
     }
 }
 

@@ -28,6 +28,92 @@ pub fn link_from(
         v.failed();
         return;
     };
+    if body.scalar("link_children").and_then(parse_bool) == Some(true) {
+        return link_children(act, p, target, &source, body, v);
+    }
+    link_one(act, p, target, source, body, v);
+}
+
+/// `link_children`: `target` is a directory (made 0700 when missing) and
+/// each child of the source directory gets a link in it, as cf-agent
+/// links them; a child's name already taken by a file (not a link or a
+/// directory) is left alone unless `when_linking_children` is
+/// `override_file`.
+fn link_children(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    source: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    match act.host.lstat(target).ok().flatten() {
+        Some(m) if m.kind == FileKind::Symlink && moves_obstructions(p, body) => {
+            let change = Change::new("delete", &p.promiser)
+                .done(format!("Removed obstructing link '{}'", target.display()))
+                .should(format!(
+                    "Should remove obstructing link '{}'",
+                    target.display()
+                ));
+            let made = act.change(change, |h| h.remove_file(target));
+            v.settle(made, |e| {
+                tracing::error!(
+                    "Failed to remove obstructing link '{}': {e}",
+                    target.display()
+                )
+            });
+        }
+        Some(m) if m.kind != FileKind::Dir => {
+            tracing::error!(
+                "Cannot promise to link files to children of '{}' as it is not a directory",
+                target.display()
+            );
+            v.failed();
+            return;
+        }
+        Some(_) => {}
+        None => super::copy::ensure_dir(act, p, target, super::DEFAULT_DIR_MODE, v),
+    }
+    let children = match act.host.read_dir(source) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(
+                "Can't open source of children to link '{}'. (opendir: {e})",
+                source.display()
+            );
+            v.failed();
+            return;
+        }
+    };
+    let override_files = body.scalar("when_linking_children") == Some("override_file");
+    for name in children {
+        let child = target.join(&name);
+        let taken = act
+            .host
+            .lstat(&child)
+            .ok()
+            .flatten()
+            .is_some_and(|m| m.kind != FileKind::Symlink && m.kind != FileKind::Dir);
+        if taken && !override_files {
+            tracing::debug!(
+                "Have promised not to disturb existing content belonging to '{}'",
+                child.display()
+            );
+            continue;
+        }
+        link_one(act, p, &child, source.join(&name), body, v);
+    }
+}
+
+/// One link: `target` made a link to `source` as the body says.
+fn link_one(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    source: PathBuf,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
     let link_type = body.scalar("link_type").unwrap_or("symlink");
     // A relative source is where the link would lead: from the link's
     // directory (10_files/10_links/edit_linked_file.cf).

@@ -143,6 +143,24 @@ impl Actuator for Files {
             }
             return finish(act, p, v);
         }
+        // An existing promiser that the file_select does not select is left
+        // alone, unless it is a directory to search (cf-agent). Checked for
+        // plain files only so far: issymlinkto does not yet read the link
+        // of a promiser (10_files/10_links/select_file_by_symlink_target.cf).
+        if let Some(sel) = p.body("file_select")
+            && let Some(meta) = act.host.lstat(&target).ok().flatten()
+            && meta.kind == FileKind::File
+            && !search::selected(
+                &mut act.ctx,
+                act.host,
+                sel,
+                &target,
+                &meta,
+                crate::host::clock::now_secs(),
+            )
+        {
+            return finish(act, p, v);
+        }
         // Data a template cannot use fails the promise before it makes
         // anything (10_files/templating/mustache_invalid_template_data.cf).
         if edit::template_data(p).is_err() {
@@ -307,13 +325,24 @@ fn leaf(
         rename(act, &shown, target, ren, false, v);
         // cf-agent checks a regular file that is still there once more
         // after all the promise's steps: a rotation (done once a run) is
-        // said again (28_inform_testing/01_files/rename_rotate.cf).
-        if act
-            .host
-            .lstat(target)
-            .ok()
-            .flatten()
-            .is_some_and(|m| m.kind == FileKind::File)
+        // said again (28_inform_testing/01_files/rename_rotate.cf), when
+        // the file_select (if any) selects what is there now.
+        let now = act.host.lstat(target).ok().flatten();
+        let selected = |act: &mut ActContext<'_>, m: &crate::host::fs::Meta| {
+            p.body("file_select").is_none_or(|sel| {
+                search::selected(
+                    &mut act.ctx,
+                    act.host,
+                    sel,
+                    target,
+                    m,
+                    crate::host::clock::now_secs(),
+                )
+            })
+        };
+        if let Some(m) = now
+            && m.kind == FileKind::File
+            && selected(act, &m)
         {
             rename(act, &shown, target, ren, true, v);
         }
@@ -914,5 +943,14 @@ fn delete(
             h.remove_file(target)
         }
     });
+    // A directory that is not empty is never deleted: cf-agent skips it
+    // without failing the promise.
+    if let Applied::Failed(e) = &made
+        && is_dir
+        && matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST))
+    {
+        tracing::debug!("Delete directory '{shown}' not empty, skipping");
+        return;
+    }
     v.settle(made, |e| tracing::error!("Could not delete '{shown}': {e}"));
 }

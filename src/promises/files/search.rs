@@ -214,9 +214,13 @@ pub fn selected(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // The names are cf-agent's in `file_result` (`size` for search_size,
+    // `mode`, `owner`, `group`), each true when its criterion holds.
     let mut results: Vec<(&str, bool)> = Vec::new();
     let leaf = body.list("leaf_name");
-    if !leaf.is_empty() {
+    if leaf.is_empty() {
+        results.push(("leaf_name", true));
+    } else {
         let ok = leaf
             .iter()
             .any(|p| ctx.regex(p).is_ok_and(|r| r.is_full_match(&name)));
@@ -247,20 +251,25 @@ pub fn selected(
         let ok = modes
             .iter()
             .any(|m| ModeSpec::parse(m).is_ok_and(|s| s.apply(meta.mode) == meta.mode & 0o7777));
-        results.push(("search_mode", ok));
+        results.push(("mode", ok));
     }
     if let Some(range) = body.scalar("search_size") {
-        results.push(("search_size", in_range(range, meta.size as i64)));
+        results.push(("size", in_range(range, meta.size as i64)));
     }
     let owners = body.list("search_owners");
-    if !owners.is_empty() {
+    if owners.is_empty() {
+        // cf-agent counts owner and group as matched when not asked for.
+        results.push(("owner", true));
+    } else {
         let ok = owners.iter().any(|o| uid_of(o) == Some(meta.uid));
-        results.push(("search_owners", ok));
+        results.push(("owner", ok));
     }
     let groups = body.list("search_groups");
-    if !groups.is_empty() {
+    if groups.is_empty() {
+        results.push(("group", true));
+    } else {
         let ok = groups.iter().any(|g| gid_of(g) == Some(meta.gid));
-        results.push(("search_groups", ok));
+        results.push(("group", ok));
     }
     for (attr, t) in [
         ("mtime", meta.mtime),

@@ -1,0 +1,55 @@
+//! The MPF's standard library under our agent (issue 29): a fast subset
+//! of the cases of tests/stdlib/cases/, run by scripts/stdlib_harness.py
+//! under cf-agent 3.21 with the MPF's lib and under our agent with the
+//! same lib; reports, classes, errors and files must agree. Skipped, and
+//! said so, without python3, cf-agent or the MPF. The whole set (and the
+//! status table docs/stdlib-status.md) comes from running the script by
+//! hand: `python3 scripts/stdlib_harness.py --table docs/stdlib-status.md`.
+
+use crate::common::*;
+use std::path::Path;
+use std::process::Command;
+
+/// Cases that guard fixes made through the harness, quick to run.
+const FAST: &[&str] = &[
+    "set_line_based",
+    "edit_ini",
+    "edit_lines_more",
+    "file_selects",
+    "links_renames",
+    "contain_bodies",
+    "sync_copy",
+    "bundles_misc",
+    "processes_days_older_than",
+];
+
+#[test]
+fn mpf_library_agrees_with_cf_agent() {
+    if !have("python3") || !have("cf-agent") || !have("cf-promises") {
+        eprintln!("skipped: python3, cf-agent or cf-promises is not installed");
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/stdlib_harness.py");
+    let mut cmd = Command::new("python3");
+    cmd.arg(&script).arg("--agent").arg(agent_bin());
+    for c in FAST {
+        cmd.args(["--case", c]);
+    }
+    let out = cmd.output().expect("run the harness");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if out.status.code() == Some(77) {
+        eprintln!("{stdout}");
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "the harness found differences:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for c in FAST {
+        assert!(
+            stdout.lines().any(|l| l == format!("agree    {c}")),
+            "case {c} did not run:\n{stdout}"
+        );
+    }
+}
