@@ -355,6 +355,21 @@ impl AgentRun<'_> {
     /// bundle, or the promise type's actuator; with how long it took and
     /// the changes it made or would have made.
     fn act_once(&mut self, ep: &ExpandedPromise) -> Acted {
+        // An action body's `report_level` raises what the promise shows
+        // while it acts (never lowers it), as cf-agent's does.
+        let level = ep
+            .body("action")
+            .and_then(|a| a.scalar("report_level"))
+            .and_then(|l| match l {
+                "verbose" => Some(crate::config::LogLevel::Verbose),
+                "inform" => Some(crate::config::LogLevel::Info),
+                "error" => Some(crate::config::LogLevel::Notice),
+                _ => None,
+            });
+        crate::report::log::with_raised_level(level, || self.act_once_at_level(ep))
+    }
+
+    fn act_once_at_level(&mut self, ep: &ExpandedPromise) -> Acted {
         let started = std::time::Instant::now();
         let outcome = if ep.promise_type == "methods" {
             self.eval_method(ep)

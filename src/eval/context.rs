@@ -140,6 +140,9 @@ pub struct EvalContext {
     pub policy_bundles: Vec<BundleRef>,
     /// `body agent control`, resolved when an agent run starts.
     pub agent_control: super::control::AgentControl,
+    /// The destinations copied to this run that `files_single_copy`
+    /// keeps from being copied to again.
+    pub single_copied: std::collections::HashSet<String>,
     /// Classes defined since the scheduler last looked, kept only when
     /// agent control names abort classes.
     pub newly_defined: Vec<String>,

@@ -31,6 +31,9 @@ pub struct AgentControl {
     /// `default_repository`: where files promises move the backups they
     /// make, unless a promise names its own `repository`.
     pub default_repository: Option<String>,
+    /// `files_single_copy`: regexes of destinations a run copies to at
+    /// most once (later copies to them are skipped).
+    pub files_single_copy: Vec<String>,
 }
 
 impl AgentControl {
@@ -74,6 +77,7 @@ impl AgentControl {
                 "abortclasses" => out.abortclasses = list(e.value),
                 "abortbundleclasses" => out.abortbundleclasses = list(e.value),
                 "files_auto_define" => out.files_auto_define = list(e.value),
+                "files_single_copy" => out.files_single_copy = list(e.value),
                 "default_repository" => {
                     out.default_repository = e.value.as_scalar().map(str::to_string)
                 }

@@ -226,7 +226,7 @@ impl Host {
 
     /// Walks to `p` safely (see [`safe`]), or takes its directory from the
     /// walks of this run when it is still the same (see [`safe::DirCache`]).
-    fn locate(&self, p: &Path, last: Final) -> io::Result<Located> {
+    pub(super) fn locate(&self, p: &Path, last: Final) -> io::Result<Located> {
         let parent = match (p.parent(), p.file_name()) {
             (Some(d), Some(name)) if p.is_absolute() => Some((self.map(d), name)),
             _ => None,

@@ -3,6 +3,7 @@
 //! can be rooted in a temporary directory so that tests (and users trying
 //! a policy) act on a private tree while the policy names real paths.
 
+pub mod acl;
 pub mod clock;
 pub mod coprocess;
 pub mod disk;

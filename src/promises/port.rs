@@ -117,6 +117,16 @@ impl<'a> EvalPort<'a> {
         &self.ctx.agent_control
     }
 
+    /// Whether a `files_single_copy` destination was copied to this run.
+    pub fn was_single_copied(&self, path: &str) -> bool {
+        self.ctx.single_copied.contains(path)
+    }
+
+    /// Notes a destination copied to, for `files_single_copy`.
+    pub fn note_single_copied(&mut self, path: String) {
+        self.ctx.single_copied.insert(path);
+    }
+
     pub fn common_control(&self, attr: &str) -> Option<&Value> {
         self.ctx.common_control(attr)
     }

@@ -60,6 +60,9 @@ pub struct Settings {
     pub user: String,
     /// The protocol version to ask for: 2 (`tls`) or 3 (`cookie`).
     pub protocol: u8,
+    /// Connect over IPv4 only (`force_ipv4`), as cf-agent then asks the
+    /// resolver for IPv4 addresses only.
+    pub force_ipv4: bool,
 }
 
 impl Settings {
@@ -72,6 +75,7 @@ impl Settings {
             trust_new_server_key: false,
             user: crate::host::procs::current_user_name(),
             protocol: LATEST_PROTOCOL,
+            force_ipv4: false,
         }
     }
 }
@@ -369,7 +373,16 @@ impl Connection {
         }
         let ring = KeyRing::of_workdir(&settings.workdir);
         let keys = ring.local_pair()?;
-        let addrs = resolve(server)?;
+        let mut addrs = resolve(server)?;
+        if settings.force_ipv4 {
+            addrs.retain(SocketAddr::is_ipv4);
+            if addrs.is_empty() {
+                return Err(RemoteError::Resolve {
+                    server: server.to_string(),
+                    reason: "no IPv4 address".into(),
+                });
+            }
+        }
         let mut last_err = None;
         let mut tcp = None;
         for a in &addrs {

@@ -157,6 +157,18 @@ pub fn raise_level(level: LogLevel) {
     LEVEL.fetch_max(level as u8, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Runs `f` with the level raised to at least `level` (a promise's
+/// `report_level`), then puts the run's level back.
+pub fn with_raised_level<T>(level: Option<LogLevel>, f: impl FnOnce() -> T) -> T {
+    let Some(level) = level else {
+        return f();
+    };
+    let before = LEVEL.fetch_max(level as u8, std::sync::atomic::Ordering::Relaxed);
+    let out = f();
+    LEVEL.store(before, std::sync::atomic::Ordering::Relaxed);
+    out
+}
+
 /// Installs the global subscriber. Calling it twice is harmless.
 pub fn init(max: LogLevel, style: LineStyle, target: LogTarget) {
     use tracing_subscriber::layer::SubscriberExt;

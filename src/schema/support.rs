@@ -96,10 +96,10 @@ mod tests {
         let rows = rows().unwrap();
         assert!(rows.len() > 800);
         assert_eq!(
-            refused(Owner::Promise, "files", "acl"),
-            Some("ACLs are not supported yet (see README)")
+            refused(Owner::Promise, "databases", "database_type"),
+            Some("the promise type is not supported yet")
         );
-        assert!(refused(Owner::Body, "acl", "aces").is_some());
+        assert!(refused(Owner::Body, "acl", "aces").is_none());
         assert_eq!(
             support(Owner::Body, "changes", "hash"),
             Some(Support::Tested("tests/agent/files_changes.cf"))

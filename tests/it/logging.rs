@@ -181,3 +181,49 @@ fn inform_from_agent_control_shows_every_pass() {
         eprintln!("skipped: cf-agent is not installed, only our output is checked");
     }
 }
+
+/// An action body's `report_level => "inform"` shows that promise's info
+/// lines without -I, and only that promise's, as cf-agent does.
+#[test]
+fn report_level_raises_one_promise_level_like_cf_agent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = |root: &std::path::Path| {
+        format!(
+            "body common control {{ bundlesequence => {{ \"main\" }}; }}\nbody action loud {{ report_level => \"inform\"; }}\nbundle agent main {{ files: \"{0}/loud\" create => \"true\", action => loud; \"{0}/quiet\" create => \"true\"; reports: \"hello\"; }}\n",
+            root.display()
+        )
+    };
+    let lines = |out: &str, root: &std::path::Path| -> Vec<String> {
+        out.lines()
+            .filter(|l| !l.contains("Setting workdir"))
+            .map(|l| l.replace(&root.display().to_string(), "ROOT"))
+            .collect()
+    };
+    let ours_root = tmp.path().join("ours");
+    std::fs::create_dir_all(&ours_root).unwrap();
+    let policy = write_policy(&ours_root, &text(&ours_root));
+    let ours = run(Command::new(agent_bin())
+        .arg("-w")
+        .arg(ours_root.join("wd"))
+        .args(["-K", "-f"])
+        .arg(&policy));
+    let ours = lines(&ours.stdout, &ours_root);
+    assert_eq!(
+        ours,
+        ["    info: Created file 'ROOT/loud', mode 0600", "R: hello"],
+        "{ours:?}"
+    );
+    if !have("cf-agent") {
+        eprintln!("skipped the comparison: cf-agent not installed");
+        return;
+    }
+    let cf_root = tmp.path().join("cf");
+    std::fs::create_dir_all(&cf_root).unwrap();
+    let policy = write_policy(&cf_root, &text(&cf_root));
+    let theirs = run(Command::new("cf-agent")
+        .arg("-w")
+        .arg(cf_workdir(&cf_root))
+        .args(["-K", "-f"])
+        .arg(&policy));
+    assert_eq!(ours, lines(&theirs.stdout, &cf_root));
+}

@@ -5,6 +5,7 @@
 
 mod common;
 
+mod acl;
 mod actuators;
 mod actuators_differential;
 mod agent_control;

@@ -225,6 +225,11 @@ fn copy_file(
     body: &ResolvedBody,
     v: &mut Verdict,
 ) {
+    if single_copied(act, dst, v)
+        || !size_permitted(body, &src.display().to_string(), smeta.size, v)
+    {
+        return;
+    }
     let dmeta = act.host.lstat(dst).ok().flatten();
     if !needs_copy(act, src, smeta, dst, dmeta.as_ref(), body) {
         return;
@@ -405,8 +410,62 @@ pub(super) fn land(
         v.backed_up(saved);
     }
     auto_define(act, dst);
+    note_single_copy(act, dst);
     // cf-agent then checks the copy's owner, group and mode, as promised.
     v.kept_step();
+}
+
+/// Agent control's `files_single_copy`: whether `dst` was copied to
+/// already this run, which skips the copy (the step is kept).
+pub(super) fn single_copied(act: &mut ActContext<'_>, dst: &Path, v: &mut Verdict) -> bool {
+    let path = dst.display().to_string();
+    if !act.ctx.was_single_copied(&path) {
+        return false;
+    }
+    tracing::debug!("Skipping single-copied file '{path}'");
+    v.kept_step();
+    true
+}
+
+/// `copy_size`: whether the source's size is in the range the body
+/// permits; outside it cf-agent skips the copy (the step is kept).
+pub(super) fn size_permitted(body: &ResolvedBody, src: &str, size: u64, v: &mut Verdict) -> bool {
+    let Some(range) = body.scalar("copy_size") else {
+        return true;
+    };
+    let parse = |s: &str| crate::values::number::parse_int(s.trim()).ok();
+    let Some((lo, hi)) = range
+        .split_once(',')
+        .and_then(|(a, b)| Some((parse(a)?, parse(b)?)))
+    else {
+        return true;
+    };
+    let size = i64::try_from(size).unwrap_or(i64::MAX);
+    if size < lo || size > hi {
+        tracing::debug!("Source file '{src}' size is not in the permitted safety range, skipping");
+        v.kept_step();
+        return false;
+    }
+    true
+}
+
+/// Remembers a copy for `files_single_copy` when its destination matches
+/// one of the list's regexes. (cf-agent 3.21 also remembers every new
+/// file whatever it matches, the upstream bug CFE-2459 that
+/// 10_files/agent_control_files_single_copy_does_not_apply_to_nonmatching_files.cf
+/// soft-fails on; we do what that test expects.)
+fn note_single_copy(act: &mut ActContext<'_>, dst: &Path) {
+    let patterns = &act.ctx.agent_control().files_single_copy;
+    if patterns.is_empty() {
+        return;
+    }
+    let path = dst.display().to_string();
+    let matched = patterns
+        .iter()
+        .any(|re| crate::values::regex::Regex::new(re).is_ok_and(|r| r.is_full_match(&path)));
+    if matched {
+        act.ctx.note_single_copied(path);
+    }
 }
 
 /// Agent control's `files_auto_define`: a file copied whose path matches

@@ -3,6 +3,7 @@
 //! then changes; under dry-run (or `action_policy => "warn"`) it says
 //! what it would do instead, in cf-agent's words.
 
+mod acl;
 pub mod bytes;
 mod changes;
 pub mod copy;
@@ -428,6 +429,9 @@ fn leaf(
             v.kept_step();
         }
     }
+    if let Some(body) = p.body("acl") {
+        acl::apply_acl(act, p, &shown, target, &meta, body, v);
+    }
     // cf-agent checks a file it found once before it changes its content
     // and, when it is a regular file, once more after (below); an entry of
     // a search once.
@@ -463,6 +467,19 @@ fn leaf(
             .should(format!("Should update time stamps for '{shown}'"));
         let made = act.change(change, |h| h.touch(target));
         v.settle(made, |e| tracing::error!("Could not touch '{shown}': {e}"));
+    }
+    // cf-agent verifies a regular file's attributes once more after all
+    // its changes; an ACL it set may have changed the mode's group bits
+    // (the mask), which the permissions then change back, and so on.
+    if let Some(body) = p.body("acl")
+        && let Ok(Some(now)) = act.host.stat(target)
+        && now.kind == FileKind::File
+    {
+        if let Some(perms) = p.body("perms") {
+            apply_perms(act, &shown, target, &now, perms, v);
+        }
+        let now = act.host.stat(target).ok().flatten().unwrap_or(now);
+        acl::apply_acl(act, p, &shown, target, &now, body, v);
     }
     if let Some(w) = &watch
         && reach != Reach::Searched

@@ -143,6 +143,48 @@ pub fn user_name(uid: u32) -> String {
         .into_owned()
 }
 
+/// The group name of a gid, for messages.
+pub fn group_name(gid: u32) -> String {
+    // SAFETY: as for getgrnam; the name is copied at once.
+    let gr = unsafe { libc::getgrgid(gid) };
+    if gr.is_null() {
+        return gid.to_string();
+    }
+    // SAFETY: gr and its gr_name are valid C data.
+    unsafe { CStr::from_ptr((*gr).gr_name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// A user's uid by name, or by number when that user exists (as
+/// cf-agent's lookup through `getent passwd` finds it).
+pub fn uid_of_known(name: &str) -> Option<u32> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: as in `uid_of`.
+    let pw = unsafe { libc::getpwnam(c.as_ptr()) };
+    if !pw.is_null() {
+        // SAFETY: pw is non-null.
+        return Some(unsafe { (*pw).pw_uid });
+    }
+    let n = name.parse::<u32>().ok()?;
+    // SAFETY: as for getpwnam.
+    (!unsafe { libc::getpwuid(n) }.is_null()).then_some(n)
+}
+
+/// A group's gid by name, or by number when that group exists.
+pub fn gid_of_known(name: &str) -> Option<u32> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: as in `gid_of`.
+    let gr = unsafe { libc::getgrnam(c.as_ptr()) };
+    if !gr.is_null() {
+        // SAFETY: gr is non-null.
+        return Some(unsafe { (*gr).gr_gid });
+    }
+    let n = name.parse::<u32>().ok()?;
+    // SAFETY: as for getgrnam.
+    (!unsafe { libc::getgrgid(n) }.is_null()).then_some(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

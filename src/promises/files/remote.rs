@@ -159,6 +159,7 @@ fn settings(act: &ActContext<'_>, body: &ResolvedBody) -> Result<Settings, Strin
         s.timeout = Duration::from_secs(secs.max(1));
     }
     s.trust_new_server_key = body.scalar("trustkey").and_then(parse_bool) == Some(true);
+    s.force_ipv4 = body.scalar("force_ipv4").and_then(parse_bool) == Some(true);
     s.protocol = match body.scalar("protocol_version").unwrap_or("") {
         "" | "0" | "undefined" | "3" | "cookie" | "latest" => 3,
         "2" | "tls" => 2,
@@ -275,6 +276,11 @@ impl Copy<'_> {
                 st.kind
             );
             v.failed();
+            return;
+        }
+        if super::copy::single_copied(act, dst, v)
+            || !super::copy::size_permitted(self.body, src, st.size, v)
+        {
             return;
         }
         let dmeta = act.host.lstat(dst).ok().flatten();
