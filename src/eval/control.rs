@@ -31,6 +31,8 @@ pub struct AgentControl {
     /// `default_repository`: where files promises move the backups they
     /// make, unless a promise names its own `repository`.
     pub default_repository: Option<String>,
+    /// `dryrun`: the run changes nothing, as with `--dry-run`.
+    pub dryrun: bool,
 }
 
 impl AgentControl {
@@ -76,6 +78,13 @@ impl AgentControl {
                 "files_auto_define" => out.files_auto_define = list(e.value),
                 "default_repository" => {
                     out.default_repository = e.value.as_scalar().map(str::to_string)
+                }
+                "dryrun" => {
+                    out.dryrun = e
+                        .value
+                        .as_scalar()
+                        .and_then(crate::values::number::parse_bool)
+                        .unwrap_or(false)
                 }
                 "hashupdates" => {
                     out.hashupdates = e
