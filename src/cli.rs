@@ -699,15 +699,19 @@ impl AgentArgs {
         let positional = args.policy.clone().map(positional_entry);
         let file = positional.as_ref().or(args.file.as_ref());
         let entry = resolve_entry(file.map(String::as_str), &workdir, &cwd);
-        if let Some(sim) = &args.simulate
-            && !matches!(sim.as_str(), "diff" | "manifest" | "manifest-full")
-        {
-            return Err(ConfigError::Invalid {
-                flag: "--simulate".into(),
-                value: sim.clone(),
-                reason: "expected diff, manifest or manifest-full".into(),
-            });
-        }
+        let simulate = match &args.simulate {
+            None => None,
+            Some(sim) => match crate::host::changes_chroot::SimulateMode::from_flag(sim) {
+                Some(m) => Some(m),
+                None => {
+                    return Err(ConfigError::Invalid {
+                        flag: "--simulate".into(),
+                        value: sim.clone(),
+                        reason: "expected diff, manifest or manifest-full".into(),
+                    });
+                }
+            },
+        };
         let mode = if args.version {
             Mode::Version
         } else if args.diagnostic_retired {
@@ -814,7 +818,8 @@ impl AgentArgs {
             show_evaluated_classes: args.show_evaluated_classes,
             detailed_exitcodes: args.detailed_exitcodes,
             json: args.json,
-            diff: args.diff || args.simulate.is_some(),
+            diff: args.diff,
+            simulate,
             report_file: args.report_file.map(|f| normalize(&cwd.join(f))),
             metrics_file: args.metrics_file.map(|f| normalize(&cwd.join(f))),
             scheduled: args.scheduled,

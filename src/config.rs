@@ -154,6 +154,10 @@ pub struct Config {
     /// Print a unified diff of every file change (made, or under dry-run
     /// that would be made).
     pub diff: bool,
+    /// `--simulate`: files promises change a scratch copy of the system,
+    /// other promises act as under `--dry-run`, and the run ends with a
+    /// report of what would change.
+    pub simulate: Option<crate::host::changes_chroot::SimulateMode>,
     /// Print events as JSON lines on standard output.
     pub json: bool,
     /// Also write the JSON events to this file (atomically, at the end).

@@ -685,6 +685,13 @@ fn run_policy(config: &Config) -> ExitCode {
         }
     }
     log_summary(&c);
+    if let Some(chroot) = &report.changes_chroot {
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = chroot.report(&mut out, &config.workdir.join("bin")) {
+            tracing::error!("Failed to report the simulated changes: {e}");
+        }
+        chroot.remove();
+    }
     match show_tables(
         &report.prepared.ctx,
         config.show_evaluated_classes.as_ref(),

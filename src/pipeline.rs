@@ -11,6 +11,7 @@ use crate::eval::preeval::{PreEvalReport, load_and_preevaluate, preevaluate_entr
 use crate::eval::vars::Variable;
 use crate::eval::{EvalContext, EvalSettings};
 use crate::host::Host;
+use crate::host::changes_chroot::ChangesChroot;
 use crate::host::clock::now_secs;
 use crate::load::{LoadError, LoadedFile, PolicySet, validate_together};
 use crate::promises::custom::{ModuleSettings, PromiseModules};
@@ -20,6 +21,7 @@ use crate::state::{RunLock, RunLockError, StateError, StateStore};
 use crate::syntax::Diagnostic;
 use crate::values::Origin;
 use crate::values::canon::canonify_class;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// Why a run could not start or could not load its policy.
@@ -37,6 +39,11 @@ pub enum PipelineError {
     State(#[from] StateError),
     #[error(transparent)]
     Run(#[from] RunError),
+    #[error("could not make the changes chroot '{path}': {source}")]
+    ChangesChroot {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// A policy loaded and pre-evaluated, ready to inspect or run.
@@ -273,6 +280,9 @@ fn load_persistent_classes(ctx: &mut EvalContext, st: &mut StateStore, negates: 
 pub struct RunReport {
     pub prepared: Prepared,
     pub summary: RunSummary,
+    /// Under `--simulate`: the scratch copy the run changed, for the
+    /// report that ends the run (its owner removes it).
+    pub changes_chroot: Option<Arc<ChangesChroot>>,
 }
 
 /// A whole agent run: the run lock, the state store, loading and
@@ -292,6 +302,7 @@ pub fn run_agent(
                 return Ok(RunReport {
                     prepared: *prepared,
                     summary: RunSummary::default(),
+                    changes_chroot: None,
                 });
             }
         },
@@ -303,6 +314,7 @@ pub fn run_agent(
         return Ok(RunReport {
             prepared: *prepared,
             summary: RunSummary::default(),
+            changes_chroot: None,
         });
     }
     let state_dir = StateStore::dir(&config.workdir);
@@ -315,17 +327,44 @@ pub fn run_agent(
         source_base: config.source_base.clone(),
         ..EvalSettings::default()
     };
-    let host = if config.dry_run {
+    let changes_chroot = match config.simulate {
+        Some(mode) => {
+            let dir = state_dir.join(format!("{}.changes", std::process::id()));
+            let c = ChangesChroot::create(dir.clone(), mode)
+                .map_err(|source| PipelineError::ChangesChroot { path: dir, source })?;
+            tracing::warn!(
+                "All changes in files will be made in the '{}' chroot",
+                c.dir().display()
+            );
+            Some(Arc::new(c))
+        }
+        None => None,
+    };
+    // The changes chroot goes when the run fails before its report.
+    let removed_on_error = |e: PipelineError| {
+        if let Some(c) = &changes_chroot {
+            c.remove();
+        }
+        e
+    };
+    // Under --simulate, the policy's functions read the real system, as
+    // cf-agent's do; only the run's promises reach the copy.
+    let host = if config.dry_run && changes_chroot.is_none() {
         Host::real().with_dry_run_overlay()
     } else {
         Host::real()
     };
     let synced = host.clone();
-    let mut prepared = prepare_with(config, settings, host.clone(), Some(&mut state), None)?;
+    let mut prepared = prepare_with(config, settings, host.clone(), Some(&mut state), None)
+        .map_err(|e| removed_on_error(e.into()))?;
     on_loaded(&prepared);
     if prepared.has_errors() {
-        return Err(PipelineError::PolicyErrors);
+        return Err(removed_on_error(PipelineError::PolicyErrors));
     }
+    let host = match &changes_chroot {
+        Some(c) => Host::in_changes_chroot(c.clone()),
+        None => host,
+    };
     tag_validated_masterfiles(config);
     let summary = {
         let setup = RunSetup {
@@ -341,18 +380,24 @@ pub fn run_agent(
             ..RunSetup::new(config.dry_run)
         };
         let mut run = AgentRun::new(&mut prepared.ctx, &prepared.policy, sink, setup);
-        let seq = run.bundlesequence(config.bundlesequence.as_deref())?;
+        let seq = run
+            .bundlesequence(config.bundlesequence.as_deref())
+            .map_err(|e| removed_on_error(e.into()))?;
         let ran = run.run(&seq);
         // The renames of the run made durable, once per directory.
         if let Err(e) = synced.sync_pending_dirs() {
             tracing::error!("Could not sync the directories the run wrote to: {e}");
         }
-        ran?;
+        ran.map_err(|e| removed_on_error(e.into()))?;
         save_why(&state_dir, config, run.why_mut());
         run.into_summary()
     };
-    state.flush()?;
-    Ok(RunReport { prepared, summary })
+    state.flush().map_err(|e| removed_on_error(e.into()))?;
+    Ok(RunReport {
+        prepared,
+        summary,
+        changes_chroot,
+    })
 }
 
 /// Whether a scheduled run goes ahead.
@@ -605,6 +650,7 @@ impl Sandbox {
             module_timeout: std::time::Duration::from_secs(1),
             scheduled: false,
             diff: false,
+            simulate: None,
             json: false,
             report_file: None,
             metrics_file: None,

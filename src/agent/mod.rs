@@ -375,6 +375,15 @@ impl<'a> AgentRun<'a> {
         let policy = self.policy;
         crate::eval::preeval::evaluate_meta(self.ctx, policy);
         self.ctx.agent_control = crate::eval::control::AgentControl::resolve(self.ctx, policy);
+        // `dryrun` in body agent control makes the run a dry run, as
+        // `--dry-run` does (10_files/mustache_respects_dryryn.cf).
+        if self.ctx.agent_control.dryrun && !self.dry_run {
+            self.dry_run = true;
+            self.ctx.settings.dry_run = true;
+            if self.host.changes_chroot().is_none() {
+                self.host = self.host.with_dry_run_overlay();
+            }
+        }
         if self.preevaluated_abort() {
             return Ok(());
         }

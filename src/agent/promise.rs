@@ -677,7 +677,11 @@ impl AgentRun<'_> {
             }
             return None;
         };
-        let mut act_ctx = self.act_context(Mode::of(self.dry_run, ep.warn_only()));
+        // Under --simulate, files promises act, in the changes chroot;
+        // everything else only says what it would do, as in a dry run.
+        let in_chroot = ep.promise_type == "files" && self.host.changes_chroot().is_some();
+        let dry_run = self.dry_run && !in_chroot;
+        let mut act_ctx = self.act_context(Mode::of(dry_run, ep.warn_only()));
         let outcome = act.evaluate(&mut act_ctx, ep);
         let (followup, reported) = (act_ctx.followup.take(), act_ctx.reported_outcomes.take());
         let changes = act_ctx.changes.take();

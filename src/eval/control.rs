@@ -34,6 +34,8 @@ pub struct AgentControl {
     /// `files_single_copy`: regexes of destinations a run copies to at
     /// most once (later copies to them are skipped).
     pub files_single_copy: Vec<String>,
+    /// `dryrun`: the run changes nothing, as with `--dry-run`.
+    pub dryrun: bool,
 }
 
 impl AgentControl {
@@ -80,6 +82,13 @@ impl AgentControl {
                 "files_single_copy" => out.files_single_copy = list(e.value),
                 "default_repository" => {
                     out.default_repository = e.value.as_scalar().map(str::to_string)
+                }
+                "dryrun" => {
+                    out.dryrun = e
+                        .value
+                        .as_scalar()
+                        .and_then(crate::values::number::parse_bool)
+                        .unwrap_or(false)
                 }
                 "hashupdates" => {
                     out.hashupdates = e

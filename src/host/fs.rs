@@ -227,6 +227,9 @@ impl Host {
     /// Walks to `p` safely (see [`safe`]), or takes its directory from the
     /// walks of this run when it is still the same (see [`safe::DirCache`]).
     pub(super) fn locate(&self, p: &Path, last: Final) -> io::Result<Located> {
+        if let Some(c) = &self.chroot {
+            c.mirror(p);
+        }
         let parent = match (p.parent(), p.file_name()) {
             (Some(d), Some(name)) if p.is_absolute() => Some((self.map(d), name)),
             _ => None,
@@ -392,6 +395,9 @@ impl Host {
 
     /// Entries of a directory (names only), sorted.
     pub fn read_dir(&self, p: &Path) -> io::Result<Vec<String>> {
+        if let Some(c) = &self.chroot {
+            c.mirror_all(p);
+        }
         let l = self.locate(p, Final::Follow)?;
         let fd = l.open(OFlags::RDONLY | OFlags::DIRECTORY)?;
         let mut dir = rustix::fs::Dir::read_from(&fd).map_err(safe::errno)?;

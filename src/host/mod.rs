@@ -4,6 +4,7 @@
 //! a policy) act on a private tree while the policy names real paths.
 
 pub mod acl;
+pub mod changes_chroot;
 pub mod clock;
 pub mod coprocess;
 pub mod disk;
@@ -49,6 +50,9 @@ pub struct Host {
     /// Directories a rename landed a file in this run, not yet synced
     /// (see [`Host::sync_pending_dirs`]).
     pending_dirs: Arc<fs::PendingDirs>,
+    /// Under `--simulate`: the scratch copy files are changed in (the
+    /// host is rooted there, and mirrors what it reaches first).
+    chroot: Option<Arc<changes_chroot::ChangesChroot>>,
 }
 
 /// The files a dry run would have created or rewritten, by policy path:
@@ -70,6 +74,30 @@ impl Host {
             root: Some(root.into()),
             ..Host::default()
         }
+    }
+
+    /// A host that changes files in `chroot`, a copy of the system made
+    /// as the run reaches its paths (see [`changes_chroot`]).
+    pub fn in_changes_chroot(chroot: Arc<changes_chroot::ChangesChroot>) -> Host {
+        Host {
+            root: Some(chroot.dir().to_path_buf()),
+            chroot: Some(chroot),
+            ..Host::default()
+        }
+    }
+
+    /// Under `--simulate`, takes `policy_path` into the changes chroot
+    /// with everything below it, as cf-agent does for each files promise
+    /// before it acts; otherwise does nothing.
+    pub fn mirror_promised(&self, policy_path: &Path) {
+        if let Some(c) = &self.chroot {
+            c.mirror_all(policy_path);
+        }
+    }
+
+    /// The changes chroot this host works in, under `--simulate`.
+    pub fn changes_chroot(&self) -> Option<&changes_chroot::ChangesChroot> {
+        self.chroot.as_deref()
     }
 
     /// The same host for a dry run: it changes nothing on disk, but

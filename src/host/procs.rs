@@ -136,7 +136,7 @@ pub fn current_user_home() -> Option<String> {
 }
 
 /// The name of a user id, or the id itself.
-fn user_name(uid: u32) -> String {
+pub(crate) fn user_name(uid: u32) -> String {
     // SAFETY: getpwuid returns null or a pointer to static storage that we
     // copy at once.
     let pw = unsafe { libc::getpwuid(uid) };

@@ -130,6 +130,7 @@ impl Actuator for Files {
             );
             return Outcome::Failed;
         }
+        act.host.mirror_promised(&target);
         if search::is_regex_promiser(p) && act.host.lstat(&target).ok().flatten().is_none() {
             let matches = search::regex_promiser_matches(&mut act.ctx, act.host, &p.promiser);
             // Nothing matches: a promise to create makes the promiser as
@@ -227,6 +228,16 @@ impl Actuator for Files {
                     selected.entry(dir.to_path_buf()).or_default().push(name);
                 }
                 leaf(act, p, &f.path, false, Reach::Searched, &mut v);
+                if let Some(c) = act.host.changes_chroot()
+                    && p.body("rename").is_none()
+                {
+                    let shown = searched_name(p, &target, &f.path);
+                    c.record_evaluated(&shown);
+                    // As cf-agent, once the promise changed something.
+                    if v.repaired {
+                        c.record_changed(&shown);
+                    }
+                }
             }
             if let Some(w) = &watch {
                 for d in &dirs {
@@ -540,7 +551,11 @@ fn rename(
         == Some(true);
     let newname = match body.scalar("newname") {
         Some(n) if n.starts_with('/') => PathBuf::from(n),
-        Some(n) => target.parent().unwrap_or(Path::new("/")).join(n),
+        // Beside the promiser as written, as cf-agent names it.
+        Some(n) => match shown.rsplit_once('/') {
+            Some((dir, _)) if !dir.is_empty() => PathBuf::from(format!("{dir}/{n}")),
+            _ => target.parent().unwrap_or(Path::new("/")).join(n),
+        },
         None if disable => PathBuf::from(format!(
             "{shown}{}",
             body.scalar("disable_suffix").unwrap_or(".cfdisabled")
@@ -597,7 +612,42 @@ fn rename(
             ))
     };
     let made = act.change(change, |h| h.rename(target, &newname));
-    v.settle(made, |e| tracing::error!("Could not rename '{shown}': {e}"));
+    if v.settle(made, |e| tracing::error!("Could not rename '{shown}': {e}"))
+        .is_some()
+        && let Some(c) = act.host.changes_chroot()
+    {
+        c.record_rename(shown, &newname.display().to_string());
+    }
+}
+
+/// The name cf-agent gives an entry its depth search met: the promiser as
+/// written (`/dir/.` keeps its dot), then the entry's path below it.
+fn searched_name(p: &ExpandedPromise, base: &Path, found: &Path) -> String {
+    match found.strip_prefix(base) {
+        Ok(rel) => format!("{}/{}", p.promiser.trim_end_matches('/'), rel.display()),
+        Err(_) => found.display().to_string(),
+    }
+}
+
+/// Under `--simulate`: what the report that ends the run shows of the
+/// promise (its renames are told apart).
+fn record_in_chroot(act: &ActContext<'_>, p: &ExpandedPromise, outcome: Outcome) {
+    let Some(c) = act.host.changes_chroot() else {
+        return;
+    };
+    if p.body("rename").is_some() {
+        return;
+    }
+    // Without a depth search, cf-agent names `/dir/.` as `/dir`.
+    let path = match p.promiser.strip_suffix("/.") {
+        Some(dir) if p.body("depth_search").is_none() && !dir.is_empty() => dir,
+        _ => p.promiser.as_str(),
+    };
+    match outcome {
+        Outcome::Repaired => c.record_changed(path),
+        Outcome::Kept => c.record_evaluated(path),
+        _ => {}
+    }
 }
 
 fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, v: Verdict) -> Outcome {
@@ -613,6 +663,7 @@ fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, v: Verdict) -> Outcome 
         );
     }
     let outcome = v.outcome();
+    record_in_chroot(act, p, outcome);
     // Each step sets the classes of its own outcome, as cf-agent's do:
     // a copy kept and permissions repaired set both the kept and the
     // repaired classes (00_basics/03_bodies/114.cf), a file made and a

@@ -26,6 +26,17 @@ pub(super) fn transform(act: &mut ActContext<'_>, shown: &str, command: &str, v:
         .done(format!("Transforming '{shown}' with '{command}'"))
         .should(format!("Need to transform file '{shown}' with '{command}'"))
         .without_suffix();
+    // Under --simulate the command works on the file's copy in the
+    // changes chroot, named in its place wherever the command names it.
+    let argv = match act.host.changes_chroot() {
+        Some(_) => {
+            let inside = act.host.map(Path::new(shown)).display().to_string();
+            argv.into_iter()
+                .map(|a| a.replace(shown, &inside))
+                .collect()
+        }
+        None => argv,
+    };
     let spec = CommandSpec {
         argv,
         output: OutputSelect::Both,
