@@ -37,6 +37,10 @@ pub enum PipelineError {
     State(#[from] StateError),
     #[error(transparent)]
     Run(#[from] RunError),
+    /// A policy file its group or others may write: the agent stops
+    /// without running anything, not even the failsafe policy.
+    #[error(transparent)]
+    Refused(LoadError),
 }
 
 /// A policy loaded and pre-evaluated, ready to inspect or run.
@@ -313,6 +317,7 @@ pub fn run_agent(
         dry_run: config.dry_run,
         command_output_shown: config.log_level >= crate::config::LogLevel::Info,
         source_base: config.source_base.clone(),
+        refuse_writable_policy: true,
         ..EvalSettings::default()
     };
     let host = if config.dry_run {
@@ -321,7 +326,16 @@ pub fn run_agent(
         Host::real()
     };
     let synced = host.clone();
-    let mut prepared = prepare_with(config, settings, host.clone(), Some(&mut state), None)?;
+    let mut prepared = match prepare_with(config, settings, host.clone(), Some(&mut state), None) {
+        Err(e @ LoadError::WritableByOthers { .. }) => return Err(PipelineError::Refused(e)),
+        r => r?,
+    };
+    let writable = |e: &LoadError| matches!(e, LoadError::WritableByOthers { .. });
+    if let Some(i) = prepared.report.load_errors.iter().position(writable) {
+        return Err(PipelineError::Refused(
+            prepared.report.load_errors.remove(i),
+        ));
+    }
     on_loaded(&prepared);
     if prepared.has_errors() {
         return Err(PipelineError::PolicyErrors);
@@ -648,6 +662,7 @@ impl Sandbox {
             command_output_shown: false,
             source_base: None,
             no_functions: false,
+            refuse_writable_policy: false,
         };
         let file = LoadedFile::from_text(&self.config.entry.display().to_string(), text);
         let host = Host::rooted(&self.root).with_dry_run_overlay();
