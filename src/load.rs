@@ -25,7 +25,7 @@ pub enum LoadError {
 /// root when it runs as root. A file that cannot be looked at is left
 /// for reading to report.
 pub fn refuse_writable_by_others(path: &Path) -> Result<(), LoadError> {
-    use std::os::unix::fs::MetadataExt;
+    use crate::host::local::MetadataExt;
     match crate::host::local::metadata(path) {
         Ok(m) if m.mode() & 0o022 != 0 => Err(LoadError::WritableByOthers {
             path: path.display().to_string(),
