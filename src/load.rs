@@ -14,6 +14,25 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
+    /// cf-agent's words for a policy file its group or others may write.
+    #[error("File {path} (owner {uid}) is writable by others (security exception)")]
+    WritableByOthers { path: String, uid: u32 },
+}
+
+/// A policy file that its group or others may write (after following
+/// links) is refused before it is read, as cf-agent refuses it: whoever
+/// may write it could otherwise have the agent run what they like, as
+/// root when it runs as root. A file that cannot be looked at is left
+/// for reading to report.
+pub fn refuse_writable_by_others(path: &Path) -> Result<(), LoadError> {
+    use crate::host::local::MetadataExt;
+    match crate::host::local::metadata(path) {
+        Ok(m) if m.mode() & 0o022 != 0 => Err(LoadError::WritableByOthers {
+            path: path.display().to_string(),
+            uid: m.uid(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// One file: its text, its tree and what the parser said about it.

@@ -44,6 +44,10 @@ pub enum PipelineError {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
+    /// A policy file its group or others may write: the agent stops
+    /// without running anything, not even the failsafe policy.
+    #[error(transparent)]
+    Refused(LoadError),
 }
 
 /// A policy loaded and pre-evaluated, ready to inspect or run.
@@ -325,6 +329,7 @@ pub fn run_agent(
         dry_run: config.dry_run,
         command_output_shown: config.log_level >= crate::config::LogLevel::Info,
         source_base: config.source_base.clone(),
+        refuse_writable_policy: true,
         ..EvalSettings::default()
     };
     let changes_chroot = match config.simulate {
@@ -355,8 +360,18 @@ pub fn run_agent(
         Host::real()
     };
     let synced = host.clone();
-    let mut prepared = prepare_with(config, settings, host.clone(), Some(&mut state), None)
-        .map_err(|e| removed_on_error(e.into()))?;
+    let mut prepared = match prepare_with(config, settings, host.clone(), Some(&mut state), None) {
+        Err(e @ LoadError::WritableByOthers { .. }) => {
+            return Err(removed_on_error(PipelineError::Refused(e)));
+        }
+        r => r.map_err(|e| removed_on_error(e.into()))?,
+    };
+    let writable = |e: &LoadError| matches!(e, LoadError::WritableByOthers { .. });
+    if let Some(i) = prepared.report.load_errors.iter().position(writable) {
+        return Err(removed_on_error(PipelineError::Refused(
+            prepared.report.load_errors.remove(i),
+        )));
+    }
     on_loaded(&prepared);
     if prepared.has_errors() {
         return Err(removed_on_error(PipelineError::PolicyErrors));
@@ -698,6 +713,7 @@ impl Sandbox {
             command_output_shown: false,
             source_base: None,
             no_functions: false,
+            refuse_writable_policy: false,
         };
         let file = LoadedFile::from_text(&self.config.entry.display().to_string(), text);
         let host = Host::rooted(&self.root).with_dry_run_overlay();

@@ -78,6 +78,10 @@ pub struct EvalSettings {
     /// cf-promises' `--eval-functions=no`: no function is called, so what
     /// a call would give stays undefined.
     pub no_functions: bool,
+    /// Refuse a policy file that its group or others may write, as every
+    /// CFEngine component but cf-promises does before it parses one
+    /// (`load::refuse_writable_by_others`): the agent's runs.
+    pub refuse_writable_policy: bool,
 }
 
 impl EvalSettings {

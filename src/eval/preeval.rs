@@ -41,6 +41,9 @@ pub fn load_and_preevaluate(
     policy: &mut PolicySet,
     entry: &Path,
 ) -> Result<PreEvalReport, LoadError> {
+    if ctx.settings.refuse_writable_policy {
+        crate::load::refuse_writable_by_others(entry)?;
+    }
     let file = load_file(entry)?;
     Ok(preevaluate_entry(ctx, policy, entry, file))
 }
@@ -53,11 +56,16 @@ fn load_input(
     path: PathBuf,
     failed_paths: &mut Vec<PathBuf>,
     report: &mut PreEvalReport,
+    refuse_writable: bool,
 ) {
     if already_read(policy, failed_paths, &path) {
         return;
     }
-    match load_file(&path) {
+    let loaded = match refuse_writable {
+        true => crate::load::refuse_writable_by_others(&path).and_then(|()| load_file(&path)),
+        false => load_file(&path),
+    };
+    match loaded {
         Ok(mut f) => {
             if policy.contains_text(&f.source.text) {
                 return;
@@ -86,13 +94,14 @@ pub fn preevaluate_entry(
     let mut report = PreEvalReport::default();
     let mut done = 0;
     let mut failed_paths: Vec<PathBuf> = Vec::new();
+    let refuse = ctx.settings.refuse_writable_policy;
     for _ in 0..MAX_INPUT_ROUNDS {
         // Files loaded in this round, each pre-evaluated as it arrives.
         while done < policy.files.len() {
             let file = policy.files[done].clone();
             preevaluate_file(ctx, policy, &file, &mut report);
             for path in file_inputs(ctx, &file, &entry_dir, &mut false, &mut Vec::new()) {
-                load_input(policy, path, &mut failed_paths, &mut report);
+                load_input(policy, path, &mut failed_paths, &mut report, refuse);
             }
             done += 1;
         }
@@ -109,7 +118,7 @@ pub fn preevaluate_entry(
             let file = policy.files[i].clone();
             let texts = &mut report.unresolved_inputs;
             for path in file_inputs(ctx, &file, &entry_dir, &mut unresolved, texts) {
-                load_input(policy, path, &mut failed_paths, &mut report);
+                load_input(policy, path, &mut failed_paths, &mut report, refuse);
             }
         }
         report.inputs_incomplete = unresolved;

@@ -66,8 +66,31 @@ pub struct Overridden {
 #[derive(Debug, Default, Clone)]
 pub struct VarStore {
     scopes: FastMap<ScopeKey, FastMap<String, Variable>>,
+    /// When each variable came into the store, beside `scopes`.
+    places: FastMap<ScopeKey, FastMap<String, TablePlace>>,
     /// What each definition replaced, in order.
     history: FastMap<(ScopeKey, String), Vec<Overridden>>,
+    /// How many variables have come in so far: the next one's number.
+    next_seq: u64,
+    /// How many variables cf-agent's global table would hold now.
+    global_len: usize,
+}
+
+/// When a variable came into the store: its number in the order of
+/// arrival and how many variables cf-agent's global table held once it
+/// was in (counted only for variables that table holds). A variable
+/// redefined keeps its place, as cf-agent's table replaces a value where
+/// it is; one removed and defined again arrives anew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TablePlace {
+    pub seq: u64,
+    pub load: usize,
+}
+
+/// Whether cf-agent keeps a scope's variables in its global table: all
+/// but `match` and `this`, which it keeps apart.
+fn in_global_table(scope: &str) -> bool {
+    !matches!(scope, "match" | "this")
 }
 
 /// What happened to a `put`.
@@ -99,6 +122,18 @@ impl VarStore {
         match map.get_mut(name) {
             None => {
                 map.insert(name.to_string(), var);
+                if in_global_table(scope) {
+                    self.global_len += 1;
+                }
+                let place = TablePlace {
+                    seq: self.next_seq,
+                    load: self.global_len,
+                };
+                self.next_seq += 1;
+                self.places
+                    .entry(key)
+                    .or_default()
+                    .insert(name.to_string(), place);
                 PutResult::New
             }
             Some(old) => {
@@ -119,9 +154,23 @@ impl VarStore {
     }
 
     pub fn remove(&mut self, ns: &str, scope: &str, name: &str) -> Option<Variable> {
-        self.scopes
-            .get_mut(&ScopeKey::new(ns, scope))
-            .and_then(|m| m.remove(name))
+        let key = ScopeKey::new(ns, scope);
+        let old = self.scopes.get_mut(&key).and_then(|m| m.remove(name))?;
+        if let Some(p) = self.places.get_mut(&key) {
+            p.remove(name);
+        }
+        if in_global_table(scope) {
+            self.global_len -= 1;
+        }
+        Some(old)
+    }
+
+    /// When the variable `name` of a scope came into the store.
+    pub fn place(&self, ns: &str, scope: &str, name: &str) -> Option<TablePlace> {
+        self.places
+            .get(&ScopeKey::new(ns, scope))
+            .and_then(|m| m.get(name))
+            .copied()
     }
 
     /// Removes the classic array elements (`name[key]`) of one scope:
@@ -129,8 +178,16 @@ impl VarStore {
     /// (so they do not accumulate over calls), and keeps its other
     /// variables.
     pub fn clear_arrays(&mut self, ns: &str, scope: &str) {
-        if let Some(m) = self.scopes.get_mut(&ScopeKey::new(ns, scope)) {
+        let key = ScopeKey::new(ns, scope);
+        if let Some(m) = self.scopes.get_mut(&key) {
+            let before = m.len();
             m.retain(|name, _| !name.contains('['));
+            if in_global_table(scope) {
+                self.global_len -= before - m.len();
+            }
+        }
+        if let Some(p) = self.places.get_mut(&key) {
+            p.retain(|name, _| !name.contains('['));
         }
     }
 
@@ -160,11 +217,7 @@ impl VarStore {
     /// all but the `match` and `this` scopes, which it keeps apart. The
     /// table's size, and so the order a walk over it sees, follows.
     pub fn global_table_len(&self) -> usize {
-        self.scopes
-            .iter()
-            .filter(|(k, _)| !matches!(k.scope.as_str(), "match" | "this"))
-            .map(|(_, m)| m.len())
-            .sum()
+        self.global_len
     }
 
     pub fn is_empty(&self) -> bool {

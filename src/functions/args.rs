@@ -6,7 +6,7 @@
 use super::FnError;
 use crate::eval::EvalContext;
 use crate::values::Value;
-use crate::values::hash::{var_ref_hash, var_table_buckets};
+use crate::values::hash::{TableEntry, table_order, var_ref_hash};
 use crate::values::json;
 use crate::values::number::{parse_int, parse_real};
 use crate::values::refs::VarRef;
@@ -326,7 +326,7 @@ fn with_variables(ctx: &EvalContext, text: &str) -> Result<Option<String>, FnErr
 
 /// Gathers the entries `name[k1][k2]...` of a classic array into a JSON
 /// object (nested by index), keys in the order cf-agent's walk over its
-/// variable table meets them: by bucket of their hash (ties by name).
+/// variable table meets them (`table_order`).
 pub fn classic_array(ctx: &EvalContext, name: &str) -> Option<Value> {
     let r = VarRef::parse(name);
     let (ns, scope) = match (r.ns, r.scope) {
@@ -343,21 +343,26 @@ pub fn classic_array(ctx: &EvalContext, name: &str) -> Option<Value> {
         prefix.push_str(idx);
         prefix.push(']');
     }
-    let mask = var_table_buckets(ctx.vars.global_table_len()) - 1;
-    let mut entries: Vec<(u32, Vec<&str>, &Value)> = vars
+    let count = ctx.vars.global_table_len();
+    let mut entries: Vec<(TableEntry, Vec<&str>, &Value)> = vars
         .iter()
         .filter_map(|(k, var)| {
             let rest = k.strip_prefix(prefix.as_str())?;
             let idx = split_indices(rest)?;
             let all: Vec<&str> = r.indices.iter().chain(idx.iter()).copied().collect();
-            let bucket = var_ref_hash(ns, scope, r.base, &all) & mask;
-            Some((bucket, idx, &var.value))
+            let place = ctx.vars.place(ns, scope, k)?;
+            let entry = TableEntry {
+                hash: var_ref_hash(ns, scope, r.base, &all),
+                seq: place.seq,
+                load: place.load,
+            };
+            Some((entry, idx, &var.value))
         })
         .collect();
     if entries.is_empty() {
         return None;
     }
-    entries.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    entries.sort_by(|a, b| table_order(&a.0, &b.0, count));
     let mut root = Map::new();
     for (_, idx, value) in entries {
         insert_path(&mut root, &idx, value_to_json(value));

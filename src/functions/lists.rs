@@ -8,7 +8,7 @@ use crate::eval::EvalContext;
 use crate::syntax::ast::FnCall;
 use crate::values::Value;
 use crate::values::canon::canonify;
-use crate::values::hash::{oat_hash, var_ref_hash, var_table_buckets};
+use crate::values::hash::{TableEntry, oat_hash, table_order, var_ref_hash};
 use crate::values::json;
 use crate::values::number::parse_c_double;
 use crate::values::refs::VarRef;
@@ -753,8 +753,7 @@ fn rrange(_: &mut EvalContext, a: &[Value]) -> FnResult {
 
 /// Every variable whose full name (`ns:scope.name`) matches the regex and
 /// which carries, for each tag regex, a matching tag, in the order
-/// cf-agent's walk over its variable table meets them: by bucket of the
-/// reference's hash (ties by name).
+/// cf-agent's walk over its variable table meets them (`table_order`).
 fn matching_variables(
     name: &'static str,
     ctx: &mut EvalContext,
@@ -766,11 +765,11 @@ fn matching_variables(
     for i in 1..a.len() {
         tag_res.push(args.regex(ctx, i, "tag")?);
     }
-    let mask = var_table_buckets(ctx.vars.global_table_len()) - 1;
+    let count = ctx.vars.global_table_len();
     // The name is built into one buffer, and only for variables whose tags
     // match: most of the table fails the (cheaper) tag test first.
     let mut full = String::new();
-    let mut out: Vec<(u32, String, Value)> = ctx
+    let mut out: Vec<(TableEntry, String, Value)> = ctx
         .vars
         .iter()
         .filter_map(|(scope, n, var)| {
@@ -789,11 +788,16 @@ fn matching_variables(
             }
             let full = full.clone();
             let r = VarRef::parse(n);
-            let bucket = var_ref_hash(&scope.ns, &scope.scope, r.base, &r.indices) & mask;
-            Some((bucket, full, var.value.clone()))
+            let place = ctx.vars.place(&scope.ns, &scope.scope, n)?;
+            let entry = TableEntry {
+                hash: var_ref_hash(&scope.ns, &scope.scope, r.base, &r.indices),
+                seq: place.seq,
+                load: place.load,
+            };
+            Some((entry, full, var.value.clone()))
         })
         .collect();
-    out.sort_by(|x, y| (x.0, &x.1).cmp(&(y.0, &y.1)));
+    out.sort_by(|x, y| table_order(&x.0, &y.0, count));
     Ok(out.into_iter().map(|(_, n, v)| (n, v)).collect())
 }
 

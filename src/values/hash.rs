@@ -58,6 +58,46 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomS
 /// The set that goes with [`FastMap`].
 pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
+/// A variable as cf-agent's table walk meets it: its `var_ref_hash`, its
+/// number in the order the variables came into the table, and how many
+/// variables the table held once it was in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableEntry {
+    pub hash: u32,
+    pub seq: u64,
+    pub load: usize,
+}
+
+/// The order in which a walk over cf-agent's variable table, holding
+/// `count` variables, meets two of them. Buckets come in order. A bucket
+/// is a list that each new variable joins at its head, and that each
+/// doubling of the table (past three quarters full) walks from its head
+/// to build the new bucket by pushing at the head again, which reverses
+/// the list; two variables in one bucket now were in one bucket at every
+/// size. So of two variables in a bucket, the newer is first unless an
+/// odd number of doublings has come since it arrived.
+pub fn table_order(a: &TableEntry, b: &TableEntry, count: usize) -> std::cmp::Ordering {
+    let mask = var_table_buckets(count) - 1;
+    let (ba, bb) = (a.hash & mask, b.hash & mask);
+    if ba != bb {
+        return ba.cmp(&bb);
+    }
+    if a.seq == b.seq {
+        return std::cmp::Ordering::Equal;
+    }
+    let newer = if a.seq < b.seq { b } else { a };
+    // The doublings since `newer` arrived: the table's size now against
+    // its size just before.
+    let doublings = var_table_buckets(count).trailing_zeros()
+        - var_table_buckets(newer.load.saturating_sub(1)).trailing_zeros();
+    let newer_first = doublings.is_multiple_of(2);
+    if (a.seq > b.seq) == newer_first {
+        std::cmp::Ordering::Less
+    } else {
+        std::cmp::Ordering::Greater
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +115,49 @@ mod tests {
         assert_eq!(var_table_buckets(97), 256);
         assert_eq!(var_table_buckets(282), 512);
         assert_eq!(var_table_buckets(385), 1024);
+    }
+
+    /// Runs cf-agent's table: insertion at a bucket's head, doubling past
+    /// three quarters, walking each old bucket from its head onto the new
+    /// buckets' heads; gives the walk's order of the hashes.
+    fn simulate(hashes: &[u32]) -> Vec<u32> {
+        let mut size = 128usize;
+        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); size];
+        for (n, &h) in hashes.iter().enumerate() {
+            buckets[h as usize & (size - 1)].insert(0, h);
+            if n + 1 > size * 3 / 4 {
+                let old = std::mem::replace(&mut buckets, vec![Vec::new(); size * 2]);
+                size *= 2;
+                for list in old {
+                    for h in list {
+                        buckets[h as usize & (size - 1)].insert(0, h);
+                    }
+                }
+            }
+        }
+        buckets.into_iter().flatten().collect()
+    }
+
+    #[test]
+    fn table_order_is_the_walk_of_the_table() {
+        // Hashes that crowd few buckets, over several doublings.
+        for n in [20usize, 97, 150, 193, 400, 800] {
+            let hashes: Vec<u32> = (0..n as u32)
+                .map(|i| oat_hash(&format!("k{i}")) & 0x0f0f_0f0f | (i % 3) << 20)
+                .collect();
+            let mut entries: Vec<TableEntry> = hashes
+                .iter()
+                .enumerate()
+                .map(|(i, &hash)| TableEntry {
+                    hash,
+                    seq: i as u64,
+                    load: i + 1,
+                })
+                .collect();
+            entries.sort_by(|a, b| table_order(a, b, n));
+            let ours: Vec<u32> = entries.iter().map(|e| e.hash).collect();
+            assert_eq!(ours, simulate(&hashes), "{n} variables");
+        }
     }
 
     #[test]

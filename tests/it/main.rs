@@ -51,3 +51,4 @@ mod storage;
 mod transactions;
 mod validate_differential;
 mod verbose_trace;
+mod writable_policy;
