@@ -33,6 +33,7 @@ mod install;
 mod json_events;
 mod logging;
 mod mpf_differential;
+mod newer;
 mod packages;
 mod policy_output_differential;
 mod properties;
