@@ -150,3 +150,57 @@ fn acceptance_tests_of_cfengine_3_28_pass() {
         "{text}"
     );
 }
+
+/// cf-agent 3.24's `--no-augments` and `--no-host-specific-data`: the
+/// run goes without def.json, or without host_specific.json.
+#[test]
+fn no_augments_and_no_host_specific_data_skip_their_layer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        tmp.path(),
+        r#"body common control { bundlesequence => { "main" }; }
+bundle agent main
+{
+  reports:
+      "def: $(def.from_def)";
+      "host: $(data:variables.from_host)";
+}
+"#,
+    );
+    std::fs::write(
+        tmp.path().join("def.json"),
+        r#"{ "vars": { "from_def": "yes" } }"#,
+    )
+    .unwrap();
+    let wd = tmp.path().join("wd");
+    std::fs::create_dir_all(wd.join("data")).unwrap();
+    std::fs::write(
+        wd.join("data/host_specific.json"),
+        r#"{ "vars": { "from_host": "yes" } }"#,
+    )
+    .unwrap();
+    let go = |extra: &[&str]| {
+        let out = run(Command::new(agent_bin())
+            .args(["-K", "-w"])
+            .arg(&wd)
+            .args(extra)
+            .arg("-f")
+            .arg(&policy));
+        out.stdout
+    };
+    let all = go(&[]);
+    assert!(
+        all.contains("R: def: yes") && all.contains("R: host: yes"),
+        "{all}"
+    );
+    let no_def = go(&["--no-augments"]);
+    assert!(
+        no_def.contains("R: def: $(def.from_def)") && no_def.contains("R: host: yes"),
+        "{no_def}"
+    );
+    let no_host = go(&["--no-host-specific-data"]);
+    assert!(
+        no_host.contains("R: def: yes") && no_host.contains("R: host: $(data:variables.from_host)"),
+        "{no_host}"
+    );
+}
