@@ -244,7 +244,9 @@ def judge(rel, rc, output, timed):
         return "FAIL", "no error logged", None
 
     # testall: egrep "R: .*(./TEST|dcs.cf.sub) OUTCOME" over the output, line by line.
-    who = r"R: .*(?:%s|%s) " % (re.escape("./" + rel), re.escape("dcs.cf.sub"))
+    # (3.28's suite names it dcs.sub.cf.)
+    who = r"R: .*(?:%s|%s|%s) " % (
+        re.escape("./" + rel), re.escape("dcs.cf.sub"), re.escape("dcs.sub.cf"))
     lines = [line for line in output.splitlines() if re.search(who, line)]
 
     def seen(outcome):
@@ -701,7 +703,9 @@ def main():
     for b in (args.agent, args.promises):
         if not os.access(b, os.X_OK):
             die("%s is not an executable (build it: cargo build --release)" % b)
-    if not os.path.isfile(os.path.join(args.suite, "default.cf.sub")):
+    # 3.21's suite has default.cf.sub; from 3.27 on it is default.sub.cf.
+    if not any(os.path.isfile(os.path.join(args.suite, n))
+               for n in ("default.cf.sub", "default.sub.cf")):
         die("%s has no default.cf.sub: not the acceptance suite" % args.suite)
     args.jobs = max(1, args.jobs)
     os.makedirs(args.out, exist_ok=True)

@@ -90,6 +90,18 @@ pub struct AgentArgs {
     #[arg(long = "ignore-preferred-augments")]
     pub ignore_preferred_augments: bool,
 
+    /// Do not load the augments (def.json, def_preferred.json) (CFEngine 3.24)
+    #[arg(long = "no-augments")]
+    pub no_augments: bool,
+
+    /// Do not load host-specific data (host_specific.json) (CFEngine 3.24)
+    #[arg(long = "no-host-specific-data")]
+    pub no_host_specific_data: bool,
+
+    /// With --bootstrap: start no CFEngine service (CFEngine 3.24; ours never starts one)
+    #[arg(long = "skip-bootstrap-service-start")]
+    pub skip_bootstrap_service_start: bool,
+
     /// After the run, print variables (optionally only those matching REGEX)
     #[arg(help_heading = "Inspection", long = "show-evaluated-vars", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub show_evaluated_vars: Option<String>,
@@ -807,6 +819,8 @@ impl AgentArgs {
                 _ => false,
             },
             ignore_preferred_augments: args.ignore_preferred_augments,
+            no_augments: args.no_augments,
+            no_host_specific_data: args.no_host_specific_data,
             note_unresolved: warnings.lint,
             unresolved_are_errors: warnings.lint_errors,
             tag_release: args.tag_release.map(|d| normalize(&cwd.join(d))),

@@ -125,6 +125,10 @@ pub struct Config {
     /// standard output is a terminal).
     pub color: bool,
     pub ignore_preferred_augments: bool,
+    /// `--no-augments` (cf-agent 3.24): no def.json nor def_preferred.json.
+    pub no_augments: bool,
+    /// `--no-host-specific-data` (cf-agent 3.24): no host_specific.json.
+    pub no_host_specific_data: bool,
     /// The check warns of variables that pre-evaluation left referring to
     /// undefined ones. cf-promises says nothing of them (and cf-agent
     /// passes its check's output through), so invoked as cf-promises we

@@ -203,14 +203,16 @@ fn prepare_with(
     }
     // Augments come after the host and persistent classes, before policy.
     let entry_dir = crate::load::dirname_text(&config.entry);
-    let augmented = augments::apply(
-        &mut ctx,
-        &AugmentsInput::new(
+    let augments_input = AugmentsInput {
+        no_def: config.no_augments,
+        no_host_specific: config.no_host_specific_data,
+        ..AugmentsInput::new(
             entry_dir,
             config.workdir.clone(),
             config.ignore_preferred_augments,
-        ),
-    );
+        )
+    };
+    let augmented = augments::apply(&mut ctx, &augments_input);
     let mut policy = PolicySet::default();
     let report = match entry_text {
         Some(file) => preevaluate_entry(&mut ctx, &mut policy, &config.entry, file),
@@ -657,6 +659,8 @@ impl Sandbox {
             timestamps: false,
             color: false,
             ignore_preferred_augments: false,
+            no_augments: false,
+            no_host_specific_data: false,
             note_unresolved: true,
             show_evaluated_vars: None,
             show_evaluated_classes: None,

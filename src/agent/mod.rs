@@ -613,7 +613,14 @@ impl<'a> AgentRun<'a> {
         self.bundle_outcomes.push(None);
         self.return_values.push(HashMap::new());
         let common = bundle.bundle_type.name == "common";
-        let order = ordered_sections(bundle);
+        let top_down = crate::eval::control::file_evaluation_order(&file.tree, bundle)
+            .or(self.ctx.agent_control.top_down)
+            .unwrap_or(false);
+        let order = if top_down {
+            written_sections(bundle)
+        } else {
+            ordered_sections(bundle)
+        };
         let policy = self.policy;
         // Three passes always, as cf-agent: variables are resolved again
         // in each (a function says what it says three times), and a
@@ -813,16 +820,25 @@ impl AgentRun<'_> {
     /// their tags (their timers restart, as cf-agent's default `reset`
     /// policy does).
     fn store_persistent_classes(&mut self) {
+        let absolute = std::mem::take(&mut self.ctx.persist_absolute);
         for (name, minutes, tags) in std::mem::take(&mut self.ctx.persist_requests) {
             let Some(st) = self.state.as_deref_mut() else {
                 continue;
             };
+            let reset = !absolute.contains(&name);
             let class = PersistentClass {
                 name,
                 expires: self.now + minutes * 60,
                 tags,
             };
-            if let Err(e) = st.persist_class(&class, true) {
+            if let Err(e) = st.persist_class(&class, reset) {
+                tracing::error!("{e}");
+            }
+        }
+        for name in std::mem::take(&mut self.ctx.persist_cancels) {
+            if let Some(st) = self.state.as_deref_mut()
+                && let Err(e) = st.forget_class(&name)
+            {
                 tracing::error!("{e}");
             }
         }
@@ -840,6 +856,16 @@ pub fn refused_in_sandbox(promise_type: &str) -> bool {
         promise_type,
         "commands" | "packages" | "services" | "users" | "processes" | "storage"
     ) || crate::schema::promise_type(promise_type).is_none()
+}
+
+/// The sections of a bundle as written: `evaluation_order => "top_down"`
+/// (CFEngine 3.27), each pass going down the bundle.
+fn written_sections(bundle: &Bundle) -> Vec<(&str, &[Promise])> {
+    bundle
+        .sections
+        .iter()
+        .map(|s| (s.promise_type.name.as_str(), s.promises.as_slice()))
+        .collect()
 }
 
 fn ordered_sections(bundle: &Bundle) -> Vec<(&str, &[Promise])> {

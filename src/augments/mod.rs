@@ -54,6 +54,12 @@ pub struct AugmentsInput {
     /// `--ignore-preferred-augments`: read `def.json` even when
     /// `def_preferred.json` exists.
     pub ignore_preferred: bool,
+    /// `--no-augments` (cf-agent 3.24): neither `def.json` nor
+    /// `def_preferred.json` is read.
+    pub no_def: bool,
+    /// `--no-host-specific-data` (cf-agent 3.24): `host_specific.json` is
+    /// not read.
+    pub no_host_specific: bool,
     /// The directory relative `augments` entries are opened from. CFEngine
     /// opens them as written, so they are relative to the agent's working
     /// directory, not to the file that names them nor to the policy.
@@ -68,6 +74,8 @@ impl AugmentsInput {
             entry_dir,
             workdir,
             ignore_preferred,
+            no_def: false,
+            no_host_specific: false,
             cwd,
         }
     }
@@ -207,11 +215,15 @@ fn read_json(path: &Path) -> Result<Option<(String, Node)>, AugmentsError> {
 /// Loads every augments layer into `ctx`.
 pub fn apply(ctx: &mut EvalContext, input: &AugmentsInput) -> AugmentsReport {
     let mut report = AugmentsReport::default();
-    cmdb::load(
-        ctx,
-        &input.workdir.join("data/host_specific.json"),
-        &mut report,
-    );
+    if input.no_host_specific {
+        tracing::debug!("--no-host-specific-data: host_specific.json not read");
+    } else {
+        cmdb::load(
+            ctx,
+            &input.workdir.join("data/host_specific.json"),
+            &mut report,
+        );
+    }
 
     let preferred = input.entry_dir.join("def_preferred.json");
     let def = if !input.ignore_preferred && local::is_file(&preferred) {
@@ -219,7 +231,9 @@ pub fn apply(ctx: &mut EvalContext, input: &AugmentsInput) -> AugmentsReport {
     } else {
         input.entry_dir.join("def.json")
     };
-    if local::is_file(&def) {
+    if input.no_def {
+        tracing::debug!("--no-augments: '{}' not read", def.display());
+    } else if local::is_file(&def) {
         let mut chain = Vec::new();
         if let Err(reason) = load_def_file(
             ctx,
@@ -706,6 +720,8 @@ mod tests {
                 entry_dir: self.dir.join("p"),
                 workdir: self.dir.join("wd"),
                 ignore_preferred: false,
+                no_def: false,
+                no_host_specific: false,
                 cwd: self.dir.join("p"),
             }
         }

@@ -153,6 +153,12 @@ pub struct EvalContext {
     /// Classes that classes promises asked to keep (`persistence`), with
     /// their minutes and tags; the agent run stores them.
     pub persist_requests: Vec<(String, i64, Vec<String>)>,
+    /// Of those, the ones whose classes promise says `timer_policy =>
+    /// "absolute"` (CFEngine 3.28): a stored expiry stays.
+    pub persist_absolute: std::collections::HashSet<String>,
+    /// Persistent classes a classes promise cancelled (`cancel`, CFEngine
+    /// 3.28); the agent run forgets them.
+    pub persist_cancels: Vec<String>,
     noted_files: std::collections::HashSet<String>,
     /// Promises (file:line) already refused for iterating too often.
     refused_iterations: std::collections::HashSet<String>,
@@ -183,6 +189,9 @@ pub struct BundleRef {
     pub ns: String,
     pub name: String,
     pub bundle_type: String,
+    /// The literal `tags` of the bundle's `meta:` promises
+    /// (`getbundlemetatags`).
+    pub meta_tags: Vec<String>,
 }
 
 impl EvalContext {
@@ -232,6 +241,7 @@ impl EvalContext {
                 ns: b.namespace.clone(),
                 name: b.name.name.clone(),
                 bundle_type: b.bundle_type.name.clone(),
+                meta_tags: literal_meta_tags(b),
             });
         }
     }
@@ -611,6 +621,13 @@ impl EvalContext {
                 .is_some_and(|c| c.hard && c.origin != Origin::CommandLine)
     }
 
+    /// Whether a class is one of the host's hard classes (which nothing
+    /// in policy undefines).
+    pub fn is_hard_class(&self, name: &str) -> bool {
+        let bare = name.strip_prefix("default:").unwrap_or(name);
+        self.classes.get(bare).is_some_and(|c| c.hard)
+    }
+
     /// Parses (once) and evaluates a class expression that is already free
     /// of variable references.
     pub fn eval_class_expr(&mut self, expr: &str) -> Result<bool, ClassExprError> {
@@ -708,6 +725,27 @@ pub fn json_to_value(j: &Json) -> Value {
         // null is no text: a reference to it does not expand.
         other => Value::Data(Arc::new(other.clone())),
     }
+}
+
+/// The literal strings of a bundle's `meta: "tags" slist => { ... }`.
+fn literal_meta_tags(b: &crate::syntax::ast::Bundle) -> Vec<String> {
+    use crate::syntax::ast::Rval;
+    let mut out = Vec::new();
+    for s in b.sections.iter().filter(|s| s.promise_type.name == "meta") {
+        for p in s.promises.iter().filter(|p| p.promiser.value == "tags") {
+            for a in &p.attributes {
+                match &a.value {
+                    Rval::List { items, .. } => out.extend(items.iter().filter_map(|i| match i {
+                        Rval::String(s) => Some(s.value.clone()),
+                        _ => None,
+                    })),
+                    Rval::String(s) if a.name.name == "string" => out.push(s.value.clone()),
+                    _ => {}
+                }
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

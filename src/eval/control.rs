@@ -36,6 +36,10 @@ pub struct AgentControl {
     pub files_single_copy: Vec<String>,
     /// `dryrun`: the run changes nothing, as with `--dry-run`.
     pub dryrun: bool,
+    /// `evaluation_order` (CFEngine 3.27): `top_down` runs each bundle's
+    /// promises in the order written; body agent control's wins over body
+    /// common control's, and a file's `body file control` over both.
+    pub top_down: Option<bool>,
 }
 
 impl AgentControl {
@@ -46,7 +50,11 @@ impl AgentControl {
 
     /// Reads the default namespace's `body agent control` of the policy.
     pub fn resolve(ctx: &mut EvalContext, policy: &PolicySet) -> AgentControl {
-        let mut out = AgentControl::default();
+        let common = control_evaluation_order(ctx, policy, "common");
+        let mut out = AgentControl {
+            top_down: control_evaluation_order(ctx, policy, "agent").or(common),
+            ..AgentControl::default()
+        };
         let Some((_, body)) = policy
             .body("default", "agent", "control")
             .filter(|(_, b)| b.kind == BodyKind::Body)
@@ -132,6 +140,61 @@ impl AgentControl {
         ctx.pop_frame();
         out
     }
+}
+
+/// Whether a control body of the default namespace asks for `top_down`
+/// evaluation (`Some(false)`: `classic`; `None`: it does not say).
+fn control_evaluation_order(
+    ctx: &mut EvalContext,
+    policy: &PolicySet,
+    component: &str,
+) -> Option<bool> {
+    let (_, body) = policy
+        .body("default", component, "control")
+        .filter(|(_, b)| b.kind == BodyKind::Body)?;
+    let mut found = None;
+    ctx.push_frame(Frame::new(
+        &body.namespace,
+        &format!("control_{component}"),
+        component,
+    ));
+    for a in body.attributes_named("evaluation_order") {
+        let guard = ctx.expand(&a.guard.expr).text;
+        if !ctx.eval_class_expr(guard.trim()).unwrap_or(false) {
+            continue;
+        }
+        if let Ok(e) = ctx.eval_rval(&a.attr.value)
+            && let Some(v) = e.value.as_scalar()
+        {
+            found = Some(v == "top_down");
+        }
+    }
+    ctx.pop_frame();
+    found
+}
+
+/// A file's own `body file control` `evaluation_order` for a bundle
+/// written after it (`None`: the file does not say).
+pub fn file_evaluation_order(
+    tree: &crate::syntax::ast::PolicyFile,
+    bundle: &crate::syntax::ast::Bundle,
+) -> Option<bool> {
+    use crate::syntax::ast::Rval;
+    let mut found = None;
+    for b in tree.bodies() {
+        if b.body_type.name != "file"
+            || b.name.name != "control"
+            || b.span.start > bundle.span.start
+        {
+            continue;
+        }
+        for a in b.attributes_named("evaluation_order") {
+            if let Rval::String(s) = &a.attr.value {
+                found = Some(s.value == "top_down");
+            }
+        }
+    }
+    found
 }
 
 #[cfg(test)]

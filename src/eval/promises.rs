@@ -698,11 +698,84 @@ impl EvalContext {
             return (res, vec![]);
         }
         let name = canonify(&name.text);
+        let fail = |res: &mut PromiseResult, message: String| {
+            res.failed = true;
+            vec![EvalMessage {
+                file: path.to_string(),
+                line,
+                message,
+            }]
+        };
+        // `cancel` (CFEngine 3.28) undefines the class when the promise's
+        // guard holds; it goes with none of the attributes that say how a
+        // class is kept.
+        if let Some(cancel) = promise.attribute("cancel") {
+            if ["persistence", "scope", "timer_policy"]
+                .iter()
+                .any(|a| promise.attribute(a).is_some())
+            {
+                let m = fail(
+                    &mut res,
+                    format!(
+                        "The 'cancel' attribute cannot be combined with 'persistence', 'scope', or 'timer_policy' (class '{name}')"
+                    ),
+                );
+                return (res, m);
+            }
+            let on = self
+                .eval_rval(&cancel.value)
+                .ok()
+                .and_then(|e| {
+                    e.value
+                        .as_scalar()
+                        .map(|v| matches!(v, "true" | "yes" | "on"))
+                })
+                .unwrap_or(false);
+            self.note_handle_done(promise);
+            if on && self.class_is_set(&name) {
+                if self.is_hard_class(&name) {
+                    tracing::warn!("Cannot cancel reserved hard class '{name}'");
+                } else {
+                    tracing::debug!("C:     -  Cancelling class: {name}");
+                    self.undefine_class(&name);
+                    self.persist_cancels.push(name.clone());
+                }
+            }
+            return (res, vec![]);
+        }
+        let timer_policy = match promise.attribute("timer_policy") {
+            None => None,
+            Some(a) => self
+                .eval_rval(&a.value)
+                .ok()
+                .and_then(|e| e.value.as_scalar().map(str::to_string)),
+        };
+        if timer_policy.is_some() && promise.attribute("persistence").is_none() {
+            let m = fail(
+                &mut res,
+                format!(
+                    "Cannot use 'timer_policy' without 'persistence' in classes promise for '{name}'"
+                ),
+            );
+            return (res, m);
+        }
         // A class already set is not evaluated again, as in cf-agent: a
         // `select_class` iterated over a list picks once
         // (02_classes/01_basic/common_bundle_select_class_multiple_classes_as_scalar_variable.cf).
         if self.class_is_set(&name) {
             self.note_handle_done(promise);
+            // Asked for, `timer_policy => "reset"` (CFEngine 3.28) restarts
+            // the timer of a persistent class already set; without it the
+            // promise is skipped, as cf-agent 3.21 skips it.
+            if timer_policy.as_deref() == Some("reset")
+                && let Some(minutes) = self.persistence_minutes(promise)
+            {
+                tracing::debug!(
+                    "C:     +  Resetting persistent class timer: '{name}' ({minutes} minutes)"
+                );
+                let (tags, _) = self.promise_meta(promise);
+                self.persist_requests.push((name.clone(), minutes, tags));
+            }
             return (res, vec![]);
         }
         let mut chosen = None;
@@ -734,11 +807,7 @@ impl EvalContext {
             .attribute("scope")
             .and_then(|a| self.eval_rval(&a.value).ok())
             .and_then(|e| e.value.as_scalar().map(str::to_string));
-        let persistence = promise
-            .attribute("persistence")
-            .and_then(|a| self.eval_rval(&a.value).ok())
-            .and_then(|e| e.value.as_scalar().and_then(|v| parse_int(v).ok()))
-            .filter(|&m| m > 0);
+        let persistence = self.persistence_minutes(promise);
         // Persistent classes are always global, whatever the scope says.
         let local = persistence.is_none()
             && match scope.as_deref() {
@@ -757,6 +826,9 @@ impl EvalContext {
             tracing::debug!("Added class '{name}' with comment '{c}'");
         }
         if let Some(minutes) = persistence {
+            if timer_policy.as_deref() == Some("absolute") {
+                self.persist_absolute.insert(name.clone());
+            }
             self.persist_requests
                 .push((name.clone(), minutes, tags.clone()));
         }
@@ -772,6 +844,15 @@ impl EvalContext {
             tracing::debug!("C:     +  {kind} class: {name}");
         }
         (res, vec![])
+    }
+
+    /// A classes promise's `persistence` in minutes, when positive.
+    fn persistence_minutes(&mut self, promise: &Promise) -> Option<i64> {
+        promise
+            .attribute("persistence")
+            .and_then(|a| self.eval_rval(&a.value).ok())
+            .and_then(|e| e.value.as_scalar().and_then(|v| parse_int(v).ok()))
+            .filter(|&m| m > 0)
     }
 
     /// The truth of a classes promise's value attributes. `Ok(None)` when it

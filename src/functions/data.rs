@@ -47,7 +47,7 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("data_expand", 1, Some(1), data_expand),
     spec("storejson", 1, Some(1), storejson),
     spec("validjson", 1, Some(2), validjson),
-    spec("validdata", 2, Some(2), validdata),
+    spec("validdata", 2, Some(3), validdata),
     spec("type", 1, Some(2), type_fn),
     spec("classfiltercsv", 2, Some(4), classfiltercsv),
     spec("string_mustache", 1, Some(2), string_mustache),
@@ -914,7 +914,17 @@ fn validdata(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("validdata", a);
     let text = args.str(0, "data")?;
     args.option(1, "type", &["JSON"])?;
-    Ok(class_result(json::parse(text).is_ok()))
+    // The optional strict argument is CFEngine 3.26's: only an array or
+    // an object, what a data container can hold, is valid then.
+    let strict = if a.len() > 2 {
+        args.boolean(2, "strict")?
+    } else {
+        false
+    };
+    Ok(class_result(match json::parse(text) {
+        Ok(j) => !strict || j.is_array() || j.is_object(),
+        Err(_) => false,
+    }))
 }
 
 /// `type(name)`: the variable's type; with details, where it comes from
@@ -927,9 +937,14 @@ fn type_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     } else {
         false
     };
+    Ok(Value::str(type_text(ctx, name, detail)))
+}
+
+/// What `type(name, detail)` answers; `is_type` compares with it.
+pub(super) fn type_text(ctx: &EvalContext, name: &str, detail: bool) -> String {
     let declared = ctx.lookup_variable(name).map(|v| v.dtype);
     let value = ctx.lookup(name);
-    let text = match (declared, value) {
+    match (declared, value) {
         (Some(DataType::Data), Some(Value::Data(d))) | (None, Some(Value::Data(d))) => {
             if detail {
                 format!("data {}", json_kind(&d))
@@ -956,8 +971,7 @@ fn type_fn(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         // cf-agent calls what it cannot find a policy variable of no type.
         _ if detail => "policy none".to_string(),
         _ => "none".to_string(),
-    };
-    Ok(Value::str(text))
+    }
 }
 
 /// The JSON type of `base[i1][i2]...` inside a data container.

@@ -22,6 +22,7 @@ mod math;
 mod modules;
 pub mod mustache;
 mod net;
+mod newer;
 mod regexes;
 mod sorting;
 mod strings;
@@ -58,6 +59,7 @@ fn families() -> &'static [&'static [FnSpec]] {
         regexes::FUNCTIONS,
         math::FUNCTIONS,
         data::FUNCTIONS,
+        newer::FUNCTIONS,
     ];
     FAMILIES
 }

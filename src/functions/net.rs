@@ -32,6 +32,8 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("regldap", 7, Some(7), regldap),
     spec("selectservers", 6, Some(6), selectservers),
     spec("registryvalue", 2, Some(2), registryvalue),
+    spec("hostswithgroup", 2, Some(2), hostswithgroup),
+    spec("getacls", 2, Some(2), getacls),
 ];
 
 /// How long network functions wait for a peer.
@@ -590,6 +592,16 @@ fn registryvalue(_: &mut EvalContext, _: &[Value]) -> FnResult {
     )
 }
 
+fn hostswithgroup(_: &mut EvalContext, _: &[Value]) -> FnResult {
+    not_supported("hostswithgroup", HUB)
+}
+fn getacls(_: &mut EvalContext, _: &[Value]) -> FnResult {
+    not_supported(
+        "getacls",
+        "ACLs are not supported yet (see README), so neither is reading them",
+    )
+}
+
 /// The functions that always fail with "not supported", for the coverage
 /// table.
 pub const NOT_SUPPORTED: &[&str] = &[
@@ -603,6 +615,8 @@ pub const NOT_SUPPORTED: &[&str] = &[
     "regldap",
     "selectservers",
     "registryvalue",
+    "hostswithgroup",
+    "getacls",
 ];
 
 #[cfg(test)]

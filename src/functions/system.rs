@@ -19,7 +19,7 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("getuid", 1, Some(1), getuid),
     spec("getgid", 1, Some(1), getgid),
     spec("getuserinfo", 0, Some(1), getuserinfo),
-    spec("getusers", 2, Some(2), getusers),
+    spec("getusers", 0, Some(2), getusers),
     spec("userexists", 1, Some(1), userexists),
     spec("groupexists", 1, Some(1), groupexists),
     cached("findprocesses", 1, Some(1), findprocesses),
@@ -214,7 +214,73 @@ enum GrKey<'a> {
     Gid(u32),
 }
 
+/// A group of the group database.
+pub(super) struct Group {
+    pub name: String,
+    pub gid: u32,
+    pub members: Vec<String>,
+}
+
+fn group_of(gr: &libc::group) -> Group {
+    let mut members = Vec::new();
+    if !gr.gr_mem.is_null() {
+        let mut i = 0;
+        // SAFETY: gr_mem is a NULL-terminated array of C strings filled by
+        // the C library for this entry.
+        unsafe {
+            while !(*gr.gr_mem.add(i)).is_null() {
+                members.push(cstr(*gr.gr_mem.add(i)));
+                i += 1;
+            }
+        }
+    }
+    Group {
+        name: cstr(gr.gr_name),
+        gid: gr.gr_gid,
+        members,
+    }
+}
+
+/// Every group, in the order of the database.
+pub(super) fn all_groups() -> Vec<Group> {
+    let mut out = Vec::new();
+    // SAFETY: setgrent/getgrent_r/endgrent iterate the database; the
+    // buffer outlives each use of `gr`.
+    unsafe {
+        libc::setgrent();
+        let mut buf = vec![0 as libc::c_char; 65536];
+        loop {
+            let mut gr: libc::group = std::mem::zeroed();
+            let mut result: *mut libc::group = std::ptr::null_mut();
+            let rc = libc::getgrent_r(&mut gr, buf.as_mut_ptr(), buf.len(), &mut result);
+            if rc != 0 || result.is_null() {
+                break;
+            }
+            out.push(group_of(&gr));
+        }
+        libc::endgrent();
+    }
+    out
+}
+
+/// A group by name, or by number when `by_gid`.
+pub(super) fn find_group(name: &str, by_gid: Option<u32>) -> Option<Group> {
+    match by_gid {
+        Some(g) => lookup_group_full(GrKey::Gid(g)),
+        None => lookup_group_full(GrKey::Name(name)),
+    }
+}
+
+/// An account by name.
+pub(super) fn find_account(name: &str) -> Option<Account> {
+    lookup_account(PwKey::Name(name))
+}
+
 fn lookup_group(key: GrKey) -> Option<(String, u32)> {
+    lookup_group_full(key).map(|g| (g.name, g.gid))
+}
+
+fn lookup_group_full(key: GrKey) -> Option<Group> {
     // SAFETY: group is plain data filled by the call.
     let mut gr: libc::group = unsafe { std::mem::zeroed() };
     let mut result: *mut libc::group = std::ptr::null_mut();
@@ -241,10 +307,10 @@ fn lookup_group(key: GrKey) -> Option<(String, u32)> {
     if rc != 0 || result.is_null() {
         return None;
     }
-    Some((cstr(gr.gr_name), gr.gr_gid))
+    Some(group_of(&gr))
 }
 
-fn numeric_id(s: &str) -> Option<u32> {
+pub(super) fn numeric_id(s: &str) -> Option<u32> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -310,13 +376,16 @@ fn getuserinfo(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// order, less the comma-separated exclusions.
 fn getusers(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("getusers", a);
+    // Both optional since CFEngine 3.28.
     let names: Vec<&str> = p
-        .str(0, "exclude_names")?
+        .opt_str(0, "exclude_names")?
+        .unwrap_or("")
         .split(',')
         .filter(|s| !s.is_empty())
         .collect();
     let ids: Vec<&str> = p
-        .str(1, "exclude_ids")?
+        .opt_str(1, "exclude_ids")?
+        .unwrap_or("")
         .split(',')
         .filter(|s| !s.is_empty())
         .collect();

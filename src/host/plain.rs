@@ -88,6 +88,35 @@ impl Plain<'_> {
         local::open(self.real(p))
     }
 
+    /// Whether one byte (or the end) of the file can be read: opened and
+    /// read on a thread of its own, given up after `timeout` (a FIFO with
+    /// no writer, a hung network mount); with none, waits as long as it
+    /// takes. A thread given up on is left to finish or block alone.
+    pub fn readable_within(
+        &self,
+        p: impl AsRef<Path>,
+        timeout: Option<std::time::Duration>,
+    ) -> bool {
+        let real = self.real(p);
+        let probe = move || {
+            use io::Read as _;
+            let mut buf = [0u8; 1];
+            local::open(&real)
+                .and_then(|mut f| f.read(&mut buf))
+                .is_ok()
+        };
+        let Some(t) = timeout else {
+            return probe();
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("isreadable".into())
+            .spawn(move || {
+                let _ = tx.send(probe());
+            });
+        spawned.is_ok() && rx.recv_timeout(t).unwrap_or(false)
+    }
+
     /// The entries of a directory in the order `readdir` gives them, `.`
     /// and `..` included, as cf-agent lists them.
     pub fn read_dir_raw(&self, p: impl AsRef<Path>) -> io::Result<Vec<String>> {

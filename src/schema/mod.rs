@@ -9,6 +9,7 @@
 
 #[rustfmt::skip]
 mod generated;
+pub mod newer;
 pub mod support;
 pub mod validate;
 pub mod values;
@@ -132,8 +133,11 @@ pub struct PromiseTypeDef {
 }
 
 impl PromiseTypeDef {
+    /// One of its attributes: 3.21's, or one CFEngine added later
+    /// ([`newer::ATTRIBUTES`]).
     pub fn attribute(&self, name: &str) -> Option<&'static AttrDef> {
         find_attr(self.attributes, name)
+            .or_else(|| newer::attribute("promise", self.name, name).map(|a| &a.def))
     }
 }
 
@@ -146,8 +150,11 @@ pub struct BodyTypeDef {
 }
 
 impl BodyTypeDef {
+    /// One of its attributes: 3.21's, or one CFEngine added later
+    /// ([`newer::ATTRIBUTES`]).
     pub fn attribute(&self, name: &str) -> Option<&'static AttrDef> {
         find_attr(self.attributes, name)
+            .or_else(|| newer::attribute("body", self.name, name).map(|a| &a.def))
     }
 }
 
@@ -352,14 +359,38 @@ pub fn body_types() -> &'static [BodyTypeDef] {
 }
 
 pub fn function(name: &str) -> Option<&'static FunctionDef> {
-    generated::FUNCTIONS
-        .binary_search_by(|f| f.name.cmp(name))
+    let all = functions();
+    all.binary_search_by(|f| f.name.cmp(name))
         .ok()
-        .map(|i| &generated::FUNCTIONS[i])
+        .map(|i| all[i])
 }
 
-pub fn functions() -> &'static [FunctionDef] {
-    generated::FUNCTIONS
+/// Every function we read, sorted by name: CFEngine 3.21's (from its
+/// syntax description) and those added up to 3.28 ([`newer`]), a changed
+/// signature in its newer form.
+pub fn functions() -> &'static [&'static FunctionDef] {
+    static ALL: std::sync::OnceLock<Vec<&'static FunctionDef>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let changed = |name: &str| newer::CHANGED_FUNCTIONS.iter().any(|(f, _)| f.name == name);
+        let mut v: Vec<&'static FunctionDef> = generated::FUNCTIONS
+            .iter()
+            .filter(|f| !changed(f.name))
+            .chain(newer::FUNCTIONS.iter().map(|(f, _)| f))
+            .chain(newer::CHANGED_FUNCTIONS.iter().map(|(f, _)| f))
+            .collect();
+        v.sort_by_key(|f| f.name);
+        v
+    })
+}
+
+/// The CFEngine version that introduced a function (or its present
+/// signature) after 3.21; `None` for one of 3.21's.
+pub fn function_since(name: &str) -> Option<&'static str> {
+    newer::FUNCTIONS
+        .iter()
+        .chain(newer::CHANGED_FUNCTIONS)
+        .find(|(f, _)| f.name == name)
+        .map(|(_, v)| *v)
 }
 
 impl Status {
@@ -416,7 +447,8 @@ fn attributes_json(attrs: &[AttrDef]) -> serde_json::Value {
     out.into()
 }
 
-/// The syntax this agent accepts, in the shape of `cf-promises -s json`:
+/// The syntax of CFEngine 3.21 this agent accepts, as `cf-promises -s json`
+/// 3.21 describes it (without what `newer` adds):
 /// `bodyTypes`, `bundleTypes`, `functions` and `promiseTypes`, each keyed
 /// by name. Function parameters carry their type and range; the
 /// descriptions cf-promises adds are not kept here.
@@ -437,7 +469,9 @@ pub fn syntax_description() -> serde_json::Value {
         );
     }
     let mut functions = Map::new();
-    for f in self::functions() {
+    // cf-promises 3.21's own description: what CFEngine added later
+    // (`newer`) is read, but not described here.
+    for f in generated::FUNCTIONS {
         let params: Vec<Value> = f
             .params
             .iter()
@@ -485,6 +519,9 @@ mod tests {
         assert!(sorted(generated::PROMISE_TYPES, |p| p.name));
         assert!(sorted(generated::BODY_TYPES, |b| b.name));
         assert!(sorted(generated::FUNCTIONS, |f| f.name));
+        assert!(sorted(newer::FUNCTIONS, |(f, _)| f.name));
+        assert!(functions().windows(2).all(|w| w[0].name < w[1].name));
+        assert_eq!(functions().len(), 200);
         for p in promise_types() {
             assert!(sorted(p.attributes, |a| a.name), "{}", p.name);
         }

@@ -432,6 +432,12 @@ impl<'a> Validator<'a> {
             .help = help;
             return false;
         };
+        if let Some(n) = super::newer::attribute("promise", def.name, ad.name)
+            && !n.implemented
+        {
+            self.error(a.name.span, super::newer::refusal(n));
+            return true;
+        }
         if ad.status == Status::Deprecated {
             self.warning(
                 a.name.span,
@@ -848,6 +854,19 @@ impl<'a> Validator<'a> {
             }
         }
         let Some(def) = body_type(&b.body_type.name) else {
+            if let Some((_, since)) = super::newer::BODY_TYPES
+                .iter()
+                .find(|(t, _)| *t == b.body_type.name)
+            {
+                self.error(
+                    b.body_type.span,
+                    format!(
+                        "body type '{}' is CFEngine {since}'s; convergent reads policy of CFEngine 3.21 to 3.28 but does not support it yet",
+                        b.body_type.name
+                    ),
+                );
+                return;
+            }
             // cf-promises accepts bodies of any type; only the ones it
             // knows are checked.
             let names = super::body_types().iter().map(|t| t.name);
@@ -889,6 +908,12 @@ impl<'a> Validator<'a> {
                 .help = help;
                 continue;
             };
+            if let Some(n) = super::newer::attribute("body", def.name, ad.name)
+                && !n.implemented
+            {
+                self.error(a.name.span, super::newer::refusal(n));
+                continue;
+            }
             if ad.status == Status::Deprecated {
                 self.warning(
                     a.name.span,

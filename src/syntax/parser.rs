@@ -1003,18 +1003,9 @@ impl<'a> Parser<'a> {
                     };
                     args.push(arg);
                     match self.peek_kind() {
-                        Some(Tok::Comma) => {
-                            self.pos += 1;
-                            if self.peek_kind() == Some(Tok::RParen) {
-                                self.error(
-                                    self.here(),
-                                    format!(
-                                        "expected another argument after ',' in the call to '{}'",
-                                        name.name
-                                    ),
-                                );
-                            }
-                        }
+                        // One trailing ',' before ')' is CFEngine 3.28's
+                        // syntax (CFE-664); 3.21 refused it.
+                        Some(Tok::Comma) => self.pos += 1,
                         Some(Tok::RParen) => {}
                         Some(k) if starts_value(k) => {
                             if !reported {
@@ -1252,8 +1243,15 @@ mod tests {
             errors("bundle agent x { vars: \"a\" slist => { \"b\", { \"c\" } }; }").len(),
             1
         );
+        // One trailing comma in a call is CFEngine 3.28's syntax; two are
+        // wrong everywhere.
+        assert!(errors("bundle agent x { vars: \"a\" string => f(\"b\", ); }").is_empty());
         assert_eq!(
-            errors("bundle agent x { vars: \"a\" string => f(\"b\", ); }").len(),
+            errors("bundle agent x { vars: \"a\" string => f(\"b\",, ); }").len(),
+            1
+        );
+        assert_eq!(
+            errors("bundle agent x { vars: \"a\" string => f(, ); }").len(),
             1
         );
         assert!(errors("bundle agent x { vars: \"a\" slist => { \"b\", }; }").is_empty());

@@ -192,6 +192,8 @@ fn ours(case: &Path, wd: &Path, args: &[String], flavor: &str) -> (String, Strin
         entry_dir: case.to_path_buf(),
         workdir: wd.to_path_buf(),
         ignore_preferred: args.iter().any(|a| a == "--ignore-preferred-augments"),
+        no_def: false,
+        no_host_specific: false,
         cwd: case.to_path_buf(),
     };
     let report = apply(&mut ctx, &input);

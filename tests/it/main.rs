@@ -34,6 +34,7 @@ mod install;
 mod json_events;
 mod logging;
 mod mpf_differential;
+mod newer;
 mod observe;
 mod packages;
 mod policy_output_differential;

@@ -1,0 +1,392 @@
+//! What CFEngine added to the language after 3.21, which we read too: the
+//! functions of 3.22 to 3.28 and the newer signatures of 3.21's own, each
+//! with the version that introduced it (from the public source of
+//! cfengine/core at its tags; `cf-promises --syntax-description` of 3.28
+//! describes them the same way).
+//!
+//! The agent still reports 3.21.0 (so the MPF's `minimum_version` guards
+//! choose as they would on a 3.21 agent); these only let policy written
+//! for a newer CFEngine load and run.
+
+use super::{AttrDef, Category, FunctionDef, ParamDef, Status, ValueType, Visibility};
+
+const ANY: &str = ".*";
+const ABSPATH: &str = "\"?(/.*)";
+const VALRANGE: &str = "0,99999999999";
+const ID: &str = r"[a-zA-Z0-9_$(){}\[\].:]+";
+const BOOL: &str = "true,false,yes,no,on,off";
+
+const fn p(ty: ValueType, range: &'static str) -> ParamDef {
+    ParamDef { ty, range }
+}
+
+const fn f(
+    name: &'static str,
+    return_type: ValueType,
+    params: &'static [ParamDef],
+    variadic: bool,
+    collecting: bool,
+    category: Category,
+) -> FunctionDef {
+    FunctionDef {
+        name,
+        return_type,
+        params,
+        variadic,
+        cached: false,
+        collecting,
+        status: Status::Normal,
+        category,
+    }
+}
+
+use Category::{Communication, Files, Io, System, Utils};
+use ValueType::{Context, Data, Int, Option as Opt, Slist, String as Str};
+const DATA_CAT: Category = Category::Data;
+
+/// Functions CFEngine added after 3.21, with the version that added them;
+/// sorted by name. A function that checks its own argument count
+/// (`ARGC(min, max)` in CFEngine's table) is variadic here.
+pub const FUNCTIONS: &[(FunctionDef, &str)] = &[
+    (
+        f(
+            "classfilterdata",
+            Data,
+            &[
+                p(Str, ANY),
+                p(
+                    Opt,
+                    "array_of_arrays,array_of_objects,object_of_arrays,object_of_objects,auto",
+                ),
+                p(Str, ANY),
+            ],
+            true,
+            true,
+            Io,
+        ),
+        "3.27.0",
+    ),
+    (
+        f(
+            "findlocalgroups",
+            Data,
+            &[p(Str, ANY)],
+            false,
+            false,
+            DATA_CAT,
+        ),
+        "3.27.0",
+    ),
+    (
+        f(
+            "findlocalusers",
+            Data,
+            &[p(Str, ANY)],
+            false,
+            false,
+            DATA_CAT,
+        ),
+        "3.26.0",
+    ),
+    (
+        f(
+            "getacls",
+            Slist,
+            &[p(Str, ABSPATH), p(Opt, "default,access")],
+            false,
+            false,
+            Files,
+        ),
+        "3.27.0",
+    ),
+    (
+        f(
+            "getbundlemetatags",
+            Slist,
+            &[p(Str, ID)],
+            true,
+            false,
+            Utils,
+        ),
+        "3.26.0",
+    ),
+    (
+        f("getgroupinfo", Data, &[p(Str, ANY)], true, false, System),
+        "3.27.0",
+    ),
+    (
+        f(
+            "getgroups",
+            Slist,
+            &[p(Str, ANY), p(Str, ANY)],
+            true,
+            false,
+            System,
+        ),
+        "3.27.0",
+    ),
+    (
+        f(
+            "hostswithgroup",
+            Slist,
+            &[p(Str, "[a-zA-Z0-9_]+"), p(Opt, "name,address,hostkey")],
+            false,
+            false,
+            Communication,
+        ),
+        "3.26.0",
+    ),
+    (
+        f(
+            "is_type",
+            // CFEngine declares a string; it answers as a class does.
+            Str,
+            &[p(Str, ANY), p(Str, ANY)],
+            false,
+            false,
+            DATA_CAT,
+        ),
+        "3.26.0",
+    ),
+    (
+        f(
+            "isconnectable",
+            Context,
+            &[p(Str, ANY), p(Str, ANY), p(Int, VALRANGE)],
+            true,
+            false,
+            Communication,
+        ),
+        "3.26.0",
+    ),
+    (
+        f(
+            "isnewerthantime",
+            Context,
+            &[p(Str, ABSPATH), p(Int, VALRANGE)],
+            false,
+            false,
+            Files,
+        ),
+        "3.27.0",
+    ),
+    (
+        f(
+            "isreadable",
+            Context,
+            &[p(Str, ABSPATH), p(Int, VALRANGE)],
+            true,
+            false,
+            Files,
+        ),
+        "3.22.0",
+    ),
+    (
+        f(
+            "useringroup",
+            Context,
+            &[p(Str, ANY), p(Str, ANY)],
+            false,
+            false,
+            DATA_CAT,
+        ),
+        "3.26.0",
+    ),
+    (
+        f(
+            "version_compare",
+            Context,
+            &[p(Str, ANY), p(Opt, "=,==,!=,>,<,>=,<="), p(Str, ANY)],
+            false,
+            false,
+            Utils,
+        ),
+        "3.23.0",
+    ),
+];
+
+/// 3.21's functions whose signature grew later, as the newer version
+/// describes them: `validdata`'s optional `strict` (3.26), `getusers`'
+/// optional arguments (3.28).
+pub const CHANGED_FUNCTIONS: &[(FunctionDef, &str)] = &[
+    (
+        f(
+            "getusers",
+            Slist,
+            &[p(Str, ANY), p(Str, ANY)],
+            true,
+            false,
+            System,
+        ),
+        "3.28.0",
+    ),
+    (
+        f(
+            "validdata",
+            Context,
+            &[p(Str, ANY), p(Opt, "JSON"), p(Opt, BOOL)],
+            true,
+            false,
+            DATA_CAT,
+        ),
+        "3.26.0",
+    ),
+    (
+        f(
+            "validjson",
+            Context,
+            &[p(Str, ANY), p(Opt, BOOL)],
+            true,
+            false,
+            DATA_CAT,
+        ),
+        "3.26.0",
+    ),
+];
+
+/// An attribute CFEngine added after 3.21, where it may be written.
+#[derive(Debug)]
+pub struct NewerAttr {
+    /// `promise:TYPE` or `body:TYPE` (a control body's type is its
+    /// component: `common`, `agent`, `file`), as in support.tsv.
+    pub owner: &'static str,
+    pub def: AttrDef,
+    /// The CFEngine version that added it.
+    pub since: &'static str,
+    /// Whether we do what it asks; one we do not is refused where it is
+    /// written, with its version named.
+    pub implemented: bool,
+}
+
+const fn attr(
+    owner: &'static str,
+    name: &'static str,
+    ty: ValueType,
+    range: &'static str,
+    visibility: Visibility,
+    since: &'static str,
+    implemented: bool,
+) -> NewerAttr {
+    NewerAttr {
+        owner,
+        def: AttrDef {
+            name,
+            ty,
+            range,
+            status: Status::Normal,
+            visibility,
+        },
+        since,
+        implemented,
+    }
+}
+
+const ORDER: &str = "(classic|top_down)";
+
+/// The attributes CFEngine added after 3.21.
+pub const ATTRIBUTES: &[NewerAttr] = &[
+    attr(
+        "promise:classes",
+        "cancel",
+        Opt,
+        BOOL,
+        Visibility::PromiseType,
+        "3.28.0",
+        true,
+    ),
+    attr(
+        "promise:classes",
+        "timer_policy",
+        Opt,
+        "absolute,reset",
+        Visibility::PromiseType,
+        "3.28.0",
+        true,
+    ),
+    attr(
+        "body:common",
+        "evaluation_order",
+        Str,
+        ORDER,
+        Visibility::Body,
+        "3.27.0",
+        true,
+    ),
+    attr(
+        "body:agent",
+        "evaluation_order",
+        Str,
+        ORDER,
+        Visibility::Body,
+        "3.27.0",
+        true,
+    ),
+    attr(
+        "body:file",
+        "evaluation_order",
+        Str,
+        ORDER,
+        Visibility::Body,
+        "3.27.0",
+        true,
+    ),
+    attr(
+        "body:agent",
+        "default_directory_create_mode",
+        Str,
+        ANY,
+        Visibility::Body,
+        "3.27.0",
+        false,
+    ),
+    attr(
+        "promise:files",
+        "fsattrs",
+        ValueType::Body,
+        "",
+        Visibility::PromiseType,
+        "3.27.0",
+        false,
+    ),
+    attr(
+        "body:fsattrs",
+        "immutable",
+        Opt,
+        BOOL,
+        Visibility::Body,
+        "3.27.0",
+        false,
+    ),
+    attr(
+        "promise:replace_patterns",
+        "allow_non_convergent",
+        Opt,
+        BOOL,
+        Visibility::PromiseType,
+        "3.28.0",
+        false,
+    ),
+];
+
+/// Body types CFEngine added after 3.21, with the version.
+pub const BODY_TYPES: &[(&str, &str)] = &[("fsattrs", "3.27.0")];
+
+/// The newer attribute `name` of a promise type or body type (`kind` is
+/// `promise` or `body`).
+pub fn attribute(kind: &str, type_name: &str, name: &str) -> Option<&'static NewerAttr> {
+    ATTRIBUTES.iter().find(|a| {
+        a.def.name == name
+            && a.owner
+                .split_once(':')
+                .is_some_and(|(k, t)| k == kind && t == type_name)
+    })
+}
+
+/// Why a newer attribute is refused: the version that added it, and that
+/// we do not do it yet.
+pub fn refusal(a: &NewerAttr) -> String {
+    format!(
+        "'{}' is an attribute of CFEngine {}; convergent reads policy of CFEngine 3.21 to 3.28 but does not support it yet",
+        a.def.name, a.since
+    )
+}

@@ -1,0 +1,206 @@
+//! Policy written for CFEngine 3.22 to 3.28: the policies of tests/newer/
+//! (each checks itself, see its README), the validator's verdict on the
+//! newer attributes we do not support (refused, with the version named),
+//! and, when `CFE_ACCEPTANCE_328_DIR` names the tests/acceptance directory
+//! of a cfengine/core 3.28.0 checkout (with its examples/ beside it, as
+//! `git archive 3.28.0 tests/acceptance examples` lays them out), the
+//! acceptance tests of tests/newer/acceptance-3.28.txt run as
+//! scripts/acceptance.py runs them; without it that part is skipped and
+//! says so.
+
+use crate::common::*;
+use std::path::Path;
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn header_values(text: &str, key: &str) -> Vec<String> {
+    let prefix = format!("# {key}: ");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn newer_policies_pass_under_our_agent() {
+    let mut problems = Vec::new();
+    for f in cf_files(&root().join("tests/newer")) {
+        let text = std::fs::read_to_string(&f).expect("read policy");
+        let runs: usize = header_values(&text, "runs")
+            .first()
+            .map_or(1, |v| v.parse().expect("runs: N"));
+        let passes: usize = header_values(&text, "passes")
+            .first()
+            .map(|v| v.parse().expect("passes: N"))
+            .expect("each policy says how many PASS lines it prints");
+        let tmp = tempfile::tempdir().unwrap();
+        let mut out = None;
+        for _ in 0..runs {
+            out = Some(run(Command::new(agent_bin())
+                .args(["-K", "-w"])
+                .arg(tmp.path().join("wd"))
+                .arg("-f")
+                .arg(&f)));
+        }
+        let out = out.expect("one run at least");
+        let all = format!("{}{}", out.stdout, out.stderr);
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        let got = out
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("R: PASS "))
+            .count();
+        if got != passes || all.contains("FAIL") {
+            problems.push(format!("{name}: {got} of {passes} PASS lines:\n{all}"));
+        }
+        for e in header_values(&text, "expect") {
+            if !all.contains(&e) {
+                problems.push(format!("{name}: the output lacks '{e}':\n{all}"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// What CFEngine added after 3.21 that we do not do is an error where it is
+/// written, naming the version; what we do is accepted.
+#[test]
+fn newer_attributes_we_do_not_do_are_refused_with_their_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        tmp.path(),
+        r#"body common control { bundlesequence => { "main" }; evaluation_order => "classic"; }
+body agent control { default_directory_create_mode => "0755"; evaluation_order => "top_down"; }
+body fsattrs locked { immutable => "true"; }
+bundle agent main
+{
+  files:
+      "/tmp/x" fsattrs => locked, edit_line => e;
+  classes:
+      "c" cancel => "true";
+      "d" expression => "any", persistence => "5", timer_policy => "absolute";
+}
+bundle edit_line e
+{
+  replace_patterns:
+      "a" replace_with => v, allow_non_convergent => "true";
+}
+body replace_with v { replace_value => "b"; }
+"#,
+    );
+    let out = run(Command::new(agent_bin()).arg("--syntax-only").arg(&policy));
+    let text = format!("{}{}", out.stdout, out.stderr);
+    for (line, what) in [
+        (
+            2,
+            "'default_directory_create_mode' is an attribute of CFEngine 3.27.0",
+        ),
+        (3, "body type 'fsattrs' is CFEngine 3.27.0's"),
+        (7, "'fsattrs' is an attribute of CFEngine 3.27.0"),
+        (
+            15,
+            "'allow_non_convergent' is an attribute of CFEngine 3.28.0",
+        ),
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.contains(&format!("p.cf:{line}:")) && l.contains(what)),
+            "line {line}: {what}\n{text}"
+        );
+    }
+    assert_eq!(text.matches("error:").count(), 4, "{text}");
+    assert_eq!(out.code, Some(1), "{text}");
+}
+
+#[test]
+fn acceptance_tests_of_cfengine_3_28_pass() {
+    let Some(suite) = std::env::var_os("CFE_ACCEPTANCE_328_DIR") else {
+        eprintln!(
+            "skipped: CFE_ACCEPTANCE_328_DIR does not name CFEngine 3.28.0's tests/acceptance"
+        );
+        return;
+    };
+    let list = std::fs::read_to_string(root().join("tests/newer/acceptance-3.28.txt"))
+        .expect("acceptance-3.28.txt");
+    let tests: Vec<&str> = list
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let out_dir = tempfile::tempdir().unwrap();
+    let listed = out_dir.path().join("list.txt");
+    std::fs::write(&listed, tests.join("\n") + "\n").unwrap();
+    let out = run(Command::new("python3")
+        .arg(root().join("scripts/acceptance.py"))
+        .arg("--suite")
+        .arg(&suite)
+        .arg("--agent")
+        .arg(agent_bin())
+        .arg("--list")
+        .arg(&listed)
+        .arg("--out")
+        .arg(out_dir.path().join("out"))
+        .arg("-q")
+        .args(&tests));
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        text.contains(&format!("acceptance: {} passed, 0 failed", tests.len())),
+        "{text}"
+    );
+}
+
+/// cf-agent 3.24's `--no-augments` and `--no-host-specific-data`: the
+/// run goes without def.json, or without host_specific.json.
+#[test]
+fn no_augments_and_no_host_specific_data_skip_their_layer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        tmp.path(),
+        r#"body common control { bundlesequence => { "main" }; }
+bundle agent main
+{
+  reports:
+      "def: $(def.from_def)";
+      "host: $(data:variables.from_host)";
+}
+"#,
+    );
+    std::fs::write(
+        tmp.path().join("def.json"),
+        r#"{ "vars": { "from_def": "yes" } }"#,
+    )
+    .unwrap();
+    let wd = tmp.path().join("wd");
+    std::fs::create_dir_all(wd.join("data")).unwrap();
+    std::fs::write(
+        wd.join("data/host_specific.json"),
+        r#"{ "vars": { "from_host": "yes" } }"#,
+    )
+    .unwrap();
+    let go = |extra: &[&str]| {
+        let out = run(Command::new(agent_bin())
+            .args(["-K", "-w"])
+            .arg(&wd)
+            .args(extra)
+            .arg("-f")
+            .arg(&policy));
+        out.stdout
+    };
+    let all = go(&[]);
+    assert!(
+        all.contains("R: def: yes") && all.contains("R: host: yes"),
+        "{all}"
+    );
+    let no_def = go(&["--no-augments"]);
+    assert!(
+        no_def.contains("R: def: $(def.from_def)") && no_def.contains("R: host: yes"),
+        "{no_def}"
+    );
+    let no_host = go(&["--no-host-specific-data"]);
+    assert!(
+        no_host.contains("R: def: yes") && no_host.contains("R: host: $(data:variables.from_host)"),
+        "{no_host}"
+    );
+}
