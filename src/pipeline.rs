@@ -518,7 +518,7 @@ fn open_setuid_log(host: &Host, workdir: &std::path::Path) {
     let node = match host.read(std::path::Path::new("/proc/sys/kernel/hostname")) {
         Ok(b) => String::from_utf8_lossy(&b).trim_end().to_lowercase(),
         Err(e) => {
-            tracing::debug!("Could not read the node name for the setuid log: {e}");
+            tracing::trace!("Could not read the node name for the setuid log: {e}");
             return;
         }
     };
@@ -531,7 +531,7 @@ fn open_setuid_log(host: &Host, workdir: &std::path::Path) {
             .to_lowercase(),
     );
     if let Err(e) = host.append(&path, b"") {
-        tracing::debug!("Could not open the setuid log '{}': {e}", path.display());
+        tracing::trace!("Could not open the setuid log '{}': {e}", path.display());
     }
 }
 
