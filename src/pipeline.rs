@@ -362,6 +362,7 @@ pub fn run_agent(
         Host::real()
     };
     let synced = host.clone();
+    open_setuid_log(&host, &config.workdir);
     let mut prepared = match prepare_with(config, settings, host.clone(), Some(&mut state), None) {
         Err(e @ LoadError::WritableByOthers { .. }) => {
             return Err(removed_on_error(PipelineError::Refused(e)));
@@ -572,6 +573,30 @@ fn precheck_with_cf_promises(config: &Config) -> Result<(), PipelineError> {
 
 /// Undoes the transactions of runs that were killed (their journals are
 /// still in the state directory), before anything else, and says so.
+/// cf-agent opens its log of setuid programs, `cfagent.<node>.log` in the
+/// work directory, as it starts, leaving an empty one behind: the MPF's
+/// setuid inventory looks for it (and -v tells what it finds).
+fn open_setuid_log(host: &Host, workdir: &std::path::Path) {
+    let node = match host.read(std::path::Path::new("/proc/sys/kernel/hostname")) {
+        Ok(b) => String::from_utf8_lossy(&b).trim_end().to_lowercase(),
+        Err(e) => {
+            tracing::trace!("Could not read the node name for the setuid log: {e}");
+            return;
+        }
+    };
+    // cf-agent lowercases the whole path, so under a work directory whose
+    // name has capitals it opens nothing.
+    let path = std::path::PathBuf::from(
+        workdir
+            .join(format!("cfagent.{node}.log"))
+            .to_string_lossy()
+            .to_lowercase(),
+    );
+    if let Err(e) = host.append(&path, b"") {
+        tracing::trace!("Could not open the setuid log '{}': {e}", path.display());
+    }
+}
+
 fn recover_transactions(state_dir: &std::path::Path, sink: &mut dyn Sink) {
     for undo in crate::state::journal::recover(state_dir) {
         let (bundle, namespace, pid, started) = match &undo.header {

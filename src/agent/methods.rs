@@ -71,9 +71,12 @@ impl AgentRun<'_> {
         self.bundle_args =
             (!args.is_empty()).then(|| verbose::args_text(&args, self.written_args.as_deref()));
         verbose::bundle_begin(&bundle.name.name, self.bundle_args.as_deref());
-        self.stack
-            .push(format!("/{}/'{}'", ep.promise_type, ep.promiser));
-        let outcome = self.run_bundle(file, bundle, &args, inherit);
+        self.stack.push(format!(
+            "/{}/'{}'",
+            ep.promise_type,
+            verbose::stack_promiser(&ep.promiser)
+        ));
+        let outcome = self.run_bundle(file, bundle, &args, inherit, true);
         self.stack.pop();
         self.bundle_args = None;
         if self.fatal.is_none() {

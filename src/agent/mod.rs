@@ -404,7 +404,7 @@ impl<'a> AgentRun<'a> {
                 self.bundle_args =
                     (!call.args.is_empty()).then(|| verbose::args_text(&call.args, None));
                 verbose::bundle_begin(&bundle.name.name, self.bundle_args.as_deref());
-                self.run_bundle(file, bundle, &call.args, None);
+                self.run_bundle(file, bundle, &call.args, None, false);
                 if self.fatal.is_none() {
                     verbose::bundle_end(&bundle.name.name);
                 }
@@ -578,6 +578,7 @@ impl<'a> AgentRun<'a> {
         bundle: &Bundle,
         args: &[Value],
         inherit: Option<IndexMap<String, ClassInfo>>,
+        called: bool,
     ) -> Option<Outcome> {
         let mut frame = Frame::new(
             &bundle.namespace,
@@ -622,6 +623,16 @@ impl<'a> AgentRun<'a> {
             ordered_sections(bundle)
         };
         let policy = self.policy;
+        // cf-agent resolves a bundle a method calls once before its first
+        // pass (its arrays cleared above), which -v shows as the skip lines
+        // of its variables whose condition fails. We do it under -v only:
+        // the first pass resolves them all again, so elsewhere it would
+        // only cost (about a tenth of a run of the MPF).
+        if called && crate::report::log::verbose() {
+            let last = std::mem::replace(&mut self.ctx.last_pass, false);
+            self.resolve(file, &order, common);
+            self.ctx.last_pass = last;
+        }
         // Three passes always, as cf-agent: variables are resolved again
         // in each (a function says what it says three times), and a
         // promise that acted is not acted on again. After a pass that
@@ -682,12 +693,7 @@ impl<'a> AgentRun<'a> {
                     section.0 == "classes" && order.get(i + 1).is_none_or(|n| n.0 != "classes");
                 if last_classes {
                     self.ctx.last_pass = state.last;
-                    for (_, promises) in order.iter().filter(|s| s.0 == "vars") {
-                        for promise in *promises {
-                            let (r, _) = self.ctx.eval_vars_promise(file, promise, Some(policy));
-                            state.changed |= r.changed;
-                        }
-                    }
+                    state.changed |= self.resolve(file, &order, common);
                     for (_, promises) in order.iter().filter(|s| s.0 == "defaults") {
                         for promise in *promises {
                             let (r, _) =
@@ -720,6 +726,38 @@ impl<'a> AgentRun<'a> {
         }
         self.last_return_values = self.return_values.pop();
         self.bundle_outcomes.pop().flatten()
+    }
+
+    /// cf-agent's resolution of a bundle's variables outside its passes
+    /// (before a called bundle's first pass, after each pass's classes): a
+    /// common bundle's classes are resolved once more between two rounds
+    /// of its variables. True when it changed something.
+    fn resolve(
+        &mut self,
+        file: &Arc<LoadedFile>,
+        order: &[(&str, &[Promise])],
+        common: bool,
+    ) -> bool {
+        let policy = self.policy;
+        let rounds: &[&str] = if common {
+            &["vars", "classes", "vars"]
+        } else {
+            &["vars"]
+        };
+        let mut changed = false;
+        for round in rounds {
+            for (_, promises) in order.iter().filter(|s| s.0 == *round) {
+                for promise in *promises {
+                    let (r, _) = if *round == "vars" {
+                        self.ctx.eval_vars_promise(file, promise, Some(policy))
+                    } else {
+                        self.ctx.eval_classes_promise(file, promise, true)
+                    };
+                    changed |= r.changed;
+                }
+            }
+        }
+        changed
     }
 
     /// Starts a transaction when the bundle is one and none is running:

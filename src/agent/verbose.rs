@@ -195,9 +195,10 @@ pub(super) fn promise_begin(ep: &ExpandedPromise, at: &Place) {
         tracing::debug!("P:    \"{word}\" class condition: {c}");
     }
     tracing::debug!(
-        "P:    Stack path: {}/{}/'{promiser}'[{}]",
+        "P:    Stack path: {}/{}/'{}'[{}]",
         at.stack,
         ep.promise_type,
+        stack_promiser(&ep.promiser),
         ep.iteration
     );
     if let Some(c) = ep.scalar("comment") {
@@ -226,6 +227,13 @@ pub(super) fn promise_end(promise_type: &str, promiser: &str, outcome: Outcome) 
         ""
     };
     tracing::debug!("P: END {promise_type} promise ({short}{more})");
+}
+
+/// A promiser as cf-agent writes it in a stack path: abbreviated, with
+/// the characters it mangles names with (`#` and `*`) shown as `.` and `:`
+/// wherever they are.
+pub(super) fn stack_promiser(promiser: &str) -> String {
+    abbreviated(promiser).replace('#', ".").replace('*', ":")
 }
 
 /// A promiser of several lines, as cf-agent shows it: its first and last

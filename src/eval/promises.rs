@@ -347,12 +347,18 @@ impl EvalContext {
         if let Some(stop) = self.condition_stops(promise) {
             return (stop, vec![]);
         }
-        if name.unresolved || !self.dependencies_done(promise) {
+        if !self.dependencies_done(promise) {
             res.deferred = true;
             return (res, vec![]);
         }
+        // cf-agent says it computes a variable whose name it cannot
+        // resolve yet, then leaves it for a later pass.
         if self.announce_vars && crate::report::log::verbose() {
             tracing::debug!("V:     Computing value of '{}'", name.text);
+        }
+        if name.unresolved {
+            res.deferred = true;
+            return (res, vec![]);
         }
         let Some((dtype, attr)) = promise
             .attributes
@@ -690,10 +696,24 @@ impl EvalContext {
         if !name.unresolved {
             self.set_this("promiser", Value::str(name.text.clone()));
         }
+        // A class already set is not evaluated again, as in cf-agent: a
+        // `select_class` iterated over a list picks once
+        // (02_classes/01_basic/common_bundle_select_class_multiple_classes_as_scalar_variable.cf).
+        // Its conditions are not looked at either, so -v says nothing of it.
+        // (`cancel` and `timer_policy`, of CFEngine 3.28, act on a class
+        // already set: they are taken below, once the guard is known.)
+        let acts_on_set_class =
+            promise.attribute("cancel").is_some() || promise.attribute("timer_policy").is_some();
+        if !name.unresolved && !acts_on_set_class && self.class_is_set(&canonify(&name.text)) {
+            self.note_handle_done(promise);
+            return (res, vec![]);
+        }
         if let Some(stop) = self.condition_stops(promise) {
             return (stop, vec![]);
         }
-        if name.unresolved || !self.dependencies_done(promise) {
+        // Its dependencies are looked at (and -v says which is missing)
+        // even when its name does not resolve yet.
+        if !self.dependencies_done(promise) || name.unresolved {
             res.deferred = true;
             return (res, vec![]);
         }

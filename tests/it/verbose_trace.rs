@@ -196,6 +196,95 @@ fn verbose_accounts_are_cf_agents() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// Where Debian's cfengine3 installs the Masterfiles Policy Framework.
+const MPF: &str = "/var/lib/cfengine3/masterfiles";
+
+/// Lines of the MPF's account that come in the order of cf-agent's hash
+/// tables: the iterations over a list `getindices` made of a classic array
+/// (the MPF's `cpuinfo[...]`, over `readstringarrayidx`'s rows), which we
+/// list by key. A run of consecutive such lines is compared as a set.
+const HASH_ORDERED: &[&str] = &["V:     Computing value of 'cpuinfo["];
+
+/// Each run of consecutive lines starting with one of [`HASH_ORDERED`],
+/// sorted.
+fn hash_order_as_sets(account: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    let mut run: Vec<&str> = Vec::new();
+    for l in account.lines() {
+        if HASH_ORDERED.iter().any(|p| l.starts_with(p)) {
+            run.push(l);
+            continue;
+        }
+        run.sort_unstable();
+        out.append(&mut run);
+        out.push(l);
+    }
+    run.sort_unstable();
+    out.append(&mut run);
+    out.join("\n") + "\n"
+}
+
+/// One agent's account of a run of the stock MPF, copied into a temporary
+/// directory with its own work directory.
+fn mpf_account(cf_agent: bool) -> String {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    let mf = root.join("mf");
+    copy_tree(Path::new(MPF), &mf);
+    std::fs::create_dir_all(root.join("tmp")).expect("create TEMP");
+    let mut cmd = if cf_agent {
+        Command::new("cf-agent")
+    } else {
+        Command::new(agent_bin())
+    };
+    cmd.arg("-w")
+        .arg(cf_workdir(root))
+        .current_dir(&mf)
+        .env("TEMP", root.join("tmp"))
+        .args(["-K", "-v", "-f"])
+        .arg(mf.join("promises.cf"));
+    let out = run(&mut cmd);
+    hash_order_as_sets(&account(&out.stdout, root))
+}
+
+/// The MPF as installed, run under both agents: the same account, but for
+/// the order of the iterations listed in [`HASH_ORDERED`]. No snapshot is
+/// kept: the MPF's inventory tells the host (its kernel, processors,
+/// addresses), so the account is this host's only.
+#[test]
+fn mpf_verbose_account_is_cf_agents() {
+    if !Path::new(MPF).join("promises.cf").exists() {
+        eprintln!("skipped: the MPF is not installed at {MPF}");
+        return;
+    }
+    if !have("cf-agent") || !have("cf-promises") {
+        eprintln!("skipped: cf-agent 3.21 is not installed to compare with");
+        return;
+    }
+    // cf-agent runs only a policy cf-promises accepts (else it would fall
+    // back to its failsafe policy).
+    let check = run(Command::new("cf-promises")
+        .arg("-f")
+        .arg(Path::new(MPF).join("promises.cf")));
+    if check.code != Some(0) {
+        eprintln!("skipped: cf-promises rejects the installed MPF: {check:?}");
+        return;
+    }
+    let ours = mpf_account(false);
+    let theirs = mpf_account(true);
+    assert!(
+        ours.lines().count() > 1000,
+        "our account of the MPF is short:\n{ours}"
+    );
+    if theirs != ours {
+        let diff = similar::TextDiff::from_lines(&theirs, &ours)
+            .unified_diff()
+            .header("cf-agent", "agent")
+            .to_string();
+        panic!("the MPF: our -v account differs from cf-agent's\n{diff}");
+    }
+}
+
 #[test]
 fn unmangles_iteration_names() {
     assert_eq!(
