@@ -24,7 +24,13 @@ struct Log {
     tag: String,
     socket: Option<UnixDatagram>,
     path: String,
+    /// After a failed connect, when to try again: a host without a log
+    /// socket would otherwise cost three system calls per line logged.
+    retry_at: Option<std::time::Instant>,
 }
+
+/// How long a failed connect to the log socket is not tried again.
+const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
 static LOG: Mutex<Option<Log>> = Mutex::new(None);
 
@@ -44,6 +50,7 @@ pub fn open(tag: &str) {
             tag: tag.to_string(),
             socket: None,
             path: socket_path(),
+            retry_at: None,
         });
     }
 }
@@ -61,13 +68,21 @@ pub fn send(severity: Severity, message: &str) {
     let Ok(mut guard) = LOG.lock() else { return };
     let Some(log) = guard.as_mut() else { return };
     if log.socket.is_none() {
-        let Ok(s) = UnixDatagram::unbound() else {
-            return;
-        };
-        if s.connect(&log.path).is_err() {
+        let now = std::time::Instant::now();
+        if log.retry_at.is_some_and(|t| now < t) {
             return;
         }
-        log.socket = Some(s);
+        let connected = UnixDatagram::unbound().and_then(|s| s.connect(&log.path).map(|()| s));
+        match connected {
+            Ok(s) => {
+                log.socket = Some(s);
+                log.retry_at = None;
+            }
+            Err(_) => {
+                log.retry_at = Some(now + RETRY_AFTER);
+                return;
+            }
+        }
     }
     let line = datagram(
         &log.tag,
