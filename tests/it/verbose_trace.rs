@@ -227,7 +227,20 @@ fn hash_order_as_sets(account: &str) -> String {
 /// One agent's account of a run of the stock MPF, copied into a temporary
 /// directory with its own work directory.
 fn mpf_account(cf_agent: bool) -> String {
-    let tmp = tempfile::tempdir().expect("tempdir");
+    // A name without capitals: the MPF's setuid inventory finds its log
+    // only under a work directory whose path is all lower case (cf-agent
+    // opens the log at the path lowercased), and a random name with
+    // capitals for one agent but not the other made the accounts differ.
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(
+            "mpf-verbose-{}-{}",
+            std::process::id(),
+            // Of one length: cf-agent cuts long paths in some lines.
+            if cf_agent { "a" } else { "b" }
+        ))
+        .rand_bytes(0)
+        .tempdir()
+        .expect("tempdir");
     let root = tmp.path();
     let mf = root.join("mf");
     copy_tree(Path::new(MPF), &mf);
