@@ -148,6 +148,13 @@ fn run_case(case: &str, cf_agent: bool) -> Option<String> {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = tmp.path();
     let (dir, policy) = place(case, root)?;
+    let stdout = run_verbose(cf_agent, root, &dir, &["-D", "AUTO"], &policy);
+    Some(account(&stdout, root))
+}
+
+/// One agent run with `-K -v` on `policy` from `dir`, its work directory
+/// and TEMP under `root`; what it printed.
+fn run_verbose(cf_agent: bool, root: &Path, dir: &Path, args: &[&str], policy: &Path) -> String {
     std::fs::create_dir_all(root.join("tmp")).expect("create TEMP");
     let mut cmd = if cf_agent {
         Command::new("cf-agent")
@@ -156,12 +163,13 @@ fn run_case(case: &str, cf_agent: bool) -> Option<String> {
     };
     cmd.arg("-w")
         .arg(cf_workdir(root))
-        .current_dir(&dir)
+        .current_dir(dir)
         .env("TEMP", root.join("tmp"))
-        .args(["-K", "-v", "-D", "AUTO", "-f"])
-        .arg(&policy);
-    let out = run(&mut cmd);
-    Some(account(&out.stdout, root))
+        .args(["-K", "-v"])
+        .args(args)
+        .arg("-f")
+        .arg(policy);
+    run(&mut cmd).stdout
 }
 
 #[test]
@@ -244,20 +252,8 @@ fn mpf_account(cf_agent: bool) -> String {
     let root = tmp.path();
     let mf = root.join("mf");
     copy_tree(Path::new(MPF), &mf);
-    std::fs::create_dir_all(root.join("tmp")).expect("create TEMP");
-    let mut cmd = if cf_agent {
-        Command::new("cf-agent")
-    } else {
-        Command::new(agent_bin())
-    };
-    cmd.arg("-w")
-        .arg(cf_workdir(root))
-        .current_dir(&mf)
-        .env("TEMP", root.join("tmp"))
-        .args(["-K", "-v", "-f"])
-        .arg(mf.join("promises.cf"));
-    let out = run(&mut cmd);
-    hash_order_as_sets(&account(&out.stdout, root))
+    let stdout = run_verbose(cf_agent, root, &mf, &[], &mf.join("promises.cf"));
+    hash_order_as_sets(&account(&stdout, root))
 }
 
 /// The MPF as installed, run under both agents: the same account, but for
