@@ -55,9 +55,6 @@ pub fn var_table_buckets(count: usize) -> u32 {
 /// process, so keys read from data files cannot be chosen to collide.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
-/// The set that goes with [`FastMap`].
-pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
-
 /// A variable as cf-agent's table walk meets it: its `var_ref_hash`, its
 /// number in the order the variables came into the table, and how many
 /// variables the table held once it was in.
