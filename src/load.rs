@@ -3,6 +3,7 @@
 
 use crate::syntax::ast::PolicyFile;
 use crate::syntax::{Diagnostic, SourceFile, parse};
+use crate::values::hash::FastMap;
 use std::path::Path;
 use thiserror::Error;
 
@@ -122,8 +123,13 @@ pub fn validate_together(
 #[derive(Debug, Default)]
 pub struct PolicySet {
     pub files: Vec<std::sync::Arc<LoadedFile>>,
-    bundles: std::collections::HashMap<(String, String), (usize, usize)>,
-    bodies: std::collections::HashMap<(String, String, String), (usize, usize)>,
+    /// By name: (namespace, file index, block index). Keyed by the name
+    /// alone so that a lookup borrows its key instead of building one.
+    bundles: FastMap<String, Vec<(String, usize, usize)>>,
+    /// By name: (namespace, body type, file index, block index).
+    bodies: FastMap<String, Vec<(String, String, usize, usize)>>,
+    /// The namespaces that hold a body.
+    body_namespaces: Vec<String>,
 }
 
 impl PolicySet {
@@ -134,23 +140,32 @@ impl PolicySet {
         for (bi, block) in file.tree.blocks.iter().enumerate() {
             match block {
                 crate::syntax::ast::Block::Bundle(b) => {
-                    self.bundles
-                        .entry((b.namespace.clone(), b.name.name.clone()))
-                        .or_insert((idx, bi));
+                    let same = self.bundles.entry(b.name.name.clone()).or_default();
+                    if !same.iter().any(|(ns, ..)| *ns == b.namespace) {
+                        same.push((b.namespace.clone(), idx, bi));
+                    }
                 }
                 crate::syntax::ast::Block::Body(b) => {
-                    self.bodies
-                        .entry((
-                            b.namespace.clone(),
-                            b.body_type.name.clone(),
-                            b.name.name.clone(),
-                        ))
-                        .or_insert((idx, bi));
+                    let same = self.bodies.entry(b.name.name.clone()).or_default();
+                    if !same
+                        .iter()
+                        .any(|(ns, ty, ..)| *ns == b.namespace && *ty == b.body_type.name)
+                    {
+                        same.push((b.namespace.clone(), b.body_type.name.clone(), idx, bi));
+                    }
+                    if !self.body_namespaces.contains(&b.namespace) {
+                        self.body_namespaces.push(b.namespace.clone());
+                    }
                 }
             }
         }
         self.files.push(std::sync::Arc::new(file));
         idx
+    }
+
+    /// Whether some body is defined in namespace `ns`.
+    pub fn has_bodies_in(&self, ns: &str) -> bool {
+        self.body_namespaces.iter().any(|n| n == ns)
     }
 
     /// Whether a file with exactly this text is loaded.
@@ -165,7 +180,7 @@ impl PolicySet {
         name: &str,
     ) -> Option<(&std::sync::Arc<LoadedFile>, &crate::syntax::ast::Bundle)> {
         let (ns, name) = split_ns(ns, name);
-        let &(fi, bi) = self.bundles.get(&(ns.to_string(), name.to_string()))?;
+        let &(_, fi, bi) = self.bundles.get(name)?.iter().find(|(n, ..)| n == ns)?;
         let file = &self.files[fi];
         match &file.tree.blocks[bi] {
             crate::syntax::ast::Block::Bundle(b) => Some((file, b)),
@@ -182,14 +197,9 @@ impl PolicySet {
         name: &str,
     ) -> Option<(&std::sync::Arc<LoadedFile>, &crate::syntax::ast::Body)> {
         let (ns, name) = split_ns(ns, name);
-        let key = (ns.to_string(), body_type.to_string(), name.to_string());
-        let &(fi, bi) = self.bodies.get(&key).or_else(|| {
-            self.bodies.get(&(
-                "default".to_string(),
-                body_type.to_string(),
-                name.to_string(),
-            ))
-        })?;
+        let same = self.bodies.get(name)?;
+        let find = |want: &str| same.iter().find(|(n, ty, ..)| n == want && ty == body_type);
+        let &(_, _, fi, bi) = find(ns).or_else(|| find("default"))?;
         let file = &self.files[fi];
         match &file.tree.blocks[bi] {
             crate::syntax::ast::Block::Body(b) => Some((file, b)),

@@ -915,6 +915,13 @@ fn check_policy(config: &Config) -> ExitCode {
         Ok(p) => p,
         Err(code) => return code,
     };
+    let code = check_prepared(config, &mut prepared);
+    prepared.release_at_exit();
+    code
+}
+
+/// `check_policy` on a policy loaded and pre-evaluated.
+fn check_prepared(config: &Config, prepared: &mut Prepared) -> ExitCode {
     // An input that cannot be read comes first, as cf-promises reports
     // it; what follows from it (bodies it would define) is not reported.
     for e in &prepared.report.load_errors {
@@ -980,7 +987,7 @@ fn check_policy(config: &Config) -> ExitCode {
                 Err(code) => return code,
             }
         }
-        Mode::Explain(name) => return explain_name(&prepared, name),
+        Mode::Explain(name) => return explain_name(prepared, name),
         _ => {}
     }
     ExitCode::SUCCESS

@@ -228,6 +228,11 @@ pub fn default_body(
     promise_type: &str,
     body_type: &str,
 ) -> Option<Result<ResolvedBody, BodyError>> {
+    // Asked for every promise: the name is made only for a policy with
+    // default bodies at all.
+    if !policy.has_bodies_in(DEFAULT_BODY_NAMESPACE) {
+        return None;
+    }
     let name = format!("{DEFAULT_BODY_NAMESPACE}:{promise_type}_{body_type}");
     policy.body(DEFAULT_BODY_NAMESPACE, body_type, &name)?;
     Some(resolve_named_body(ctx, policy, body_type, &name))

@@ -57,6 +57,23 @@ impl ScopeKey {
     }
 }
 
+/// A scope's names borrowed, to look a `ScopeKey` up without building one:
+/// it hashes as `ScopeKey` does (the two names in order).
+#[derive(Hash)]
+struct ScopeRef<'a> {
+    ns: &'a str,
+    scope: &'a str,
+}
+
+impl hashbrown::Equivalent<ScopeKey> for ScopeRef<'_> {
+    fn equivalent(&self, key: &ScopeKey) -> bool {
+        self.ns == key.ns && self.scope == key.scope
+    }
+}
+
+/// A map by scope that can be looked up with a `ScopeRef`.
+type ScopeMap<V> = hashbrown::HashMap<ScopeKey, V, foldhash::fast::RandomState>;
+
 /// One earlier definition that a later one replaced, for `--explain`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Overridden {
@@ -65,9 +82,9 @@ pub struct Overridden {
 
 #[derive(Debug, Default, Clone)]
 pub struct VarStore {
-    scopes: FastMap<ScopeKey, FastMap<String, Variable>>,
+    scopes: ScopeMap<FastMap<String, Variable>>,
     /// When each variable came into the store, beside `scopes`.
-    places: FastMap<ScopeKey, FastMap<String, TablePlace>>,
+    places: ScopeMap<FastMap<String, TablePlace>>,
     /// What each definition replaced, in order.
     history: FastMap<(ScopeKey, String), Vec<Overridden>>,
     /// How many variables have come in so far: the next one's number.
@@ -103,22 +120,26 @@ pub enum PutResult {
 
 impl VarStore {
     pub fn get(&self, ns: &str, scope: &str, name: &str) -> Option<&Variable> {
-        // Avoid allocating a key for each lookup by scanning the inner map
-        // only after a hashed scope lookup.
         self.scopes
-            .get(&ScopeKey::new(ns, scope))
+            .get(&ScopeRef { ns, scope })
             .and_then(|m| m.get(name))
     }
 
     pub fn get_mut(&mut self, ns: &str, scope: &str, name: &str) -> Option<&mut Variable> {
         self.scopes
-            .get_mut(&ScopeKey::new(ns, scope))
+            .get_mut(&ScopeRef { ns, scope })
             .and_then(|m| m.get_mut(name))
     }
 
     pub fn put(&mut self, ns: &str, scope: &str, name: &str, var: Variable) -> PutResult {
-        let key = ScopeKey::new(ns, scope);
-        let map = self.scopes.entry(key.clone()).or_default();
+        if !self.scopes.contains_key(&ScopeRef { ns, scope }) {
+            self.scopes
+                .insert(ScopeKey::new(ns, scope), FastMap::default());
+        }
+        let map = self
+            .scopes
+            .get_mut(&ScopeRef { ns, scope })
+            .expect("the scope was just made");
         match map.get_mut(name) {
             None => {
                 map.insert(name.to_string(), var);
@@ -130,10 +151,13 @@ impl VarStore {
                     load: self.global_len,
                 };
                 self.next_seq += 1;
-                self.places
-                    .entry(key)
-                    .or_default()
-                    .insert(name.to_string(), place);
+                if !self.places.contains_key(&ScopeRef { ns, scope }) {
+                    self.places
+                        .insert(ScopeKey::new(ns, scope), FastMap::default());
+                }
+                if let Some(p) = self.places.get_mut(&ScopeRef { ns, scope }) {
+                    p.insert(name.to_string(), place);
+                }
                 PutResult::New
             }
             Some(old) => {
@@ -145,7 +169,7 @@ impl VarStore {
                 }
                 let prev = std::mem::replace(old, var);
                 self.history
-                    .entry((key, name.to_string()))
+                    .entry((ScopeKey::new(ns, scope), name.to_string()))
                     .or_default()
                     .push(Overridden { variable: prev });
                 PutResult::Changed
@@ -154,7 +178,7 @@ impl VarStore {
     }
 
     pub fn remove(&mut self, ns: &str, scope: &str, name: &str) -> Option<Variable> {
-        let key = ScopeKey::new(ns, scope);
+        let key = ScopeRef { ns, scope };
         let old = self.scopes.get_mut(&key).and_then(|m| m.remove(name))?;
         if let Some(p) = self.places.get_mut(&key) {
             p.remove(name);
@@ -168,7 +192,7 @@ impl VarStore {
     /// When the variable `name` of a scope came into the store.
     pub fn place(&self, ns: &str, scope: &str, name: &str) -> Option<TablePlace> {
         self.places
-            .get(&ScopeKey::new(ns, scope))
+            .get(&ScopeRef { ns, scope })
             .and_then(|m| m.get(name))
             .copied()
     }
@@ -178,7 +202,7 @@ impl VarStore {
     /// (so they do not accumulate over calls), and keeps its other
     /// variables.
     pub fn clear_arrays(&mut self, ns: &str, scope: &str) {
-        let key = ScopeKey::new(ns, scope);
+        let key = ScopeRef { ns, scope };
         if let Some(m) = self.scopes.get_mut(&key) {
             let before = m.len();
             m.retain(|name, _| !name.contains('['));
@@ -192,7 +216,7 @@ impl VarStore {
     }
 
     pub fn scope(&self, ns: &str, scope: &str) -> Option<&FastMap<String, Variable>> {
-        self.scopes.get(&ScopeKey::new(ns, scope))
+        self.scopes.get(&ScopeRef { ns, scope })
     }
 
     /// Every variable, as (scope, name, variable), in no particular order.
