@@ -1,6 +1,7 @@
 //! Defined classes: global (hard and namespace-wide soft classes) and the
 //! bundle-local ones of the bundle being evaluated.
 
+use super::reads::{ReadLog, entry_hash};
 use crate::values::hash::FastMap;
 use crate::values::value::Origin;
 
@@ -27,6 +28,8 @@ impl ClassInfo {
 #[derive(Debug, Default, Clone)]
 pub struct ClassStore {
     global: FastMap<String, ClassInfo>,
+    /// What evaluations read, and when each class last changed.
+    pub reads: ReadLog,
 }
 
 impl ClassStore {
@@ -39,30 +42,38 @@ impl ClassStore {
             return false;
         }
         self.global.insert(key.to_string(), info);
+        self.reads.note_change(|| entry_hash(key));
         true
     }
 
     pub fn undefine(&mut self, key: &str) -> Option<ClassInfo> {
         match self.global.get(key) {
             Some(i) if i.hard => None,
-            Some(_) => self.global.remove(key),
+            Some(_) => {
+                self.reads.note_change(|| entry_hash(key));
+                self.global.remove(key)
+            }
             None => None,
         }
     }
 
     pub fn get(&self, key: &str) -> Option<&ClassInfo> {
+        self.reads.note_read(|| entry_hash(key));
         self.global.get(key)
     }
 
     pub fn is_defined(&self, key: &str) -> bool {
+        self.reads.note_read(|| entry_hash(key));
         self.global.contains_key(key)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&String, &ClassInfo)> {
+        self.reads.note_unnamed();
         self.global.iter()
     }
 
     pub fn len(&self) -> usize {
+        self.reads.note_unnamed();
         self.global.len()
     }
 

@@ -601,9 +601,11 @@ impl EvalContext {
         }
         if let Some(f) = self.frame()
             && (qualified_default.is_none() || f.ns == "default")
-            && f.local_classes.contains_key(bare)
         {
-            return true;
+            self.classes.reads.note_read(|| local_class_entry(bare));
+            if f.local_classes.contains_key(bare) {
+                return true;
+            }
         }
         if bare.contains(':') {
             return self.classes.is_defined(bare);
@@ -647,6 +649,7 @@ impl EvalContext {
     /// current namespace.
     pub fn define_class(&mut self, name: &str, local: bool, info: ClassInfo) -> bool {
         let new = if local && let Some(f) = self.frames.last_mut() {
+            self.classes.reads.note_change(|| local_class_entry(name));
             f.local_classes.insert(name.to_string(), info).is_none()
         } else {
             let key = if name.contains(':') {
@@ -666,6 +669,7 @@ impl EvalContext {
         if let Some(f) = self.frames.last_mut()
             && f.local_classes.shift_remove(name).is_some()
         {
+            self.classes.reads.note_change(|| local_class_entry(name));
             return;
         }
         let key = class_key(self.current_ns(), name);
@@ -678,6 +682,11 @@ impl EvalContext {
             line,
         }
     }
+}
+
+/// How a bundle-local class is named in the class store's read log.
+pub(crate) fn local_class_entry(name: &str) -> u64 {
+    crate::eval::reads::entry_hash(("local", name))
 }
 
 /// How many times a value found by expansion is itself expanded before a

@@ -14,6 +14,7 @@ pub mod iterations;
 pub mod module_protocol;
 pub mod preeval;
 pub mod promises;
+pub mod reads;
 pub mod reasons;
 pub mod rval;
 pub mod vars;

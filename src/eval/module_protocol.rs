@@ -134,6 +134,8 @@ pub fn apply(
                     for f in &mut ctx.frames {
                         f.local_classes.shift_remove(&name);
                     }
+                    let entry = super::context::local_class_entry(&name);
+                    ctx.classes.reads.note_change(|| entry);
                     ctx.classes.undefine(&name);
                 }
             }

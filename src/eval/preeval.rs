@@ -6,9 +6,11 @@
 
 use super::context::{EvalContext, Frame};
 use super::promises::EvalMessage;
+use super::reads::Reads;
 use super::vars::Variable;
 use crate::load::{LoadError, LoadedFile, PolicySet, load_file};
-use crate::syntax::ast::{Body, BodyKind};
+use crate::syntax::ast::{Body, BodyKind, Promise};
+use crate::values::hash::FastMap;
 use crate::values::value::{DataType, Origin, Value};
 use std::path::{Path, PathBuf};
 
@@ -95,11 +97,14 @@ pub fn preevaluate_entry(
     let mut done = 0;
     let mut failed_paths: Vec<PathBuf> = Vec::new();
     let refuse = ctx.settings.refuse_writable_policy;
+    let mut settled = Settled::default();
+    ctx.vars.reads.set_tracking(true);
+    ctx.classes.reads.set_tracking(true);
     for _ in 0..MAX_INPUT_ROUNDS {
         // Files loaded in this round, each pre-evaluated as it arrives.
         while done < policy.files.len() {
             let file = policy.files[done].clone();
-            preevaluate_file(ctx, policy, &file, &mut report);
+            preevaluate_file(ctx, policy, &file, &mut report, &mut settled);
             for path in file_inputs(ctx, &file, &entry_dir, &mut false, &mut Vec::new()) {
                 load_input(policy, path, &mut failed_paths, &mut report, refuse);
             }
@@ -109,7 +114,7 @@ pub fn preevaluate_entry(
         let before = policy.files.len();
         for i in 0..policy.files.len() {
             let file = policy.files[i].clone();
-            preevaluate_file(ctx, policy, &file, &mut report);
+            preevaluate_file(ctx, policy, &file, &mut report, &mut settled);
         }
         // Whether inputs are complete is decided by this last look.
         let mut unresolved = false;
@@ -126,6 +131,8 @@ pub fn preevaluate_entry(
             break;
         }
     }
+    ctx.vars.reads.set_tracking(false);
+    ctx.classes.reads.set_tracking(false);
     // With ignore_missing_inputs, cf-agent runs the policy without the
     // inputs it cannot read (missing files, directories), and says nothing.
     if ctx.common_control_flag("ignore_missing_inputs") {
@@ -205,6 +212,7 @@ fn preevaluate_file(
     policy: &PolicySet,
     file: &LoadedFile,
     report: &mut PreEvalReport,
+    settled: &mut Settled,
 ) {
     ctx.note_policy_file(&file.source.path, &file.tree);
     for body in file.tree.bodies() {
@@ -231,16 +239,74 @@ fn preevaluate_file(
                 .filter(|s| s.promise_type.name == kind)
             {
                 for promise in &section.promises {
-                    let (_, msgs) = if kind == "vars" {
-                        ctx.eval_vars_promise(file, promise, Some(policy))
+                    let msgs = if kind == "vars" {
+                        settled.eval_vars(ctx, policy, file, promise)
                     } else {
-                        ctx.eval_classes_promise(file, promise, true)
+                        ctx.eval_classes_promise(file, promise, true).1
                     };
                     report.messages.extend(msgs);
                 }
             }
         }
         ctx.pop_frame();
+    }
+}
+
+/// The vars promises whose last evaluation defined what it had to and read
+/// only variables and classes that have not changed since: evaluating
+/// them again in a later sweep would give the same, so they are left as
+/// they are (the sweeps over every file are most of a check's work).
+#[derive(Default)]
+struct Settled {
+    /// By the promise's address in the loaded policy, which stays put:
+    /// what its last evaluation read from the variables and the classes.
+    reads: FastMap<usize, (Reads, Reads)>,
+}
+
+impl Settled {
+    fn eval_vars(
+        &mut self,
+        ctx: &mut EvalContext,
+        policy: &PolicySet,
+        file: &LoadedFile,
+        promise: &Promise,
+    ) -> Vec<EvalMessage> {
+        let id = promise as *const Promise as usize;
+        if let Some((vars, classes)) = self.reads.get(&id)
+            && ctx.vars.reads.unchanged_since(vars)
+            && ctx.classes.reads.unchanged_since(classes)
+        {
+            return Vec::new();
+        }
+        // Bodies come from the policy, which grows as files load, and -v
+        // tells each evaluation: such promises are evaluated every time.
+        let bodies = ["action", "classes", "depends_on"]
+            .iter()
+            .any(|a| promise.attribute(a).is_some())
+            || policy.has_bodies_in("bodydefault");
+        let logged = !bodies && !crate::report::log::verbose();
+        if logged {
+            ctx.vars.reads.start();
+            ctx.classes.reads.start();
+        }
+        let (result, msgs) = ctx.eval_vars_promise(file, promise, Some(policy));
+        if logged {
+            let read = (ctx.vars.reads.finish(), ctx.classes.reads.finish());
+            match read {
+                (Some(vars), Some(classes))
+                    if msgs.is_empty()
+                        && !result.deferred
+                        && !result.failed
+                        && ctx.fatal.is_none() =>
+                {
+                    self.reads.insert(id, (vars, classes));
+                }
+                _ => {
+                    self.reads.remove(&id);
+                }
+            }
+        }
+        msgs
     }
 }
 

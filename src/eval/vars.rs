@@ -1,6 +1,7 @@
 //! The variable store: every variable by namespace, scope (bundle) and
 //! name, with its type, tags, comment and origin.
 
+use super::reads::{ReadLog, entry_hash};
 use crate::values::hash::FastMap;
 use crate::values::value::{DataType, Origin, Value};
 
@@ -91,6 +92,8 @@ pub struct VarStore {
     next_seq: u64,
     /// How many variables cf-agent's global table would hold now.
     global_len: usize,
+    /// What evaluations read, and when each variable last changed.
+    pub reads: ReadLog,
 }
 
 /// When a variable came into the store: its number in the order of
@@ -120,18 +123,31 @@ pub enum PutResult {
 
 impl VarStore {
     pub fn get(&self, ns: &str, scope: &str, name: &str) -> Option<&Variable> {
+        self.reads.note_read(|| entry_hash((ns, scope, name)));
         self.scopes
             .get(&ScopeRef { ns, scope })
             .and_then(|m| m.get(name))
     }
 
     pub fn get_mut(&mut self, ns: &str, scope: &str, name: &str) -> Option<&mut Variable> {
+        // Whoever takes a variable to change it may change it.
+        self.reads.note_change(|| entry_hash((ns, scope, name)));
         self.scopes
             .get_mut(&ScopeRef { ns, scope })
             .and_then(|m| m.get_mut(name))
     }
 
     pub fn put(&mut self, ns: &str, scope: &str, name: &str, var: Variable) -> PutResult {
+        let result = self.put_unlogged(ns, scope, name, var);
+        if result == PutResult::Unchanged {
+            self.reads.note_read(|| entry_hash((ns, scope, name)));
+        } else {
+            self.reads.note_change(|| entry_hash((ns, scope, name)));
+        }
+        result
+    }
+
+    fn put_unlogged(&mut self, ns: &str, scope: &str, name: &str, var: Variable) -> PutResult {
         if !self.scopes.contains_key(&ScopeRef { ns, scope }) {
             self.scopes
                 .insert(ScopeKey::new(ns, scope), FastMap::default());
@@ -180,6 +196,7 @@ impl VarStore {
     pub fn remove(&mut self, ns: &str, scope: &str, name: &str) -> Option<Variable> {
         let key = ScopeRef { ns, scope };
         let old = self.scopes.get_mut(&key).and_then(|m| m.remove(name))?;
+        self.reads.note_change(|| entry_hash((ns, scope, name)));
         if let Some(p) = self.places.get_mut(&key) {
             p.remove(name);
         }
@@ -191,6 +208,8 @@ impl VarStore {
 
     /// When the variable `name` of a scope came into the store.
     pub fn place(&self, ns: &str, scope: &str, name: &str) -> Option<TablePlace> {
+        // A place depends on how full the whole table is.
+        self.reads.note_unnamed();
         self.places
             .get(&ScopeRef { ns, scope })
             .and_then(|m| m.get(name))
@@ -205,7 +224,14 @@ impl VarStore {
         let key = ScopeRef { ns, scope };
         if let Some(m) = self.scopes.get_mut(&key) {
             let before = m.len();
-            m.retain(|name, _| !name.contains('['));
+            let reads = &mut self.reads;
+            m.retain(|name, _| {
+                let array = name.contains('[');
+                if array {
+                    reads.note_change(|| entry_hash((ns, scope, name.as_str())));
+                }
+                !array
+            });
             if in_global_table(scope) {
                 self.global_len -= before - m.len();
             }
@@ -216,17 +242,20 @@ impl VarStore {
     }
 
     pub fn scope(&self, ns: &str, scope: &str) -> Option<&FastMap<String, Variable>> {
+        self.reads.note_unnamed();
         self.scopes.get(&ScopeRef { ns, scope })
     }
 
     /// Every variable, as (scope, name, variable), in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&ScopeKey, &String, &Variable)> {
+        self.reads.note_unnamed();
         self.scopes
             .iter()
             .flat_map(|(k, m)| m.iter().map(move |(n, v)| (k, n, v)))
     }
 
     pub fn history(&self, ns: &str, scope: &str, name: &str) -> &[Overridden] {
+        self.reads.note_unnamed();
         self.history
             .get(&(ScopeKey::new(ns, scope), name.to_string()))
             .map(Vec::as_slice)
@@ -234,6 +263,7 @@ impl VarStore {
     }
 
     pub fn len(&self) -> usize {
+        self.reads.note_unnamed();
         self.scopes.values().map(FastMap::len).sum()
     }
 
@@ -241,6 +271,7 @@ impl VarStore {
     /// all but the `match` and `this` scopes, which it keeps apart. The
     /// table's size, and so the order a walk over it sees, follows.
     pub fn global_table_len(&self) -> usize {
+        self.reads.note_unnamed();
         self.global_len
     }
 

@@ -79,17 +79,33 @@ fn matching_classes(ctx: &mut EvalContext, p: &Args) -> Result<Vec<String>, FnEr
         }
     }
     let tags_wanted = p.len() > 1;
-    Ok(all_classes(ctx)
-        .into_iter()
-        .filter(|(name, tags)| {
-            re.is_full_match(name)
-                && (!tags_wanted
-                    || tag_res
-                        .iter()
-                        .any(|r| tags.iter().any(|t| r.is_full_match(t))))
-        })
-        .map(|(n, _)| n)
-        .collect())
+    let prefix = re.literal_prefix();
+    let wanted = |name: &str, tags: &[String]| {
+        name.starts_with(prefix)
+            && re.is_full_match(name)
+            && (!tags_wanted
+                || tag_res
+                    .iter()
+                    .any(|r| tags.iter().any(|t| r.is_full_match(t))))
+    };
+    // In the order of `all_classes`, choosing before copying anything.
+    let mut global: Vec<&String> = ctx
+        .classes
+        .iter()
+        .filter(|(k, i)| wanted(k, &i.tags))
+        .map(|(k, _)| k)
+        .collect();
+    global.sort();
+    let mut out: Vec<String> = Vec::new();
+    if let Some(f) = ctx.frame() {
+        for (k, i) in f.local_classes.iter().rev() {
+            if ctx.classes.get(k).is_none() && wanted(k, &i.tags) {
+                out.push(k.clone());
+            }
+        }
+    }
+    out.extend(global.into_iter().cloned());
+    Ok(out)
 }
 
 /// `classesmatching(regex, tag...)`, in the order of `all_classes`.
@@ -125,6 +141,8 @@ fn getclassmetatags(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let name = p.str(0, "class")?;
     let key = p.opt_str(1, "tag_key")?;
     let bare = name.strip_prefix("default:").unwrap_or(name);
+    let entry = crate::eval::context::local_class_entry(bare);
+    ctx.classes.reads.note_read(|| entry);
     let local = ctx.frame().and_then(|f| f.local_classes.get(bare).cloned());
     let info = local.or_else(|| ctx.classes.get(bare).cloned());
     match info {
@@ -156,6 +174,8 @@ fn bundlesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         tag_res.push(p.regex(ctx, i, "tag_regex")?);
     }
     let mut out = Vec::new();
+    // The policy's bundles grow as files load: no read of a store names them.
+    ctx.vars.reads.note_unnamed();
     for b in ctx.policy_bundles.iter().rev() {
         let qualified = format!("{}:{}", b.ns, b.name);
         if !re.is_full_match(&qualified) {

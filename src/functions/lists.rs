@@ -769,6 +769,7 @@ fn matching_variables(
     // The name is built into one buffer, and only for variables whose tags
     // match: most of the table fails the (cheaper) tag test first.
     let mut full = String::new();
+    let prefix = re.literal_prefix();
     let mut out: Vec<(TableEntry, String, Value)> = ctx
         .vars
         .iter()
@@ -779,8 +780,12 @@ fn matching_variables(
             {
                 return None;
             }
+            let parts = [&*scope.ns, ":", &*scope.scope, ".", n];
+            if !parts_start_with(&parts, prefix) {
+                return None;
+            }
             full.clear();
-            for part in [&*scope.ns, ":", &*scope.scope, ".", n] {
+            for part in parts {
                 full.push_str(part);
             }
             if !re.is_full_match(&full) {
@@ -799,6 +804,21 @@ fn matching_variables(
         .collect();
     out.sort_by(|x, y| table_order(&x.0, &y.0, count));
     Ok(out.into_iter().map(|(_, n, v)| (n, v)).collect())
+}
+
+/// Whether the text made of `parts` in a row starts with `prefix`.
+pub(crate) fn parts_start_with(parts: &[&str], mut prefix: &str) -> bool {
+    for part in parts {
+        if prefix.is_empty() {
+            return true;
+        }
+        let n = part.len().min(prefix.len());
+        if part.as_bytes()[..n] != prefix.as_bytes()[..n] {
+            return false;
+        }
+        prefix = &prefix[n..];
+    }
+    prefix.is_empty()
 }
 
 /// The names come out in the reverse of the table's order, as cf-agent

@@ -199,6 +199,8 @@ fn getbundlemetatags(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let r = p.str(0, "bundle")?;
     let key = p.opt_str(1, "tag_key")?;
     let (ns, name) = r.split_once(':').unwrap_or(("default", r));
+    // The policy's bundles grow as files load: no read of a store names them.
+    ctx.vars.reads.note_unnamed();
     let Some(b) = ctx
         .policy_bundles
         .iter()

@@ -62,6 +62,27 @@ impl Regex {
             .unwrap_or(&self.re)
     }
 
+    /// Text every full match starts with: the pattern's leading literal
+    /// characters (empty when it starts otherwise or has an alternative),
+    /// so a caller can rule out most texts without running the pattern.
+    pub fn literal_prefix(&self) -> &str {
+        let p = self.pattern.as_str();
+        if p.contains('|') {
+            return "";
+        }
+        let end = p
+            .find(|c: char| "\\.^$?*+()[]{}".contains(c))
+            .unwrap_or(p.len());
+        match p[end..].chars().next() {
+            // `ab?`: the last literal character is optional.
+            Some('?' | '*' | '{') => {
+                let last = p[..end].char_indices().last().map_or(0, |(i, _)| i);
+                &p[..last]
+            }
+            _ => &p[..end],
+        }
+    }
+
     /// Somewhere in the text.
     pub fn is_match(&self, text: &str) -> bool {
         self.re(text).is_match(text.as_bytes()).unwrap_or(false)
@@ -172,6 +193,20 @@ impl RegexCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_literal_prefix_is_what_every_match_starts_with() {
+        let prefix = |p: &str| Regex::new(p).unwrap().literal_prefix().to_string();
+        assert_eq!(prefix("default:def.control_.*"), "default:def");
+        assert_eq!(prefix("abc?d"), "ab");
+        assert_eq!(prefix("ab*"), "a");
+        assert_eq!(prefix("ab+"), "ab");
+        assert_eq!(prefix("a|b"), "");
+        assert_eq!(prefix("(?i)abc"), "");
+        assert_eq!(prefix(".*"), "");
+        assert_eq!(prefix("plain"), "plain");
+        assert_eq!(prefix("x\\.y"), "x");
+    }
 
     #[test]
     fn full_match_is_cfengines() {
