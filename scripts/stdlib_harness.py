@@ -19,6 +19,10 @@ A case file is a policy with a header of `#` comment lines:
     # covers: m mog perms:og      names exercised (TYPE:NAME when two
                                    kinds share a name)
     # inputs: vcs.cf               more library files than stdlib.cf
+    # stdlib: files.cf             the library files to load in place of
+                                   stdlib.cf (a case about one file's
+                                   names loads that file alone, so that
+                                   --ours-lib checks it file by file)
     # file: etc/conf 0644          a file of the initial tree, its content
     # | line one                   in the `# |` lines that follow
     # dir: pub 1777                a directory of the initial tree
@@ -34,8 +38,8 @@ A case file is a policy with a header of `#` comment lines:
                                    "differs on purpose", not a failure
 
 `@ROOT@` in the policy is the tree, `@LIB@` the library directory. The
-policy gets `body common control` (inputs: the library's stdlib.cf and any
-`inputs:`; bundlesequence: main) unless it has its own.
+policy gets `body common control` (inputs: the library's stdlib.cf, or the
+`stdlib:` files, and any `inputs:`; bundlesequence: main) unless it has its own.
 
 Usage:
     stdlib_harness.py [--agent PATH] [--lib DIR] [--ours-lib] [--case SUBSTR]...
@@ -96,6 +100,7 @@ class Case:
         self.name = path.stem
         self.covers = []
         self.inputs = []
+        self.stdlib = ["stdlib.cf"]
         self.files = []  # (rel, mode, lines) or (rel, mode, None) for a dir
         self.old = []
         self.runs = 2
@@ -126,6 +131,8 @@ class Case:
             self.covers += value.split()
         elif key == "inputs":
             self.inputs += value.split()
+        elif key == "stdlib":
+            self.stdlib = value.split()
         elif key in ("file", "dir"):
             parts = value.split()
             mode = int(parts[1], 8) if len(parts) > 1 else (0o644 if key == "file" else 0o755)
@@ -200,7 +207,7 @@ def write_policy(case, base, lib):
     root = base / "root"
     text = case.policy.replace("@ROOT@", str(root)).replace("@LIB@", str(lib))
     if not re.search(r"body\s+common\s+control", text):
-        inputs = [str(lib / "stdlib.cf")] + [str(lib / i) for i in case.inputs]
+        inputs = [str(lib / i) for i in case.stdlib + case.inputs]
         control = "body common control\n{\n  inputs => { %s };\n  bundlesequence => { \"main\" };\n}\n" % (
             ", ".join(f'"{i}"' for i in inputs)
         )
@@ -241,10 +248,16 @@ def variables(lines):
     return sorted(out)
 
 
-def outcome(proc, root, wd):
+def outcome(proc, root, wd, lib):
     """What one run left: R: lines, promise-defined classes, whether it
-    logged errors, the tree. Each agent's work directory is @WORKDIR@."""
-    lines = (proc.stdout + proc.stderr).replace(str(wd), "@WORKDIR@").splitlines()
+    logged errors, the tree. Each agent's work directory is @WORKDIR@, its
+    library directory @LIB@ (with --ours-lib they are not the same)."""
+    lines = (
+        (proc.stdout + proc.stderr)
+        .replace(str(wd), "@WORKDIR@")
+        .replace(str(lib), "@LIB@")
+        .splitlines()
+    )
     reports = [l for l in lines if l.startswith("R: ")]
     errors = [l.strip() for l in lines if re.match(r"^\s*(\S+\s+)?error: ", l)]
     in_table = False
@@ -281,7 +294,7 @@ def run_side(cmd, case, base, lib, wd, env=None):
             cwd=base,
             env=env,
         )
-        results.append(outcome(proc, base / "root", wd))
+        results.append(outcome(proc, base / "root", wd, lib))
     return results
 
 
