@@ -38,7 +38,8 @@ policy gets `body common control` (inputs: the library's stdlib.cf and any
 `inputs:`; bundlesequence: main) unless it has its own.
 
 Usage:
-    stdlib_harness.py [--agent PATH] [--lib DIR] [--ours-lib] [--case SUBSTR]...
+    stdlib_harness.py [--agent PATH] [--lib DIR] [--ours-lib [--mpf-file F.cf]... [--without F.cf]...]
+                      [--case SUBSTR]...
                       [--table FILE] [--jobs N] [--names] [-v]
 
 Exit status: 0 when every case agrees, 1 when one differs, 77 when cf-agent
@@ -241,10 +242,12 @@ def variables(lines):
     return sorted(out)
 
 
-def outcome(proc, root, wd):
+def outcome(proc, root, wd, lib):
     """What one run left: R: lines, promise-defined classes, whether it
-    logged errors, the tree. Each agent's work directory is @WORKDIR@."""
-    lines = (proc.stdout + proc.stderr).replace(str(wd), "@WORKDIR@").splitlines()
+    logged errors, the tree. Each agent's work directory is @WORKDIR@, the
+    library's directory @LIB@ (the MPF's or ours)."""
+    out = (proc.stdout + proc.stderr).replace(str(wd), "@WORKDIR@")
+    lines = out.replace(str(lib), "@LIB@").splitlines()
     reports = [l for l in lines if l.startswith("R: ")]
     errors = [l.strip() for l in lines if re.match(r"^\s*(\S+\s+)?error: ", l)]
     in_table = False
@@ -281,7 +284,7 @@ def run_side(cmd, case, base, lib, wd, env=None):
             cwd=base,
             env=env,
         )
-        results.append(outcome(proc, base / "root", wd))
+        results.append(outcome(proc, base / "root", wd, lib))
     return results
 
 
@@ -367,6 +370,11 @@ def main():
     ap.add_argument("--lib", default=str(MPF_LIB), help="the MPF's lib directory")
     ap.add_argument("--ours-lib", action="store_true",
                     help="run our agent with our policies/lib instead of the MPF's")
+    ap.add_argument("--mpf-file", action="append", default=[],
+                    help="with --ours-lib, take this file of the MPF's lib instead of ours "
+                         "(e.g. one of ours not written yet)")
+    ap.add_argument("--without", action="append", default=[],
+                    help="with --mpf-file, leave this file of ours out")
     ap.add_argument("--case", action="append", default=[], help="only cases whose name contains this")
     ap.add_argument("--table", help="write the status table (markdown) here")
     ap.add_argument("--jobs", type=int, default=2)
@@ -398,6 +406,16 @@ def main():
     if args.case:
         cases = [c for c in cases if any(s in c.name for s in args.case)]
     ours_lib = (REPO / "policies" / "lib") if args.ours_lib else None
+    mixed = None
+    if ours_lib and args.mpf_file:
+        # A copy of our library with some of the MPF's files in it.
+        mixed = Path(tempfile.mkdtemp(prefix="stdlib-mixed-lib-"))
+        shutil.copytree(ours_lib, mixed / "lib")
+        for f in args.mpf_file:
+            shutil.copy(lib / f, mixed / "lib" / f)
+        for f in args.without:
+            (mixed / "lib" / f).unlink()
+        ours_lib = mixed / "lib"
     status = {}
     failed = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -418,6 +436,8 @@ def main():
           f"{sum(1 for v in status.values() if v[0] == 'agree')} of {len(names)} names agree")
     if args.table:
         print(write_table(Path(args.table), names, status))
+    if mixed:
+        shutil.rmtree(mixed, ignore_errors=True)
     return 1 if failed else 0
 
 
