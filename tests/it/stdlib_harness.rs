@@ -21,6 +21,8 @@ const FAST: &[&str] = &[
     "sync_copy",
     "bundles_misc",
     "processes_days_older_than",
+    "symlink_promiser_select",
+    "misc_agent_bundles",
 ];
 
 #[test]
