@@ -24,6 +24,11 @@ A case file is a policy with a header of `#` comment lines:
     # dir: pub 1777                a directory of the initial tree
     # old: etc/conf                made ten days old before the runs
     # runs: 1                      one run instead of two
+    # bin: psql vacuumdb           commands put in each agent's WORKDIR/bin
+                                   ($(sys.bindir)), each a script that
+                                   appends its arguments to the tree's
+                                   file bin.log and exits 0: a stand-in
+                                   for a program the host lacks
     # vars: REGEX                  also compare the variables matching
                                    REGEX at the end of the run (lists as
                                    sets: the order of getindices is
@@ -102,6 +107,7 @@ class Case:
         self.runs = 2
         self.known = None
         self.vars = None
+        self.bins = []
         text = path.read_text()
         body = []
         in_header = True
@@ -137,6 +143,8 @@ class Case:
             self.runs = int(value)
         elif key == "vars":
             self.vars = value
+        elif key == "bin":
+            self.bins += value.split()
         elif key == "known-difference":
             self.known = value
 
@@ -270,8 +278,18 @@ def outcome(proc, root, wd, lib):
     }
 
 
+def fake_bins(case, root, wd):
+    """The case's stand-in commands in WORKDIR/bin."""
+    (wd / "bin").mkdir(parents=True, exist_ok=True)
+    for name in case.bins:
+        f = wd / "bin" / name
+        f.write_text(f'#!/bin/sh\necho "{name} $*" >> "{root}/bin.log"\nexit 0\n')
+        os.chmod(f, 0o755)
+
+
 def run_side(cmd, case, base, lib, wd, env=None):
     build_tree(case, base / "root")
+    fake_bins(case, base / "root", wd)
     policy = write_policy(case, base, lib)
     results = []
     for _ in range(case.runs):
