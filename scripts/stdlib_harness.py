@@ -28,6 +28,11 @@ A case file is a policy with a header of `#` comment lines:
     # dir: pub 1777                a directory of the initial tree
     # old: etc/conf                made ten days old before the runs
     # runs: 1                      one run instead of two
+    # bin: psql vacuumdb           commands put in each agent's WORKDIR/bin
+                                   ($(sys.bindir)), each a script that
+                                   appends its arguments to the tree's
+                                   file bin.log and exits 0: a stand-in
+                                   for a program the host lacks
     # vars: REGEX                  also compare the variables matching
                                    REGEX at the end of the run (lists as
                                    sets: the order of getindices is
@@ -42,7 +47,8 @@ policy gets `body common control` (inputs: the library's stdlib.cf, or the
 `stdlib:` files, and any `inputs:`; bundlesequence: main) unless it has its own.
 
 Usage:
-    stdlib_harness.py [--agent PATH] [--lib DIR] [--ours-lib] [--case SUBSTR]...
+    stdlib_harness.py [--agent PATH] [--lib DIR] [--ours-lib [--mpf-file F.cf]... [--without F.cf]...]
+                      [--case SUBSTR]...
                       [--table FILE] [--jobs N] [--names] [-v]
 
 Exit status: 0 when every case agrees, 1 when one differs, 77 when cf-agent
@@ -106,6 +112,7 @@ class Case:
         self.runs = 2
         self.known = None
         self.vars = None
+        self.bins = []
         text = path.read_text()
         body = []
         in_header = True
@@ -143,6 +150,8 @@ class Case:
             self.runs = int(value)
         elif key == "vars":
             self.vars = value
+        elif key == "bin":
+            self.bins += value.split()
         elif key == "known-difference":
             self.known = value
 
@@ -280,8 +289,18 @@ def outcome(proc, root, wd, lib):
     }
 
 
+def fake_bins(case, root, wd):
+    """The case's stand-in commands in WORKDIR/bin."""
+    (wd / "bin").mkdir(parents=True, exist_ok=True)
+    for name in case.bins:
+        f = wd / "bin" / name
+        f.write_text(f'#!/bin/sh\necho "{name} $*" >> "{root}/bin.log"\nexit 0\n')
+        os.chmod(f, 0o755)
+
+
 def run_side(cmd, case, base, lib, wd, env=None):
     build_tree(case, base / "root")
+    fake_bins(case, base / "root", wd)
     policy = write_policy(case, base, lib)
     results = []
     for _ in range(case.runs):
@@ -402,6 +421,11 @@ def main():
     ap.add_argument("--lib", default=str(MPF_LIB), help="the MPF's lib directory")
     ap.add_argument("--ours-lib", action="store_true",
                     help="run our agent with our policies/lib instead of the MPF's")
+    ap.add_argument("--mpf-file", action="append", default=[],
+                    help="with --ours-lib, take this file of the MPF's lib instead of ours "
+                         "(e.g. one of ours not written yet)")
+    ap.add_argument("--without", action="append", default=[],
+                    help="with --mpf-file, leave this file of ours out")
     ap.add_argument("--case", action="append", default=[], help="only cases whose name contains this")
     ap.add_argument("--table", help="write the status table (markdown) here")
     ap.add_argument("--jobs", type=int, default=2)
@@ -433,6 +457,16 @@ def main():
     if args.case:
         cases = [c for c in cases if any(s in c.name for s in args.case)]
     ours_lib = (REPO / "policies" / "lib") if args.ours_lib else None
+    mixed = None
+    if ours_lib and args.mpf_file:
+        # A copy of our library with some of the MPF's files in it.
+        mixed = Path(tempfile.mkdtemp(prefix="stdlib-mixed-lib-"))
+        shutil.copytree(ours_lib, mixed / "lib")
+        for f in args.mpf_file:
+            shutil.copy(lib / f, mixed / "lib" / f)
+        for f in args.without:
+            (mixed / "lib" / f).unlink()
+        ours_lib = mixed / "lib"
     status = {}
     failed = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -454,6 +488,8 @@ def main():
     if args.table:
         ours = lib_names(args.agent, ours_lib) if ours_lib else None
         print(write_table(Path(args.table), names, status, ours))
+    if mixed:
+        shutil.rmtree(mixed, ignore_errors=True)
     return 1 if failed else 0
 
 

@@ -427,8 +427,13 @@ fn readtcp(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         .ok()
         .and_then(|mut i| i.next())
         .ok_or_else(|| p.fail(format!("cannot resolve '{host}'")))?;
-    let mut s = TcpStream::connect_timeout(&addr, NET_TIMEOUT)
-        .map_err(|e| p.fail(format!("cannot connect to {host}:{port}: {e}")))?;
+    // A host that does not answer is no error of the policy: cf-agent
+    // says so at inform level (url_ping probes a port this way) and the
+    // call fails.
+    let mut s = TcpStream::connect_timeout(&addr, NET_TIMEOUT).map_err(|e| {
+        tracing::info!("readtcp: couldn't connect to {host}:{port}: {e}");
+        p.fail_quietly(format!("cannot connect to {host}:{port}: {e}"))
+    })?;
     let _ = s.set_read_timeout(Some(NET_TIMEOUT));
     let _ = s.set_write_timeout(Some(NET_TIMEOUT));
     if !send.is_empty() {
@@ -693,6 +698,22 @@ mod tests {
         server.join().unwrap();
         let bad = url_get(&mut c, &[Value::str("https://x")]).unwrap();
         assert_eq!(bad.as_data().unwrap()["success"], false);
+    }
+
+    /// A port nobody listens on fails the call without an error line, as
+    /// in cf-agent (bundles.cf's url_ping on a closed port).
+    #[test]
+    fn readtcp_to_a_closed_port_fails_quietly() {
+        let port = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
+        let args: Vec<Value> = ["127.0.0.1", &port.to_string(), "GET / HTTP/1.1", "20"]
+            .iter()
+            .map(|s| Value::str(*s))
+            .collect();
+        assert!(matches!(readtcp(&mut c, &args), Err(FnError::Quiet(_))));
     }
 
     #[test]

@@ -22,6 +22,8 @@ const FAST: &[&str] = &[
     "sync_copy",
     "bundles_misc",
     "processes_days_older_than",
+    "symlink_promiser_select",
+    "misc_agent_bundles",
 ];
 
 /// Cases run with our policies/lib in place of the MPF's (`--ours-lib`):

@@ -148,12 +148,13 @@ impl Actuator for Files {
         // An existing promiser that the file_select does not select is left
         // alone, unless it is a directory to search (cf-agent), as a
         // directory not selected is not filled with links
-        // (10_files/04_match/not_selected_dirs_are_skipped.cf). Not checked
-        // for a symlink so far: issymlinkto does not yet read the link of a
-        // promiser (10_files/10_links/select_file_by_symlink_target.cf).
+        // (10_files/04_match/not_selected_dirs_are_skipped.cf). A symlink
+        // is judged as the link itself: symlinked_to selects it by its
+        // target (10_files/10_links/select_file_by_symlink_target.cf), and
+        // a link to another file is left alone, as is the file it points
+        // to.
         if let Some(sel) = p.body("file_select")
             && let Some(meta) = act.host.lstat(&target).ok().flatten()
-            && meta.kind != FileKind::Symlink
             && !(p.body("depth_search").is_some() && meta.kind == FileKind::Dir)
             && !search::selected(
                 &mut act.ctx,

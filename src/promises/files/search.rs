@@ -280,10 +280,15 @@ pub fn selected(
             results.push((attr, in_range(range, t)));
         }
     }
-    if let Some(target) = body.scalar("issymlinkto") {
+    // A list of regular expressions (the MPF's symlinked_to gives one);
+    // the file is a symlink whose target matches one of them.
+    let link_targets = body.list("issymlinkto");
+    if !link_targets.is_empty() {
         let ok = host.read_link(path).is_ok_and(|l| {
-            ctx.regex(target)
-                .is_ok_and(|r| r.is_full_match(&l.display().to_string()))
+            let l = l.display().to_string();
+            link_targets
+                .iter()
+                .any(|t| ctx.regex(t).is_ok_and(|r| r.is_full_match(&l)))
         });
         results.push(("issymlinkto", ok));
     }
