@@ -807,9 +807,12 @@ impl<'a> AgentRun<'a> {
                 // Once the classes are settled, cf-agent resolves the
                 // bundle's variables again, so a variable guarded by a class
                 // of this pass is there for the promises that follow, and
-                // then its defaults.
-                let last_classes =
-                    section.0 == "classes" && order.get(i + 1).is_none_or(|n| n.0 != "classes");
+                // then its defaults. Not in top_down order (CFEngine 3.27),
+                // which takes each promise once a pass where it is written
+                // (15_control/01_common/top_down_evaluation_long_policy.cf).
+                let last_classes = !top_down
+                    && section.0 == "classes"
+                    && order.get(i + 1).is_none_or(|n| n.0 != "classes");
                 if last_classes {
                     self.ctx.last_pass = state.last;
                     state.changed |= self.resolve(file, &order, common);
