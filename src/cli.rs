@@ -132,14 +132,20 @@ pub struct AgentArgs {
     #[arg(skip)]
     pub as_cf_promises: bool,
 
-    /// Print the parsed policy in FORMAT (none, cf, json, cf-full, json-full; json-spans: ours, with spans) and stop
+    /// Print the parsed policy in FORMAT (none, cf, json, cf-full, json-full; json-spans: ours, with spans) and stop; `-p` alone is --profile
     #[arg(
         help_heading = "Inspection",
         short = 'p',
         long = "policy-output-format",
-        value_name = "FORMAT"
+        value_name = "FORMAT",
+        num_args = 0..=1,
+        default_missing_value = ""
     )]
     pub policy_output_format: Option<String>,
+
+    /// After the run, print the time spent in each bundle and promise as JSON (CFEngine 3.27)
+    #[arg(help_heading = "Inspection", long = "profile")]
+    pub profile: bool,
 
     /// Parse and validate each FILE alone, following no inputs
     #[arg(help_heading = "Inspection", long = "syntax-only", value_name = "FILE", num_args = 1..)]
@@ -756,7 +762,7 @@ impl AgentArgs {
             Mode::Why(p.clone())
         } else if let Some(files) = args.syntax_only {
             Mode::SyntaxOnly(files.into_iter().map(PathBuf::from).collect())
-        } else if let Some(fmt) = &args.policy_output_format {
+        } else if let Some(fmt) = args.policy_output_format.as_ref().filter(|f| !f.is_empty()) {
             match PolicyFormat::from_flag(fmt) {
                 Some(format) => Mode::PolicyOutput {
                     format,
@@ -825,6 +831,9 @@ impl AgentArgs {
             unresolved_are_errors: warnings.lint_errors,
             tag_release: args.tag_release.map(|d| normalize(&cwd.join(d))),
             timing: args.timing_output,
+            // cf-agent 3.27's `-p` takes no value; ours with a value is
+            // cf-promises' policy output format.
+            profile: args.profile || args.policy_output_format.as_deref() == Some(""),
             eval_functions,
             no_extensions: args.no_extensions,
             skip_db_check: args.skip_db_check.is_some(),

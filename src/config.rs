@@ -141,6 +141,9 @@ pub struct Config {
     pub tag_release: Option<PathBuf>,
     /// `-t`: under `-v`, how long each bundle took.
     pub timing: bool,
+    /// `-p`/`--profile` (cf-agent 3.27): after the run, the time of each
+    /// bundle and promise as JSON.
+    pub profile: bool,
     /// cf-promises' `--eval-functions` (off: functions with side effects
     /// are not called while checking).
     pub eval_functions: bool,

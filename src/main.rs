@@ -611,6 +611,14 @@ fn run_policy(config: &Config) -> ExitCode {
     };
     if let Some(report) = &report {
         log_run_failures(report);
+        // `-p`/`--profile`: the times, as cf-agent 3.27 prints them.
+        if let Some(events) = &report.summary.profile {
+            let json = convergent::report::profile::to_json(events);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json).unwrap_or_default()
+            );
+        }
     }
     if config.timing {
         tracing::debug!(

@@ -410,6 +410,7 @@ pub fn run_agent(
                 timeout: config.module_timeout,
             }),
             host,
+            profile: config.profile,
             ..RunSetup::new(config.dry_run)
         };
         let mut run = AgentRun::new(&mut prepared.ctx, &prepared.policy, sink, setup);
@@ -719,6 +720,7 @@ impl Sandbox {
             unresolved_are_errors: false,
             tag_release: None,
             timing: false,
+            profile: false,
             eval_functions: true,
             no_extensions: false,
             skip_db_check: false,

@@ -128,6 +128,8 @@ pub struct RunSummary {
     pub messages: Vec<EvalMessage>,
     /// The `abortclasses` class that stopped the run early.
     pub aborted: Option<String>,
+    /// With `-p`/`--profile`: the time of each bundle and promise.
+    pub profile: Option<Vec<crate::report::profile::Event>>,
 }
 
 /// The state of one agent run over a loaded, pre-evaluated policy.
@@ -197,6 +199,8 @@ pub struct AgentRun<'a> {
     /// which verbose lines show for those that are whole list or data
     /// references (`@(l)`), as cf-agent does.
     written_args: Option<Vec<Rval>>,
+    /// `-p`/`--profile`: the bundles and promises timed.
+    profiler: Option<crate::report::profile::Profiler>,
 }
 
 /// A transactional bundle being run.
@@ -250,6 +254,8 @@ pub struct RunSetup<'a> {
     pub host: Host,
     /// Where the run reads the time.
     pub clock: Clock,
+    /// `-p`/`--profile`: time each bundle and promise.
+    pub profile: bool,
 }
 
 impl RunSetup<'_> {
@@ -271,6 +277,7 @@ impl RunSetup<'_> {
                 Host::real()
             },
             clock: Clock::System,
+            profile: false,
         }
     }
 }
@@ -314,11 +321,13 @@ impl<'a> AgentRun<'a> {
             bundle_args: None,
             stack: Vec::new(),
             written_args: None,
+            profiler: setup.profile.then(Default::default),
         }
     }
 
     /// What the run did, once it is over.
-    pub fn into_summary(self) -> RunSummary {
+    pub fn into_summary(mut self) -> RunSummary {
+        self.summary.profile = self.profiler.take().map(|p| p.finish());
         self.summary
     }
 
@@ -375,6 +384,7 @@ impl<'a> AgentRun<'a> {
         let policy = self.policy;
         crate::eval::preeval::evaluate_meta(self.ctx, policy);
         self.ctx.agent_control = crate::eval::control::AgentControl::resolve(self.ctx, policy);
+        self.apply_default_directory_create_mode();
         // `dryrun` in body agent control makes the run a dry run, as
         // `--dry-run` does (10_files/mustache_respects_dryryn.cf).
         if self.ctx.agent_control.dryrun && !self.dry_run {
@@ -388,6 +398,7 @@ impl<'a> AgentRun<'a> {
             return Ok(());
         }
         self.apply_common_domain();
+        self.apply_policy_version();
         // A fatal error pre-evaluation met is met again, and placed, when
         // the run evaluates that promise.
         self.ctx.fatal = None;
@@ -487,6 +498,50 @@ impl<'a> AgentRun<'a> {
         self.ctx.classes.define(&class, hard);
     }
 
+    /// CFEngine 3.27's `default_directory_create_mode` of body agent
+    /// control: cf-agent's 0700 for the directories it makes, changed as
+    /// the mode says (`0755`, `a+rx`); a mode that does not parse is an
+    /// error and leaves 0700.
+    fn apply_default_directory_create_mode(&mut self) {
+        let Some(mode) = self.ctx.agent_control.default_directory_create_mode.clone() else {
+            return;
+        };
+        match crate::promises::files::perms::ModeSpec::parse(&mode) {
+            Ok(spec) => {
+                let m = spec.apply(0o700);
+                tracing::debug!(
+                    "Changed default directory create mode to {m:o} \
+                     (default_directory_create_mode => \"{mode}\")"
+                );
+                self.ctx.agent_control.default_dir_mode = Some(m);
+            }
+            Err(e) => tracing::error!(
+                "Failed to parse mode string for overriding default directory create mode \
+                 (default_directory_create_mode => \"{mode}\"): {e}"
+            ),
+        }
+    }
+
+    /// CFEngine 3.27's `sys.policy_version`: `version` of body common
+    /// control, once the policy is loaded (cf-agent only, not
+    /// cf-promises; crate::schema::newer::NEWER_SYS_VARS).
+    fn apply_policy_version(&mut self) {
+        let Some(version) = self
+            .ctx
+            .common_control("version")
+            .and_then(Value::as_scalar)
+            .map(str::to_string)
+        else {
+            return;
+        };
+        let dtype = crate::values::value::DataType::String;
+        let tags = "inventory,source=agent,attribute_name=CFEngine policy version,\
+                    derived-from=default:control_common.version";
+        let var = Variable::new(Value::str(version), dtype, Origin::Agent)
+            .with_tags(tags.split(',').map(str::to_string).collect());
+        self.ctx.vars.put("default", "sys", "policy_version", var);
+    }
+
     /// cf-agent refreshes the package inventory after the bundles ran.
     fn update_package_inventory(&mut self) {
         // It asks the package modules, which are programs.
@@ -573,6 +628,70 @@ impl<'a> AgentRun<'a> {
     /// local classes in (methods with `inherit => "true"`). Returns the
     /// aggregate outcome of its promises (None if nothing acted).
     pub fn run_bundle(
+        &mut self,
+        file: &Arc<LoadedFile>,
+        bundle: &Bundle,
+        args: &[Value],
+        inherit: Option<IndexMap<String, ClassInfo>>,
+        called: bool,
+    ) -> Option<Outcome> {
+        if self.profiler.is_none() {
+            return self.run_bundle_timed(file, bundle, args, inherit, called);
+        }
+        let frame = crate::report::profile::Frame {
+            component: "bundle",
+            kind: bundle.bundle_type.name.clone(),
+            name: bundle.name.name.clone(),
+            namespace: bundle.namespace.clone(),
+            source: profile_source(file),
+            offset: crate::report::profile::Offset {
+                start: bundle.span.start,
+                end: bundle.span.end,
+                context: bundle.span.start,
+                line: file.source.line_of(bundle.span.start),
+            },
+        };
+        if let Some(p) = self.profiler.as_mut() {
+            p.begin(frame);
+        }
+        let outcome = self.run_bundle_timed(file, bundle, args, inherit, called);
+        if let Some(p) = self.profiler.as_mut() {
+            p.end();
+        }
+        outcome
+    }
+
+    /// Profiling a promise: its frame, as cf-agent 3.27 records it.
+    pub(super) fn profile_promise(&mut self, file: &LoadedFile, ptype: &str, promise: &Promise) {
+        let Some(p) = self.profiler.as_mut() else {
+            return;
+        };
+        p.begin(crate::report::profile::Frame {
+            component: "promise",
+            kind: ptype.to_string(),
+            name: "x".into(),
+            namespace: "x".into(),
+            source: profile_source(file),
+            offset: crate::report::profile::Offset {
+                start: promise.span.start,
+                end: promise.span.end,
+                context: if promise.guard.span.end > promise.guard.span.start {
+                    promise.guard.span.start
+                } else {
+                    promise.span.start
+                },
+                line: file.source.line_of(promise.span.start),
+            },
+        });
+    }
+
+    pub(super) fn profile_end(&mut self) {
+        if let Some(p) = self.profiler.as_mut() {
+            p.end();
+        }
+    }
+
+    fn run_bundle_timed(
         &mut self,
         file: &Arc<LoadedFile>,
         bundle: &Bundle,
@@ -688,9 +807,12 @@ impl<'a> AgentRun<'a> {
                 // Once the classes are settled, cf-agent resolves the
                 // bundle's variables again, so a variable guarded by a class
                 // of this pass is there for the promises that follow, and
-                // then its defaults.
-                let last_classes =
-                    section.0 == "classes" && order.get(i + 1).is_none_or(|n| n.0 != "classes");
+                // then its defaults. Not in top_down order (CFEngine 3.27),
+                // which takes each promise once a pass where it is written
+                // (15_control/01_common/top_down_evaluation_long_policy.cf).
+                let last_classes = !top_down
+                    && section.0 == "classes"
+                    && order.get(i + 1).is_none_or(|n| n.0 != "classes");
                 if last_classes {
                     self.ctx.last_pass = state.last;
                     state.changed |= self.resolve(file, &order, common);
@@ -1034,4 +1156,26 @@ pub fn missing_sequence_bundles(ctx: &mut EvalContext, policy: &PolicySet) -> Ve
         .into_iter()
         .filter(|n| !defined.contains(n.as_str()) && !defined.contains(strip(n).as_str()))
         .collect()
+}
+
+/// A policy file's path as the profile names it: absolute.
+fn profile_source(file: &LoadedFile) -> String {
+    use std::path::{Component, Path, PathBuf};
+    let p = Path::new(&file.source.path);
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(p)
+    };
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out.to_string_lossy().into_owned()
 }

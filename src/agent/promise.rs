@@ -48,6 +48,23 @@ impl AgentRun<'_> {
         common: bool,
         state: &mut PassState,
     ) {
+        if self.profiler.is_none() {
+            return self.eval_promise_timed(file, bundle, ptype, promise, common, state);
+        }
+        self.profile_promise(file, ptype, promise);
+        self.eval_promise_timed(file, bundle, ptype, promise, common, state);
+        self.profile_end();
+    }
+
+    fn eval_promise_timed(
+        &mut self,
+        file: &Arc<LoadedFile>,
+        bundle: &Bundle,
+        ptype: &str,
+        promise: &Promise,
+        common: bool,
+        state: &mut PassState,
+    ) {
         if crate::report::log::debug() {
             self.trace_guard_skip(ptype, promise);
         }

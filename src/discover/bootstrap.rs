@@ -16,9 +16,11 @@ const DEFAULT_PORT: &str = "5308";
 
 pub(crate) fn bootstrap_state(c: &mut Collector, root: &Root, layout: &Layout, how: NameLookup) {
     let dat = layout.workdir.join("policy_server.dat");
+    let mut bootstrapped = false;
     if let Some(server) = root.read(&dat.to_string_lossy()) {
         let server = server.trim();
         if !server.is_empty() {
+            bootstrapped = true;
             let (host, port) = split_host_port(server);
             let ip = match host.parse::<IpAddr>() {
                 Ok(_) => Some(host.to_string()),
@@ -54,6 +56,37 @@ pub(crate) fn bootstrap_state(c: &mut Collector, root: &Root, layout: &Layout, h
             "inventory,attribute_name=CFEngine roles,source=bootstrap",
         );
     }
+    if bootstrapped {
+        roles(c, root, layout);
+    }
+}
+
+/// CFEngine 3.24's `sys.cfengine_roles` of a bootstrapped host, with
+/// `cfengine_client` or `cfengine_reporting_hub`: a client, a policy
+/// server, a reporting hub (a `cf-hub` in the bin directory) or both
+/// (crate::schema::newer::NEWER_SYS_VARS).
+fn roles(c: &mut Collector, root: &Root, layout: &Layout) {
+    let hub = root.exists(&layout.bindir.join("cf-hub").to_string_lossy());
+    let server = c.has_class("policy_server");
+    let names: &[&str] = match (server, hub) {
+        (false, false) => {
+            c.class("cfengine_client", "report");
+            &["Client"]
+        }
+        (true, false) => &["Policy server"],
+        (false, true) => &["Reporting hub"],
+        (true, true) => &["Policy server", "Reporting hub"],
+    };
+    if hub {
+        c.class("cfengine_reporting_hub", "report");
+    }
+    c.var(
+        "sys",
+        "cfengine_roles",
+        Value::List(names.iter().map(|n| n.to_string()).collect()),
+        DataType::Slist,
+        "inventory,attribute_name=CFEngine roles",
+    );
 }
 
 /// `host`, `host:port`, `[v6]:port` or a bare IPv6 address.

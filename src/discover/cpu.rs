@@ -1,4 +1,6 @@
-//! The number of online CPUs: `sys.cpus` and `N_cpus` (or `1_cpu`).
+//! The number of online CPUs: `sys.cpus` and `N_cpus` (or `1_cpu`); the
+//! number of CPU sockets (CFEngine 3.26): `sys.cpusockets` and
+//! `N_cpusockets` (or `1_cpusocket`).
 //!
 //! cf-agent asks sysconf(_SC_NPROCESSORS_ONLN), which glibc answers from
 //! `/sys/devices/system/cpu/online` and, failing that, from the `cpuN`
@@ -45,7 +47,38 @@ pub(crate) fn online_cpus(root: &Root) -> Option<usize> {
     (n > 0).then_some(n)
 }
 
+/// The highest `physical_package_id` of the CPUs in sysfs, plus one; one
+/// when none can be read (as CFEngine 3.26 counts them).
+pub(crate) fn cpu_sockets(root: &Root) -> usize {
+    let base = "/sys/devices/system/cpu";
+    root.list(base)
+        .iter()
+        .filter(|n| {
+            n.strip_prefix("cpu")
+                .is_some_and(|d| d.starts_with(|ch: char| ch.is_ascii_digit()))
+        })
+        .filter_map(|n| root.read(&format!("{base}/{n}/topology/physical_package_id")))
+        .filter_map(|t| t.trim().parse::<usize>().ok())
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
 pub(crate) fn cpus(c: &mut Collector, root: &Root) {
+    // CFEngine 3.26 counts the sockets first; 3.21 knows nothing of them
+    // (crate::schema::newer::NEWER_SYS_VARS).
+    let sockets = cpu_sockets(root);
+    let class = if sockets == 1 {
+        "1_cpusocket".to_string()
+    } else {
+        format!("{sockets}_cpusockets")
+    };
+    c.class(&class, "source=agent,derived-from=sys.cpusockets");
+    c.sys(
+        "cpusockets",
+        sockets.to_string(),
+        "inventory,source=agent,attribute_name=CPU sockets",
+    );
     let Some(n) = online_cpus(root) else { return };
     let class = if n == 1 {
         "1_cpu".to_string()

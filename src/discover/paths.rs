@@ -58,6 +58,8 @@ fn s(p: &Path) -> String {
 /// The directory variables and Linux's fixed system file locations.
 pub(crate) fn dir_vars(c: &mut Collector, l: &Layout) {
     c.sys("workdir", s(&l.workdir), "source=agent");
+    // CFEngine 3.26's (crate::schema::newer::NEWER_SYS_VARS).
+    c.sys("moduledir", s(&l.workdir.join("modules")), "source=agent");
     c.sys("fstab", "/etc/fstab", "source=agent");
     c.sys("resolv", "/etc/resolv.conf", "source=agent");
     c.sys("maildir", "/var/spool/mail", "source=agent");
@@ -67,6 +69,7 @@ pub(crate) fn dir_vars(c: &mut Collector, l: &Layout) {
     c.sys("statedir", s(&l.statedir), "source=agent");
     c.sys("masterdir", s(&l.masterdir), "source=agent");
     c.sys("inputdir", s(&l.inputdir), "source=agent");
+    c.sys("keydir", s(&l.workdir.join("ppkeys")), "source=agent");
     c.sys("bindir", s(&l.bindir), "source=agent");
     c.sys(
         "default_policy_path",

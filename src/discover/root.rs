@@ -37,6 +37,18 @@ impl Root {
         Some(text.lines().next().unwrap_or("").to_string())
     }
 
+    /// The names in a directory, unsorted; empty when it cannot be read.
+    pub(crate) fn list(&self, host_path: &str) -> Vec<String> {
+        local::list_dir(self.path(host_path))
+            .map(|v| {
+                v.iter()
+                    .filter_map(|p| p.file_name())
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub(crate) fn exists(&self, host_path: &str) -> bool {
         local::exists(self.path(host_path))
     }

@@ -794,3 +794,56 @@ fn bootstrap_files_define_the_hub() {
     assert!(d.var("sys", "policy_hub").is_none());
     assert_eq!(scalar(&d, "policy_hub_port"), "5308");
 }
+
+/// CFEngine 3.24's roles of a bootstrapped host: none before bootstrap, a
+/// client, a policy server, a reporting hub (cf-hub in the bin directory).
+#[test]
+fn cfengine_roles_follow_the_bootstrap() {
+    let roles = |d: &Discovery| {
+        d.var("sys", "cfengine_roles")
+            .and_then(|v| v.value.as_list().map(<[String]>::to_vec))
+    };
+    let t = ubuntu_tree();
+    let d = ubuntu_discovery(&t);
+    assert_eq!(roles(&d), None);
+    assert!(d.class("cfengine_client").is_none());
+    t.file("/var/lib/convergent/policy_server.dat", "10.0.0.5\n");
+    let d = ubuntu_discovery(&t);
+    assert_eq!(roles(&d), Some(vec!["Client".to_string()]));
+    assert!(d.class("cfengine_client").is_some());
+    t.file("/var/lib/convergent/state/am_policy_hub", "");
+    let d = ubuntu_discovery(&t);
+    assert_eq!(roles(&d), Some(vec!["Policy server".to_string()]));
+    assert!(d.class("cfengine_client").is_none());
+    t.file("/var/lib/convergent/bin/cf-hub", "");
+    let d = ubuntu_discovery(&t);
+    assert_eq!(
+        roles(&d),
+        Some(vec![
+            "Policy server".to_string(),
+            "Reporting hub".to_string()
+        ])
+    );
+    assert!(d.class("cfengine_reporting_hub").is_some());
+}
+
+/// CFEngine 3.26's socket count: the highest physical package id, plus
+/// one; one without sysfs.
+#[test]
+fn cpu_sockets_from_sysfs() {
+    let t = ubuntu_tree();
+    let d = ubuntu_discovery(&t);
+    assert_eq!(scalar(&d, "cpusockets"), "1");
+    assert!(d.class("1_cpusocket").is_some());
+    for (cpu, pkg) in [(0, "0"), (1, "0"), (2, "1"), (3, "1")] {
+        t.file(
+            &format!("/sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id"),
+            &format!("{pkg}\n"),
+        );
+    }
+    let d = ubuntu_discovery(&t);
+    assert_eq!(scalar(&d, "cpusockets"), "2");
+    assert!(d.class("2_cpusockets").is_some());
+    assert_eq!(scalar(&d, "moduledir"), "/var/lib/convergent/modules");
+    assert_eq!(scalar(&d, "keydir"), "/var/lib/convergent/ppkeys");
+}

@@ -40,6 +40,12 @@ pub struct AgentControl {
     /// promises in the order written; body agent control's wins over body
     /// common control's, and a file's `body file control` over both.
     pub top_down: Option<bool>,
+    /// `default_directory_create_mode` (CFEngine 3.27), as written; the
+    /// agent reads it into `default_dir_mode`.
+    pub default_directory_create_mode: Option<String>,
+    /// The mode of the directories the agent makes, when
+    /// `default_directory_create_mode` changed cf-agent's 0700.
+    pub default_dir_mode: Option<u32>,
 }
 
 impl AgentControl {
@@ -88,6 +94,9 @@ impl AgentControl {
                 "abortbundleclasses" => out.abortbundleclasses = list(e.value),
                 "files_auto_define" => out.files_auto_define = list(e.value),
                 "files_single_copy" => out.files_single_copy = list(e.value),
+                "default_directory_create_mode" => {
+                    out.default_directory_create_mode = e.value.as_scalar().map(str::to_string)
+                }
                 "default_repository" => {
                     out.default_repository = e.value.as_scalar().map(str::to_string)
                 }

@@ -726,6 +726,32 @@ impl EvalContext {
                 message,
             }]
         };
+        // One attribute says whether the class holds, as in cf-agent; two
+        // (or one with CFEngine 3.28's `cancel`) fail the promise.
+        let deciding = promise
+            .attributes
+            .iter()
+            .filter(|a| {
+                matches!(
+                    a.name.name.as_str(),
+                    "expression"
+                        | "and"
+                        | "or"
+                        | "xor"
+                        | "not"
+                        | "dist"
+                        | "select_class"
+                        | "cancel"
+                )
+            })
+            .count();
+        if deciding > 1 {
+            let m = fail(
+                &mut res,
+                format!("Irreconcilable constraints in classes for '{name}'"),
+            );
+            return (res, m);
+        }
         // `cancel` (CFEngine 3.28) undefines the class when the promise's
         // guard holds; it goes with none of the attributes that say how a
         // class is kept.

@@ -107,10 +107,18 @@ pub struct TablePlace {
     pub load: usize,
 }
 
-/// Whether cf-agent keeps a scope's variables in its global table: all
-/// but `match` and `this`, which it keeps apart.
-fn in_global_table(scope: &str) -> bool {
-    !matches!(scope, "match" | "this")
+/// Whether cf-agent 3.21 keeps a variable in its global table: all but
+/// those of `match` and `this`, which it keeps apart, and the sys
+/// variables CFEngine added later (`sys.cpusockets`, ...), which its
+/// table does not hold, so that they move no classic array's order.
+fn in_global_table(scope: &str, name: &str) -> bool {
+    match scope {
+        "match" | "this" => false,
+        "sys" => !crate::schema::newer::SYS_VARS
+            .iter()
+            .any(|(n, _)| *n == name),
+        _ => true,
+    }
 }
 
 /// What happened to a `put`.
@@ -159,7 +167,7 @@ impl VarStore {
         match map.get_mut(name) {
             None => {
                 map.insert(name.to_string(), var);
-                if in_global_table(scope) {
+                if in_global_table(scope, name) {
                     self.global_len += 1;
                 }
                 let place = TablePlace {
@@ -200,7 +208,7 @@ impl VarStore {
         if let Some(p) = self.places.get_mut(&key) {
             p.remove(name);
         }
-        if in_global_table(scope) {
+        if in_global_table(scope, name) {
             self.global_len -= 1;
         }
         Some(old)
@@ -232,7 +240,8 @@ impl VarStore {
                 }
                 !array
             });
-            if in_global_table(scope) {
+            // Array elements only: no newer sys variable is one.
+            if in_global_table(scope, "") {
                 self.global_len -= before - m.len();
             }
         }

@@ -33,7 +33,6 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("selectservers", 6, Some(6), selectservers),
     spec("registryvalue", 2, Some(2), registryvalue),
     spec("hostswithgroup", 2, Some(2), hostswithgroup),
-    spec("getacls", 2, Some(2), getacls),
 ];
 
 /// How long network functions wait for a peer.
@@ -600,12 +599,6 @@ fn registryvalue(_: &mut EvalContext, _: &[Value]) -> FnResult {
 fn hostswithgroup(_: &mut EvalContext, _: &[Value]) -> FnResult {
     not_supported("hostswithgroup", HUB)
 }
-fn getacls(_: &mut EvalContext, _: &[Value]) -> FnResult {
-    not_supported(
-        "getacls",
-        "ACLs are not supported yet (see README), so neither is reading them",
-    )
-}
 
 /// The functions that always fail with "not supported", for the coverage
 /// table.
@@ -621,7 +614,6 @@ pub const NOT_SUPPORTED: &[&str] = &[
     "selectservers",
     "registryvalue",
     "hostswithgroup",
-    "getacls",
 ];
 
 #[cfg(test)]

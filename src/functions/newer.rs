@@ -23,7 +23,37 @@ pub static FUNCTIONS: &[FnSpec] = &[
     spec("getgroupinfo", 0, Some(1), getgroupinfo),
     spec("getgroups", 0, Some(2), getgroups),
     spec("isnewerthantime", 2, Some(2), isnewerthantime),
+    spec("getacls", 2, Some(2), getacls),
 ];
+
+/// `getacls(path, "access"|"default")` (3.27): the file's POSIX ACL of
+/// that kind, one entry per item as `acl_to_any_text` writes them
+/// (`user::rwx`, `user:root:rwx`, `mask::rwx`, ...). A file whose ACL
+/// cannot be read gives an empty list and an error, as in cf-agent; so
+/// does a file system without ACLs (the default list of a file without
+/// one is empty).
+fn getacls(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    use crate::host::acl::AclKind;
+    let p = Args::new("getacls", a);
+    let path = p.str(0, "path")?;
+    let kind = match p.str(1, "type")? {
+        "access" => AclKind::Access,
+        "default" => AclKind::Default,
+        other => return Err(p.fail(format!("'{other}' is neither 'access' nor 'default'"))),
+    };
+    match ctx.host().posix_acl(std::path::Path::new(path), kind) {
+        Ok(list) => Ok(Value::List(crate::host::acl::text_entries(&list))),
+        Err(e) => {
+            let which = if kind == AclKind::Access {
+                "access"
+            } else {
+                "default"
+            };
+            tracing::error!("Failed to get {which} ACLs for '{path}': {e}");
+            Ok(Value::List(Vec::new()))
+        }
+    }
+}
 
 /// `isreadable(path, timeout)`: whether a byte of the file can be read
 /// within `timeout` seconds (3 unless given; 0 waits as long as it takes).

@@ -151,6 +151,46 @@ fn from_mode(mode: u32) -> Vec<AclEntry> {
 
 /// The path through which a descriptor's own inode is reached (an
 /// `O_PATH` descriptor has no xattr calls of its own).
+/// The entries as `acl_to_any_text(acl, NULL, ',', 0)` writes them, one
+/// item each: `user::rwx`, `user:NAME:r-x` (the user's name, or its id
+/// when it has none), `group::`, `group:NAME:`, `mask::`, `other::`.
+pub fn text_entries(list: &[AclEntry]) -> Vec<String> {
+    let perms = |p: u8| {
+        let mut s = String::new();
+        s.push(if p & ACL_READ != 0 { 'r' } else { '-' });
+        s.push(if p & ACL_WRITE != 0 { 'w' } else { '-' });
+        s.push(if p & ACL_EXECUTE != 0 { 'x' } else { '-' });
+        s
+    };
+    list.iter()
+        .map(|e| {
+            let (tag, qual) = match e.tag {
+                AclTag::UserObj => ("user", String::new()),
+                AclTag::User => ("user", super::procs::user_name(e.id)),
+                AclTag::GroupObj => ("group", String::new()),
+                AclTag::Group => ("group", group_name(e.id)),
+                AclTag::Mask => ("mask", String::new()),
+                AclTag::Other => ("other", String::new()),
+            };
+            format!("{tag}:{qual}:{}", perms(e.perm))
+        })
+        .collect()
+}
+
+/// The name of a group id, or the id itself.
+fn group_name(gid: u32) -> String {
+    // SAFETY: getgrgid returns null or a pointer to static storage that we
+    // copy at once.
+    let gr = unsafe { libc::getgrgid(gid) };
+    if gr.is_null() {
+        return gid.to_string();
+    }
+    // SAFETY: gr is non-null and gr_name a valid C string.
+    unsafe { std::ffi::CStr::from_ptr((*gr).gr_name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
 fn proc_path(fd: &OwnedFd) -> String {
     format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd())
 }

@@ -5,6 +5,7 @@ pub mod change;
 pub mod json;
 pub mod log;
 pub mod metrics;
+pub mod profile;
 
 /// How one promise iteration ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -337,7 +337,7 @@ pub const ATTRIBUTES: &[NewerAttr] = &[
         ANY,
         Visibility::Body,
         "3.27.0",
-        false,
+        true,
     ),
     attr(
         "promise:files",
@@ -364,7 +364,7 @@ pub const ATTRIBUTES: &[NewerAttr] = &[
         BOOL,
         Visibility::PromiseType,
         "3.28.0",
-        false,
+        true,
     ),
 ];
 
@@ -389,4 +389,39 @@ pub fn refusal(a: &NewerAttr) -> String {
         "'{}' is an attribute of CFEngine {}; convergent reads policy of CFEngine 3.21 to 3.28 but does not support it yet",
         a.def.name, a.since
     )
+}
+
+/// The `sys` variables CFEngine added after 3.21 that we define too, with
+/// the version that added them. cf-agent 3.21 has none of them, so the
+/// tests that compare our tables with it leave these out.
+pub const SYS_VARS: &[(&str, &str)] = &[
+    ("cfengine_roles", "3.24.0"),
+    ("cpusockets", "3.26.0"),
+    ("keydir", "3.26.0"),
+    ("moduledir", "3.26.0"),
+    ("policy_version", "3.27.0"),
+];
+
+/// Whether a hard class is one CFEngine added after 3.21 (and the version):
+/// `1_cpusocket` / `N_cpusockets` (3.26), `cfengine_client` and
+/// `cfengine_reporting_hub` (3.24).
+pub fn hard_class(name: &str) -> Option<&'static str> {
+    if name == "cfengine_client" || name == "cfengine_reporting_hub" {
+        return Some("3.24.0");
+    }
+    let sockets = name
+        .strip_suffix("_cpusockets")
+        .or_else(|| name.strip_suffix("_cpusocket"));
+    sockets
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .map(|_| "3.26.0")
+}
+
+/// Whether `sys.NAME` (or `default:sys.NAME`, or an element of it) is a
+/// variable CFEngine added after 3.21.
+pub fn sys_var(name: &str) -> Option<&'static str> {
+    let name = name.strip_prefix("default:").unwrap_or(name);
+    let short = name.strip_prefix("sys.")?;
+    let short = short.split('[').next().unwrap_or(short);
+    SYS_VARS.iter().find(|(n, _)| *n == short).map(|(_, v)| *v)
 }

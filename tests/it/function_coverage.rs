@@ -86,7 +86,6 @@ const NOTES: &[(&str, &str)] = &[
         "rrange",
         "no attribute of CFEngine 3.21 takes an rrange, so no run can show its value; a unit test in src/functions/lists.rs checks the text",
     ),
-    ("getacls", "fails: ACLs are not supported yet (see README)"),
     (
         "hostswithgroup",
         "cf-agent asks the Enterprise hub; we fail: there is no hub",

@@ -499,27 +499,7 @@ fn check_valid(list: &[AclEntry]) -> Result<(), (usize, &'static str)> {
 
 /// The list as `acl_to_any_text(acl, NULL, ',', 0)` writes it.
 fn text(list: &[AclEntry]) -> String {
-    let perms = |p: u8| {
-        let mut s = String::new();
-        s.push(if p & ACL_READ != 0 { 'r' } else { '-' });
-        s.push(if p & ACL_WRITE != 0 { 'w' } else { '-' });
-        s.push(if p & ACL_EXECUTE != 0 { 'x' } else { '-' });
-        s
-    };
-    list.iter()
-        .map(|e| {
-            let (tag, qual) = match e.tag {
-                AclTag::UserObj => ("user", String::new()),
-                AclTag::User => ("user", super::perms::user_name(e.id)),
-                AclTag::GroupObj => ("group", String::new()),
-                AclTag::Group => ("group", super::perms::group_name(e.id)),
-                AclTag::Mask => ("mask", String::new()),
-                AclTag::Other => ("other", String::new()),
-            };
-            format!("{tag}:{qual}:{}", perms(e.perm))
-        })
-        .collect::<Vec<_>>()
-        .join(",")
+    crate::host::acl::text_entries(list).join(",")
 }
 
 // ----------------------------------------------------------------- steps

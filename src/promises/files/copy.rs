@@ -10,7 +10,7 @@ use crate::eval::expanded::ExpandedPromise;
 
 use crate::eval::bodies::ResolvedBody;
 
-use super::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, Verdict};
+use super::{DEFAULT_FILE_MODE, Verdict, dir_mode};
 use crate::host::fs::{FileKind, Meta};
 use crate::values::number::parse_bool;
 use std::path::{Path, PathBuf};
@@ -72,7 +72,7 @@ pub fn copy_from(
         let depth = p.body("depth_search").map(super::search::depth_of);
         let Some(depth) = depth else {
             // A directory without depth_search: only the directory itself.
-            ensure_dir(act, p, target, DEFAULT_DIR_MODE, v);
+            ensure_dir(act, p, target, dir_mode(act), v);
             return;
         };
         copy_tree(act, p, &source, target, body, depth, v);
@@ -127,7 +127,7 @@ fn copy_tree(
     let top = dst == Path::new(&p.promiser);
     let mode = match act.host.stat(src).ok().flatten() {
         Some(m) if preserve && !top => m.mode,
-        _ => DEFAULT_DIR_MODE,
+        _ => dir_mode(act),
     };
     ensure_dir(act, p, dst, mode, v);
     if depth == 0 {
@@ -376,9 +376,10 @@ pub(super) fn land(
     } else {
         format!("Updated file '{}' from '{server}:{src}'", dst.display())
     });
+    let dmode = dir_mode(act);
     let made = act.change(change, |h| {
         if let Some(parent) = parent {
-            h.mkdir_all(parent, DEFAULT_DIR_MODE).map_err(|e| {
+            h.mkdir_all(parent, dmode).map_err(|e| {
                 format!("Could not create directories for '{}': {e}", dst.display())
             })?;
         }

@@ -1502,6 +1502,9 @@ impl Editor<'_> {
             }
         };
         let anchored = ep.promiser.starts_with('^') && ep.promiser.ends_with('$');
+        // CFEngine 3.28: a pattern that still matches its replacement is
+        // let be when replacing once more leaves the line as long.
+        let allow_non_convergent = ep.flag("allow_non_convergent").unwrap_or(false);
         let begin = region.begin.unwrap_or(0);
         let stop = region.end.unwrap_or(self.lines.len()).min(self.lines.len());
         for i in begin..stop {
@@ -1534,7 +1537,18 @@ impl Editor<'_> {
                     None => break,
                 }
             }
-            if !anchored && re.is_match(&buf) {
+            // What one more replacement makes of the line: as long, the
+            // pattern may match its replacement under allow_non_convergent.
+            let converges_anyway = allow_non_convergent
+                && match re.first_captures(&buf) {
+                    Some(c) => {
+                        let (s, e) = c[0].expect("group 0 takes part");
+                        let with = expand_match(act, &value, &buf, &c);
+                        buf.len() - (e - s) + with.len() == buf.len()
+                    }
+                    None => true,
+                };
+            if !anchored && re.is_match(&buf) && !converges_anyway {
                 tracing::error!(
                     "Promised replacement '{buf}' on line '{}' for pattern '{}' is not convergent while editing '{}' (regular expression matches the replacement string)",
                     self.lines[i],
@@ -1545,7 +1559,7 @@ impl Editor<'_> {
                 sub.set(Res::Fail);
                 break;
             }
-            if !replaced {
+            if !replaced || (converges_anyway && buf == self.lines[i]) {
                 continue;
             }
             self.lines[i] = buf;
@@ -1559,7 +1573,7 @@ impl Editor<'_> {
             if once {
                 break;
             }
-            if re.is_match(&self.lines[i]) {
+            if re.is_match(&self.lines[i]) && !converges_anyway {
                 tracing::error!(
                     "Promised replacement '{}' for pattern '{}' is not properly convergent while editing '{}' (pattern still matches the end-state replacement string '{}', consider use of a negative look ahead)",
                     self.lines[i],

@@ -72,7 +72,7 @@ fn link_children(
             return;
         }
         Some(_) => {}
-        None => super::copy::ensure_dir(act, p, target, super::DEFAULT_DIR_MODE, v),
+        None => super::copy::ensure_dir(act, p, target, super::dir_mode(act), v),
     }
     let children = match act.host.read_dir(source) {
         Ok(c) => c,

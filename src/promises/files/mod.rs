@@ -33,8 +33,19 @@ pub struct Files;
 
 /// cf-agent's mode for files it creates without a `perms` body.
 const DEFAULT_FILE_MODE: u32 = 0o600;
-/// ... and for directories (parents included).
+/// ... and for directories (parents included), unless body agent
+/// control's `default_directory_create_mode` (CFEngine 3.27) changes it:
+/// see [`dir_mode`].
 const DEFAULT_DIR_MODE: u32 = 0o700;
+
+/// The mode of the directories the agent makes: 0700, or what
+/// `default_directory_create_mode` made of it.
+fn dir_mode(act: &ActContext<'_>) -> u32 {
+    act.ctx
+        .agent_control()
+        .default_dir_mode
+        .unwrap_or(DEFAULT_DIR_MODE)
+}
 
 /// The running verdict of one files promise.
 #[derive(Debug, Default)]
@@ -696,9 +707,9 @@ fn rxdirs(body: Option<&ResolvedBody>) -> bool {
 }
 
 /// The mode a new file or directory gets: the perms body's, else cf-agent's default.
-fn creation_mode(p: &ExpandedPromise, is_dir: bool) -> u32 {
+fn creation_mode(p: &ExpandedPromise, is_dir: bool, dir_default: u32) -> u32 {
     let default = if is_dir {
-        DEFAULT_DIR_MODE
+        dir_default
     } else {
         DEFAULT_FILE_MODE
     };
@@ -729,7 +740,7 @@ fn create(
     is_dir: bool,
     v: &mut Verdict,
 ) -> Option<Meta> {
-    let mode = creation_mode(p, is_dir);
+    let mode = creation_mode(p, is_dir, dir_mode(act));
     // A regex promiser names each file it matched; others as written.
     let shown = if search::is_regex_promiser(p) {
         target.display().to_string()
@@ -757,7 +768,8 @@ fn create(
                     d.display()
                 ));
             }
-            let made = act.change(change, |h| h.mkdir_all(parent, DEFAULT_DIR_MODE));
+            let dmode = dir_mode(act);
+            let made = act.change(change, |h| h.mkdir_all(parent, dmode));
             if let Applied::Failed(e) = made {
                 tracing::error!("Could not create directories for '{shown}': {e}");
                 v.failed();

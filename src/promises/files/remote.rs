@@ -17,9 +17,9 @@
 //! behind the user's back.
 
 use super::super::ActContext;
-use super::DEFAULT_DIR_MODE;
 use super::Verdict;
 use super::copy::{Origin, ensure_dir, land, purge_entry};
+use super::dir_mode;
 use crate::eval::bodies::ResolvedBody;
 use crate::eval::expanded::ExpandedPromise;
 use crate::host::fs::{FileKind, Meta};
@@ -128,7 +128,7 @@ fn copy_with(
     if st.kind == RemoteKind::Dir {
         let depth = p.body("depth_search").map(super::search::depth_of);
         let Some(depth) = depth else {
-            ensure_dir(act, p, target, DEFAULT_DIR_MODE, v);
+            ensure_dir(act, p, target, dir_mode(act), v);
             return;
         };
         let purge = body.scalar("purge").and_then(parse_bool) == Some(true);
@@ -383,7 +383,7 @@ impl Copy<'_> {
         let mode = if preserve && !top {
             st.mode
         } else {
-            DEFAULT_DIR_MODE
+            dir_mode(act)
         };
         ensure_dir(act, p, dst, mode, v);
         if depth == 0 {

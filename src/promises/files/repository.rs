@@ -3,7 +3,7 @@
 //! file (`.cfsaved`, `.cf-before-edit`) is moved there instead, named by
 //! its canonified path, as cf-agent's `ArchiveToRepository` does.
 
-use super::DEFAULT_DIR_MODE;
+use super::dir_mode;
 use crate::eval::expanded::ExpandedPromise;
 use crate::promises::ActContext;
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ pub(super) fn archive(act: &mut ActContext<'_>, repo: &Path, backup: &Path) -> b
         return true;
     };
     // As cf-agent, a repository that cannot be made is found out by the copy.
-    let _ = act.host.mkdir_all(repo, DEFAULT_DIR_MODE);
+    let _ = act.host.mkdir_all(repo, dir_mode(act));
     match act.host.copy_atomic(backup, &dest, meta.mode) {
         Ok(()) => {
             tracing::info!(
