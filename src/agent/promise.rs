@@ -303,6 +303,9 @@ impl AgentRun<'_> {
         );
         if let Some(a) = actuator(ptype) {
             a.check_each_pass(ep);
+            if !a.sane(ep) {
+                return None;
+            }
         }
         let early_banner = verbose::shown_before_lock(ptype);
         if self.done.contains(&done) {
@@ -371,7 +374,11 @@ impl AgentRun<'_> {
 
     fn act_once_at_level(&mut self, ep: &ExpandedPromise) -> Acted {
         let started = std::time::Instant::now();
-        let outcome = if ep.promise_type == "methods" {
+        let skipped = actuator(&ep.promise_type).is_some_and(|a| a.skipped(ep));
+        self.skipped_here = skipped;
+        let outcome = if skipped {
+            None
+        } else if ep.promise_type == "methods" {
             self.eval_method(ep)
         } else if let Some((bundle, args)) = self.service_bundle(ep) {
             // A services promise handled by a bundle, as cf-agent hands it
@@ -415,7 +422,12 @@ impl AgentRun<'_> {
         state.changed |= again;
         let Some(outcome) = acted.outcome else {
             let ptype = &ep.promise_type;
-            let reason = if crate::schema::promise_type(ptype).is_none() {
+            let reason = if std::mem::take(&mut self.skipped_here) {
+                if !again {
+                    self.done.insert(keys.done);
+                }
+                "skipped on this platform, as cf-agent skips it".to_string()
+            } else if crate::schema::promise_type(ptype).is_none() {
                 format!("promise type '{ptype}' is not defined by any 'promise agent' block")
             } else {
                 format!("promise type '{ptype}' is not supported yet")
@@ -685,6 +697,8 @@ impl AgentRun<'_> {
         let outcome = act.evaluate(&mut act_ctx, ep);
         let (followup, reported) = (act_ctx.followup.take(), act_ctx.reported_outcomes.take());
         let changes = act_ctx.changes.take();
+        // Classes an actuator persists (a changes body's checksum_alerts).
+        self.store_persistent_classes();
         if let Some(f) = followup {
             // As cf-agent's VerifyMethod: the bundle's own outcome does not
             // change the promise's.

@@ -34,6 +34,14 @@ pub struct AgentControl {
     /// `files_single_copy`: regexes of destinations a run copies to at
     /// most once (later copies to them are skipped).
     pub files_single_copy: Vec<String>,
+    /// `defaultcopytype`: the `compare` of a `copy_from` body that names
+    /// none (else `mtime`).
+    pub defaultcopytype: Option<String>,
+    /// `checksum_alert_time`: how many minutes `checksum_alerts` stays
+    /// defined after a changes body found a change (else 10).
+    pub checksum_alert_time: Option<u64>,
+    /// `agentaccess`: the users who may run the policy (empty: anyone).
+    pub agentaccess: Vec<String>,
     /// `dryrun`: the run changes nothing, as with `--dry-run`.
     pub dryrun: bool,
     /// `evaluation_order` (CFEngine 3.27): `top_down` runs each bundle's
@@ -84,6 +92,9 @@ impl AgentControl {
             match a.attr.name.name.as_str() {
                 "editfilesize" => out.editfilesize = int(&e.value),
                 "ifelapsed" => out.ifelapsed = int(&e.value),
+                "checksum_alert_time" => out.checksum_alert_time = int(&e.value),
+                "agentaccess" => out.agentaccess = list(e.value),
+                "defaultcopytype" => out.defaultcopytype = e.value.as_scalar().map(str::to_string),
                 "abortclasses" => out.abortclasses = list(e.value),
                 "abortbundleclasses" => out.abortbundleclasses = list(e.value),
                 "files_auto_define" => out.files_auto_define = list(e.value),

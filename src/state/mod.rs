@@ -204,7 +204,9 @@ impl StateStore {
     }
 
     /// Persistent classes that have not expired at `now`; expired ones are
-    /// deleted.
+    /// deleted. As cf-agent (EvalContextHeapPersistentLoadAll: `now >
+    /// expires`), a class is still defined in the second it expires, so a
+    /// persistence of 0 minutes reaches a run in the same second.
     pub fn persistent_classes(&mut self, now: i64) -> Result<Vec<PersistentClass>, StateError> {
         let path = self.path.display().to_string();
         let db_err = |source| StateError::Db {
@@ -213,7 +215,7 @@ impl StateStore {
         };
         self.conn
             .execute(
-                "DELETE FROM persistent_classes WHERE expires <= ?1",
+                "DELETE FROM persistent_classes WHERE expires < ?1",
                 params![now],
             )
             .map_err(db_err)?;
@@ -340,6 +342,8 @@ mod tests {
         assert_eq!(s.persistent_classes(1000).unwrap()[0].expires, 2000);
         s.persist_class(&later, true).unwrap();
         assert_eq!(s.persistent_classes(1000).unwrap()[0].expires, 3000);
-        assert!(s.persistent_classes(3000).unwrap().is_empty());
+        // Still defined in the second it expires, gone after it.
+        assert_eq!(s.persistent_classes(3000).unwrap().len(), 1);
+        assert!(s.persistent_classes(3001).unwrap().is_empty());
     }
 }

@@ -227,3 +227,42 @@ fn report_level_raises_one_promise_level_like_cf_agent() {
         .arg(&policy));
     assert_eq!(ours, lines(&theirs.stdout, &cf_root));
 }
+
+/// Common control's `fips_mode => "true"`: a files promise whose change
+/// hash is md5 (the default when no changes body names one) makes cf-agent
+/// say md5 is not approved, and the promise still acts; one whose changes
+/// body says sha256 does not.
+#[test]
+fn fips_mode_says_md5_is_not_approved() {
+    const SAID: &str = "FIPS mode is enabled, and md5 is not an approved algorithm";
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("made");
+    let text = |hash: &str| {
+        format!(
+            "body common control {{ bundlesequence => {{ \"main\" }}; fips_mode => \"true\"; }}\n\
+             body changes h {{ hash => \"{hash}\"; report_changes => \"none\"; }}\n\
+             bundle agent main {{ files: \"{}\" create => \"true\", changes => h; reports: \"hello\"; }}\n",
+            target.display()
+        )
+    };
+    for (hash, said) in [("md5", true), ("sha256", false)] {
+        let policy = write_policy(tmp.path(), &text(hash));
+        let _ = std::fs::remove_file(&target);
+        let ours = agent_inform(&tmp.path().join("wd"), &policy, &[]);
+        assert_eq!(ours.stdout.contains(SAID), said, "ours, {hash}: {ours:?}");
+        assert!(ours.stdout.contains("Created file"), "ours: {ours:?}");
+        if have("cf-agent") {
+            let _ = std::fs::remove_file(&target);
+            let theirs = cf_agent_inform(tmp.path(), &policy, &[]);
+            assert_eq!(
+                theirs.stdout.contains(SAID),
+                said,
+                "cf-agent, {hash}: {theirs:?}"
+            );
+            assert!(
+                theirs.stdout.contains("Created file"),
+                "cf-agent: {theirs:?}"
+            );
+        }
+    }
+}

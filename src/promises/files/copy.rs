@@ -208,7 +208,7 @@ fn needs_copy(
     let newer = smeta.ctime > d.ctime || smeta.mtime > d.mtime;
     let regular = d.kind == FileKind::File && smeta.kind == FileKind::File;
     let differ = |act: &mut ActContext<'_>| !act.host.same_content(src, dst).unwrap_or(false);
-    match body.scalar("compare").unwrap_or("mtime") {
+    match super::compare_of(act, body).as_str() {
         "exists" => false,
         "mtime" => smeta.mtime > d.mtime,
         "atime" => newer || (regular && differ(act)),
@@ -230,7 +230,34 @@ fn copy_file(
     {
         return;
     }
-    let dmeta = act.host.lstat(dst).ok().flatten();
+    let mut dmeta = act.host.lstat(dst).ok().flatten();
+    if let Some(d) = &dmeta
+        && !types_match(smeta, d, dst, src, body, v)
+    {
+        return;
+    }
+    // A link where a file is to be copied goes first, whatever `compare`
+    // says, as cf-agent's CopyFileSources does.
+    if dmeta.as_ref().is_some_and(|d| d.kind == FileKind::Symlink) {
+        let shown = dst.display().to_string();
+        let change = Change::new("unlink", shown.clone())
+            .done(format!(
+                "Removing old symbolic link '{shown}' to make way for copy"
+            ))
+            .should(format!(
+                "Should remove old symbolic link '{shown}' to make way for copy, but only warning promised"
+            ))
+            .without_suffix();
+        let made = act.change(change, |h| h.remove_file(dst));
+        if v.settle(made, |e| {
+            tracing::error!("Couldn't remove link '{shown}'. (unlink: {e})")
+        })
+        .is_none()
+        {
+            return;
+        }
+        dmeta = None;
+    }
     if !needs_copy(act, src, smeta, dst, dmeta.as_ref(), body) {
         return;
     }
@@ -263,6 +290,37 @@ fn copy_file(
             })
         },
     );
+}
+
+/// `type_check`: a destination of another type than the source (a file
+/// over a link or a directory) fails the promise instead of being replaced,
+/// as cf-agent's CopyFileSources says (unless `link_type` is `none`).
+fn types_match(
+    smeta: &Meta,
+    d: &Meta,
+    dst: &Path,
+    src: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) -> bool {
+    let checked = body.scalar("type_check").and_then(parse_bool) == Some(true)
+        && body.scalar("link_type") != Some("none");
+    if !checked || d.kind == smeta.kind {
+        return true;
+    }
+    if d.kind == FileKind::Symlink {
+        tracing::error!(
+            "File image exists but destination type is silly (file/dir/link doesn't match)"
+        );
+    } else {
+        tracing::error!(
+            "Promised file copy {} exists but type mismatch with source '{}'",
+            dst.display(),
+            src.display()
+        );
+    }
+    v.failed();
+    false
 }
 
 /// Where a copy's content comes from, for its messages and its mode.
