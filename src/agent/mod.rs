@@ -356,7 +356,35 @@ impl<'a> AgentRun<'a> {
     pub fn run(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
         let r = self.run_sequence(seq);
         self.modules.terminate_all();
+        if self.ctx.agent_control.allclassesreport {
+            self.all_classes_report();
+        }
         r
+    }
+
+    /// Agent control's `allclassesreport`: every class defined at the end
+    /// of the run, one a line, in the state directory's `allclasses.txt`
+    /// (cf-agent's AllClassesReport).
+    fn all_classes_report(&self) {
+        let Some(dir) = self
+            .ctx
+            .lookup_variable("sys.statedir")
+            .and_then(|v| v.value.as_scalar().map(str::to_string))
+        else {
+            return;
+        };
+        let path = std::path::Path::new(&dir).join("allclasses.txt");
+        let mut text = String::new();
+        for (name, _) in self.ctx.classes.iter() {
+            text.push_str(name);
+            text.push('\n');
+        }
+        if let Err(e) = self.host.write_atomic(&path, text.as_bytes(), 0o600) {
+            tracing::info!(
+                "Could not open allclasses cache file '{}' (fopen: {e})",
+                path.display()
+            );
+        }
     }
 
     fn run_sequence(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
@@ -398,6 +426,10 @@ impl<'a> AgentRun<'a> {
             }
         }
         self.check_policy_owners()?;
+        // cf-agent sets it in its own environment, for every child after.
+        if let Some(path) = &self.ctx.agent_control.childlibpath {
+            crate::host::exec::set_run_env("LD_LIBRARY_PATH", path);
+        }
         if self.preevaluated_abort() {
             return Ok(());
         }

@@ -40,6 +40,14 @@ pub struct AgentControl {
     /// `checksum_alert_time`: how many minutes `checksum_alerts` stays
     /// defined after a changes body found a change (else 10).
     pub checksum_alert_time: Option<u64>,
+    /// `allclassesreport`: the run ends by listing every class defined
+    /// then in the state directory's `allclasses.txt`.
+    pub allclassesreport: bool,
+    /// `suspiciousnames`: names of files (regular files and links) that
+    /// depth searches, copies and regex promisers skip, warning.
+    pub suspiciousnames: Vec<String>,
+    /// `childlibpath`: the `LD_LIBRARY_PATH` of every command run.
+    pub childlibpath: Option<String>,
     /// `agentaccess`: the users who may run the policy (empty: anyone).
     pub agentaccess: Vec<String>,
     /// `dryrun`: the run changes nothing, as with `--dry-run`.
@@ -94,6 +102,15 @@ impl AgentControl {
                 "ifelapsed" => out.ifelapsed = int(&e.value),
                 "checksum_alert_time" => out.checksum_alert_time = int(&e.value),
                 "agentaccess" => out.agentaccess = list(e.value),
+                "suspiciousnames" => out.suspiciousnames = list(e.value),
+                "allclassesreport" => {
+                    out.allclassesreport = e
+                        .value
+                        .as_scalar()
+                        .and_then(crate::values::number::parse_bool)
+                        .unwrap_or(false)
+                }
+                "childlibpath" => out.childlibpath = e.value.as_scalar().map(str::to_string),
                 "defaultcopytype" => out.defaultcopytype = e.value.as_scalar().map(str::to_string),
                 "abortclasses" => out.abortclasses = list(e.value),
                 "abortbundleclasses" => out.abortbundleclasses = list(e.value),

@@ -79,9 +79,50 @@ pub fn copy_from(
         if body.scalar("purge").and_then(parse_bool) == Some(true) {
             purge(act, &source, target, v);
         }
+        if body.scalar("check_root").and_then(parse_bool) == Some(true) {
+            check_root(act, &smeta, target, body, v);
+        }
         return;
     }
     copy_file(act, &source, &smeta, target, body, v);
+}
+
+/// `check_root`: after a depth_search copy, the top directory's own
+/// attributes are those of the source's as for every copied file (cf-agent's
+/// VerifyCopiedFileAttributes): with `preserve`, its permission bits.
+/// cf-agent looks at it only for a directory copied with depth_search.
+fn check_root(
+    act: &mut ActContext<'_>,
+    smeta: &Meta,
+    target: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    if body.scalar("preserve").and_then(parse_bool) != Some(true) {
+        return;
+    }
+    let Some(d) = act.host.stat(target).ok().flatten() else {
+        return;
+    };
+    let (was, want) = (d.mode & 0o7777, smeta.mode & 0o7777);
+    if was == want {
+        return;
+    }
+    let shown = target.display().to_string();
+    let change = Change::new("permissions", shown.clone())
+        .before(format!("{was:04o}"))
+        .after(format!("{want:04o}"))
+        .done(format!(
+            "Object '{shown}' had permissions {was:04o}, changed it to {want:04o}"
+        ))
+        .should(format!(
+            "Should change permissions of '{shown}' from {was:04o} to {want:04o}"
+        ))
+        .without_suffix();
+    let made = act.change(change, |h| h.chmod(target, want));
+    v.settle(made, |e| {
+        tracing::error!("Could not change permissions of '{shown}': {e}")
+    });
 }
 
 /// Makes `dir` (and its parents) when missing; `dir` itself gets `mode`.
@@ -142,6 +183,9 @@ fn copy_tree(
         let Some(meta) = act.host.lstat(&s).ok().flatten() else {
             continue;
         };
+        if super::search::suspicious(&act.ctx.agent_control().suspiciousnames, src, &name, &meta) {
+            continue;
+        }
         if meta.kind == FileKind::Dir {
             dirs.push((name, meta));
         } else {
