@@ -16,6 +16,9 @@ pub struct AgentControl {
     pub editfilesize: Option<u64>,
     /// `ifelapsed`: the default lock time of every promise, in minutes.
     pub ifelapsed: Option<u64>,
+    /// `expireafter`: the default time after which a promise an agent
+    /// began and never finished may be taken up again, in minutes.
+    pub expireafter: Option<u64>,
     /// `abortclasses`: regexes; when a class matching one is defined the
     /// run stops (cf-agent's "Fatal CFEngine error: cfengine aborted").
     pub abortclasses: Vec<String>,
@@ -100,6 +103,7 @@ impl AgentControl {
             match a.attr.name.name.as_str() {
                 "editfilesize" => out.editfilesize = int(&e.value),
                 "ifelapsed" => out.ifelapsed = int(&e.value),
+                "expireafter" => out.expireafter = int(&e.value),
                 "checksum_alert_time" => out.checksum_alert_time = int(&e.value),
                 "agentaccess" => out.agentaccess = list(e.value),
                 "suspiciousnames" => out.suspiciousnames = list(e.value),

@@ -118,6 +118,10 @@ impl StateStore {
                  key TEXT PRIMARY KEY,
                  last_done INTEGER NOT NULL
              );
+             CREATE TABLE IF NOT EXISTS promise_running (
+                 key TEXT PRIMARY KEY,
+                 started INTEGER NOT NULL
+             );
              CREATE TABLE IF NOT EXISTS persistent_classes (
                  name TEXT PRIMARY KEY,
                  expires INTEGER NOT NULL,
@@ -171,6 +175,47 @@ impl StateStore {
         } else {
             LockStatus::Free
         }
+    }
+
+    /// When an agent began acting on the promise with this lock key and did
+    /// not finish (it is still running, or was killed): cf-agent's
+    /// `lock.` entry, which `expireafter` ends.
+    pub fn running_since(&self, key: &str) -> Option<i64> {
+        self.conn
+            .query_row(
+                "SELECT started FROM promise_running WHERE key = ?1",
+                params![key],
+                |r| r.get(0),
+            )
+            .ok()
+    }
+
+    /// Notes, at once, that the promise with this lock key is acting
+    /// since `now`; `finished` takes the note away.
+    pub fn acting(&mut self, key: &str, now: i64) -> Result<(), StateError> {
+        self.conn
+            .execute(
+                "INSERT INTO promise_running (key, started) VALUES (?1, ?2)
+                 ON CONFLICT(key) DO UPDATE SET started = excluded.started",
+                params![key, now],
+            )
+            .map(|_| ())
+            .map_err(|source| StateError::Db {
+                path: self.path.display().to_string(),
+                source,
+            })
+    }
+
+    /// The promise with this lock key is done acting (or its stale note
+    /// expired).
+    pub fn finished(&mut self, key: &str) -> Result<(), StateError> {
+        self.conn
+            .execute("DELETE FROM promise_running WHERE key = ?1", params![key])
+            .map(|_| ())
+            .map_err(|source| StateError::Db {
+                path: self.path.display().to_string(),
+                source,
+            })
     }
 
     /// Records that the promise acted at `now`. Written at the next flush.

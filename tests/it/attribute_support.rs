@@ -22,7 +22,7 @@ use std::path::Path;
 /// At most this many attributes are read without a comparing test...
 const MAX_UNTESTED: usize = 45;
 /// ... and at most this many accepted and not read.
-const MAX_IGNORED: usize = 2;
+const MAX_IGNORED: usize = 0;
 
 /// The directories of differential cases, which compare with cf-agent.
 const DIFFERENTIAL_DIRS: &[&str] = &[
