@@ -303,6 +303,7 @@ fn copy_file(
         dmeta = None;
     }
     if !needs_copy(act, src, smeta, dst, dmeta.as_ref(), body) {
+        preserve_acl(act, src, dst, body, v);
         return;
     }
     let content = act.changes.shows_content().then(|| {
@@ -334,6 +335,7 @@ fn copy_file(
             })
         },
     );
+    preserve_acl(act, src, dst, body, v);
 }
 
 /// `type_check`: a destination of another type than the source (a file
@@ -365,6 +367,52 @@ fn types_match(
     }
     v.failed();
     false
+}
+
+/// `preserve` on a local copy: the destination gets the source's POSIX
+/// access ACL (the named users and groups its mode cannot say), as
+/// cf-agent copies a file's extended attributes ("Copied extended
+/// attributes from ..."); checked whether or not the content was copied.
+fn preserve_acl(
+    act: &mut ActContext<'_>,
+    src: &Path,
+    dst: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    use crate::host::acl::AclKind;
+    if body.scalar("preserve").and_then(parse_bool) != Some(true) {
+        return;
+    }
+    let Ok(want) = act.host.posix_acl(src, AclKind::Access) else {
+        return;
+    };
+    let Ok(have) = act.host.posix_acl(dst, AclKind::Access) else {
+        return;
+    };
+    let extended = |l: &[crate::host::acl::AclEntry]| l.iter().any(|e| e.tag.qualified());
+    if want == have || (!extended(&want) && !extended(&have)) {
+        return;
+    }
+    let change = Change::new("acl", dst.display().to_string())
+        .done(format!(
+            "Copied extended attributes from '{}' to '{}'",
+            src.display(),
+            dst.display()
+        ))
+        .should(format!(
+            "Should copy extended attributes from '{}' to '{}'",
+            src.display(),
+            dst.display()
+        ))
+        .without_suffix();
+    let made = act.change(change, |h| h.set_posix_acl(dst, AclKind::Access, &want));
+    v.settle(made, |e| {
+        tracing::error!(
+            "Could not preserve extended attributes (ACLs and security contexts) on file '{}': {e}",
+            dst.display()
+        )
+    });
 }
 
 /// Where a copy's content comes from, for its messages and its mode.
