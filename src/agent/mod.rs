@@ -102,6 +102,14 @@ pub enum RunError {
         expected: usize,
         got: usize,
     },
+    /// Agent control's `agentaccess` does not list the user running the
+    /// agent, and a policy file's owner is not listed either...
+    #[error("File '{0}' is not owned by an authorized user (security exception)")]
+    NotOwned(String),
+    /// ... or all are: cf-agent's CheckAgentAccess stops the run all the
+    /// same.
+    #[error("You are denied access to run this policy")]
+    AccessDenied,
 }
 
 /// What stopped the run at a promise, and where the promise is written.
@@ -179,6 +187,10 @@ pub struct AgentRun<'a> {
     modules: PromiseModules,
     /// The promise just acted ended before its once-per-run lock.
     again_next_pass: bool,
+    /// The promise just met ended without an outcome as cf-agent's
+    /// "skipped" (its actuator's [`crate::promises::Actuator::skipped`]):
+    /// it is done for the run all the same.
+    skipped_here: bool,
     /// What this run knows of the package modules' caches.
     packages: crate::promises::packages::Session,
     /// Connections to servers, kept for the run.
@@ -314,6 +326,7 @@ impl<'a> AgentRun<'a> {
             abort_bundle: false,
             modules: setup.modules,
             again_next_pass: false,
+            skipped_here: false,
             last_changes: Vec::new(),
             packages: Default::default(),
             remote: Default::default(),
@@ -352,7 +365,35 @@ impl<'a> AgentRun<'a> {
     pub fn run(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
         let r = self.run_sequence(seq);
         self.modules.terminate_all();
+        if self.ctx.agent_control.allclassesreport {
+            self.all_classes_report();
+        }
         r
+    }
+
+    /// Agent control's `allclassesreport`: every class defined at the end
+    /// of the run, one a line, in the state directory's `allclasses.txt`
+    /// (cf-agent's AllClassesReport).
+    fn all_classes_report(&self) {
+        let Some(dir) = self
+            .ctx
+            .lookup_variable("sys.statedir")
+            .and_then(|v| v.value.as_scalar().map(str::to_string))
+        else {
+            return;
+        };
+        let path = std::path::Path::new(&dir).join("allclasses.txt");
+        let mut text = String::new();
+        for (name, _) in self.ctx.classes.iter() {
+            text.push_str(name);
+            text.push('\n');
+        }
+        if let Err(e) = self.host.write_atomic(&path, text.as_bytes(), 0o600) {
+            tracing::info!(
+                "Could not open allclasses cache file '{}' (fopen: {e})",
+                path.display()
+            );
+        }
     }
 
     fn run_sequence(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
@@ -393,6 +434,11 @@ impl<'a> AgentRun<'a> {
             if self.host.changes_chroot().is_none() {
                 self.host = self.host.with_dry_run_overlay();
             }
+        }
+        self.check_policy_owners()?;
+        // cf-agent sets it in its own environment, for every child after.
+        if let Some(path) = &self.ctx.agent_control.childlibpath {
+            crate::host::exec::set_run_env("LD_LIBRARY_PATH", path);
         }
         if self.preevaluated_abort() {
             return Ok(());
@@ -976,6 +1022,34 @@ impl<'a> AgentRun<'a> {
 }
 
 impl AgentRun<'_> {
+    /// Agent control's `agentaccess`, as cf-agent's CheckAgentAccess: a
+    /// user it does not list may not run the policy. The run stops, naming
+    /// the first policy file owned by an unlisted user if there is one.
+    fn check_policy_owners(&self) -> Result<(), RunError> {
+        let control = &self.ctx.agent_control;
+        if control.agentaccess.is_empty() {
+            return Ok(());
+        }
+        let allowed: Vec<u32> = control
+            .agentaccess
+            .iter()
+            .filter_map(|u| crate::promises::files::perms::uid_of(u))
+            .collect();
+        if allowed.contains(&crate::host::fs::real_uid()) {
+            return Ok(());
+        }
+        for f in &self.policy.files {
+            let path = &f.source.path;
+            let Ok(Some(meta)) = self.host.stat(std::path::Path::new(path)) else {
+                continue;
+            };
+            if !allowed.contains(&meta.uid) {
+                return Err(RunError::NotOwned(path.clone()));
+            }
+        }
+        Err(RunError::AccessDenied)
+    }
+
     /// Stores the classes that classes promises asked to persist, with
     /// their tags (their timers restart, as cf-agent's default `reset`
     /// policy does).

@@ -210,7 +210,11 @@ impl AgentRun<'_> {
                     _ => None,
                 };
             }
+            let noted = self.note_acting(&ep, &keys.lock, true);
             let acted = self.act_once(&ep);
+            if noted {
+                self.note_acting(&ep, &keys.lock, false);
+            }
             self.record(&site, &ep, keys, acted, state);
         }
     }
@@ -320,6 +324,9 @@ impl AgentRun<'_> {
         );
         if let Some(a) = actuator(ptype) {
             a.check_each_pass(ep);
+            if !a.sane(ep) {
+                return None;
+            }
         }
         let early_banner = verbose::shown_before_lock(ptype);
         if self.done.contains(&done) {
@@ -359,7 +366,10 @@ impl AgentRun<'_> {
             ep.bundle,
             fnv1a(&done)
         );
-        if let Some(reason) = self.lock_held(ep, &lock) {
+        if let Some(reason) = self
+            .lock_held(ep, &lock)
+            .or_else(|| self.still_running(ep, &lock))
+        {
             self.done.insert(done);
             self.why
                 .record(site, handle, &ep.promiser, Status::Skipped { reason });
@@ -388,7 +398,11 @@ impl AgentRun<'_> {
 
     fn act_once_at_level(&mut self, ep: &ExpandedPromise) -> Acted {
         let started = std::time::Instant::now();
-        let outcome = if ep.promise_type == "methods" {
+        let skipped = actuator(&ep.promise_type).is_some_and(|a| a.skipped(ep));
+        self.skipped_here = skipped;
+        let outcome = if skipped {
+            None
+        } else if ep.promise_type == "methods" {
             self.eval_method(ep)
         } else if let Some((bundle, args)) = self.service_bundle(ep) {
             // A services promise handled by a bundle, as cf-agent hands it
@@ -432,7 +446,12 @@ impl AgentRun<'_> {
         state.changed |= again;
         let Some(outcome) = acted.outcome else {
             let ptype = &ep.promise_type;
-            let reason = if crate::schema::promise_type(ptype).is_none() {
+            let reason = if std::mem::take(&mut self.skipped_here) {
+                if !again {
+                    self.done.insert(keys.done);
+                }
+                "skipped on this platform, as cf-agent skips it".to_string()
+            } else if crate::schema::promise_type(ptype).is_none() {
                 format!("promise type '{ptype}' is not defined by any 'promise agent' block")
             } else {
                 format!("promise type '{ptype}' is not supported yet")
@@ -549,6 +568,61 @@ impl AgentRun<'_> {
                 ))
             }
         }
+    }
+
+    /// `expireafter` (the action body's, else agent control's, else 120
+    /// minutes): a promise an earlier agent began and never finished (it
+    /// was killed) is skipped until that long after it began, as cf-agent's
+    /// lock says "already running"; after that the lock expires and the
+    /// promise acts. One agent runs at a time on a work directory, so the
+    /// holder is gone: there is nothing to kill.
+    fn still_running(&mut self, ep: &ExpandedPromise, lock_key: &str) -> Option<String> {
+        if self.no_lock || !holds_running_lock(&ep.promise_type) {
+            return None;
+        }
+        let st = self.state.as_deref_mut()?;
+        let started = st.running_since(lock_key)?;
+        let expireafter = ep
+            .body("action")
+            .and_then(|a| a.scalar("expireafter"))
+            .and_then(|v| crate::values::number::parse_int(v).ok())
+            .map(|v| v.max(0) as u64)
+            .or(self.ctx.agent_control.expireafter)
+            .unwrap_or(DEFAULT_EXPIREAFTER_MINUTES);
+        let elapsed = (self.now - started).max(0) as u64 / 60;
+        if elapsed >= expireafter {
+            tracing::info!("Lock expired after {elapsed}/{expireafter} minutes: {lock_key}");
+            if let Err(e) = st.finished(lock_key) {
+                tracing::error!("{e}");
+            }
+            return None;
+        }
+        tracing::debug!("Couldn't obtain lock for {lock_key} (already running!)");
+        Some(format!(
+            "an agent began it {elapsed} minute(s) ago and did not finish; its lock expires after \
+             {expireafter} minute(s) (expireafter; -K ignores locks)"
+        ))
+    }
+
+    /// Notes in the state that the promise is acting (`true`) or done; the
+    /// note outlives an agent killed meanwhile. Whether a note was taken.
+    fn note_acting(&mut self, ep: &ExpandedPromise, lock_key: &str, acting: bool) -> bool {
+        if self.no_lock || self.dry_run || !holds_running_lock(&ep.promise_type) {
+            return false;
+        }
+        let Some(st) = self.state.as_deref_mut() else {
+            return false;
+        };
+        let r = if acting {
+            st.acting(lock_key, self.now)
+        } else {
+            st.finished(lock_key)
+        };
+        if let Err(e) = r {
+            tracing::error!("{e}");
+            return false;
+        }
+        true
     }
 
     /// The bundle that implements a services promise, with the arguments
@@ -702,6 +776,8 @@ impl AgentRun<'_> {
         let outcome = act.evaluate(&mut act_ctx, ep);
         let (followup, reported) = (act_ctx.followup.take(), act_ctx.reported_outcomes.take());
         let changes = act_ctx.changes.take();
+        // Classes an actuator persists (a changes body's checksum_alerts).
+        self.store_persistent_classes();
         if let Some(f) = followup {
             // As cf-agent's VerifyMethod: the bundle's own outcome does not
             // change the promise's.
@@ -780,6 +856,20 @@ impl AgentRun<'_> {
         };
         define_outcome_classes(self.ctx, self.state.as_deref_mut(), self.now, body, outcome)
     }
+}
+
+/// cf-agent's default `expireafter`, in minutes (VEXPIREAFTER).
+const DEFAULT_EXPIREAFTER_MINUTES: u64 = 120;
+
+/// Whether a promise of this type notes in the state that it is acting, so
+/// that an agent killed while it acts leaves the lock `expireafter` ends:
+/// the types that act on the system (reports and the evaluation types are
+/// over at once).
+fn holds_running_lock(ptype: &str) -> bool {
+    ptype != "reports"
+        && !NOT_LOGGED_TYPES.contains(&ptype)
+        && ptype != "meta"
+        && ptype != "defaults"
 }
 
 /// Promise types whose outcomes cf-agent neither counts nor logs: they

@@ -16,6 +16,9 @@ pub struct AgentControl {
     pub editfilesize: Option<u64>,
     /// `ifelapsed`: the default lock time of every promise, in minutes.
     pub ifelapsed: Option<u64>,
+    /// `expireafter`: the default time after which a promise an agent
+    /// began and never finished may be taken up again, in minutes.
+    pub expireafter: Option<u64>,
     /// `abortclasses`: regexes; when a class matching one is defined the
     /// run stops (cf-agent's "Fatal CFEngine error: cfengine aborted").
     pub abortclasses: Vec<String>,
@@ -34,6 +37,22 @@ pub struct AgentControl {
     /// `files_single_copy`: regexes of destinations a run copies to at
     /// most once (later copies to them are skipped).
     pub files_single_copy: Vec<String>,
+    /// `defaultcopytype`: the `compare` of a `copy_from` body that names
+    /// none (else `mtime`).
+    pub defaultcopytype: Option<String>,
+    /// `checksum_alert_time`: how many minutes `checksum_alerts` stays
+    /// defined after a changes body found a change (else 10).
+    pub checksum_alert_time: Option<u64>,
+    /// `allclassesreport`: the run ends by listing every class defined
+    /// then in the state directory's `allclasses.txt`.
+    pub allclassesreport: bool,
+    /// `suspiciousnames`: names of files (regular files and links) that
+    /// depth searches, copies and regex promisers skip, warning.
+    pub suspiciousnames: Vec<String>,
+    /// `childlibpath`: the `LD_LIBRARY_PATH` of every command run.
+    pub childlibpath: Option<String>,
+    /// `agentaccess`: the users who may run the policy (empty: anyone).
+    pub agentaccess: Vec<String>,
     /// `dryrun`: the run changes nothing, as with `--dry-run`.
     pub dryrun: bool,
     /// `evaluation_order` (CFEngine 3.27): `top_down` runs each bundle's
@@ -90,6 +109,19 @@ impl AgentControl {
             match a.attr.name.name.as_str() {
                 "editfilesize" => out.editfilesize = int(&e.value),
                 "ifelapsed" => out.ifelapsed = int(&e.value),
+                "expireafter" => out.expireafter = int(&e.value),
+                "checksum_alert_time" => out.checksum_alert_time = int(&e.value),
+                "agentaccess" => out.agentaccess = list(e.value),
+                "suspiciousnames" => out.suspiciousnames = list(e.value),
+                "allclassesreport" => {
+                    out.allclassesreport = e
+                        .value
+                        .as_scalar()
+                        .and_then(crate::values::number::parse_bool)
+                        .unwrap_or(false)
+                }
+                "childlibpath" => out.childlibpath = e.value.as_scalar().map(str::to_string),
+                "defaultcopytype" => out.defaultcopytype = e.value.as_scalar().map(str::to_string),
                 "abortclasses" => out.abortclasses = list(e.value),
                 "abortbundleclasses" => out.abortbundleclasses = list(e.value),
                 "files_auto_define" => out.files_auto_define = list(e.value),

@@ -206,7 +206,14 @@ impl EvalContext {
             return Err(FnError::Defer);
         }
         let cache_key = if spec.cached {
-            Some(cache_key(spec.name, &args))
+            // Common control's `cache_system_functions => "false"` makes
+            // cf-agent call them again each time.
+            let off = self
+                .common_control("cache_system_functions")
+                .and_then(Value::as_scalar)
+                .and_then(crate::values::number::parse_bool)
+                == Some(false);
+            (!off).then(|| cache_key(spec.name, &args))
         } else {
             spec.parses_file
                 .and_then(|i| file_stamp(self.host(), args.get(i)?.as_scalar()?))

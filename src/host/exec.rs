@@ -98,6 +98,18 @@ pub fn split_command_line(s: &str) -> Vec<String> {
     words
 }
 
+/// Environment variables every command of the run gets (agent control's
+/// `childlibpath`, which cf-agent sets in its own environment).
+static RUN_ENV: std::sync::RwLock<Vec<(String, String)>> = std::sync::RwLock::new(Vec::new());
+
+/// Gives `key=value` to every command started from now on (a variable set
+/// again takes its new value).
+pub fn set_run_env(key: &str, value: &str) {
+    let mut env = RUN_ENV.write().unwrap_or_else(|e| e.into_inner());
+    env.retain(|(k, _)| k != key);
+    env.push((key.to_string(), value.to_string()));
+}
+
 /// The process a spec describes, not yet started: its program (or the
 /// shell), environment, working directory, user and group, and what runs
 /// between fork and exec (a new session, so that a timeout can kill the
@@ -119,6 +131,9 @@ pub(crate) fn command_for(spec: &CommandSpec) -> std::io::Result<Command> {
         c.args(args);
         c
     };
+    for (k, v) in RUN_ENV.read().unwrap_or_else(|e| e.into_inner()).iter() {
+        cmd.env(k, v);
+    }
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }

@@ -127,6 +127,11 @@ fn not_found_is_none<T>(r: io::Result<T>) -> io::Result<Option<T>> {
     }
 }
 
+/// The real user id of this process (who runs the agent).
+pub fn real_uid() -> u32 {
+    rustix::process::getuid().as_raw()
+}
+
 /// Whether we may change ownership (only root can give files away).
 pub fn can_chown() -> bool {
     rustix::process::geteuid().is_root()

@@ -155,6 +155,19 @@ pub trait Actuator {
     /// processes promises warn once per pass).
     fn check_each_pass(&self, _p: &ExpandedPromise) {}
 
+    /// cf-agent's sanity check of a promise, made each time the scheduler
+    /// meets it, before its lock: `false` when it fails (having said why),
+    /// and the promise is then skipped without an outcome.
+    fn sane(&self, _p: &ExpandedPromise) -> bool {
+        true
+    }
+
+    /// Whether, once its lock is taken, the promise ends without an
+    /// outcome (having said why): cf-agent's "skipped" result.
+    fn skipped(&self, _p: &ExpandedPromise) -> bool {
+        false
+    }
+
     /// Whether [`Actuator::check_each_pass`] may say something: the
     /// scheduler then takes such promises in every pass, even once the
     /// bundle's state has settled, so that what is said each pass is said

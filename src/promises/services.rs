@@ -11,6 +11,7 @@ use crate::eval::expanded::ExpandedPromise;
 use crate::host::Host;
 use crate::host::exec::CommandSpec;
 use crate::report::Outcome;
+use crate::values::Value;
 use std::path::Path;
 use std::time::Duration;
 
@@ -128,6 +129,39 @@ fn plan(m: Manager, name: &str, policy: &str, running: bool, enabled: bool) -> V
 }
 
 impl Actuator for Services {
+    fn speaks_each_pass(&self) -> bool {
+        true
+    }
+
+    /// As cf-agent's ServicesSanityChecks: a service may not depend on
+    /// itself (said in every pass; the promise has no outcome).
+    fn sane(&self, p: &ExpandedPromise) -> bool {
+        let itself = match p.value("service_dependencies") {
+            Some(Value::List(l)) => l.contains(&p.promiser),
+            Some(Value::Scalar(s)) => *s == p.promiser,
+            _ => false,
+        };
+        if itself {
+            tracing::error!("Service promiser '{}' has itself as dependency", p.promiser);
+            tracing::error!("{}", p.reference());
+            return false;
+        }
+        true
+    }
+
+    /// `service_type => "windows"` names Windows services, which cf-agent
+    /// skips on other systems; any other type is a bundle's (the default).
+    fn skipped(&self, p: &ExpandedPromise) -> bool {
+        let windows = p
+            .body("service_method")
+            .and_then(|b| b.scalar("service_type"))
+            == Some("windows");
+        if windows {
+            tracing::info!("Service type windows not supported on this platform.");
+        }
+        windows
+    }
+
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
         let name = p.promiser.as_str();
         let policy = p.scalar("service_policy").unwrap_or("start");

@@ -328,6 +328,31 @@ fn freespace(s: &str) -> Option<i64> {
     n.checked_mul(factor)
 }
 
+/// Whether `name` is the mount point of a file system from another host
+/// (NFS, PanFS, CIFS), as cf-agent's IsForeignFileSystem tells: on another
+/// device than its parent, and mounted with such a type.
+fn foreign(act: &ActContext<'_>, name: &str, meta: &crate::host::fs::Meta) -> bool {
+    let parent = Path::new(name).join("..");
+    let Ok(Some(pmeta)) = act.host.stat(&parent) else {
+        return false;
+    };
+    if pmeta.dev == meta.dev {
+        return false;
+    }
+    let mounts = act
+        .host
+        .read(Path::new("/proc/mounts"))
+        .map(|b| parse_mounts(&String::from_utf8_lossy(&b)))
+        .unwrap_or_default();
+    let trimmed = name.trim_end_matches('/');
+    mounts.iter().any(|m| {
+        m.target == trimmed
+            && ["nfs", "panfs", "cifs"]
+                .iter()
+                .any(|t| m.fstype.contains(t) || m.options.contains(t))
+    })
+}
+
 fn volume(
     act: &mut ActContext<'_>,
     p: &ExpandedPromise,
@@ -376,6 +401,14 @@ fn volume(
     let Some(want) = body.scalar("freespace") else {
         return;
     };
+    let check_foreign = body
+        .scalar("check_foreign")
+        .and_then(crate::values::number::parse_bool)
+        .unwrap_or(false);
+    if !check_foreign && foreign(act, name, &meta) {
+        tracing::info!("Filesystem '{name}' is mounted from a foreign system, so skipping it");
+        return;
+    }
     let Some(want) = freespace(want) else {
         tracing::error!(
             "freespace '{want}' of the volume body '{}' is not a size ({}:{})",

@@ -77,6 +77,16 @@ pub fn validate_with(files: &[&PolicyFile], scope: Scope) -> Vec<(usize, Diagnos
     out
 }
 
+/// Whether a `body common control` says `require_comments` is true (a
+/// literal, as cf-promises reads it before evaluating anything).
+fn requires_comments(b: &Body) -> bool {
+    b.attributes.iter().any(|ba| {
+        ba.attr.name.name == "require_comments"
+            && matches!(&ba.attr.value, Rval::String(s)
+                if crate::values::number::parse_bool(&s.value) == Some(true))
+    })
+}
+
 /// Where a function call sits, which decides whether cf-promises evaluates
 /// it while checking (and so whether a wrong argument count is fatal).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -103,6 +113,9 @@ struct Validator<'a> {
     runnable: bool,
     /// Handles seen so far, with the class guard of their promise.
     handles: HashSet<(&'a str, &'a str)>,
+    /// `body common control` says `require_comments => "true"`: every
+    /// promise must have a `comment`, as cf-promises requires then.
+    require_comments: bool,
 }
 
 impl<'a> Validator<'a> {
@@ -117,6 +130,7 @@ impl<'a> Validator<'a> {
             callable: HashMap::new(),
             runnable: false,
             handles: HashSet::new(),
+            require_comments: false,
         };
         for f in files {
             for b in f.bodies() {
@@ -132,6 +146,7 @@ impl<'a> Validator<'a> {
                             .push(ns);
                         if b.body_type.name == "common" && name == "control" {
                             v.runnable = true;
+                            v.require_comments |= requires_comments(b);
                         }
                     }
                 }
@@ -315,6 +330,14 @@ impl<'a> Validator<'a> {
         for p in &s.promises {
             if guards_seen.insert(p.guard.span.start) {
                 self.bundle_guard(&p.guard);
+            }
+            if self.require_comments && p.attribute("comment").is_none() {
+                // cf-promises 3.21's words (libpromises/policy.c
+                // PolicyCheckRequiredComments): the policy is rejected.
+                self.error(
+                    p.promiser.span,
+                    "Promise is missing a comment attribute, and comments are required by policy",
+                );
             }
             self.promise(b, bt, name, def, p);
         }
@@ -913,6 +936,20 @@ impl<'a> Validator<'a> {
             {
                 self.error(a.name.span, super::newer::refusal(n));
                 continue;
+            }
+            // A control attribute the agent does not support is refused
+            // where it is written, as a promise's is where it runs.
+            if control
+                && let Some(why) =
+                    super::support::refused(super::support::Owner::Body, def.name, ad.name)
+            {
+                self.error(
+                    a.name.span,
+                    format!(
+                        "attribute '{}' of body {} control is not supported yet: {why}",
+                        ad.name, def.name
+                    ),
+                );
             }
             if ad.status == Status::Deprecated {
                 self.warning(

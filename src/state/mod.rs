@@ -118,6 +118,10 @@ impl StateStore {
                  key TEXT PRIMARY KEY,
                  last_done INTEGER NOT NULL
              );
+             CREATE TABLE IF NOT EXISTS promise_running (
+                 key TEXT PRIMARY KEY,
+                 started INTEGER NOT NULL
+             );
              CREATE TABLE IF NOT EXISTS persistent_classes (
                  name TEXT PRIMARY KEY,
                  expires INTEGER NOT NULL,
@@ -173,6 +177,47 @@ impl StateStore {
         }
     }
 
+    /// When an agent began acting on the promise with this lock key and did
+    /// not finish (it is still running, or was killed): cf-agent's
+    /// `lock.` entry, which `expireafter` ends.
+    pub fn running_since(&self, key: &str) -> Option<i64> {
+        self.conn
+            .query_row(
+                "SELECT started FROM promise_running WHERE key = ?1",
+                params![key],
+                |r| r.get(0),
+            )
+            .ok()
+    }
+
+    /// Notes, at once, that the promise with this lock key is acting
+    /// since `now`; `finished` takes the note away.
+    pub fn acting(&mut self, key: &str, now: i64) -> Result<(), StateError> {
+        self.conn
+            .execute(
+                "INSERT INTO promise_running (key, started) VALUES (?1, ?2)
+                 ON CONFLICT(key) DO UPDATE SET started = excluded.started",
+                params![key, now],
+            )
+            .map(|_| ())
+            .map_err(|source| StateError::Db {
+                path: self.path.display().to_string(),
+                source,
+            })
+    }
+
+    /// The promise with this lock key is done acting (or its stale note
+    /// expired).
+    pub fn finished(&mut self, key: &str) -> Result<(), StateError> {
+        self.conn
+            .execute("DELETE FROM promise_running WHERE key = ?1", params![key])
+            .map(|_| ())
+            .map_err(|source| StateError::Db {
+                path: self.path.display().to_string(),
+                source,
+            })
+    }
+
     /// Records that the promise acted at `now`. Written at the next flush.
     pub fn record_done(&mut self, key: &str, now: i64) {
         self.done.insert(key.to_string(), now);
@@ -204,7 +249,9 @@ impl StateStore {
     }
 
     /// Persistent classes that have not expired at `now`; expired ones are
-    /// deleted.
+    /// deleted. As cf-agent (EvalContextHeapPersistentLoadAll: `now >
+    /// expires`), a class is still defined in the second it expires, so a
+    /// persistence of 0 minutes reaches a run in the same second.
     pub fn persistent_classes(&mut self, now: i64) -> Result<Vec<PersistentClass>, StateError> {
         let path = self.path.display().to_string();
         let db_err = |source| StateError::Db {
@@ -213,7 +260,7 @@ impl StateStore {
         };
         self.conn
             .execute(
-                "DELETE FROM persistent_classes WHERE expires <= ?1",
+                "DELETE FROM persistent_classes WHERE expires < ?1",
                 params![now],
             )
             .map_err(db_err)?;
@@ -340,6 +387,8 @@ mod tests {
         assert_eq!(s.persistent_classes(1000).unwrap()[0].expires, 2000);
         s.persist_class(&later, true).unwrap();
         assert_eq!(s.persistent_classes(1000).unwrap()[0].expires, 3000);
-        assert!(s.persistent_classes(3000).unwrap().is_empty());
+        // Still defined in the second it expires, gone after it.
+        assert_eq!(s.persistent_classes(3000).unwrap().len(), 1);
+        assert!(s.persistent_classes(3001).unwrap().is_empty());
     }
 }

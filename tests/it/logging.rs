@@ -227,3 +227,113 @@ fn report_level_raises_one_promise_level_like_cf_agent() {
         .arg(&policy));
     assert_eq!(ours, lines(&theirs.stdout, &cf_root));
 }
+
+/// Common control's `fips_mode => "true"`: a files promise whose change
+/// hash is md5 (the default when no changes body names one) makes cf-agent
+/// say md5 is not approved, and the promise still acts; one whose changes
+/// body says sha256 does not.
+#[test]
+fn fips_mode_says_md5_is_not_approved() {
+    const SAID: &str = "FIPS mode is enabled, and md5 is not an approved algorithm";
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("made");
+    let text = |hash: &str| {
+        format!(
+            "body common control {{ bundlesequence => {{ \"main\" }}; fips_mode => \"true\"; }}\n\
+             body changes h {{ hash => \"{hash}\"; report_changes => \"none\"; }}\n\
+             bundle agent main {{ files: \"{}\" create => \"true\", changes => h; reports: \"hello\"; }}\n",
+            target.display()
+        )
+    };
+    for (hash, said) in [("md5", true), ("sha256", false)] {
+        let policy = write_policy(tmp.path(), &text(hash));
+        let _ = std::fs::remove_file(&target);
+        let ours = agent_inform(&tmp.path().join("wd"), &policy, &[]);
+        assert_eq!(ours.stdout.contains(SAID), said, "ours, {hash}: {ours:?}");
+        assert!(ours.stdout.contains("Created file"), "ours: {ours:?}");
+        if have("cf-agent") {
+            let _ = std::fs::remove_file(&target);
+            let theirs = cf_agent_inform(tmp.path(), &policy, &[]);
+            assert_eq!(
+                theirs.stdout.contains(SAID),
+                said,
+                "cf-agent, {hash}: {theirs:?}"
+            );
+            assert!(
+                theirs.stdout.contains("Created file"),
+                "cf-agent: {theirs:?}"
+            );
+        }
+    }
+}
+
+/// An action body's `expireafter`: an agent killed while a commands promise
+/// runs leaves its lock, and the next run skips the promise ("already
+/// running") until `expireafter` minutes after it began; with 0 the lock
+/// has expired ("Lock expired after 0/0 minutes") and the promise acts, as
+/// cf-agent's. Agent control's `expireafter` is the default.
+#[test]
+fn expireafter_ends_the_lock_of_a_killed_agent() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = |action: &str, control: &str| {
+        format!(
+            "body common control {{ bundlesequence => {{ \"main\" }}; }}\n\
+             body agent control {{ {control} }}\n\
+             body action a {{ ifelapsed => \"0\"; {action} }}\n\
+             body classes outcome {{ promise_repaired => {{ \"slept\" }}; }}\n\
+             bundle agent main {{ commands: \"/bin/sleep 6\" action => a, classes => outcome; \
+             reports: \"done\" action => a; }}\n"
+        )
+    };
+    // Runs `program` on `policy` in `wd`, killed (with its command) after
+    // two seconds; then once more to the end.
+    let second_run = |program: &std::path::Path, wd: &std::path::Path, policy: &std::path::Path| {
+        let mut first = std::process::Command::new(program)
+            .arg("-w")
+            .arg(wd)
+            .arg("-f")
+            .arg(policy)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        // SAFETY: signalling the process group this test started.
+        unsafe { libc::kill(-(first.id() as i32), libc::SIGKILL) };
+        let _ = first.wait();
+        run(std::process::Command::new(program)
+            .args(["-I", "--show-evaluated-classes=slept", "-w"])
+            .arg(wd)
+            .arg("-f")
+            .arg(policy))
+    };
+    let cases = [
+        ("expireafter => \"0\";", "", true),
+        ("", "expireafter => \"0\";", true),
+        ("expireafter => \"120\";", "", false),
+    ];
+    for (i, (action, control, acts)) in cases.into_iter().enumerate() {
+        let case = tmp.path().join(format!("case{i}"));
+        std::fs::create_dir_all(&case).unwrap();
+        let p = write_policy(&case, &policy(action, control));
+        let check = |out: &Captured, who: &str| {
+            assert!(out.stdout.contains("R: done"), "{who}: {out:?}");
+            let slept = out.stdout.lines().any(|l| l.starts_with("slept"));
+            assert_eq!(slept, acts, "{who}, {action}{control}: {out:?}");
+            assert_eq!(
+                out.stdout.contains("Lock expired after 0/0 minutes"),
+                acts,
+                "{who}: {out:?}"
+            );
+        };
+        check(&second_run(&agent_bin(), &case.join("wd"), &p), "ours");
+        if have("cf-agent") {
+            check(
+                &second_run(std::path::Path::new("cf-agent"), &cf_workdir(&case), &p),
+                "cf-agent",
+            );
+        }
+    }
+}

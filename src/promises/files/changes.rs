@@ -22,8 +22,8 @@ use crate::report::log::NOTICE_TARGET;
 use crate::state::FileStat;
 use std::path::Path;
 
-/// How long cf-agent keeps `checksum_alerts` defined: CF_PERSISTENCE
-/// minutes.
+/// How long cf-agent keeps `checksum_alerts` defined unless agent
+/// control's `checksum_alert_time` says: CF_PERSISTENCE minutes.
 const ALERT_MINUTES: i64 = 10;
 
 /// A `changes` body, read once per promise.
@@ -209,11 +209,13 @@ fn integrity(
             vec!["source=promise".into()],
         );
         act.ctx.define_class("checksum_alerts", false, info);
-        act.ctx.persist_class(
-            "checksum_alerts",
-            ALERT_MINUTES,
-            vec!["source=promise".into()],
-        );
+        let minutes = act
+            .ctx
+            .agent_control()
+            .checksum_alert_time
+            .map_or(ALERT_MINUTES, |m| m as i64);
+        act.ctx
+            .persist_class("checksum_alerts", minutes, vec!["source=promise".into()]);
         if log_event(act, p, shown, 'C', "Content changed") {
             tracing::info!("Recorded integrity changes in '{shown}'");
             v.repaired();

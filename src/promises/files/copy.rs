@@ -79,9 +79,50 @@ pub fn copy_from(
         if body.scalar("purge").and_then(parse_bool) == Some(true) {
             purge(act, &source, target, v);
         }
+        if body.scalar("check_root").and_then(parse_bool) == Some(true) {
+            check_root(act, &smeta, target, body, v);
+        }
         return;
     }
     copy_file(act, &source, &smeta, target, body, v);
+}
+
+/// `check_root`: after a depth_search copy, the top directory's own
+/// attributes are those of the source's as for every copied file (cf-agent's
+/// VerifyCopiedFileAttributes): with `preserve`, its permission bits.
+/// cf-agent looks at it only for a directory copied with depth_search.
+fn check_root(
+    act: &mut ActContext<'_>,
+    smeta: &Meta,
+    target: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    if body.scalar("preserve").and_then(parse_bool) != Some(true) {
+        return;
+    }
+    let Some(d) = act.host.stat(target).ok().flatten() else {
+        return;
+    };
+    let (was, want) = (d.mode & 0o7777, smeta.mode & 0o7777);
+    if was == want {
+        return;
+    }
+    let shown = target.display().to_string();
+    let change = Change::new("permissions", shown.clone())
+        .before(format!("{was:04o}"))
+        .after(format!("{want:04o}"))
+        .done(format!(
+            "Object '{shown}' had permissions {was:04o}, changed it to {want:04o}"
+        ))
+        .should(format!(
+            "Should change permissions of '{shown}' from {was:04o} to {want:04o}"
+        ))
+        .without_suffix();
+    let made = act.change(change, |h| h.chmod(target, want));
+    v.settle(made, |e| {
+        tracing::error!("Could not change permissions of '{shown}': {e}")
+    });
 }
 
 /// Makes `dir` (and its parents) when missing; `dir` itself gets `mode`.
@@ -142,6 +183,9 @@ fn copy_tree(
         let Some(meta) = act.host.lstat(&s).ok().flatten() else {
             continue;
         };
+        if super::search::suspicious(&act.ctx.agent_control().suspiciousnames, src, &name, &meta) {
+            continue;
+        }
         if meta.kind == FileKind::Dir {
             dirs.push((name, meta));
         } else {
@@ -208,7 +252,7 @@ fn needs_copy(
     let newer = smeta.ctime > d.ctime || smeta.mtime > d.mtime;
     let regular = d.kind == FileKind::File && smeta.kind == FileKind::File;
     let differ = |act: &mut ActContext<'_>| !act.host.same_content(src, dst).unwrap_or(false);
-    match body.scalar("compare").unwrap_or("mtime") {
+    match super::compare_of(act, body).as_str() {
         "exists" => false,
         "mtime" => smeta.mtime > d.mtime,
         "atime" => newer || (regular && differ(act)),
@@ -230,8 +274,36 @@ fn copy_file(
     {
         return;
     }
-    let dmeta = act.host.lstat(dst).ok().flatten();
+    let mut dmeta = act.host.lstat(dst).ok().flatten();
+    if let Some(d) = &dmeta
+        && !types_match(smeta, d, dst, src, body, v)
+    {
+        return;
+    }
+    // A link where a file is to be copied goes first, whatever `compare`
+    // says, as cf-agent's CopyFileSources does.
+    if dmeta.as_ref().is_some_and(|d| d.kind == FileKind::Symlink) {
+        let shown = dst.display().to_string();
+        let change = Change::new("unlink", shown.clone())
+            .done(format!(
+                "Removing old symbolic link '{shown}' to make way for copy"
+            ))
+            .should(format!(
+                "Should remove old symbolic link '{shown}' to make way for copy, but only warning promised"
+            ))
+            .without_suffix();
+        let made = act.change(change, |h| h.remove_file(dst));
+        if v.settle(made, |e| {
+            tracing::error!("Couldn't remove link '{shown}'. (unlink: {e})")
+        })
+        .is_none()
+        {
+            return;
+        }
+        dmeta = None;
+    }
     if !needs_copy(act, src, smeta, dst, dmeta.as_ref(), body) {
+        preserve_acl(act, src, dst, body, v);
         return;
     }
     let content = act.changes.shows_content().then(|| {
@@ -263,6 +335,84 @@ fn copy_file(
             })
         },
     );
+    preserve_acl(act, src, dst, body, v);
+}
+
+/// `type_check`: a destination of another type than the source (a file
+/// over a link or a directory) fails the promise instead of being replaced,
+/// as cf-agent's CopyFileSources says (unless `link_type` is `none`).
+fn types_match(
+    smeta: &Meta,
+    d: &Meta,
+    dst: &Path,
+    src: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) -> bool {
+    let checked = body.scalar("type_check").and_then(parse_bool) == Some(true)
+        && body.scalar("link_type") != Some("none");
+    if !checked || d.kind == smeta.kind {
+        return true;
+    }
+    if d.kind == FileKind::Symlink {
+        tracing::error!(
+            "File image exists but destination type is silly (file/dir/link doesn't match)"
+        );
+    } else {
+        tracing::error!(
+            "Promised file copy {} exists but type mismatch with source '{}'",
+            dst.display(),
+            src.display()
+        );
+    }
+    v.failed();
+    false
+}
+
+/// `preserve` on a local copy: the destination gets the source's POSIX
+/// access ACL (the named users and groups its mode cannot say), as
+/// cf-agent copies a file's extended attributes ("Copied extended
+/// attributes from ..."); checked whether or not the content was copied.
+fn preserve_acl(
+    act: &mut ActContext<'_>,
+    src: &Path,
+    dst: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    use crate::host::acl::AclKind;
+    if body.scalar("preserve").and_then(parse_bool) != Some(true) {
+        return;
+    }
+    let Ok(want) = act.host.posix_acl(src, AclKind::Access) else {
+        return;
+    };
+    let Ok(have) = act.host.posix_acl(dst, AclKind::Access) else {
+        return;
+    };
+    let extended = |l: &[crate::host::acl::AclEntry]| l.iter().any(|e| e.tag.qualified());
+    if want == have || (!extended(&want) && !extended(&have)) {
+        return;
+    }
+    let change = Change::new("acl", dst.display().to_string())
+        .done(format!(
+            "Copied extended attributes from '{}' to '{}'",
+            src.display(),
+            dst.display()
+        ))
+        .should(format!(
+            "Should copy extended attributes from '{}' to '{}'",
+            src.display(),
+            dst.display()
+        ))
+        .without_suffix();
+    let made = act.change(change, |h| h.set_posix_acl(dst, AclKind::Access, &want));
+    v.settle(made, |e| {
+        tracing::error!(
+            "Could not preserve extended attributes (ACLs and security contexts) on file '{}': {e}",
+            dst.display()
+        )
+    });
 }
 
 /// Where a copy's content comes from, for its messages and its mode.

@@ -142,6 +142,7 @@ impl Actuator for Files {
             return Outcome::Failed;
         }
         act.host.mirror_promised(&target);
+        fips_check(act, p);
         if search::is_regex_promiser(p) && act.host.lstat(&target).ok().flatten().is_none() {
             let matches = search::regex_promiser_matches(&mut act.ctx, act.host, &p.promiser);
             // Nothing matches: a promise to create makes the promiser as
@@ -1037,4 +1038,33 @@ fn delete(
         return;
     }
     v.settle(made, |e| tracing::error!("Could not delete '{shown}': {e}"));
+}
+
+/// A copy_from body's `compare`, else agent control's `defaultcopytype`,
+/// else `mtime` (cf-agent's libpromises/attributes.c GetCopyConstraints).
+fn compare_of(act: &ActContext<'_>, body: &ResolvedBody) -> String {
+    body.scalar("compare")
+        .map(str::to_string)
+        .or_else(|| act.ctx.agent_control().defaultcopytype.clone())
+        .unwrap_or_else(|| "mtime".to_string())
+}
+
+/// Common control's `fips_mode`: cf-agent reads every files promise's
+/// change hash (md5 unless a changes body names another) and says md5 is
+/// not approved; the promise goes on (libpromises/attributes.c
+/// GetChangeMgtConstraints).
+fn fips_check(act: &ActContext<'_>, p: &ExpandedPromise) {
+    let fips = act
+        .ctx
+        .common_control("fips_mode")
+        .and_then(crate::values::Value::as_scalar)
+        .and_then(crate::values::number::parse_bool);
+    if fips != Some(true) {
+        return;
+    }
+    let hash = p.body("changes").and_then(|b| b.scalar("hash"));
+    if matches!(hash, None | Some("md5")) {
+        tracing::error!("FIPS mode is enabled, and md5 is not an approved algorithm");
+        tracing::error!("{}", p.reference());
+    }
 }

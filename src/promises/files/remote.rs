@@ -226,7 +226,7 @@ impl Copy<'_> {
         // destination is no regular file); `atime` adds the bytes.
         let newer = st.ctime > d.ctime || st.mtime > d.mtime;
         let regular = d.kind == FileKind::File;
-        Ok(match self.body.scalar("compare").unwrap_or("mtime") {
+        Ok(match super::compare_of(act, self.body).as_str() {
             "exists" => false,
             "mtime" => st.mtime > d.mtime,
             "atime" => newer || (regular && self.bytes_differ(act, src, st, dst, d)?),

@@ -36,10 +36,19 @@ pub fn regex_promiser_matches(ctx: &mut EvalPort<'_>, host: &Host, promiser: &st
                 // A pattern that does not compile matches nothing.
                 Ok(names) => {
                     if let Ok(re) = ctx.regex(comp) {
+                        let odd = &ctx.agent_control().suspiciousnames;
                         next.extend(
                             names
                                 .into_iter()
                                 .filter(|n| re.is_full_match(n))
+                                .filter(|n| {
+                                    odd.is_empty()
+                                        || !host
+                                            .lstat(&c.join(n))
+                                            .ok()
+                                            .flatten()
+                                            .is_some_and(|m| suspicious(odd, &c, n, &m))
+                                })
                                 .map(|n| c.join(n)),
                         );
                     }
@@ -52,6 +61,20 @@ pub fn regex_promiser_matches(ctx: &mut EvalPort<'_>, host: &Host, promiser: &st
     current.extend(literal);
     current.sort();
     current
+}
+
+/// Agent control's `suspiciousnames`: a regular file or link of such a
+/// name is skipped where cf-agent's ConsiderFile looks (depth searches,
+/// copied trees, regex promisers), with its warning.
+pub(super) fn suspicious(names: &[String], dir: &Path, name: &str, meta: &Meta) -> bool {
+    if matches!(meta.kind, FileKind::File | FileKind::Symlink) && names.iter().any(|n| n == name) {
+        tracing::warn!(
+            "Filename '{}/{name}' is classified as suspiscious, skipping",
+            dir.display()
+        );
+        return true;
+    }
+    false
 }
 
 /// Whether a promiser should be read as a regular expression.
@@ -145,6 +168,9 @@ pub fn depth_search(
             let Some(meta) = host.lstat(&path).ok().flatten() else {
                 continue;
             };
+            if suspicious(&ctx.agent_control().suspiciousnames, &dir, &name, &meta) {
+                continue;
+            }
             if rmdeadlinks
                 && meta.kind == FileKind::Symlink
                 && host.stat(&path).ok().flatten().is_none()
