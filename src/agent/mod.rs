@@ -197,6 +197,9 @@ pub struct AgentRun<'a> {
     /// which verbose lines show for those that are whole list or data
     /// references (`@(l)`), as cf-agent does.
     written_args: Option<Vec<Rval>>,
+    /// Runs the bundles actuators run (edit bundles); under -v it knows
+    /// where the promise that runs one is.
+    runner: bundles::Runner,
 }
 
 /// A transactional bundle being run.
@@ -314,6 +317,7 @@ impl<'a> AgentRun<'a> {
             bundle_args: None,
             stack: Vec::new(),
             written_args: None,
+            runner: bundles::Runner::default(),
         }
     }
 
@@ -504,7 +508,7 @@ impl<'a> AgentRun<'a> {
             policy: self.policy,
             host: &self.host,
             changes: Changes::new(mode, self.diff),
-            bundles: &bundles::Runner,
+            bundles: &self.runner,
             output: self.sink,
             state: self.state.as_deref_mut(),
             now: self.now,

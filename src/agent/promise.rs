@@ -193,6 +193,23 @@ impl AgentRun<'_> {
                     _ => None,
                 };
             }
+            if ptype == "files" && crate::report::log::verbose() {
+                // An edit bundle's promises are shown under the files
+                // promise, its arguments as written.
+                self.runner.stack = format!(
+                    "{}/{ptype}/'{}'",
+                    self.stack.concat(),
+                    verbose::stack_promiser(&ep.promiser)
+                );
+                let call = ["edit_line", "edit_xml"]
+                    .iter()
+                    .find_map(|a| promise.attribute(a))
+                    .map(|a| &a.value);
+                self.runner.written = match call {
+                    Some(Rval::Call(c)) => Some(c.args.clone()),
+                    _ => None,
+                };
+            }
             let acted = self.act_once(&ep);
             self.record(&site, &ep, keys, acted, state);
         }
@@ -203,32 +220,8 @@ impl AgentRun<'_> {
         if !crate::report::log::verbose() {
             return;
         }
-        // cf-agent makes a quoted guard an `ifvarclass` under `any`.
-        let quoted = promise
-            .guard
-            .quoted
-            .then(|| self.ctx.expand(&promise.guard.expr).text);
-        let condition = ep
-            .scalar("if")
-            .or_else(|| ep.scalar("ifvarclass"))
-            .map(str::to_string)
-            .or(quoted.clone())
-            .map(|c| ("if", c))
-            .or_else(|| ep.scalar("unless").map(|c| ("unless", c.to_string())));
         let stack = self.stack.concat();
-        let guard = if quoted.is_some() {
-            "any"
-        } else {
-            promise.guard.expr.trim()
-        };
-        let at = verbose::Place {
-            pass: self.ctx.pass,
-            bundle_args: self.bundle_args.as_deref(),
-            guard,
-            condition,
-            stack: &stack,
-        };
-        verbose::promise_begin(ep, &at);
+        verbose::banner_of(self.ctx, promise, ep, self.bundle_args.as_deref(), &stack);
     }
 
     /// Under -d, cf-agent's line for a promise its class guard excludes.

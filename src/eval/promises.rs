@@ -69,7 +69,12 @@ pub fn skipping_for_dependency(promiser: &str, handle: &str) {
 impl EvalContext {
     /// Sets the `this.*` variables for a promise.
     pub fn enter_promise(&mut self, file: &LoadedFile, promise: &Promise) {
-        let line = file.source.line_of(promise.promiser.span.start);
+        // cf-agent's line of a promise is that of its promiser's end (a
+        // promiser of several lines is at its last).
+        let span = promise.promiser.span;
+        let line = file
+            .source
+            .line_of(span.end.saturating_sub(1).max(span.start));
         if !matches!(&self.promise_file, Some(f) if f.0 == file.source.path) {
             self.promise_file = None;
         }
@@ -212,6 +217,60 @@ impl EvalContext {
         }
     }
 
+    /// Under -v, while an edit bundle runs, cf-agent's banner of one of
+    /// its variables or classes promises about to be evaluated.
+    fn edit_banner(&mut self, promise: &Promise, ptype: &str, promiser: &str, iteration: usize) {
+        let Some(stack) = self.banner_stack.clone() else {
+            return;
+        };
+        let this = |ctx: &EvalContext, name: &str| match ctx.frame().and_then(|f| f.this.get(name))
+        {
+            Some(Value::Scalar(s)) => s.clone(),
+            _ => String::new(),
+        };
+        let id = this(self, "handle");
+        let bundle = self.frame().map(|f| f.bundle.clone()).unwrap_or_default();
+        let scalar = |ctx: &mut EvalContext, name: &str| {
+            let attr = promise.attribute(name)?;
+            match ctx.eval_rval(&attr.value) {
+                Ok(Evaluated {
+                    value: Value::Scalar(s),
+                    ..
+                }) => Some(s),
+                _ => None,
+            }
+        };
+        // cf-agent makes a quoted guard an `ifvarclass` under `any`.
+        let quoted = promise
+            .guard
+            .quoted
+            .then(|| self.expand(&promise.guard.expr).text);
+        let condition = scalar(self, "if")
+            .or_else(|| scalar(self, "ifvarclass"))
+            .or(quoted.clone())
+            .map(|c| ("if", c))
+            .or_else(|| scalar(self, "unless").map(|c| ("unless", c)));
+        let comment = scalar(self, "comment");
+        let guard = if quoted.is_some() {
+            "any"
+        } else {
+            promise.guard.expr.trim()
+        };
+        crate::report::banner::promise_begin(&crate::report::banner::Banner {
+            id: &id,
+            promise_type: ptype,
+            promiser,
+            bundle: &bundle,
+            bundle_args: None,
+            guard,
+            condition,
+            stack: &stack,
+            iteration,
+            comment: comment.as_deref(),
+            pass: self.pass,
+        });
+    }
+
     /// Notes a promise's handle, if it has one, as done for `depends_on`.
     fn note_handle_done(&mut self, promise: &Promise) {
         if let Some(Rval::String(s)) = promise.attribute("handle").map(|h| &h.value) {
@@ -289,8 +348,11 @@ impl EvalContext {
         let mut messages = Vec::new();
         let immediate = policy.is_some_and(|p| self.is_immediate(promise, p));
         let outer = std::mem::replace(&mut self.fn_cache_bypass, immediate);
+        let mut iteration = 0;
         self.for_each_promise_iteration(promise, &texts, &mut |ctx| {
-            let (r, m) = ctx.eval_vars_iteration(promise, &origin, &file.source.path, line);
+            iteration += 1;
+            let (r, m) =
+                ctx.eval_vars_iteration(promise, &origin, &file.source.path, line, iteration);
             if let (Some(policy), true) = (policy, r.stored) {
                 // cf-agent audits a vars promise only when it got as far as
                 // storing its variable, and calls that kept; a promise that
@@ -331,6 +393,7 @@ impl EvalContext {
         origin: &Origin,
         path: &str,
         line: usize,
+        iteration: usize,
     ) -> (PromiseResult, Vec<EvalMessage>) {
         let mut res = PromiseResult::default();
         let msg = |m: String| EvalMessage {
@@ -351,6 +414,7 @@ impl EvalContext {
             res.deferred = true;
             return (res, vec![]);
         }
+        self.edit_banner(promise, "vars", &name.text, iteration);
         // cf-agent says it computes a variable whose name it cannot
         // resolve yet, then leaves it for a later pass.
         if self.announce_vars && crate::report::log::verbose() {
@@ -674,9 +738,15 @@ impl EvalContext {
         let texts = self.promise_texts(promise, &["meta", "comment"]);
         let mut result = PromiseResult::default();
         let mut messages = Vec::new();
+        let mut iteration = 0;
         self.for_each_promise_iteration(promise, &texts, &mut |ctx| {
-            let (r, m) =
-                ctx.eval_classes_iteration(promise, common, &origin, &file.source.path, line);
+            iteration += 1;
+            let (r, m) = ctx.eval_classes_iteration(
+                promise,
+                common,
+                (&origin, &file.source.path, line),
+                iteration,
+            );
             result.merge(r);
             messages.extend(m);
         });
@@ -687,9 +757,8 @@ impl EvalContext {
         &mut self,
         promise: &Promise,
         common: bool,
-        origin: &Origin,
-        path: &str,
-        line: usize,
+        (origin, path, line): (&Origin, &str, usize),
+        iteration: usize,
     ) -> (PromiseResult, Vec<EvalMessage>) {
         let mut res = PromiseResult::default();
         let name = self.expand_promiser(&promise.promiser.value);
@@ -717,6 +786,7 @@ impl EvalContext {
             res.deferred = true;
             return (res, vec![]);
         }
+        self.edit_banner(promise, "classes", &name.text, iteration);
         let name = canonify(&name.text);
         let fail = |res: &mut PromiseResult, message: String| {
             res.failed = true;

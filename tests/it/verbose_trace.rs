@@ -69,6 +69,14 @@ const CASES: &[&str] = &[
     "tests/agent/reports_return_value_not_printed.cf",
     "tests/agent/ordering_promise_types_written_backwards.cf",
     "tests/agent/unless_unresolved_on_vars_classes_methods.cf",
+    // Edit bundles: each promise of each of their passes, their variables
+    // and classes too, their parameters.
+    "tests/agent/ordering_edit_line_types.cf",
+    "tests/agent/edit_bundle_verbose_parts.cf",
+    "tests/agent/edit_line_literal_selectors.cf",
+    "tests/agent/edit_xml_order_and_classes.cf",
+    "tests/agent/edit_xml_operations.cf",
+    "tests/agent/template_data_json_string.cf",
     "acc:00_basics/03_bodies/cf_null_in_bundlesequence.cf",
     "acc:01_vars/03_lists/extend_list.cf",
     "acc:21_methods/reachable/bundle_promiser_call_by_arg_defined.cf",
