@@ -20,6 +20,10 @@ pub struct Runner {
     pub stack: String,
     /// Under -v, the arguments of that promise's bundle call, as written.
     pub written: Option<Vec<Rval>>,
+    /// Under -v, the arguments of the bundle that promise is in, as its
+    /// banner writes them: cf-agent's banners of the edit bundle's
+    /// promises show them.
+    pub bundle_args: Option<String>,
 }
 
 impl BundleRunner for Runner {
@@ -58,8 +62,10 @@ impl BundleRunner for Runner {
         act.ctx.scheduler().push_frame(frame);
         // cf-agent shows each promise of the bundle it is about to act on
         // (its variables and classes too) in each of its passes.
-        let stack =
-            verbose.then(|| format!("{}/{}/{}", self.stack, bundle.namespace, bundle.name.name));
+        let stack = verbose.then(|| {
+            let stack = format!("{}/{}/{}", self.stack, bundle.namespace, bundle.name.name);
+            (stack, self.bundle_args.clone())
+        });
         let mut reported = std::collections::HashSet::new();
         let outer_banner = std::mem::replace(&mut act.ctx.scheduler().banner_stack, stack.clone());
         for _pass in 0..MAX_PASSES {
@@ -101,9 +107,10 @@ impl BundleRunner for Runner {
                                 )
                                 .work;
                                 for ep in work {
-                                    if let Some(stack) = &stack {
+                                    if let Some((stack, args)) = &stack {
                                         let ctx = act.ctx.scheduler();
-                                        super::verbose::banner_of(ctx, promise, &ep, None, stack);
+                                        let args = args.as_deref();
+                                        super::verbose::banner_of(ctx, promise, &ep, args, stack);
                                         // A report says it once more the
                                         // one time it is made.
                                         let key = (ep.promiser.clone(), ep.line);

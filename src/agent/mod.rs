@@ -406,7 +406,7 @@ impl<'a> AgentRun<'a> {
             // policy's memory).
             if let Some((file, bundle)) = policy.bundle("default", &call.name) {
                 self.bundle_args =
-                    (!call.args.is_empty()).then(|| verbose::args_text(&call.args, None));
+                    (!call.args.is_empty()).then(|| verbose::args_text(self.ctx, &call.args, None));
                 verbose::bundle_begin(&bundle.name.name, self.bundle_args.as_deref());
                 self.run_bundle(file, bundle, &call.args, None, false);
                 if self.fatal.is_none() {

@@ -141,7 +141,13 @@ impl AgentRun<'_> {
             promiser_acts: ptype == "methods" || (state.last && ptype == "reports"),
             custom: crate::schema::promise_type(ptype).is_none(),
         };
-        let expansion = expand_iterations(
+        // cf-agent tells an iteration its condition excludes as it comes
+        // to it, between those it acts on: the skip lines are held while
+        // all are expanded.
+        if crate::report::log::verbose() {
+            self.ctx.held_skips = Some(Vec::new());
+        }
+        let mut expansion = expand_iterations(
             self.ctx,
             self.policy,
             file,
@@ -151,6 +157,13 @@ impl AgentRun<'_> {
             line,
             unresolved,
         );
+        self.ctx.held_skips = None;
+        let mut held = std::mem::take(&mut expansion.held).into_iter().peekable();
+        let mut tell_held = |before: usize| {
+            while let Some((_, l)) = held.next_if(|(at, _)| *at <= before) {
+                tracing::debug!("{l}");
+            }
+        };
         let site = why::Site {
             file: &file.source.path,
             line,
@@ -163,6 +176,7 @@ impl AgentRun<'_> {
         state.deferred |= expansion.deferred || !expansion.failures.is_empty();
         self.record_unexpanded(&site, expansion.skipped, expansion.failures, state.last);
         if let Some(error) = expansion.fatal {
+            tell_held(usize::MAX);
             self.fatal = Some(RunError::BrokenBody(Box::new(FatalAt {
                 what: error.to_string(),
                 promise_type: ptype.to_string(),
@@ -171,7 +185,8 @@ impl AgentRun<'_> {
             })));
             return;
         }
-        for ep in expansion.work {
+        for (i, ep) in expansion.work.into_iter().enumerate() {
+            tell_held(i);
             if self.fatal.is_none() {
                 self.fatal = self.option_out_of_range(&ep);
             }
@@ -205,6 +220,7 @@ impl AgentRun<'_> {
                     .iter()
                     .find_map(|a| promise.attribute(a))
                     .map(|a| &a.value);
+                self.runner.bundle_args = self.bundle_args.clone();
                 self.runner.written = match call {
                     Some(Rval::Call(c)) => Some(c.args.clone()),
                     _ => None,
@@ -213,6 +229,7 @@ impl AgentRun<'_> {
             let acted = self.act_once(&ep);
             self.record(&site, &ep, keys, acted, state);
         }
+        tell_held(usize::MAX);
     }
 
     /// Under -v, cf-agent's banner of a promise about to be looked at.

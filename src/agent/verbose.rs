@@ -32,26 +32,41 @@ pub(super) fn bundlesequence(names: &[String]) {
     tracing::debug!("Using bundlesequence =>  {{{}}}", items.join(","));
 }
 
-/// A written argument that cf-agent shows as written: a whole list or
-/// data reference (`@(l)`), and one naming `this.` (which it expands only
-/// in the called bundle), which a bundle's banner keeps unexpanded.
-fn shown_as_written(written: Option<&Rval>) -> Option<&str> {
+/// How cf-agent shows a written argument, when not as its value: a whole
+/// list or data reference (`@(l)`) as written, and a lone reference to a
+/// variable whose value names `this.` variables as that value (cf-agent
+/// expands them only when it calls the bundle: the acceptance suite's
+/// `default("$(this.promise_filename)")` passes its `$(filename)` on so).
+fn shown_as_written(ctx: &EvalContext, written: Option<&Rval>) -> Option<String> {
     let text = match written? {
         Rval::NakedVar { text, .. } => text.as_str(),
         Rval::String(s) => s.value.as_str(),
         _ => return None,
     };
-    (text.starts_with('@') || text.contains("$(this.") || text.contains("${this.")).then_some(text)
+    if text.starts_with('@') {
+        return Some(text.to_string());
+    }
+    let name = text
+        .strip_prefix("$(")
+        .and_then(|t| t.strip_suffix(')'))
+        .or_else(|| text.strip_prefix("${").and_then(|t| t.strip_suffix('}')))?;
+    if name.contains(['$', '(', ')', '{', '}']) {
+        return None;
+    }
+    match ctx.lookup(name)? {
+        Value::Scalar(v) if v.contains("$(this.") || v.contains("${this.") => Some(v),
+        _ => None,
+    }
 }
 
 /// A bundle's arguments as cf-agent writes them in a banner: ` {"a","b"}`,
 /// a list argument as `{"x","y"}` inside, one given as `@(l)` as written.
-pub(super) fn args_text(args: &[Value], written: Option<&[Rval]>) -> String {
+pub(super) fn args_text(ctx: &EvalContext, args: &[Value], written: Option<&[Rval]>) -> String {
     let items: Vec<String> = args
         .iter()
         .enumerate()
         .map(|(i, a)| match a {
-            _ if let Some(w) = shown_as_written(written.and_then(|w| w.get(i))) => {
+            _ if let Some(w) = shown_as_written(ctx, written.and_then(|w| w.get(i))) => {
                 format!("\"{w}\"")
             }
             Value::Scalar(s) => quoted(s),
@@ -203,7 +218,12 @@ pub(super) fn banner_of(
         .map(str::to_string)
         .or(quoted.clone())
         .map(|c| ("if", c))
-        .or_else(|| ep.scalar("unless").map(|c| ("unless", c.to_string())));
+        .or_else(|| ep.scalar("unless").map(|c| ("unless", c.to_string())))
+        // An `unless` that did not resolve by the last pass, as written.
+        .or_else(|| {
+            let a = promise.attribute("unless")?;
+            Some(("unless", crate::eval::reasons::rval_written(&a.value)))
+        });
     let guard = if quoted.is_some() {
         "any"
     } else {

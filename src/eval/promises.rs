@@ -47,13 +47,42 @@ pub struct EvalMessage {
 }
 
 /// Under -v, cf-agent's line for a promise its condition excludes: the
-/// promiser and the constraint as written.
-fn skipping(promise: &Promise, lval: &str, rval: &str) {
+/// promiser and the constraint as written; held for the caller when it
+/// holds them.
+fn skipping(held: &mut Option<Vec<String>>, promise: &Promise, lval: &str, rval: &str) {
     if crate::report::log::verbose() {
-        tracing::debug!(
+        let line = format!(
             "Skipping promise '{}' because constraint '{lval} => {rval}' is not met",
             promise.promiser.value
         );
+        match held {
+            Some(h) => h.push(line),
+            None => tracing::debug!("{line}"),
+        }
+    }
+}
+
+/// A condition as cf-agent writes it in a skip line: an `ifvarclass` of a
+/// promise under a quoted guard is the two joined, as cf-agent's parser
+/// joins them (`(guard).(condition)`, or `and("guard",call(...))`).
+fn condition_written(promise: &Promise, attr: &crate::syntax::ast::Attribute) -> String {
+    let written = super::reasons::rval_written(&attr.value);
+    if !promise.guard.quoted || attr.name.name != "ifvarclass" {
+        return written;
+    }
+    let guard = &promise.guard.expr;
+    match &attr.value {
+        Rval::Call(_) => format!("and(\"{guard}\",{written})"),
+        _ => format!("({guard}).({written})"),
+    }
+}
+
+/// A quoted guard as cf-agent writes it in a skip line: joined with the
+/// promise's `ifvarclass`, if it has one.
+fn guard_written(promise: &Promise) -> String {
+    match promise.attribute("ifvarclass") {
+        Some(attr) => condition_written(promise, attr),
+        None => promise.guard.expr.clone(),
     }
 }
 
@@ -114,7 +143,12 @@ impl EvalContext {
         let guard = if promise.guard.quoted {
             let e = self.expand(&promise.guard.expr);
             if e.unresolved {
-                skipping(promise, "ifvarclass", &promise.guard.expr);
+                skipping(
+                    &mut self.held_skips,
+                    promise,
+                    "ifvarclass",
+                    &guard_written(promise),
+                );
                 return None;
             }
             e.text
@@ -123,7 +157,12 @@ impl EvalContext {
         };
         if !self.class_text_true(&guard)? {
             if promise.guard.quoted {
-                skipping(promise, "ifvarclass", &promise.guard.expr);
+                skipping(
+                    &mut self.held_skips,
+                    promise,
+                    "ifvarclass",
+                    &guard_written(promise),
+                );
             }
             return Some(false);
         }
@@ -156,9 +195,10 @@ impl EvalContext {
                         continue;
                     }
                     skipping(
+                        &mut self.held_skips,
                         promise,
                         &attr.name.name,
-                        &super::reasons::rval_written(&attr.value),
+                        &condition_written(promise, attr),
                     );
                     return None;
                 }
@@ -166,9 +206,10 @@ impl EvalContext {
             };
             if truth == negate {
                 skipping(
+                    &mut self.held_skips,
                     promise,
                     &attr.name.name,
-                    &super::reasons::rval_written(&attr.value),
+                    &condition_written(promise, attr),
                 );
                 return Some(false);
             }
@@ -220,7 +261,7 @@ impl EvalContext {
     /// Under -v, while an edit bundle runs, cf-agent's banner of one of
     /// its variables or classes promises about to be evaluated.
     fn edit_banner(&mut self, promise: &Promise, ptype: &str, promiser: &str, iteration: usize) {
-        let Some(stack) = self.banner_stack.clone() else {
+        let Some((stack, bundle_args)) = self.banner_stack.clone() else {
             return;
         };
         let this = |ctx: &EvalContext, name: &str| match ctx.frame().and_then(|f| f.this.get(name))
@@ -261,7 +302,7 @@ impl EvalContext {
             promise_type: ptype,
             promiser,
             bundle: &bundle,
-            bundle_args: None,
+            bundle_args: bundle_args.as_deref(),
             guard,
             condition,
             stack: &stack,
