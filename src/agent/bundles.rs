@@ -9,15 +9,33 @@ use crate::eval::expanded::{MAX_PASSES, define_outcome_classes};
 use crate::eval::iterations::{Unresolved, expand_iterations};
 use crate::eval::vars::Variable;
 use crate::promises::{ActContext, BundleCall, BundleRunner, Visit};
+use crate::syntax::ast::Rval;
 use crate::values::value::Origin;
 
 /// Runs bundles for actuators.
-pub struct Runner;
+#[derive(Default)]
+pub struct Runner {
+    /// Under -v, cf-agent's stack path down to the promise whose actuator
+    /// runs a bundle (`/default/main/files/'/etc/motd'`).
+    pub stack: String,
+    /// Under -v, the arguments of that promise's bundle call, as written.
+    pub written: Option<Vec<Rval>>,
+    /// Under -v, the arguments of the bundle that promise is in, as its
+    /// banner writes them: cf-agent's banners of the edit bundle's
+    /// promises show them.
+    pub bundle_args: Option<String>,
+}
 
 impl BundleRunner for Runner {
     fn run(&self, act: &mut ActContext<'_>, call: &BundleCall<'_>, visit: &mut Visit<'_>) {
         let bundle = call.bundle;
-        for (param, value) in bundle.params.iter().zip(call.args) {
+        let verbose = crate::report::log::verbose();
+        for (i, (param, value)) in bundle.params.iter().zip(call.args).enumerate() {
+            if verbose {
+                let written = self.written.as_ref().and_then(|w| w.get(i));
+                let pass = act.ctx.scheduler().pass;
+                super::verbose::parameter(&param.name, &bundle.name.name, value, written, pass);
+            }
             let var = Variable::new(value.clone(), value.natural_type(), Origin::Agent)
                 .with_tags(vec!["source=promise".into()]);
             act.ctx
@@ -42,6 +60,14 @@ impl BundleRunner for Runner {
             })
             .collect();
         act.ctx.scheduler().push_frame(frame);
+        // cf-agent shows each promise of the bundle it is about to act on
+        // (its variables and classes too) in each of its passes.
+        let stack = verbose.then(|| {
+            let stack = format!("{}/{}/{}", self.stack, bundle.namespace, bundle.name.name);
+            (stack, self.bundle_args.clone())
+        });
+        let mut reported = std::collections::HashSet::new();
+        let outer_banner = std::mem::replace(&mut act.ctx.scheduler().banner_stack, stack.clone());
         for _pass in 0..MAX_PASSES {
             for ptype in call.order {
                 for section in bundle
@@ -81,6 +107,19 @@ impl BundleRunner for Runner {
                                 )
                                 .work;
                                 for ep in work {
+                                    if let Some((stack, args)) = &stack {
+                                        let ctx = act.ctx.scheduler();
+                                        let args = args.as_deref();
+                                        super::verbose::banner_of(ctx, promise, &ep, args, stack);
+                                        // A report says it once more the
+                                        // one time it is made.
+                                        let key = (ep.promiser.clone(), ep.line);
+                                        if *ptype == "reports" && reported.insert(key) {
+                                            super::verbose::banner_of(
+                                                ctx, promise, &ep, None, stack,
+                                            );
+                                        }
+                                    }
                                     let Some(outcome) = visit(act, &ep) else {
                                         continue;
                                     };
@@ -101,6 +140,7 @@ impl BundleRunner for Runner {
                 }
             }
         }
+        act.ctx.scheduler().banner_stack = outer_banner;
         act.ctx.scheduler().pop_frame();
         for ((scope, name, _), old) in call.vars.iter().zip(saved) {
             let ctx = act.ctx.scheduler();

@@ -68,8 +68,8 @@ impl AgentRun<'_> {
                 .map(|f| f.local_classes.clone())
                 .unwrap_or_default()
         });
-        self.bundle_args =
-            (!args.is_empty()).then(|| verbose::args_text(&args, self.written_args.as_deref()));
+        self.bundle_args = (!args.is_empty())
+            .then(|| verbose::args_text(self.ctx, &args, self.written_args.as_deref()));
         verbose::bundle_begin(&bundle.name.name, self.bundle_args.as_deref());
         self.stack.push(format!(
             "/{}/'{}'",

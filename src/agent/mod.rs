@@ -213,6 +213,9 @@ pub struct AgentRun<'a> {
     written_args: Option<Vec<Rval>>,
     /// `-p`/`--profile`: the bundles and promises timed.
     profiler: Option<crate::report::profile::Profiler>,
+    /// Runs the bundles actuators run (edit bundles); under -v it knows
+    /// where the promise that runs one is.
+    runner: bundles::Runner,
 }
 
 /// A transactional bundle being run.
@@ -335,6 +338,7 @@ impl<'a> AgentRun<'a> {
             stack: Vec::new(),
             written_args: None,
             profiler: setup.profile.then(Default::default),
+            runner: bundles::Runner::default(),
         }
     }
 
@@ -459,7 +463,7 @@ impl<'a> AgentRun<'a> {
             // policy's memory).
             if let Some((file, bundle)) = policy.bundle("default", &call.name) {
                 self.bundle_args =
-                    (!call.args.is_empty()).then(|| verbose::args_text(&call.args, None));
+                    (!call.args.is_empty()).then(|| verbose::args_text(self.ctx, &call.args, None));
                 verbose::bundle_begin(&bundle.name.name, self.bundle_args.as_deref());
                 self.run_bundle(file, bundle, &call.args, None, false);
                 if self.fatal.is_none() {
@@ -605,7 +609,7 @@ impl<'a> AgentRun<'a> {
             policy: self.policy,
             host: &self.host,
             changes: Changes::new(mode, self.diff),
-            bundles: &bundles::Runner,
+            bundles: &self.runner,
             output: self.sink,
             state: self.state.as_deref_mut(),
             now: self.now,

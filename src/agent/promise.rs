@@ -158,7 +158,13 @@ impl AgentRun<'_> {
             promiser_acts: ptype == "methods" || (state.last && ptype == "reports"),
             custom: crate::schema::promise_type(ptype).is_none(),
         };
-        let expansion = expand_iterations(
+        // cf-agent tells an iteration its condition excludes as it comes
+        // to it, between those it acts on: the skip lines are held while
+        // all are expanded.
+        if crate::report::log::verbose() {
+            self.ctx.held_skips = Some(Vec::new());
+        }
+        let mut expansion = expand_iterations(
             self.ctx,
             self.policy,
             file,
@@ -168,6 +174,13 @@ impl AgentRun<'_> {
             line,
             unresolved,
         );
+        self.ctx.held_skips = None;
+        let mut held = std::mem::take(&mut expansion.held).into_iter().peekable();
+        let mut tell_held = |before: usize| {
+            while let Some((_, l)) = held.next_if(|(at, _)| *at <= before) {
+                tracing::debug!("{l}");
+            }
+        };
         let site = why::Site {
             file: &file.source.path,
             line,
@@ -180,6 +193,7 @@ impl AgentRun<'_> {
         state.deferred |= expansion.deferred || !expansion.failures.is_empty();
         self.record_unexpanded(&site, expansion.skipped, expansion.failures, state.last);
         if let Some(error) = expansion.fatal {
+            tell_held(usize::MAX);
             self.fatal = Some(RunError::BrokenBody(Box::new(FatalAt {
                 what: error.to_string(),
                 promise_type: ptype.to_string(),
@@ -188,7 +202,8 @@ impl AgentRun<'_> {
             })));
             return;
         }
-        for ep in expansion.work {
+        for (i, ep) in expansion.work.into_iter().enumerate() {
+            tell_held(i);
             if self.fatal.is_none() {
                 self.fatal = self.option_out_of_range(&ep);
             }
@@ -210,6 +225,24 @@ impl AgentRun<'_> {
                     _ => None,
                 };
             }
+            if ptype == "files" && crate::report::log::verbose() {
+                // An edit bundle's promises are shown under the files
+                // promise, its arguments as written.
+                self.runner.stack = format!(
+                    "{}/{ptype}/'{}'",
+                    self.stack.concat(),
+                    verbose::stack_promiser(&ep.promiser)
+                );
+                let call = ["edit_line", "edit_xml"]
+                    .iter()
+                    .find_map(|a| promise.attribute(a))
+                    .map(|a| &a.value);
+                self.runner.bundle_args = self.bundle_args.clone();
+                self.runner.written = match call {
+                    Some(Rval::Call(c)) => Some(c.args.clone()),
+                    _ => None,
+                };
+            }
             let noted = self.note_acting(&ep, &keys.lock, true);
             let acted = self.act_once(&ep);
             if noted {
@@ -217,6 +250,7 @@ impl AgentRun<'_> {
             }
             self.record(&site, &ep, keys, acted, state);
         }
+        tell_held(usize::MAX);
     }
 
     /// Under -v, cf-agent's banner of a promise about to be looked at.
@@ -224,32 +258,8 @@ impl AgentRun<'_> {
         if !crate::report::log::verbose() {
             return;
         }
-        // cf-agent makes a quoted guard an `ifvarclass` under `any`.
-        let quoted = promise
-            .guard
-            .quoted
-            .then(|| self.ctx.expand(&promise.guard.expr).text);
-        let condition = ep
-            .scalar("if")
-            .or_else(|| ep.scalar("ifvarclass"))
-            .map(str::to_string)
-            .or(quoted.clone())
-            .map(|c| ("if", c))
-            .or_else(|| ep.scalar("unless").map(|c| ("unless", c.to_string())));
         let stack = self.stack.concat();
-        let guard = if quoted.is_some() {
-            "any"
-        } else {
-            promise.guard.expr.trim()
-        };
-        let at = verbose::Place {
-            pass: self.ctx.pass,
-            bundle_args: self.bundle_args.as_deref(),
-            guard,
-            condition,
-            stack: &stack,
-        };
-        verbose::promise_begin(ep, &at);
+        verbose::banner_of(self.ctx, promise, ep, self.bundle_args.as_deref(), &stack);
     }
 
     /// Under -d, cf-agent's line for a promise its class guard excludes.

@@ -6,10 +6,11 @@
 //! Every function here returns at once unless verbose lines are printed,
 //! so a run without `-v` pays one load of the level per call.
 
+use crate::eval::context::EvalContext;
 use crate::eval::expanded::ExpandedPromise;
 use crate::report::Outcome;
 use crate::report::log::verbose;
-use crate::syntax::ast::Rval;
+use crate::syntax::ast::{Promise, Rval};
 use crate::values::Value;
 
 /// A section title between two rules, as cf-agent's `Banner`.
@@ -31,37 +32,58 @@ pub(super) fn bundlesequence(names: &[String]) {
     tracing::debug!("Using bundlesequence =>  {{{}}}", items.join(","));
 }
 
-/// A written argument that cf-agent shows as written: a whole list or
-/// data reference (`@(l)`), and one naming `this.` (which it expands only
-/// in the called bundle), which a bundle's banner keeps unexpanded.
-fn shown_as_written(written: Option<&Rval>) -> Option<&str> {
+/// How cf-agent shows a written argument, when not as its value: a whole
+/// list or data reference (`@(l)`) as written, and a lone reference to a
+/// variable whose value names `this.` variables as that value (cf-agent
+/// expands them only when it calls the bundle: the acceptance suite's
+/// `default("$(this.promise_filename)")` passes its `$(filename)` on so).
+fn shown_as_written(ctx: &EvalContext, written: Option<&Rval>) -> Option<String> {
     let text = match written? {
         Rval::NakedVar { text, .. } => text.as_str(),
         Rval::String(s) => s.value.as_str(),
         _ => return None,
     };
-    (text.starts_with('@') || text.contains("$(this.") || text.contains("${this.")).then_some(text)
+    if text.starts_with('@') {
+        return Some(text.to_string());
+    }
+    let name = text
+        .strip_prefix("$(")
+        .and_then(|t| t.strip_suffix(')'))
+        .or_else(|| text.strip_prefix("${").and_then(|t| t.strip_suffix('}')))?;
+    if name.contains(['$', '(', ')', '{', '}']) {
+        return None;
+    }
+    match ctx.lookup(name)? {
+        Value::Scalar(v) if v.contains("$(this.") || v.contains("${this.") => Some(v),
+        _ => None,
+    }
 }
 
 /// A bundle's arguments as cf-agent writes them in a banner: ` {"a","b"}`,
 /// a list argument as `{"x","y"}` inside, one given as `@(l)` as written.
-pub(super) fn args_text(args: &[Value], written: Option<&[Rval]>) -> String {
+pub(super) fn args_text(ctx: &EvalContext, args: &[Value], written: Option<&[Rval]>) -> String {
     let items: Vec<String> = args
         .iter()
         .enumerate()
         .map(|(i, a)| match a {
-            _ if let Some(w) = shown_as_written(written.and_then(|w| w.get(i))) => {
+            _ if let Some(w) = shown_as_written(ctx, written.and_then(|w| w.get(i))) => {
                 format!("\"{w}\"")
             }
-            Value::Scalar(s) => format!("\"{s}\""),
+            Value::Scalar(s) => quoted(s),
             Value::List(l) => {
-                let inner: Vec<String> = l.iter().map(|s| format!("\"{s}\"")).collect();
+                let inner: Vec<String> = l.iter().map(|s| quoted(s)).collect();
                 format!("{{{}}}", inner.join(","))
             }
             Value::Data(j) => crate::values::json::write_compact(j),
         })
         .collect();
     format!(" {{{}}}", items.join(","))
+}
+
+/// A string as cf-agent writes it in a list: in double quotes, those
+/// inside escaped.
+fn quoted(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\\\""))
 }
 
 /// `B: BEGIN bundle name` (with its arguments when it has some).
@@ -142,6 +164,9 @@ pub(super) fn shown_before_lock(promise_type: &str) -> bool {
 
 /// What the banner of a promise needs besides the expanded promise.
 pub(super) struct Place<'a> {
+    /// cf-agent's id of the promise: its handle canonified, or
+    /// `promise_<file>_<line>` (its `this.handle`).
+    pub id: &'a str,
     pub pass: usize,
     /// The arguments of the bundle being run, as a banner writes them.
     pub bundle_args: Option<&'a str>,
@@ -153,58 +178,73 @@ pub(super) struct Place<'a> {
     pub stack: &'a str,
 }
 
-/// cf-agent's id of a promise without a handle: `promise_<file>_<line>`,
-/// the file's last name canonified.
-pub(super) fn promise_id(ep: &ExpandedPromise) -> String {
-    if let Some(h) = &ep.handle {
-        return crate::values::canon::canonify(h);
-    }
-    let base = ep.file.rsplit('/').next().unwrap_or(&ep.file);
-    format!(
-        "promise_{}_{}",
-        crate::values::canon::canonify(base),
-        ep.line
-    )
-}
-
 /// The head of cf-agent's account of a promise it is about to act on.
 pub(super) fn promise_begin(ep: &ExpandedPromise, at: &Place) {
     if !verbose() {
         return;
     }
-    let pass = at.pass;
-    tracing::debug!("P: .........................................................");
-    tracing::debug!(
-        "P: BEGIN promise '{}' of type \"{}\" (pass {pass})",
-        promise_id(ep),
-        ep.promise_type
-    );
-    let promiser = abbreviated(&ep.promiser);
-    // The banner keeps at most 40 bytes of it.
-    let mut cut = promiser.len().min(40);
-    while !promiser.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    tracing::debug!("P:    Promiser/affected object: '{}'", &promiser[..cut]);
-    match at.bundle_args {
-        Some(a) => tracing::debug!("P:    From parameterized bundle: {}({a})", ep.bundle),
-        None => tracing::debug!("P:    Part of bundle: {}", ep.bundle),
-    }
-    tracing::debug!("P:    Base context class: {}", at.guard);
-    if let Some((word, c)) = &at.condition {
-        tracing::debug!("P:    \"{word}\" class condition: {c}");
-    }
-    tracing::debug!(
-        "P:    Stack path: {}/{}/'{}'[{}]",
-        at.stack,
-        ep.promise_type,
-        stack_promiser(&ep.promiser),
-        ep.iteration
-    );
-    if let Some(c) = ep.scalar("comment") {
-        tracing::debug!("P:");
-        tracing::debug!("P:    Comment:  {c}");
-    }
+    crate::report::banner::promise_begin(&crate::report::banner::Banner {
+        id: at.id,
+        promise_type: &ep.promise_type,
+        promiser: &ep.promiser,
+        bundle: &ep.bundle,
+        bundle_args: at.bundle_args,
+        guard: at.guard,
+        condition: at.condition.clone(),
+        stack: at.stack,
+        iteration: ep.iteration,
+        comment: ep.scalar("comment"),
+        pass: at.pass,
+    });
+}
+
+/// The banner of `ep`, an iteration of `promise`, in the bundle reached
+/// by `stack`.
+pub(super) fn banner_of(
+    ctx: &EvalContext,
+    promise: &Promise,
+    ep: &ExpandedPromise,
+    bundle_args: Option<&str>,
+    stack: &str,
+) {
+    // cf-agent makes a quoted guard an `ifvarclass` under `any`.
+    let quoted = promise
+        .guard
+        .quoted
+        .then(|| ctx.expand(&promise.guard.expr).text);
+    let condition = ep
+        .scalar("if")
+        .or_else(|| ep.scalar("ifvarclass"))
+        .map(str::to_string)
+        .or(quoted.clone())
+        .map(|c| ("if", c))
+        .or_else(|| ep.scalar("unless").map(|c| ("unless", c.to_string())))
+        // An `unless` that did not resolve by the last pass, as written.
+        .or_else(|| {
+            let a = promise.attribute("unless")?;
+            Some(("unless", crate::eval::reasons::rval_written(&a.value)))
+        });
+    let guard = if quoted.is_some() {
+        "any"
+    } else {
+        promise.guard.expr.trim()
+    };
+    // A handle as this iteration expands it; cf-agent's id otherwise, as
+    // `this.handle` has it.
+    let id = match (&ep.handle, ctx.frame().and_then(|f| f.this.get("handle"))) {
+        (Some(h), _) => crate::values::canon::canonify(h),
+        (None, Some(Value::Scalar(h))) => h.clone(),
+        (None, _) => String::new(),
+    };
+    let at = Place {
+        id: &id,
+        pass: ctx.pass,
+        bundle_args,
+        guard,
+        condition,
+        stack,
+    };
+    promise_begin(ep, &at);
 }
 
 /// What became of a promise that acted: `A: Promise ...` and `P: END`.
@@ -229,23 +269,7 @@ pub(super) fn promise_end(promise_type: &str, promiser: &str, outcome: Outcome) 
     tracing::debug!("P: END {promise_type} promise ({short}{more})");
 }
 
-/// A promiser as cf-agent writes it in a stack path: abbreviated, with
-/// the characters it mangles names with (`#` and `*`) shown as `.` and `:`
-/// wherever they are.
+/// A promiser as cf-agent writes it in a stack path.
 pub(super) fn stack_promiser(promiser: &str) -> String {
-    abbreviated(promiser).replace('#', ".").replace('*', ":")
-}
-
-/// A promiser of several lines, as cf-agent shows it: its first and last
-/// few characters around `...`.
-fn abbreviated(promiser: &str) -> String {
-    const N: usize = 19;
-    let Some(nl) = promiser.find('\n') else {
-        return promiser.to_string();
-    };
-    let head: String = promiser[..nl].chars().take(N).collect();
-    let last = promiser.rsplit('\n').next().unwrap_or("");
-    let count = last.chars().count();
-    let tail: String = last.chars().skip(count.saturating_sub(N)).collect();
-    format!("{head}...{tail}")
+    crate::report::banner::stack_promiser(promiser)
 }

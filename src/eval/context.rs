@@ -138,6 +138,14 @@ pub struct EvalContext {
     /// Vars promises say, under -v, that their value is computed (the
     /// agent's own vars passes, not the resolutions between them).
     pub announce_vars: bool,
+    /// Under -v, while an edit bundle runs: cf-agent's stack path down to
+    /// it, and the arguments of the bundle whose promise runs it, as
+    /// banners write them. Its variables and classes are then shown as
+    /// promises, with a banner each.
+    pub banner_stack: Option<(String, Option<String>)>,
+    /// Under -v, the skip lines of a promise's iterations, held while the
+    /// scheduler expands them all, to be told in turn as it acts on each.
+    pub held_skips: Option<Vec<String>>,
     /// The bundles of the loaded policy, in the order their files were
     /// read, for the functions that look at the policy itself
     /// (`bundlesmatching`). Pre-evaluation notes each file as it arrives.

@@ -26,6 +26,11 @@ pub struct Expansion {
     pub deferred: bool,
     /// An error that stops the run (a broken `inherit_from`).
     pub fatal: Option<BodyError>,
+    /// Under -v, when the caller holds them (`EvalContext::held_skips`):
+    /// the skip lines of the iterations, each with the number of
+    /// iterations to act on before it, for the caller to print in
+    /// cf-agent's order (it tells each iteration as it comes to it).
+    pub held: Vec<(usize, String)>,
 }
 
 /// What a promise whose parts do not resolve yet may still do.
@@ -74,7 +79,15 @@ pub fn expand_iterations(
             iteration,
         }
     };
+    // The skip lines held so far come before the next iteration to act on.
+    let flush = |ctx: &mut EvalContext, out: &mut Expansion| {
+        if let Some(held) = ctx.held_skips.as_mut() {
+            let at = out.work.len();
+            out.held.extend(held.drain(..).map(|l| (at, l)));
+        }
+    };
     ctx.for_each_promise_iteration(promise, &texts, &mut |ctx| {
+        flush(ctx, &mut out);
         iteration += 1;
         let names = |ctx: &EvalContext| unresolved_variables(ctx, promise).join(", ");
         // `this.promiser` is set before the condition is read: an `if` may
@@ -136,5 +149,6 @@ pub fn expand_iterations(
             Err(e) => out.failures.push((promiser.text, e.to_string())),
         }
     });
+    flush(ctx, &mut out);
     out
 }

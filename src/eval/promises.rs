@@ -47,13 +47,42 @@ pub struct EvalMessage {
 }
 
 /// Under -v, cf-agent's line for a promise its condition excludes: the
-/// promiser and the constraint as written.
-fn skipping(promise: &Promise, lval: &str, rval: &str) {
+/// promiser and the constraint as written; held for the caller when it
+/// holds them.
+fn skipping(held: &mut Option<Vec<String>>, promise: &Promise, lval: &str, rval: &str) {
     if crate::report::log::verbose() {
-        tracing::debug!(
+        let line = format!(
             "Skipping promise '{}' because constraint '{lval} => {rval}' is not met",
             promise.promiser.value
         );
+        match held {
+            Some(h) => h.push(line),
+            None => tracing::debug!("{line}"),
+        }
+    }
+}
+
+/// A condition as cf-agent writes it in a skip line: an `ifvarclass` of a
+/// promise under a quoted guard is the two joined, as cf-agent's parser
+/// joins them (`(guard).(condition)`, or `and("guard",call(...))`).
+fn condition_written(promise: &Promise, attr: &crate::syntax::ast::Attribute) -> String {
+    let written = super::reasons::rval_written(&attr.value);
+    if !promise.guard.quoted || attr.name.name != "ifvarclass" {
+        return written;
+    }
+    let guard = &promise.guard.expr;
+    match &attr.value {
+        Rval::Call(_) => format!("and(\"{guard}\",{written})"),
+        _ => format!("({guard}).({written})"),
+    }
+}
+
+/// A quoted guard as cf-agent writes it in a skip line: joined with the
+/// promise's `ifvarclass`, if it has one.
+fn guard_written(promise: &Promise) -> String {
+    match promise.attribute("ifvarclass") {
+        Some(attr) => condition_written(promise, attr),
+        None => promise.guard.expr.clone(),
     }
 }
 
@@ -69,7 +98,12 @@ pub fn skipping_for_dependency(promiser: &str, handle: &str) {
 impl EvalContext {
     /// Sets the `this.*` variables for a promise.
     pub fn enter_promise(&mut self, file: &LoadedFile, promise: &Promise) {
-        let line = file.source.line_of(promise.promiser.span.start);
+        // cf-agent's line of a promise is that of its promiser's end (a
+        // promiser of several lines is at its last).
+        let span = promise.promiser.span;
+        let line = file
+            .source
+            .line_of(span.end.saturating_sub(1).max(span.start));
         if !matches!(&self.promise_file, Some(f) if f.0 == file.source.path) {
             self.promise_file = None;
         }
@@ -109,7 +143,12 @@ impl EvalContext {
         let guard = if promise.guard.quoted {
             let e = self.expand(&promise.guard.expr);
             if e.unresolved {
-                skipping(promise, "ifvarclass", &promise.guard.expr);
+                skipping(
+                    &mut self.held_skips,
+                    promise,
+                    "ifvarclass",
+                    &guard_written(promise),
+                );
                 return None;
             }
             e.text
@@ -118,7 +157,12 @@ impl EvalContext {
         };
         if !self.class_text_true(&guard)? {
             if promise.guard.quoted {
-                skipping(promise, "ifvarclass", &promise.guard.expr);
+                skipping(
+                    &mut self.held_skips,
+                    promise,
+                    "ifvarclass",
+                    &guard_written(promise),
+                );
             }
             return Some(false);
         }
@@ -151,9 +195,10 @@ impl EvalContext {
                         continue;
                     }
                     skipping(
+                        &mut self.held_skips,
                         promise,
                         &attr.name.name,
-                        &super::reasons::rval_written(&attr.value),
+                        &condition_written(promise, attr),
                     );
                     return None;
                 }
@@ -161,9 +206,10 @@ impl EvalContext {
             };
             if truth == negate {
                 skipping(
+                    &mut self.held_skips,
                     promise,
                     &attr.name.name,
-                    &super::reasons::rval_written(&attr.value),
+                    &condition_written(promise, attr),
                 );
                 return Some(false);
             }
@@ -210,6 +256,60 @@ impl EvalContext {
                 ..PromiseResult::default()
             }),
         }
+    }
+
+    /// Under -v, while an edit bundle runs, cf-agent's banner of one of
+    /// its variables or classes promises about to be evaluated.
+    fn edit_banner(&mut self, promise: &Promise, ptype: &str, promiser: &str, iteration: usize) {
+        let Some((stack, bundle_args)) = self.banner_stack.clone() else {
+            return;
+        };
+        let this = |ctx: &EvalContext, name: &str| match ctx.frame().and_then(|f| f.this.get(name))
+        {
+            Some(Value::Scalar(s)) => s.clone(),
+            _ => String::new(),
+        };
+        let id = this(self, "handle");
+        let bundle = self.frame().map(|f| f.bundle.clone()).unwrap_or_default();
+        let scalar = |ctx: &mut EvalContext, name: &str| {
+            let attr = promise.attribute(name)?;
+            match ctx.eval_rval(&attr.value) {
+                Ok(Evaluated {
+                    value: Value::Scalar(s),
+                    ..
+                }) => Some(s),
+                _ => None,
+            }
+        };
+        // cf-agent makes a quoted guard an `ifvarclass` under `any`.
+        let quoted = promise
+            .guard
+            .quoted
+            .then(|| self.expand(&promise.guard.expr).text);
+        let condition = scalar(self, "if")
+            .or_else(|| scalar(self, "ifvarclass"))
+            .or(quoted.clone())
+            .map(|c| ("if", c))
+            .or_else(|| scalar(self, "unless").map(|c| ("unless", c)));
+        let comment = scalar(self, "comment");
+        let guard = if quoted.is_some() {
+            "any"
+        } else {
+            promise.guard.expr.trim()
+        };
+        crate::report::banner::promise_begin(&crate::report::banner::Banner {
+            id: &id,
+            promise_type: ptype,
+            promiser,
+            bundle: &bundle,
+            bundle_args: bundle_args.as_deref(),
+            guard,
+            condition,
+            stack: &stack,
+            iteration,
+            comment: comment.as_deref(),
+            pass: self.pass,
+        });
     }
 
     /// Notes a promise's handle, if it has one, as done for `depends_on`.
@@ -289,8 +389,11 @@ impl EvalContext {
         let mut messages = Vec::new();
         let immediate = policy.is_some_and(|p| self.is_immediate(promise, p));
         let outer = std::mem::replace(&mut self.fn_cache_bypass, immediate);
+        let mut iteration = 0;
         self.for_each_promise_iteration(promise, &texts, &mut |ctx| {
-            let (r, m) = ctx.eval_vars_iteration(promise, &origin, &file.source.path, line);
+            iteration += 1;
+            let (r, m) =
+                ctx.eval_vars_iteration(promise, &origin, &file.source.path, line, iteration);
             if let (Some(policy), true) = (policy, r.stored) {
                 // cf-agent audits a vars promise only when it got as far as
                 // storing its variable, and calls that kept; a promise that
@@ -331,6 +434,7 @@ impl EvalContext {
         origin: &Origin,
         path: &str,
         line: usize,
+        iteration: usize,
     ) -> (PromiseResult, Vec<EvalMessage>) {
         let mut res = PromiseResult::default();
         let msg = |m: String| EvalMessage {
@@ -351,6 +455,7 @@ impl EvalContext {
             res.deferred = true;
             return (res, vec![]);
         }
+        self.edit_banner(promise, "vars", &name.text, iteration);
         // cf-agent says it computes a variable whose name it cannot
         // resolve yet, then leaves it for a later pass.
         if self.announce_vars && crate::report::log::verbose() {
@@ -674,9 +779,15 @@ impl EvalContext {
         let texts = self.promise_texts(promise, &["meta", "comment"]);
         let mut result = PromiseResult::default();
         let mut messages = Vec::new();
+        let mut iteration = 0;
         self.for_each_promise_iteration(promise, &texts, &mut |ctx| {
-            let (r, m) =
-                ctx.eval_classes_iteration(promise, common, &origin, &file.source.path, line);
+            iteration += 1;
+            let (r, m) = ctx.eval_classes_iteration(
+                promise,
+                common,
+                (&origin, &file.source.path, line),
+                iteration,
+            );
             result.merge(r);
             messages.extend(m);
         });
@@ -687,9 +798,8 @@ impl EvalContext {
         &mut self,
         promise: &Promise,
         common: bool,
-        origin: &Origin,
-        path: &str,
-        line: usize,
+        (origin, path, line): (&Origin, &str, usize),
+        iteration: usize,
     ) -> (PromiseResult, Vec<EvalMessage>) {
         let mut res = PromiseResult::default();
         let name = self.expand_promiser(&promise.promiser.value);
@@ -717,6 +827,7 @@ impl EvalContext {
             res.deferred = true;
             return (res, vec![]);
         }
+        self.edit_banner(promise, "classes", &name.text, iteration);
         let name = canonify(&name.text);
         let fail = |res: &mut PromiseResult, message: String| {
             res.failed = true;

@@ -1,6 +1,7 @@
 //! Output: report lines, log lines, promise events, and the `--show-*`
 //! tables.
 
+pub mod banner;
 pub mod change;
 pub mod json;
 pub mod log;
