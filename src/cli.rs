@@ -102,6 +102,10 @@ pub struct AgentArgs {
     #[arg(long = "skip-bootstrap-service-start")]
     pub skip_bootstrap_service_start: bool,
 
+    /// With --bootstrap: run no policy after the bootstrap (the class skip_policy_on_bootstrap; ours never runs one)
+    #[arg(long = "skip-bootstrap-policy-run")]
+    pub skip_bootstrap_policy_run: bool,
+
     /// After the run, print variables (optionally only those matching REGEX)
     #[arg(help_heading = "Inspection", long = "show-evaluated-vars", value_name = "REGEX", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub show_evaluated_vars: Option<String>,
@@ -848,6 +852,7 @@ impl AgentArgs {
             scheduled: args.scheduled,
             bootstrap: args.bootstrap.map(|b| b.trim().to_string()),
             trust_server,
+            skip_bootstrap_policy_run: args.skip_bootstrap_policy_run,
             source_base: given_relative.then(|| cwd.clone()),
             lock_wait: std::time::Duration::from_secs(args.wait_for_lock),
             // Zero is what a default-built argument set holds (the

@@ -180,6 +180,10 @@ pub struct Config {
     /// `--trust-server`: whether bootstrapping trusts a server key never
     /// seen before.
     pub trust_server: bool,
+    /// `--skip-bootstrap-policy-run`: the bootstrap runs with the class
+    /// `skip_policy_on_bootstrap`, with which cf-agent's failsafe policy
+    /// does not run the fetched policy (ours never runs it).
+    pub skip_bootstrap_policy_run: bool,
     /// The directory the entry was named relative to (`-f ./x.cf` or a
     /// positional `x.cf`): cf-agent keeps policy file names relative to
     /// it where it hands them on (a custom promise module's `filename`).

@@ -729,6 +729,9 @@ fn bootstrap(config: &Config, hub: &str) -> ExitCode {
     run.entry = b.failsafe();
     run.bundlesequence = None;
     run.defines.push("bootstrap_mode".into());
+    if config.skip_bootstrap_policy_run {
+        run.defines.push("skip_policy_on_bootstrap".into());
+    }
     let code = run_policy(&run);
     if convergent::bootstrap::finish(&host, &b) {
         code

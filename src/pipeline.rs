@@ -716,6 +716,7 @@ impl Sandbox {
             metrics_file: None,
             bootstrap: None,
             trust_server: false,
+            skip_bootstrap_policy_run: false,
             source_base: None,
             unresolved_are_errors: false,
             tag_release: None,

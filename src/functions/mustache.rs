@@ -323,8 +323,9 @@ fn render_nodes<'a>(
                     Some(Json::Object(_)) | Some(Json::Bool(true)) => true,
                     Some(_) if *inverted => true,
                     Some(_) => {
+                        // cf-agent's words (it warns with them, then fails).
                         return Err(format!(
-                            "line {line}: section '{name}' needs a boolean or a container"
+                            "line {line}: Mustache sections can only take a boolean or a container (array or map) value, but section '{name}' isn't getting one of those."
                         ));
                     }
                 };
@@ -442,7 +443,7 @@ mod tests {
         );
         assert_eq!(
             r("\n\n{{#s}}{{/s}}", d).unwrap_err(),
-            "line 3: section 's' needs a boolean or a container"
+            "line 3: Mustache sections can only take a boolean or a container (array or map) value, but section 's' isn't getting one of those."
         );
         assert!(
             r("\n{{o}}", d)

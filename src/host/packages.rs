@@ -48,6 +48,15 @@ pub fn read_inventory(workdir: &Path, which: Inventory) -> Vec<PackageRecord> {
         .unwrap_or_default()
 }
 
+/// When an inventory was last written (seconds since the epoch); `None`
+/// when there is none.
+pub fn inventory_mtime(workdir: &Path, which: Inventory) -> Option<i64> {
+    use std::os::unix::fs::MetadataExt;
+    super::local::metadata(inventory_path(workdir, which))
+        .ok()
+        .map(|m| m.mtime())
+}
+
 /// Replaces an inventory (written whole, then renamed into place).
 pub fn write_inventory(
     workdir: &Path,

@@ -343,15 +343,20 @@ fn selected(act: &mut ActContext<'_>, body: &ResolvedBody, pr: &ProcessInfo) -> 
         }
     }
     let tty = pr.tty_name();
-    for (attr, value) in [
-        ("command", &pr.command),
-        ("status", &pr.status),
-        ("tty", &tty),
-    ] {
+    for (attr, value) in [("command", &pr.command), ("tty", &tty)] {
         if let Some(pattern) = body.scalar(attr) {
             let ok = act.ctx.regex(pattern).is_ok_and(|r| r.is_full_match(value));
             results.push((attr, ok));
         }
+    }
+    // cf-agent 3.21 selects by `status` in the STAT column of its process
+    // table, which its `ps` columns on Linux do not include: there a
+    // `status` selects no process, whatever the pattern.
+    if body.scalar("status").is_some() {
+        tracing::debug!(
+            "process_select status: the process table has no state column on Linux, nothing is selected by it"
+        );
+        results.push(("status", false));
     }
     match body.scalar("process_result") {
         Some(expr) => crate::syntax::classexpr::ClassExpr::parse(expr)

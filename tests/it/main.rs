@@ -51,5 +51,6 @@ mod stdlib_harness;
 mod storage;
 mod transactions;
 mod validate_differential;
+mod vendored_modules;
 mod verbose_trace;
 mod writable_policy;

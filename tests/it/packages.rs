@@ -285,6 +285,29 @@ body action always { ifelapsed => "0"; }
         no_lock: false,
         ..PLAIN
     },
+    Scenario {
+        // A body named otherwise runs the program its module_path names;
+        // its caches go by the body's name.
+        name: "module_path_names_the_program",
+        installed: "bar 1.0 amd64\n",
+        repo: "foo 1.0 amd64\nbar 1.0 amd64\n",
+        policy: r#"
+body package_module elsewhere
+{
+  query_installed_ifelapsed => "60";
+  query_updates_ifelapsed => "1440";
+  module_path => "@WD@/modules/packages/test_pm";
+}
+bundle agent main
+{
+  packages:
+      "foo" policy => "present", package_module => elsewhere, classes => c("foo");
+      "bar" policy => "absent", package_module => elsewhere, classes => c("bar");
+}
+"#,
+        tags: &["foo", "bar"],
+        ..PLAIN
+    },
 ];
 
 /// The whole policy of a scenario, for one work directory.

@@ -186,6 +186,21 @@ impl Actuator for Files {
             v.failed();
             return finish(act, p, v);
         }
+        // A fifo cannot be edited: cf-agent's sanity check refuses the
+        // promise before it makes anything (10_files/07_delete_lines/700.cf).
+        if p.scalar("file_type") == Some("fifo")
+            && [
+                "edit_line",
+                "edit_xml",
+                "edit_template",
+                "edit_template_string",
+            ]
+            .iter()
+            .any(|a| p.attrs.contains_key(*a))
+        {
+            tracing::error!("Editing is not allowed on fifos {}", p.located());
+            return Outcome::Failed;
+        }
         // cf-agent makes a missing promiser (`create`, or `touch`) before
         // anything else the promise does: a copy or a link then finds it
         // in the way (10_files/02_maintain/001.cf, 101.cf).

@@ -51,6 +51,8 @@ impl ListKind {
 #[derive(Debug, Default)]
 pub struct Session {
     modules: HashMap<String, ModuleCaches>,
+    /// The lists of the old package promise's list commands.
+    pub legacy: super::legacy::LegacyLists,
 }
 
 #[derive(Debug, Default)]

@@ -5,9 +5,11 @@
 //! installed list is asked for again and must show the promise kept.
 //!
 //! The old promise of `package_method` bodies is not supported; such a
-//! promise fails and says so.
+//! promise fails and says so, after reading its list of installed packages
+//! into the legacy inventory (see [`legacy`]).
 
 pub mod cache;
+pub mod legacy;
 pub mod module;
 
 pub use cache::Session;
@@ -71,6 +73,21 @@ impl Actuator for Packages {
         }
         if !new {
             if old {
+                // The inventory half of the old promise is done: its list
+                // of installed packages feeds packagesmatching.
+                if let (Some(body), Some(workdir)) = (
+                    p.body("package_method"),
+                    act.ctx
+                        .lookup("sys.workdir")
+                        .and_then(|v| v.as_scalar().map(std::path::PathBuf::from)),
+                ) {
+                    let (host, now) = (act.host, act.now);
+                    let lists = &mut act.packages.legacy;
+                    let ctx = &mut act.ctx;
+                    legacy::list_installed(host, &workdir, now, lists, body, &mut |r| {
+                        ctx.regex(r).ok()
+                    });
+                }
                 tracing::error!(
                     "Package promise '{}' uses package_method (CFEngine's old package promise), which is not supported; use policy and package_module {at}",
                     p.promiser
