@@ -10,6 +10,8 @@
 //! U+F0000..=U+F00FF is taken byte by byte the same way, so the mapping is
 //! exact in both directions.
 
+use std::borrow::Cow;
+
 /// The first of the 256 characters that stand for raw bytes.
 const RAW_BASE: u32 = 0xF0000;
 
@@ -23,10 +25,16 @@ fn raw(b: u8) -> char {
 
 /// The text an editor works on, for a file's bytes.
 pub fn decode(bytes: &[u8]) -> String {
+    decode_borrowed(bytes).into_owned()
+}
+
+/// [`decode`] without a copy when the bytes are already the text (valid
+/// UTF-8 without the private-use characters that stand for raw bytes).
+pub fn decode_borrowed(bytes: &[u8]) -> Cow<'_, str> {
     if let Ok(s) = std::str::from_utf8(bytes)
         && !s.chars().any(is_raw)
     {
-        return s.to_string();
+        return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(bytes.len() + bytes.len() / 8);
     for chunk in bytes.utf8_chunks() {
@@ -40,7 +48,7 @@ pub fn decode(bytes: &[u8]) -> String {
         }
         out.extend(chunk.invalid().iter().copied().map(raw));
     }
-    out
+    Cow::Owned(out)
 }
 
 /// The bytes of a file, for the text an editor made.
@@ -48,6 +56,19 @@ pub fn encode(text: &str) -> Vec<u8> {
     if !text.chars().any(is_raw) {
         return text.as_bytes().to_vec();
     }
+    encode_raw(text)
+}
+
+/// [`encode`] of a text that is no longer needed: without a copy when it
+/// has no raw bytes.
+pub fn encode_owned(text: String) -> Vec<u8> {
+    if !text.chars().any(is_raw) {
+        return text.into_bytes();
+    }
+    encode_raw(&text)
+}
+
+fn encode_raw(text: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len());
     for c in text.chars() {
         if is_raw(c) {

@@ -217,13 +217,12 @@ pub(crate) fn edit_file(
     };
     let empty_first = is_template || flag_of("empty_file_before_editing");
     let inherit = is_template || flag_of("inherit");
-    let mut lines = Lines::parse(&bytes::decode(&original)).lines;
-    if flag_of("recognize_join") {
-        // cf-agent reads a line ending in a backslash and the next one
-        // into the same buffer, so the continued line is what remains.
-        lines.retain(|l| !l.ends_with('\\'));
-    }
-    let before = lines.clone();
+    let join = flag_of("recognize_join");
+    // The lines as read are not kept beside the edited ones: they are read
+    // again from `original` when compared, which holds half as much.
+    let mut lines: Vec<String> = read_lines(&bytes::decode_borrowed(&original), join)
+        .map(str::to_string)
+        .collect();
     if empty_first {
         lines.clear();
     }
@@ -247,7 +246,7 @@ pub(crate) fn edit_file(
     };
     editor.run_bundle(act, &file, &bundle, &args, empty_first, inherit);
     let pending = std::mem::take(&mut editor.pending);
-    if lines == before {
+    if read_lines(&bytes::decode_borrowed(&original), join).eq(lines.iter().map(String::as_str)) {
         return;
     }
     let edited = Edited {
@@ -255,7 +254,7 @@ pub(crate) fn edit_file(
         read_stamp,
         mode: meta.mode,
         pending,
-        before,
+        join,
     };
     write_edited(act, p, target, lines, edited, v);
 }
@@ -321,9 +320,20 @@ struct Edited<'a> {
     mode: u32,
     /// What the edit promises did, said once it is saved.
     pending: Vec<String>,
-    /// The lines before the edit, for what a promise that only warns
-    /// says of it line by line.
-    before: Vec<String>,
+    /// Whether `original` is read with continued lines joined
+    /// ([`read_lines`]), for what a promise that only warns says of it
+    /// line by line.
+    join: bool,
+}
+
+/// The lines of a file's text as an edit reads them; `join`
+/// (`recognize_join`): cf-agent reads a line ending in a backslash and the
+/// next one into the same buffer, so the continued line is what remains.
+fn read_lines(text: &str, join: bool) -> impl Iterator<Item = &str> {
+    let body = (!text.is_empty()).then(|| text.strip_suffix('\n').unwrap_or(text));
+    body.into_iter()
+        .flat_map(|b| b.split('\n'))
+        .filter(move |l| !(join && l.ends_with('\\')))
 }
 
 /// Saves edited lines that differ from the file's: a dry run (or a warn
@@ -341,7 +351,7 @@ fn write_edited(
         lines,
         trailing_newline: true,
     };
-    let text = bytes::encode(&lines.render());
+    let text = bytes::encode_owned(lines.render());
     // A dry run names each line it would change; only a promise that
     // itself only warns also says so of the whole file.
     // One record of the file's edit: what each promise did to its lines,
@@ -359,10 +369,11 @@ fn write_edited(
             p.promiser
         ));
     // The line by line account is worked out only when it is said.
-    match act
-        .changes
-        .plan_explained(&change, || warn_diff(&e.before, &lines.lines))
-    {
+    match act.changes.plan_explained(&change, || {
+        let text = bytes::decode_borrowed(e.original);
+        let before: Vec<&str> = read_lines(&text, e.join).collect();
+        warn_diff(&before, &lines.lines)
+    }) {
         Decision::Make => {
             if write_with_backup(act, p, target, e.mode, &text, e.read_stamp, v) {
                 act.changes.made(change);
@@ -708,7 +719,7 @@ fn unsafe_zeroed_tm() -> libc::tm {
 /// What cf-agent prints when only a warning is promised: line by line
 /// against the old content, the old lines that differ, then the new
 /// lines beyond the old end.
-fn warn_diff(old: &[String], new: &[String]) -> Vec<String> {
+fn warn_diff(old: &[&str], new: &[String]) -> Vec<String> {
     if old.is_empty() != new.is_empty() {
         let line =
             "File content wants to change from from/to full/empty but only a warning promised";
