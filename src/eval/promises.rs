@@ -284,7 +284,7 @@ impl EvalContext {
         self.enter_promise(file, promise);
         let line = file.source.line_of(promise.promiser.span.start);
         let origin = self.origin_here(&file.source.path, line);
-        let texts = self.promise_texts(promise, &["meta", "comment", "classes"]);
+        let texts = self.promise_texts(promise, &["meta", "comment"]);
         let mut result = PromiseResult::default();
         let mut messages = Vec::new();
         let immediate = policy.is_some_and(|p| self.is_immediate(promise, p));
