@@ -206,7 +206,12 @@ impl EvalContext {
             return Err(FnError::Defer);
         }
         let cache_key = if spec.cached {
-            Some(cache_key(spec.name, &args))
+            // cf-agent 3.21.0 keys its cache on the arguments alone, not
+            // the function's name: `execresult_as_data(cmd, "useshell",
+            // "stdout")` after `execresult` with the same arguments gets the
+            // text that one returned (CFE-4244, fixed in 3.21.x later; ncf's
+            // 30_generic_methods/variable_string_from_command.cf fails so).
+            Some(cache_key("", &args))
         } else {
             spec.parses_file
                 .and_then(|i| file_stamp(self.host(), args.get(i)?.as_scalar()?))
