@@ -127,6 +127,19 @@ impl EvalContext {
         self.set_this("promise_linenumber", Value::str(line.to_string()));
         self.set_this("bundle", Value::str(bundle));
         self.set_this("namespace", Value::str(ns));
+        // cf-agent tells every promise who runs it (ncf names its scratch
+        // files after this.promiser_pid).
+        for (name, id) in [
+            "promiser_uid",
+            "promiser_gid",
+            "promiser_pid",
+            "promiser_ppid",
+        ]
+        .iter()
+        .zip(process_ids())
+        {
+            self.set_this(name, Value::str(id.to_string()));
+        }
         // this.handle is the handle canonified, as expanded before any
         // iteration, or cf-agent's id for a promise without one.
         let handle = match promise.attribute("handle").map(|h| &h.value) {
@@ -384,7 +397,7 @@ impl EvalContext {
         self.enter_promise(file, promise);
         let line = file.source.line_of(promise.promiser.span.start);
         let origin = self.origin_here(&file.source.path, line);
-        let texts = self.promise_texts(promise, &["meta", "comment", "classes"]);
+        let texts = self.promise_texts(promise, &["meta", "comment"]);
         let mut result = PromiseResult::default();
         let mut messages = Vec::new();
         let immediate = policy.is_some_and(|p| self.is_immediate(promise, p));
@@ -1231,6 +1244,21 @@ fn refers_to_itself(v: &Value, ns: &str, scope: &str, name: &str) -> bool {
 fn is_naked_list_ref(s: &str) -> bool {
     crate::values::refs::next_ref(s, 0)
         .is_some_and(|r| r.list_sigil && r.start == 0 && r.end == s.len())
+}
+
+/// The agent's uid, gid, pid and parent's pid, read once.
+fn process_ids() -> [i64; 4] {
+    static IDS: std::sync::OnceLock<[i64; 4]> = std::sync::OnceLock::new();
+    *IDS.get_or_init(|| {
+        // SAFETY: these calls have no preconditions and cannot fail.
+        let (uid, gid, ppid) = unsafe { (libc::getuid(), libc::getgid(), libc::getppid()) };
+        [
+            i64::from(uid),
+            i64::from(gid),
+            i64::from(std::process::id()),
+            i64::from(ppid),
+        ]
+    })
 }
 
 #[cfg(test)]

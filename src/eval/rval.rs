@@ -184,7 +184,7 @@ impl EvalContext {
                 continue;
             }
             let e = self.eval_rval(a)?;
-            if e.unresolved && !names_mapping_variable(&e.value) {
+            if e.unresolved && !names_mapping_variable(&e.value) && !shell_substitution(&e.value) {
                 unresolved = true;
             }
             push_argument(spec.name, a, e.value, &mut args);
@@ -551,6 +551,36 @@ fn is_mapping_variable(name: &str) -> bool {
 /// when other references in it did not resolve, for the mapping function
 /// to expand it (`mapdata("none", concat("$(spec)"), d)` where `spec` is
 /// `key = $(this.k)`).
+/// Whether an argument that still holds a reference is taken as it is:
+/// cf-agent holds a call back for a reference in its arguments, but takes
+/// a `/` inside the brackets of one as a shell's command substitution
+/// (`$(/bin/cat file)`) and the whole argument as resolved, as ncf's
+/// `returnszero("/usr/bin/test $(/usr/bin/perl ...) = 640", "useshell")`
+/// expects (libpromises/vars.c, IsCf3Scalar).
+fn shell_substitution(v: &Value) -> bool {
+    let Value::Scalar(s) = v else {
+        return false;
+    };
+    let bytes = s.as_bytes();
+    let mut open = false;
+    let mut depth = 0i32;
+    for (i, &c) in bytes.iter().enumerate() {
+        match c {
+            b'$' if matches!(bytes.get(i + 1), Some(b'(' | b'{')) => open = true,
+            b'(' | b'{' if open => depth += 1,
+            b')' | b'}' if open => {
+                depth -= 1;
+                if depth == 0 {
+                    open = false;
+                }
+            }
+            b'/' if depth > 0 => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
 fn names_mapping_variable(v: &Value) -> bool {
     let Value::Scalar(s) = v else {
         return false;

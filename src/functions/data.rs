@@ -575,9 +575,11 @@ fn splitting(
     let split = args.regex(ctx, first + 1, "split")?;
     let max_entries = args.int(first + 2, "max_entries")?;
     let max_bytes = args.int(first + 3, "max_bytes")?;
+    // 0 reads the whole file, as cf-agent's CfReadFile does (ncf's
+    // variable_iterator_from_file gives readstringlist 0).
     let text = match usize::try_from(max_bytes) {
-        Ok(max) => &text[..text.floor_char_boundary(max)],
-        Err(_) => text,
+        Ok(max) if max > 0 => &text[..text.floor_char_boundary(max)],
+        _ => text,
     };
     Ok(Splitting {
         text: strip_comments(ctx, args, text, comment)?,
@@ -726,7 +728,16 @@ fn read_array(
     idx: bool,
 ) -> FnResult {
     let args = Args::new(name, a);
-    let text = read_text_chomped(ctx, &args, 1, None)?;
+    // A file that cannot be read defines no entry: cf-agent says so and
+    // returns 0 (ReadArray).
+    let text = match read_text_chomped(ctx, &args, 1, None) {
+        Ok(t) => t,
+        Err(FnError::Failed(m)) => {
+            tracing::error!("{m}");
+            return Ok(Value::str("0"));
+        }
+        Err(e) => return Err(e),
+    };
     let rows = table(ctx, &args, &text, 2)?;
     define_array(ctx, &args, rows, kind, idx)
 }

@@ -760,7 +760,15 @@ fn matching_variables(
     a: &[Value],
 ) -> Result<Vec<(String, Value)>, FnError> {
     let args = Args::new(name, a);
-    let re = args.regex(ctx, 0, "regex")?;
+    // An invalid pattern matches nothing, as in cf-agent (which logs it).
+    let re = match args.regex(ctx, 0, "regex") {
+        Ok(re) => re,
+        Err(FnError::Failed(m)) => {
+            tracing::error!("{m}");
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(e),
+    };
     let mut tag_res = Vec::new();
     for i in 1..a.len() {
         tag_res.push(args.regex(ctx, i, "tag")?);

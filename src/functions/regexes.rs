@@ -94,7 +94,8 @@ fn data_regextract(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let re = args.regex(ctx, 0, "regex")?;
     let text = args.str(1, "string")?;
     let Some(caps) = re.captures(text) else {
-        return Err(args.fail(format!("the regex does not match '{text}'")));
+        // cf-agent fails the call without a word (FnCallRegExtract).
+        return Err(args.fail_quietly(format!("the regex does not match '{text}'")));
     };
     let mut m = serde_json::Map::new();
     for (k, v) in groups(&re, &caps) {

@@ -129,11 +129,7 @@ impl Actuator for Files {
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
         let mut v = Verdict::default();
         let is_dir_promise = p.promiser.ends_with("/.") || p.promiser.ends_with('/');
-        let target: PathBuf = if is_dir_promise {
-            PathBuf::from(p.promiser.trim_end_matches('.').trim_end_matches('/'))
-        } else {
-            PathBuf::from(&p.promiser)
-        };
+        let target = promised_path(p);
         if !target.is_absolute() {
             tracing::error!(
                 "File '{}' is not an absolute path; files promises need one",
@@ -143,6 +139,21 @@ impl Actuator for Files {
         }
         act.host.mirror_promised(&target);
         fips_check(act, p);
+        // `X/.` names nothing when X is not a directory (cf-agent's lstat
+        // of it fails): deleting it leaves a file X alone (ncf's
+        // directory_absent on a file, its test
+        // 30_generic_methods/directory_absent.cf).
+        if p.promiser.ends_with("/.")
+            && p.body("delete").is_some()
+            && act
+                .host
+                .stat(&target)
+                .ok()
+                .flatten()
+                .is_some_and(|m| m.kind != FileKind::Dir)
+        {
+            return finish(act, p, v);
+        }
         if search::is_regex_promiser(p) && act.host.lstat(&target).ok().flatten().is_none() {
             let matches = search::regex_promiser_matches(&mut act.ctx, act.host, &p.promiser);
             // Nothing matches: a promise to create makes the promiser as
@@ -347,6 +358,16 @@ enum Reach {
     Searched,
 }
 
+/// The path a files promise names: a directory's promiser (`/.` or `/` at
+/// its end) without that end.
+fn promised_path(p: &ExpandedPromise) -> PathBuf {
+    if p.promiser.ends_with("/.") || p.promiser.ends_with('/') {
+        PathBuf::from(p.promiser.trim_end_matches('.').trim_end_matches('/'))
+    } else {
+        PathBuf::from(&p.promiser)
+    }
+}
+
 /// Everything a files promise does to one path (not copies and links,
 /// which the promise does once for its base path).
 fn leaf(
@@ -361,6 +382,16 @@ fn leaf(
     let watch = changes::Watch::of(act, p);
     let shown = target.display().to_string();
     if let Some(del) = p.body("delete") {
+        // A depth search never deletes the directory it starts from
+        // (`include_basedir` selects it for the other steps): cf-agent
+        // leaves that to a promise of its own, as ncf's directory_absent
+        // does (its test 30_generic_methods/directory_absent.cf).
+        if reach == Reach::Searched && target == promised_path(p) {
+            tracing::debug!(
+                "Skipping deletion of parent directory for recursive promise '{shown}'"
+            );
+            return;
+        }
         delete(act, &shown, target, del, v);
         return;
     }
