@@ -185,7 +185,7 @@ pub struct EvalContext {
     /// The last policy file a promise was entered from, with its
     /// `this.promise_dirname` and its name canonified (for handles):
     /// promises come file by file, so each is worked out once per file.
-    pub promise_file: Option<(String, Value, String)>,
+    pub promise_file: Option<(String, String, String)>,
     /// An error on which cf-agent stops the whole run, found while
     /// evaluating a promise; the agent takes it after the promise.
     pub fatal: Option<String>,

@@ -461,12 +461,32 @@ fn file_inputs(
 /// Whether an input is read already, or failed to be: one file named two
 /// ways (`x.cf`, `./x.cf`) is read once.
 fn already_read(policy: &PolicySet, failed: &[PathBuf], path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
     let key = normalize(path);
+    let key_text = key.as_os_str().as_bytes();
     failed.contains(&key)
-        || policy
-            .files
-            .iter()
-            .any(|f| normalize(Path::new(&f.source.path)) == key)
+        || policy.files.iter().any(|f| {
+            let p = &f.source.path;
+            // A plain name is its own normal form: compared as text, with
+            // no path built (this runs for every input of every file).
+            if is_plain(p) {
+                p.as_bytes() == key_text
+            } else {
+                normalize(Path::new(p)) == key
+            }
+        })
+}
+
+/// Whether `normalize` would give `p` back unchanged: no `.`, `..` or empty
+/// component, no trailing `/`.
+fn is_plain(p: &str) -> bool {
+    !p.is_empty()
+        && !p.ends_with('/')
+        && p.split('/').enumerate().all(|(i, seg)| match seg {
+            "" => i == 0,
+            "." | ".." => false,
+            _ => true,
+        })
 }
 
 /// A path with its `.` components dropped and `..` applied, so that one
@@ -501,6 +521,13 @@ mod tests {
             normalize(Path::new("/a/x.cf"))
         );
         assert_eq!(normalize(Path::new("../x.cf")), PathBuf::from("../x.cf"));
+        for plain in ["/a/b.cf", "a/b.cf", "x.cf", "/a.b/.c.cf"] {
+            assert!(is_plain(plain), "{plain}");
+            assert_eq!(normalize(Path::new(plain)).as_os_str(), plain);
+        }
+        for not in ["/a//b.cf", "./x.cf", "a/../b", "a/", "/", ""] {
+            assert!(!is_plain(not), "{not}");
+        }
     }
 
     #[test]

@@ -107,26 +107,28 @@ impl EvalContext {
         if !matches!(&self.promise_file, Some(f) if f.0 == file.source.path) {
             self.promise_file = None;
         }
-        let (_, dir, base) = self.promise_file.get_or_insert_with(|| {
+        let (path, dir, _) = self.promise_file.get_or_insert_with(|| {
             let path = Path::new(&file.source.path);
             let dir = crate::load::dirname_text(path).display().to_string();
             let base = path.file_name().map(|n| n.to_string_lossy());
             (
                 file.source.path.clone(),
-                Value::str(dir),
+                dir,
                 canonify(&base.unwrap_or_default()),
             )
         });
-        let (dir, canonical_base) = (dir.clone(), base.clone());
-        let (ns, bundle) = self
-            .frame()
-            .map(|f| (f.ns.clone(), f.bundle.clone()))
-            .unwrap_or_default();
-        self.set_this("promise_filename", Value::str(file.source.path.clone()));
-        self.set_this("promise_dirname", dir);
-        self.set_this("promise_linenumber", Value::str(line.to_string()));
-        self.set_this("bundle", Value::str(bundle));
-        self.set_this("namespace", Value::str(ns));
+        let Some(frame) = self.frames.last_mut() else {
+            return;
+        };
+        // Most of these are what the previous promise had: each is written
+        // over the old text in place, with no allocation when it is equal.
+        let this = &mut frame.this;
+        let line = line.to_string();
+        put_text(this, "promise_filename", path);
+        put_text(this, "promise_dirname", dir);
+        put_text(this, "promise_linenumber", &line);
+        put_text(this, "bundle", &frame.bundle);
+        put_text(this, "namespace", &frame.ns);
         // cf-agent tells every promise who runs it (ncf names its scratch
         // files after this.promiser_pid).
         for (name, id) in [
@@ -138,15 +140,20 @@ impl EvalContext {
         .iter()
         .zip(process_ids())
         {
-            self.set_this(name, Value::str(id.to_string()));
+            put_text(this, name, id);
         }
         // this.handle is the handle canonified, as expanded before any
         // iteration, or cf-agent's id for a promise without one.
         let handle = match promise.attribute("handle").map(|h| &h.value) {
             Some(Rval::String(s)) => canonify(&self.expand(&s.value).text),
-            _ => format!("promise_{canonical_base}_{line}"),
+            _ => {
+                let base = self.promise_file.as_ref().map_or("", |f| f.2.as_str());
+                format!("promise_{base}_{line}")
+            }
         };
-        self.set_this("handle", Value::str(handle));
+        if let Some(frame) = self.frames.last_mut() {
+            put_text(&mut frame.this, "handle", &handle);
+        }
     }
 
     /// Whether a promise's guard and its `if`/`ifvarclass`/`unless` allow it
@@ -164,9 +171,9 @@ impl EvalContext {
                 );
                 return None;
             }
-            e.text
+            std::borrow::Cow::Owned(e.text)
         } else {
-            promise.guard.expr.clone()
+            std::borrow::Cow::Borrowed(promise.guard.expr.as_str())
         };
         if !self.class_text_true(&guard)? {
             if promise.guard.quoted {
@@ -1247,18 +1254,35 @@ fn is_naked_list_ref(s: &str) -> bool {
 }
 
 /// The agent's uid, gid, pid and parent's pid, read once.
-fn process_ids() -> [i64; 4] {
-    static IDS: std::sync::OnceLock<[i64; 4]> = std::sync::OnceLock::new();
-    *IDS.get_or_init(|| {
+/// This process's uid, gid, pid and parent pid, as text.
+fn process_ids() -> &'static [String; 4] {
+    static IDS: std::sync::OnceLock<[String; 4]> = std::sync::OnceLock::new();
+    IDS.get_or_init(|| {
         // SAFETY: these calls have no preconditions and cannot fail.
         let (uid, gid, ppid) = unsafe { (libc::getuid(), libc::getgid(), libc::getppid()) };
         [
-            i64::from(uid),
-            i64::from(gid),
-            i64::from(std::process::id()),
-            i64::from(ppid),
+            uid.to_string(),
+            gid.to_string(),
+            std::process::id().to_string(),
+            ppid.to_string(),
         ]
     })
+}
+
+/// Sets `this.NAME` to `text`, reusing the old value's buffer.
+fn put_text(this: &mut crate::values::hash::FastMap<String, Value>, name: &str, text: &str) {
+    match this.get_mut(name) {
+        Some(Value::Scalar(old)) => {
+            if old != text {
+                old.clear();
+                old.push_str(text);
+            }
+        }
+        Some(other) => *other = Value::str(text),
+        None => {
+            this.insert(name.to_string(), Value::str(text));
+        }
+    }
 }
 
 #[cfg(test)]

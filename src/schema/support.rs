@@ -5,7 +5,7 @@
 //! marks `refused`, and tests/it/attribute_support.rs walks every promise
 //! type and body type of the schema against it.
 
-use std::collections::HashMap;
+use crate::values::hash::FastMap;
 use std::sync::OnceLock;
 
 /// The table's text.
@@ -37,14 +37,25 @@ type Key = (Owner, &'static str, &'static str);
 
 /// Every row of the table; a malformed row is an error naming its line.
 pub fn rows() -> Result<Vec<(Key, Support)>, String> {
+    rows_where(|_| true)
+}
+
+/// The rows whose line passes `keep`.
+fn rows_where(keep: impl Fn(&str) -> bool) -> Result<Vec<(Key, Support)>, String> {
     let mut out = Vec::new();
     for (i, line) in TABLE.lines().enumerate() {
-        if line.starts_with('#') || line.trim().is_empty() {
+        if line.starts_with('#') || line.trim().is_empty() || !keep(line) {
             continue;
         }
         let bad = || format!("support.tsv:{}: malformed row '{line}'", i + 1);
-        let cols: Vec<&'static str> = line.split('\t').collect();
-        let [owner, attr, status, detail] = cols[..] else {
+        let mut cols = line.split('\t');
+        let (Some(owner), Some(attr), Some(status), Some(detail), None) = (
+            cols.next(),
+            cols.next(),
+            cols.next(),
+            cols.next(),
+            cols.next(),
+        ) else {
             return Err(bad());
         };
         let (kind, name) = owner.split_once(':').ok_or_else(bad)?;
@@ -66,8 +77,8 @@ pub fn rows() -> Result<Vec<(Key, Support)>, String> {
     Ok(out)
 }
 
-fn table() -> &'static HashMap<Key, Support> {
-    static TABLE_MAP: OnceLock<HashMap<Key, Support>> = OnceLock::new();
+fn table() -> &'static FastMap<Key, Support> {
+    static TABLE_MAP: OnceLock<FastMap<Key, Support>> = OnceLock::new();
     TABLE_MAP.get_or_init(|| rows().unwrap_or_default().into_iter().collect())
 }
 
@@ -75,13 +86,22 @@ fn table() -> &'static HashMap<Key, Support> {
 /// supported; `None` for one the table does not know.
 pub fn support(owner: Owner, type_name: &str, attr: &str) -> Option<Support> {
     // The map is covariant in its keys: looked up with shorter-lived names.
-    let map: &HashMap<(Owner, &str, &str), Support> = table();
+    let map: &FastMap<(Owner, &str, &str), Support> = table();
     map.get(&(owner, type_name, attr)).copied()
 }
 
 /// Why an attribute is refused, if it is.
 pub fn refused(owner: Owner, type_name: &str, attr: &str) -> Option<&'static str> {
-    match support(owner, type_name, attr)? {
+    // Only the refused rows: every policy with a control body asks, and
+    // reading the whole table would cost more than checking the policy.
+    static REFUSED: OnceLock<FastMap<Key, Support>> = OnceLock::new();
+    let map: &FastMap<(Owner, &str, &str), Support> = REFUSED.get_or_init(|| {
+        rows_where(|line| line.contains("\trefused\t"))
+            .unwrap_or_default()
+            .into_iter()
+            .collect()
+    });
+    match map.get(&(owner, type_name, attr))? {
         Support::Refused(why) => Some(why),
         _ => None,
     }

@@ -15,37 +15,59 @@ pub struct RefSpan {
 /// Finds the next reference at or after `from`, with balanced brackets.
 pub fn next_ref(s: &str, from: usize) -> Option<RefSpan> {
     let b = s.as_bytes();
-    let mut i = from;
-    while i + 1 < b.len() {
-        if (b[i] == b'$' || b[i] == b'@')
-            && (b[i + 1] == b'(' || b[i + 1] == b'{')
-            && let Some(end) = matching_close(b, i + 1)
-        {
-            return Some(RefSpan {
+    let rest = b.get(from..)?;
+    // memchr skips to each `$`/`@` without a test per byte.
+    memchr::memchr2_iter(b'$', b'@', rest)
+        .map(|k| from + k)
+        .find_map(|i| {
+            if !matches!(b.get(i + 1), Some(b'(' | b'{')) {
+                return None;
+            }
+            let end = matching_close(b, i + 1)?;
+            Some(RefSpan {
                 start: i,
                 end: end + 1,
                 inner_start: i + 2,
                 inner_end: end,
                 list_sigil: b[i] == b'@',
-            });
-        }
-        i += 1;
-    }
-    None
+            })
+        })
 }
 
 /// Index of the bracket that closes the one at `open`.
 fn matching_close(b: &[u8], open: usize) -> Option<usize> {
-    let mut stack: Vec<u8> = Vec::with_capacity(4);
+    // The open brackets as a stack of bits (1 for `{`) while at most 64
+    // deep, so that no call allocates; deeper ones (rare) go to a vector.
+    let mut bits: u64 = 0;
+    let mut deeper: Vec<bool> = Vec::new();
+    let mut depth = 0usize;
     for (i, &c) in b.iter().enumerate().skip(open) {
         match c {
-            b'(' => stack.push(b')'),
-            b'{' => stack.push(b'}'),
+            b'(' | b'{' => {
+                let brace = c == b'{';
+                if depth < 64 {
+                    bits = (bits << 1) | u64::from(brace);
+                } else {
+                    deeper.push(brace);
+                }
+                depth += 1;
+            }
             b')' | b'}' => {
-                if stack.pop() != Some(c) {
+                if depth == 0 {
                     return None;
                 }
-                if stack.is_empty() {
+                depth -= 1;
+                let brace = if depth < 64 {
+                    let top = bits & 1 == 1;
+                    bits >>= 1;
+                    top
+                } else {
+                    deeper.pop()?
+                };
+                if brace != (c == b'}') {
+                    return None;
+                }
+                if depth == 0 {
                     return Some(i);
                 }
             }
@@ -58,8 +80,7 @@ fn matching_close(b: &[u8], open: usize) -> Option<usize> {
 /// True if the text holds any `$(...)`/`${...}` reference.
 pub fn has_refs(s: &str) -> bool {
     let b = s.as_bytes();
-    b.windows(2)
-        .any(|w| (w[0] == b'$' || w[0] == b'@') && (w[1] == b'(' || w[1] == b'{'))
+    memchr::memchr2_iter(b'$', b'@', b).any(|i| matches!(b.get(i + 1), Some(b'(' | b'{')))
 }
 
 /// A reference split into namespace, scope, base name and indices, after
@@ -85,22 +106,36 @@ pub fn is_special_scope(scope: &str) -> bool {
 
 impl<'a> VarRef<'a> {
     pub fn parse(s: &'a str) -> VarRef<'a> {
-        // The namespace and scope separators count only before the first '['.
-        let bracket = s.find('[').unwrap_or(s.len());
-        let head = &s[..bracket];
-        let (ns, rest_start) = match head.find(':') {
+        // The namespace and scope separators count only before the first
+        // '['; the scope's '.' only after the first ':'. One pass finds all
+        // three (this runs for every reference expanded).
+        let b = s.as_bytes();
+        let (mut bracket, mut colon, mut dot) = (b.len(), None, None);
+        for (i, &c) in b.iter().enumerate() {
+            match c {
+                b'[' => {
+                    bracket = i;
+                    break;
+                }
+                b':' if colon.is_none() => {
+                    colon = Some(i);
+                    dot = None;
+                }
+                b'.' if dot.is_none() => dot = Some(i),
+                _ => {}
+            }
+        }
+        let (ns, rest_start) = match colon {
             Some(i) => (Some(&s[..i]), i + 1),
             None => (None, 0),
         };
-        let head2 = &s[rest_start..bracket];
-        let (scope, name_start) = match head2.find('.') {
-            Some(i) => (Some(&s[rest_start..rest_start + i]), rest_start + i + 1),
+        let (scope, name_start) = match dot {
+            Some(i) => (Some(&s[rest_start..i]), i + 1),
             None => (None, rest_start),
         };
         let name = &s[name_start..];
-        let base_end = name.find('[').unwrap_or(name.len());
-        let base = &name[..base_end];
-        let indices = split_indices(&name[base_end..]);
+        let base = &s[name_start..bracket];
+        let indices = split_indices(&s[bracket..]);
         VarRef {
             ns,
             scope,
@@ -158,6 +193,24 @@ mod tests {
     }
 
     #[test]
+    fn brackets_pair_by_kind_at_any_depth() {
+        // A mismatched close ends the attempt; the scan goes on after it.
+        let s = "$(a}) ${b}";
+        let r = next_ref(s, 0).unwrap();
+        assert_eq!(&s[r.inner_start..r.inner_end], "b");
+        assert!(has_refs(s) && !has_refs("$ ( @x"));
+        // Deeper than the 64 brackets held in bits.
+        for depth in [63, 64, 65, 130] {
+            let inner = format!("{}x{}", "({".repeat(depth), "})".repeat(depth));
+            let s = format!("$({inner}) tail");
+            let r = next_ref(&s, 0).unwrap();
+            assert_eq!(&s[r.inner_start..r.inner_end], inner, "depth {depth}");
+            let bad = format!("$({}x{}) tail", "({".repeat(depth), ")}".repeat(depth));
+            assert!(next_ref(&bad, 0).is_none(), "depth {depth}");
+        }
+    }
+
+    #[test]
     fn splits_references() {
         let r = VarRef::parse("ns:b.v[x.y][0]");
         assert_eq!(r.ns, Some("ns"));
@@ -170,5 +223,14 @@ mod tests {
         let r = VarRef::parse("sys.ipv4[eth0:1]");
         assert_eq!(r.scope, Some("sys"));
         assert_eq!(r.indices, vec!["eth0:1"]);
+        // A '.' before the namespace's ':' is part of the namespace; one
+        // after the first '[' is part of an index.
+        let r = VarRef::parse("a.b:c.d[e.f:g]");
+        assert_eq!((r.ns, r.scope, r.base), (Some("a.b"), Some("c"), "d"));
+        assert_eq!(r.indices, vec!["e.f:g"]);
+        let r = VarRef::parse("a:b:c.d");
+        assert_eq!((r.ns, r.scope, r.base), (Some("a"), Some("b:c"), "d"));
+        let r = VarRef::parse("x[1].y");
+        assert_eq!((r.ns, r.scope, r.base, r.name), (None, None, "x", "x[1].y"));
     }
 }
