@@ -243,6 +243,30 @@ bundle agent main
     );
 }
 
+/// cf-agent 3.24's `--skip-bootstrap-service-start` is accepted (our
+/// bootstrap starts no service): the run goes on as without it.
+#[test]
+fn skip_bootstrap_service_start_is_accepted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        tmp.path(),
+        r#"body common control { bundlesequence => { "main" }; }
+bundle agent main
+{
+  reports:
+      "ran";
+}
+"#,
+    );
+    let out = run(Command::new(agent_bin())
+        .args(["-K", "--skip-bootstrap-service-start", "-w"])
+        .arg(tmp.path().join("wd"))
+        .arg("-f")
+        .arg(&policy));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "R: ran\n", "{out:?}");
+}
+
 /// cf-agent 3.27's `-p`/`--profile`: after the run, a JSON array with the
 /// time of each bundle and promise, in cf-agent's shape; `-p FORMAT` is
 /// still the policy output format.
