@@ -200,14 +200,16 @@ def kind(rel):
     return "common"
 
 
-def not_run(rel):
+def not_run(rel, unsafe=False):
     """Why this runner does not run a test, or None. Like testall's defaults, staging and unsafe
     tests are not run; unlike testall, neither are unsafe/ or network/ tests of another kind
-    (*.x.cf): they change the host or need the internet, and CI has neither to give."""
+    (*.x.cf): they change the host or need the internet, and CI has neither to give. With
+    `unsafe` (testall's --unsafe), the unsafe/ tests of the selection are run."""
     k = kind(rel)
-    if k in ("staging", "unsafe", "network"):
+    skipped = ("staging", "network") if unsafe else ("staging", "unsafe", "network")
+    if k in skipped:
         return "not run: %s" % k
-    for d in ("unsafe", "network"):
+    for d in ("network",) if unsafe else ("unsafe", "network"):
         if "/%s/" % d in "/" + rel:
             return "not run: %s" % d
     return None
@@ -428,7 +430,7 @@ class Run:
                 print("[%d/%d] ..." % (n, self.total), flush=True)
 
     def worker(self, rel):
-        why = not_run(rel)
+        why = not_run(rel, self.args.unsafe)
         if why:
             self.record(rel, "SKIP", 0.0, why)
             return
@@ -670,6 +672,8 @@ def main():
                     "acceptance-score markers of this file (README.md)")
     ap.add_argument("--update-list", action="store_true",
                     help="add the last run's passing tests to --list (never removes one)")
+    ap.add_argument("--unsafe", action="store_true", help="run the unsafe/ tests of the selection too "
+                    "(testall's --unsafe): they change the host (chattr, users, ...)")
     ap.add_argument("--no-sandbox", action="store_true", help="do not use a mount namespace")
     ap.add_argument("--keep-workdirs", action="store_true", help="keep passing tests' workdirs")
     ap.add_argument("--quiet", "-q", action="store_true", help="print only listed tests that did not pass, flaky ones, and the summary")

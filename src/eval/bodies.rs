@@ -66,6 +66,7 @@ pub const BODY_ATTRIBUTES: &[&str] = &[
     "environment_interface",
     "environment_resources",
     "file_select",
+    "fsattrs",
     "insert_select",
     "link_from",
     "location",

@@ -835,6 +835,10 @@ impl EvalContext {
         let acts_on_set_class =
             promise.attribute("cancel").is_some() || promise.attribute("timer_policy").is_some();
         if !name.unresolved && !acts_on_set_class && self.class_is_set(&canonify(&name.text)) {
+            tracing::trace!(
+                "Skipping evaluation of classes promise as class '{}' is already set",
+                canonify(&name.text)
+            );
             self.note_handle_done(promise);
             return (res, vec![]);
         }
@@ -944,9 +948,13 @@ impl EvalContext {
             // Asked for, `timer_policy => "reset"` (CFEngine 3.28) restarts
             // the timer of a persistent class already set; without it the
             // promise is skipped, as cf-agent 3.21 skips it.
-            if timer_policy.as_deref() == Some("reset")
-                && let Some(minutes) = self.persistence_minutes(promise)
-            {
+            let resets = timer_policy.as_deref() == Some("reset");
+            if !resets {
+                tracing::trace!(
+                    "Skipping evaluation of classes promise as class '{name}' is already set"
+                );
+            }
+            if resets && let Some(minutes) = self.persistence_minutes(promise) {
                 tracing::debug!(
                     "C:     +  Resetting persistent class timer: '{name}' ({minutes} minutes)"
                 );

@@ -227,6 +227,18 @@ impl Host {
         self.before_change(p)?;
         let l = self.locate(p, Final::Follow)?;
         self.before_change_located(&l)?;
+        let u = self.unlock(&l, p);
+        let done = self.set_posix_acl_located(&l, kind, entries);
+        self.relock(&l, p, u);
+        done
+    }
+
+    fn set_posix_acl_located(
+        &self,
+        l: &super::safe::Located,
+        kind: AclKind,
+        entries: &[AclEntry],
+    ) -> io::Result<()> {
         let fd = l.open(OFlags::PATH)?;
         let path = proc_path(&fd);
         if kind == AclKind::Default && entries.is_empty() {

@@ -467,7 +467,10 @@ impl Host {
         self.before_change(p)?;
         let l = self.locate(p, Final::Follow)?;
         self.before_change_located(&l)?;
-        l.chmod(mode)
+        let u = self.unlock(&l, p);
+        let done = l.chmod(mode);
+        self.relock(&l, p, u);
+        done
     }
 
     /// Changes owner and group without following a final symlink.
@@ -491,6 +494,8 @@ impl Host {
     pub fn remove_file(&self, p: &Path) -> io::Result<()> {
         self.before_change(p)?;
         let l = self.locate(p, Final::Keep)?;
+        // Under an override, a removed file stays removed.
+        let _ = self.unlock(&l, p);
         rustix::fs::unlinkat(&l.dir, &l.name, AtFlags::empty()).map_err(safe::errno)
     }
 
@@ -519,7 +524,15 @@ impl Host {
         self.before_change(to)?;
         let f = self.locate(from, Final::Keep)?;
         let t = self.locate(to, Final::Keep)?;
-        rustix::fs::renameat(&f.dir, &f.name, &t.dir, &t.name).map_err(safe::errno)
+        // Under an override, as cf-agent: the file renamed is mutable at
+        // its new name, unless the file it replaced there was immutable.
+        let replaced = self.unlock(&t, to);
+        let moved = self.unlock(&f, from);
+        rustix::fs::renameat(&f.dir, &f.name, &t.dir, &t.name).map_err(safe::errno)?;
+        if moved.readable {
+            self.relock(&t, to, replaced);
+        }
+        Ok(())
     }
 
     /// Creates a symlink at `link` whose target is `target` as written
@@ -540,6 +553,13 @@ impl Host {
     /// Sets access and modification times to now.
     pub fn touch(&self, p: &Path) -> io::Result<()> {
         let l = self.locate(p, Final::Follow)?;
+        let u = self.unlock(&l, p);
+        let done = self.touch_located(&l);
+        self.relock(&l, p, u);
+        done
+    }
+
+    fn touch_located(&self, l: &Located) -> io::Result<()> {
         let now = rustix::fs::Timestamps {
             last_access: rustix::fs::Timespec {
                 tv_sec: 0,
@@ -681,6 +701,9 @@ impl Host {
         self.before_change_located(&l)?;
         self.clean_stale_temps(&l.dir);
         let old = l.lstat()?;
+        // Under an override, an immutable file is replaced by one that is
+        // immutable too, once it stands at the name.
+        let mut unlocked = None;
         // The new content is written to a file without a name (O_TMPFILE):
         // nobody can open, swap or leave behind what has no name. It gets
         // one only just before the rename. File systems without O_TMPFILE
@@ -745,8 +768,11 @@ impl Host {
                     n
                 }
             };
+            let u = *unlocked.insert(self.unlock(&l, p));
             rustix::fs::renameat(&*l.dir, &name, &*l.dir, &l.name).map_err(safe::errno)?;
             named = None;
+            unlocked = None;
+            self.relock_fd(&f, p, u);
             // Whoever owns the directory may have swapped the name in the
             // instant between; then what was renamed is not ours.
             let ours = Seen::of(&rustix::fs::fstat(&f).map_err(safe::errno)?);
@@ -761,6 +787,10 @@ impl Host {
         })();
         if let Some(n) = named {
             let _ = rustix::fs::unlinkat(&*l.dir, &n, AtFlags::empty());
+        }
+        // The rename failed: the file left there is immutable again.
+        if let Some(u) = unlocked {
+            self.relock(&l, p, u);
         }
         result
     }

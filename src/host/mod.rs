@@ -10,6 +10,7 @@ pub mod coprocess;
 pub mod disk;
 pub mod exec;
 pub mod fs;
+pub mod fsattrs;
 pub mod local;
 pub mod packages;
 mod pipes;
@@ -53,6 +54,9 @@ pub struct Host {
     /// Under `--simulate`: the scratch copy files are changed in (the
     /// host is rooted there, and mirrors what it reaches first).
     chroot: Option<Arc<changes_chroot::ChangesChroot>>,
+    /// Whether changes clear an immutable bit before and set it again
+    /// after (see [`fsattrs`]).
+    override_immutable: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The files a dry run would have created or rewritten, by policy path:

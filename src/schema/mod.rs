@@ -347,11 +347,14 @@ pub fn promise_types() -> &'static [PromiseTypeDef] {
     generated::PROMISE_TYPES
 }
 
+/// A body type of 3.21's syntax, or one CFEngine added later
+/// ([`newer::body_type`]).
 pub fn body_type(name: &str) -> Option<&'static BodyTypeDef> {
     generated::BODY_TYPES
         .binary_search_by(|b| b.name.cmp(name))
         .ok()
         .map(|i| &generated::BODY_TYPES[i])
+        .or_else(|| newer::body_type(name))
 }
 
 pub fn body_types() -> &'static [BodyTypeDef] {

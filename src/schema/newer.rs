@@ -8,7 +8,7 @@
 //! choose as they would on a 3.21 agent); these only let policy written
 //! for a newer CFEngine load and run.
 
-use super::{AttrDef, Category, FunctionDef, ParamDef, Status, ValueType, Visibility};
+use super::{AttrDef, BodyTypeDef, Category, FunctionDef, ParamDef, Status, ValueType, Visibility};
 
 const ANY: &str = ".*";
 const ABSPATH: &str = "\"?(/.*)";
@@ -346,7 +346,7 @@ pub const ATTRIBUTES: &[NewerAttr] = &[
         "",
         Visibility::PromiseType,
         "3.27.0",
-        false,
+        true,
     ),
     attr(
         "body:fsattrs",
@@ -355,7 +355,7 @@ pub const ATTRIBUTES: &[NewerAttr] = &[
         BOOL,
         Visibility::Body,
         "3.27.0",
-        false,
+        true,
     ),
     attr(
         "promise:replace_patterns",
@@ -368,8 +368,18 @@ pub const ATTRIBUTES: &[NewerAttr] = &[
     ),
 ];
 
-/// Body types CFEngine added after 3.21, with the version.
-pub const BODY_TYPES: &[(&str, &str)] = &[("fsattrs", "3.27.0")];
+/// `body fsattrs`, which CFEngine 3.27 added: its attribute (`immutable`) is in [`ATTRIBUTES`].
+static FSATTRS: BodyTypeDef = BodyTypeDef {
+    name: "fsattrs",
+    status: Status::Normal,
+    attributes: &[],
+};
+
+/// A body type CFEngine added after 3.21 (not in 3.21's syntax
+/// description, which `cf-promises -s json` prints).
+pub fn body_type(name: &str) -> Option<&'static BodyTypeDef> {
+    (name == FSATTRS.name).then_some(&FSATTRS)
+}
 
 /// The newer attribute `name` of a promise type or body type (`kind` is
 /// `promise` or `body`).

@@ -877,19 +877,6 @@ impl<'a> Validator<'a> {
             }
         }
         let Some(def) = body_type(&b.body_type.name) else {
-            if let Some((_, since)) = super::newer::BODY_TYPES
-                .iter()
-                .find(|(t, _)| *t == b.body_type.name)
-            {
-                self.error(
-                    b.body_type.span,
-                    format!(
-                        "body type '{}' is CFEngine {since}'s; convergent reads policy of CFEngine 3.21 to 3.28 but does not support it yet",
-                        b.body_type.name
-                    ),
-                );
-                return;
-            }
             // cf-promises accepts bodies of any type; only the ones it
             // knows are checked.
             let names = super::body_types().iter().map(|t| t.name);

@@ -307,8 +307,29 @@ impl StateStore {
             )
             .optional()
             .map_err(db_err)?;
-        if existing.is_some() && !reset {
-            return Ok(());
+        // cf-agent 3.28's words for each case, at verbose level; the
+        // minutes counted from now.
+        let now = crate::host::clock::now_secs();
+        let minutes = (class.expires - now + 59).div_euclid(60);
+        match existing {
+            Some(expires) if !reset => {
+                tracing::debug!(
+                    "Persistent class '{}' is already in a preserved state --  {} minutes to go",
+                    class.name,
+                    (expires - now) / 60
+                );
+                return Ok(());
+            }
+            Some(expires) => tracing::debug!(
+                "Resetting persistent class '{}' timer to {minutes} minutes (was {} minutes remaining)",
+                class.name,
+                (expires - now) / 60
+            ),
+            None => tracing::debug!(
+                "Creating persistent class '{}' ({minutes} minutes, policy {})",
+                class.name,
+                if reset { "reset" } else { "preserve" }
+            ),
         }
         self.conn
             .execute(

@@ -8,6 +8,7 @@ pub mod bytes;
 mod changes;
 pub mod copy;
 pub mod edit;
+mod fsattrs;
 pub mod link;
 pub mod perms;
 pub mod remote;
@@ -64,6 +65,9 @@ pub struct Verdict {
     /// A dry run said it would create the file and goes on with an empty
     /// one; what it would write then is not said again.
     would_create: bool,
+    /// What `fsattrs` asks of the promised file, to do once its other
+    /// steps are done (see [`fsattrs`]).
+    immutable: Option<fsattrs::Immutable>,
 }
 
 impl Verdict {
@@ -127,186 +131,194 @@ impl Verdict {
 
 impl Actuator for Files {
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
-        let mut v = Verdict::default();
-        let is_dir_promise = p.promiser.ends_with("/.") || p.promiser.ends_with('/');
-        let target = promised_path(p);
-        if !target.is_absolute() {
-            tracing::error!(
-                "File '{}' is not an absolute path; files promises need one",
-                p.promiser
-            );
-            return Outcome::Failed;
+        let outcome = evaluate(act, p);
+        // An override of the immutable bit ends with its promise, however
+        // the promise ended.
+        act.host.set_override_immutable(false);
+        outcome
+    }
+}
+
+fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
+    let mut v = Verdict::default();
+    let is_dir_promise = p.promiser.ends_with("/.") || p.promiser.ends_with('/');
+    let target = promised_path(p);
+    if !target.is_absolute() {
+        tracing::error!(
+            "File '{}' is not an absolute path; files promises need one",
+            p.promiser
+        );
+        return Outcome::Failed;
+    }
+    act.host.mirror_promised(&target);
+    fips_check(act, p);
+    let immutable = fsattrs::begin(act, p, &target, &mut v);
+    v.immutable = immutable;
+    // `X/.` names nothing when X is not a directory (cf-agent's lstat
+    // of it fails): deleting it leaves a file X alone (ncf's
+    // directory_absent on a file, its test
+    // 30_generic_methods/directory_absent.cf).
+    if p.promiser.ends_with("/.")
+        && p.body("delete").is_some()
+        && act
+            .host
+            .stat(&target)
+            .ok()
+            .flatten()
+            .is_some_and(|m| m.kind != FileKind::Dir)
+    {
+        return finish(act, p, v);
+    }
+    if search::is_regex_promiser(p) && act.host.lstat(&target).ok().flatten().is_none() {
+        let matches = search::regex_promiser_matches(&mut act.ctx, act.host, &p.promiser);
+        // Nothing matches: a promise to create makes the promiser as
+        // written, its pattern characters taken literally, as cf-agent
+        // does (01_vars/02_functions/lsdir.cf creates `tu/*`).
+        if matches.is_empty() && p.flag("create").unwrap_or(false) {
+            leaf(act, p, &target, is_dir_promise, Reach::Promiser, &mut v);
         }
-        act.host.mirror_promised(&target);
-        fips_check(act, p);
-        // `X/.` names nothing when X is not a directory (cf-agent's lstat
-        // of it fails): deleting it leaves a file X alone (ncf's
-        // directory_absent on a file, its test
-        // 30_generic_methods/directory_absent.cf).
-        if p.promiser.ends_with("/.")
-            && p.body("delete").is_some()
-            && act
-                .host
-                .stat(&target)
-                .ok()
-                .flatten()
-                .is_some_and(|m| m.kind != FileKind::Dir)
-        {
+        for path in matches {
+            leaf(act, p, &path, false, Reach::Promiser, &mut v);
+            enter_parent(act, &path);
+        }
+        return finish(act, p, v);
+    }
+    // An existing promiser that the file_select does not select is left
+    // alone, unless it is a directory to search (cf-agent), as a
+    // directory not selected is not filled with links
+    // (10_files/04_match/not_selected_dirs_are_skipped.cf). A symlink
+    // is judged as the link itself: symlinked_to selects it by its
+    // target (10_files/10_links/select_file_by_symlink_target.cf), and
+    // a link to another file is left alone, as is the file it points
+    // to.
+    if let Some(sel) = p.body("file_select")
+        && let Some(meta) = act.host.lstat(&target).ok().flatten()
+        && !(p.body("depth_search").is_some() && meta.kind == FileKind::Dir)
+        && !search::selected(
+            &mut act.ctx,
+            act.host,
+            sel,
+            &target,
+            &meta,
+            crate::host::clock::now_secs(),
+        )
+    {
+        return finish(act, p, v);
+    }
+    // Data a template cannot use fails the promise before it makes
+    // anything (10_files/templating/mustache_invalid_template_data.cf).
+    if edit::template_data(p).is_err() {
+        tracing::error!("No template data for the promise '{}'", p.promiser);
+        v.failed();
+        return finish(act, p, v);
+    }
+    // A fifo cannot be edited: cf-agent's sanity check refuses the
+    // promise before it makes anything (10_files/07_delete_lines/700.cf).
+    if p.scalar("file_type") == Some("fifo")
+        && [
+            "edit_line",
+            "edit_xml",
+            "edit_template",
+            "edit_template_string",
+        ]
+        .iter()
+        .any(|a| p.attrs.contains_key(*a))
+    {
+        tracing::error!("Editing is not allowed on fifos {}", p.located());
+        return Outcome::Failed;
+    }
+    // cf-agent makes a missing promiser (`create`, or `touch`) before
+    // anything else the promise does: a copy or a link then finds it
+    // in the way (10_files/02_maintain/001.cf, 101.cf).
+    if creates_first(p) && act.host.lstat(&target).ok().flatten().is_none() {
+        let is_dir = is_dir_promise || p.body("depth_search").is_some();
+        if create(act, p, &target, is_dir, &mut v).is_none() {
             return finish(act, p, v);
         }
-        if search::is_regex_promiser(p) && act.host.lstat(&target).ok().flatten().is_none() {
-            let matches = search::regex_promiser_matches(&mut act.ctx, act.host, &p.promiser);
-            // Nothing matches: a promise to create makes the promiser as
-            // written, its pattern characters taken literally, as cf-agent
-            // does (01_vars/02_functions/lsdir.cf creates `tu/*`).
-            if matches.is_empty() && p.flag("create").unwrap_or(false) {
-                leaf(act, p, &target, is_dir_promise, Reach::Promiser, &mut v);
-            }
-            for path in matches {
-                leaf(act, p, &path, false, Reach::Promiser, &mut v);
-                enter_parent(act, &path);
-            }
-            return finish(act, p, v);
-        }
-        // An existing promiser that the file_select does not select is left
-        // alone, unless it is a directory to search (cf-agent), as a
-        // directory not selected is not filled with links
-        // (10_files/04_match/not_selected_dirs_are_skipped.cf). A symlink
-        // is judged as the link itself: symlinked_to selects it by its
-        // target (10_files/10_links/select_file_by_symlink_target.cf), and
-        // a link to another file is left alone, as is the file it points
-        // to.
-        if let Some(sel) = p.body("file_select")
-            && let Some(meta) = act.host.lstat(&target).ok().flatten()
-            && !(p.body("depth_search").is_some() && meta.kind == FileKind::Dir)
-            && !search::selected(
-                &mut act.ctx,
-                act.host,
-                sel,
-                &target,
-                &meta,
-                crate::host::clock::now_secs(),
-            )
-        {
-            return finish(act, p, v);
-        }
-        // Data a template cannot use fails the promise before it makes
-        // anything (10_files/templating/mustache_invalid_template_data.cf).
-        if edit::template_data(p).is_err() {
-            tracing::error!("No template data for the promise '{}'", p.promiser);
-            v.failed();
-            return finish(act, p, v);
-        }
-        // A fifo cannot be edited: cf-agent's sanity check refuses the
-        // promise before it makes anything (10_files/07_delete_lines/700.cf).
-        if p.scalar("file_type") == Some("fifo")
-            && [
-                "edit_line",
-                "edit_xml",
-                "edit_template",
-                "edit_template_string",
-            ]
-            .iter()
-            .any(|a| p.attrs.contains_key(*a))
-        {
-            tracing::error!("Editing is not allowed on fifos {}", p.located());
-            return Outcome::Failed;
-        }
-        // cf-agent makes a missing promiser (`create`, or `touch`) before
-        // anything else the promise does: a copy or a link then finds it
-        // in the way (10_files/02_maintain/001.cf, 101.cf).
-        if creates_first(p) && act.host.lstat(&target).ok().flatten().is_none() {
-            let is_dir = is_dir_promise || p.body("depth_search").is_some();
-            if create(act, p, &target, is_dir, &mut v).is_none() {
-                return finish(act, p, v);
-            }
-        }
-        if let Some(ds) = p.body("depth_search") {
-            // A copy walks the source tree; everything else the target's.
-            if let Some(body) = p.body("copy_from") {
-                copy::copy_from(act, p, &target, body, &mut v);
-                archive_backups(act, p, &mut v);
-            }
-            let search::Search { mut found, dirs } =
-                search::depth_search(&mut act.ctx, act.host, &target, ds, &mut act.changes);
-            if let Some(sel) = p.body("file_select") {
-                let now = crate::host::clock::now_secs();
-                found.retain(|f| {
-                    search::selected(&mut act.ctx, act.host, sel, &f.path, &f.meta, now)
-                });
-            }
-            if p.body("delete").is_some() {
-                // Contents before the directories that hold them.
-                found.sort_by(|a, b| b.path.cmp(&a.path));
-            }
-            let watch = changes::Watch::of(act, p);
-            if watch.as_ref().is_some_and(changes::Watch::report_diffs) {
-                tracing::error!(
-                    "Difference reporting is not allowed during a depth_search {}",
-                    p.located()
-                );
-                return Outcome::Failed;
-            }
-            // Each watched directory's recorded names, to tell new entries.
-            let listings: std::collections::HashMap<PathBuf, Vec<String>> = match &watch {
-                Some(_) => dirs
-                    .iter()
-                    .map(|d| (d.clone(), changes::recorded_listing(act, d)))
-                    .collect(),
-                None => Default::default(),
-            };
-            let mut selected: std::collections::HashMap<PathBuf, Vec<String>> = Default::default();
-            for f in found {
-                if watch.is_some()
-                    && let (Some(dir), Some(name)) = (f.path.parent(), f.path.file_name())
-                {
-                    let name = name.to_string_lossy().into_owned();
-                    let known = listings
-                        .get(dir)
-                        .is_some_and(|l| l.binary_search(&name).is_ok());
-                    if !known {
-                        changes::log_new_file(act, p, &f.path.display().to_string());
-                    }
-                    selected.entry(dir.to_path_buf()).or_default().push(name);
-                }
-                leaf(act, p, &f.path, false, Reach::Searched, &mut v);
-                if let Some(c) = act.host.changes_chroot()
-                    && p.body("rename").is_none()
-                {
-                    let shown = searched_name(p, &target, &f.path);
-                    c.record_evaluated(&shown);
-                    // As cf-agent, once the promise changed something.
-                    if v.repaired {
-                        c.record_changed(&shown);
-                    }
-                }
-            }
-            if let Some(w) = &watch {
-                for d in &dirs {
-                    let names = selected.remove(d).unwrap_or_default();
-                    changes::check_directory(act, p, w, d, names, &mut v);
-                }
-            }
-            return finish(act, p, v);
-        }
+    }
+    if let Some(ds) = p.body("depth_search") {
+        // A copy walks the source tree; everything else the target's.
         if let Some(body) = p.body("copy_from") {
             copy::copy_from(act, p, &target, body, &mut v);
             archive_backups(act, p, &mut v);
         }
-        if let Some(body) = p.body("link_from") {
-            link::link_from(act, p, &target, body, &mut v);
+        let search::Search { mut found, dirs } =
+            search::depth_search(&mut act.ctx, act.host, &target, ds, &mut act.changes);
+        if let Some(sel) = p.body("file_select") {
+            let now = crate::host::clock::now_secs();
+            found.retain(|f| search::selected(&mut act.ctx, act.host, sel, &f.path, &f.meta, now));
         }
-        // What a copy made is not followed: a link it copied points where
-        // the source's owner chose.
-        let reach = if p.body("copy_from").is_none() {
-            Reach::Promiser
-        } else {
-            Reach::Copied
+        if p.body("delete").is_some() {
+            // Contents before the directories that hold them.
+            found.sort_by(|a, b| b.path.cmp(&a.path));
+        }
+        let watch = changes::Watch::of(act, p);
+        if watch.as_ref().is_some_and(changes::Watch::report_diffs) {
+            tracing::error!(
+                "Difference reporting is not allowed during a depth_search {}",
+                p.located()
+            );
+            return Outcome::Failed;
+        }
+        // Each watched directory's recorded names, to tell new entries.
+        let listings: std::collections::HashMap<PathBuf, Vec<String>> = match &watch {
+            Some(_) => dirs
+                .iter()
+                .map(|d| (d.clone(), changes::recorded_listing(act, d)))
+                .collect(),
+            None => Default::default(),
         };
-        leaf(act, p, &target, is_dir_promise, reach, &mut v);
-        enter_parent(act, &target);
-        finish(act, p, v)
+        let mut selected: std::collections::HashMap<PathBuf, Vec<String>> = Default::default();
+        for f in found {
+            if watch.is_some()
+                && let (Some(dir), Some(name)) = (f.path.parent(), f.path.file_name())
+            {
+                let name = name.to_string_lossy().into_owned();
+                let known = listings
+                    .get(dir)
+                    .is_some_and(|l| l.binary_search(&name).is_ok());
+                if !known {
+                    changes::log_new_file(act, p, &f.path.display().to_string());
+                }
+                selected.entry(dir.to_path_buf()).or_default().push(name);
+            }
+            leaf(act, p, &f.path, false, Reach::Searched, &mut v);
+            if let Some(c) = act.host.changes_chroot()
+                && p.body("rename").is_none()
+            {
+                let shown = searched_name(p, &target, &f.path);
+                c.record_evaluated(&shown);
+                // As cf-agent, once the promise changed something.
+                if v.repaired {
+                    c.record_changed(&shown);
+                }
+            }
+        }
+        if let Some(w) = &watch {
+            for d in &dirs {
+                let names = selected.remove(d).unwrap_or_default();
+                changes::check_directory(act, p, w, d, names, &mut v);
+            }
+        }
+        return finish(act, p, v);
     }
+    if let Some(body) = p.body("copy_from") {
+        copy::copy_from(act, p, &target, body, &mut v);
+        archive_backups(act, p, &mut v);
+    }
+    if let Some(body) = p.body("link_from") {
+        link::link_from(act, p, &target, body, &mut v);
+    }
+    // What a copy made is not followed: a link it copied points where
+    // the source's owner chose.
+    let reach = if p.body("copy_from").is_none() {
+        Reach::Promiser
+    } else {
+        Reach::Copied
+    };
+    leaf(act, p, &target, is_dir_promise, reach, &mut v);
+    enter_parent(act, &target);
+    finish(act, p, v)
 }
 
 /// Moves the backups the promise's copies made into its repository, if
@@ -712,7 +724,10 @@ fn record_in_chroot(act: &ActContext<'_>, p: &ExpandedPromise, outcome: Outcome)
     }
 }
 
-fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, v: Verdict) -> Outcome {
+fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, mut v: Verdict) -> Outcome {
+    if let Some(st) = v.immutable.take() {
+        fsattrs::end(act, st, &mut v);
+    }
     if v.failed {
         tracing::error!(
             "Errors encountered when actuating files promise '{}'",

@@ -42,7 +42,8 @@ pub(super) fn transform(act: &mut ActContext<'_>, shown: &str, command: &str, v:
         output: OutputSelect::Both,
         ..CommandSpec::default()
     };
-    let result = match act.change(change, |h| h.run(&spec)) {
+    let target = Path::new(shown);
+    let result = match act.change(change, |h| h.overriding_immutable(target, |h| h.run(&spec))) {
         Applied::Made(r) => r,
         Applied::Withheld { .. } => {
             v.warned();
