@@ -562,6 +562,10 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        // The tree lives as long as the run: no room is kept for growth.
+        for s in &mut sections {
+            s.promises.shrink_to_fit();
+        }
         sections
     }
 
@@ -710,6 +714,7 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        attributes.shrink_to_fit();
         Some(Promise {
             guard,
             promiser,
