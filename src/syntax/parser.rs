@@ -921,6 +921,7 @@ impl<'a> Parser<'a> {
             match self.peek() {
                 Some(t) if t.kind == Tok::RBrace => {
                     self.pos += 1;
+                    items.shrink_to_fit();
                     return Some(Rval::List {
                         items,
                         span: open.span.to(t.span),
@@ -987,6 +988,7 @@ impl<'a> Parser<'a> {
             match self.peek() {
                 Some(t) if t.kind == Tok::RParen => {
                     self.pos += 1;
+                    args.shrink_to_fit();
                     return Some(Rval::Call(FnCall {
                         span: name.span.to(t.span),
                         name,
@@ -1141,6 +1143,7 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        attrs.shrink_to_fit();
         attrs
     }
 
