@@ -158,7 +158,8 @@ pub struct AgentRun<'a> {
     /// The run's clock, seconds since the epoch, read once at its start.
     now: i64,
     /// Promise iterations finished for this run, by key.
-    done: HashSet<String>,
+    /// (see [`done_key`]).
+    done: HashSet<u128>,
     /// Outcomes of promises with a handle, for `depends_on`.
     handles: HashMap<String, Outcome>,
     /// Promise types we have no actuator for, reported once each.
@@ -1128,6 +1129,19 @@ fn ordered_sections(bundle: &Bundle) -> Vec<(&str, &[Promise])> {
 
 /// FNV-1a: a small hash that is the same in every build, for lock names
 /// stored across runs.
+/// The key under which a promise iteration is done for this run: its
+/// once-per-run lock name (`text`) reduced to two independent 64-bit
+/// hashes, FNV-1a (`fnv`, the lock file's name uses it too) and foldhash
+/// with a fixed seed. Like cf-agent's digest of a promise for its locks,
+/// it stands for the name at a fraction of its size (a run keeps one per
+/// promise iteration); two names meeting in both hashes is beyond any
+/// policy's reach in practice.
+fn done_key(text: &str, fnv: u64) -> u128 {
+    use std::hash::BuildHasher;
+    let fold = foldhash::fast::FixedState::with_seed(0x6a09_e667_f3bc_c908).hash_one(text);
+    (u128::from(fnv) << 64) | u128::from(fold)
+}
+
 fn fnv1a(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)

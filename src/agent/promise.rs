@@ -5,7 +5,8 @@
 use super::verbose;
 use super::why::{self, Status};
 use super::{
-    AgentRun, DEFAULT_IFELAPSED_MINUTES, FatalAt, PassState, RunError, fnv1a, refused_in_sandbox,
+    AgentRun, DEFAULT_IFELAPSED_MINUTES, FatalAt, PassState, RunError, done_key, fnv1a,
+    refused_in_sandbox,
 };
 use crate::eval::context::Frame;
 use crate::eval::expanded::{AttrValue, ExpandedPromise};
@@ -26,7 +27,7 @@ use std::sync::Arc;
 /// The names under which an iteration is done for this run and holds its
 /// `ifelapsed` lock across runs.
 struct IterationKeys {
-    done: String,
+    done: u128,
     lock: String,
 }
 
@@ -325,13 +326,16 @@ impl AgentRun<'_> {
         // promiser and the attributes, not where the promise is written:
         // two identical promises act once, and a bundle called again does
         // not repeat what it did.
-        let done = format!(
+        let done_text = format!(
             "{}:{}\u{1}{ptype}\u{1}{}\u{1}{}",
             ep.namespace,
             ep.bundle,
             ep.promiser,
             attrs_key(&ep.attrs)
         );
+        let lock_hash = fnv1a(&done_text);
+        let done = done_key(&done_text, lock_hash);
+        drop(done_text);
         if let Some(a) = actuator(ptype) {
             a.check_each_pass(ep);
             if !a.sane(ep) {
@@ -370,12 +374,7 @@ impl AgentRun<'_> {
         if early_banner {
             self.promise_banner(site.promise, ep);
         }
-        let lock = format!(
-            "{}:{}/{ptype}/{:016x}",
-            ep.namespace,
-            ep.bundle,
-            fnv1a(&done)
-        );
+        let lock = format!("{}:{}/{ptype}/{:016x}", ep.namespace, ep.bundle, lock_hash);
         if let Some(reason) = self
             .lock_held(ep, &lock)
             .or_else(|| self.still_running(ep, &lock))
@@ -475,7 +474,7 @@ impl AgentRun<'_> {
             handle,
             &ep.promiser,
             Status::Ran {
-                outcome: outcome.as_str().to_string(),
+                outcome: std::borrow::Cow::Borrowed(outcome.as_str()),
                 changes: acted.changes.iter().flat_map(Change::said).collect(),
             },
         );

@@ -20,7 +20,7 @@ pub fn render(log: &WhyLog, query: &str, found: &[&PromiseRecord]) -> String {
         for it in &p.iterations {
             match &it.status {
                 Status::Ran { outcome, changes } => {
-                    let verb = match outcome.as_str() {
+                    let verb = match &**outcome {
                         "kept" => "ran; it was already as promised (kept)".to_string(),
                         "repaired" => "ran and repaired".to_string(),
                         "warned" => "ran; it would have changed something (warned: dry run or \

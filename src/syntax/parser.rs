@@ -562,6 +562,10 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        // The tree lives as long as the run: no room is kept for growth.
+        for s in &mut sections {
+            s.promises.shrink_to_fit();
+        }
         sections
     }
 
@@ -710,6 +714,7 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        attributes.shrink_to_fit();
         Some(Promise {
             guard,
             promiser,
@@ -916,6 +921,7 @@ impl<'a> Parser<'a> {
             match self.peek() {
                 Some(t) if t.kind == Tok::RBrace => {
                     self.pos += 1;
+                    items.shrink_to_fit();
                     return Some(Rval::List {
                         items,
                         span: open.span.to(t.span),
@@ -982,6 +988,7 @@ impl<'a> Parser<'a> {
             match self.peek() {
                 Some(t) if t.kind == Tok::RParen => {
                     self.pos += 1;
+                    args.shrink_to_fit();
                     return Some(Rval::Call(FnCall {
                         span: name.span.to(t.span),
                         name,
@@ -1136,6 +1143,7 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        attrs.shrink_to_fit();
         attrs
     }
 

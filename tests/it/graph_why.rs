@@ -256,3 +256,50 @@ fn why_after_a_dry_run_and_for_unknown_promises() {
         "{unknown:?}"
     );
 }
+
+/// A promise with more iterations than the record searches in turn (it
+/// indexes them then): each iteration is listed once, however many
+/// passes record it again.
+#[test]
+fn why_lists_each_of_many_iterations_once() {
+    let t = Tree::new(
+        r#"bundle agent main
+{
+  vars:
+      "n" slist => { "0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
+                     "10", "11", "12", "13", "14", "15", "16", "17", "18", "19",
+                     "20", "21", "22", "23", "24", "25", "26", "27", "28", "29",
+                     "30", "31", "32", "33", "34", "35", "36", "37", "38", "39" };
+  reports:
+      "item $(n)" handle => "many", if => "nothing_here";
+      "one $(n)" handle => "shown";
+}
+"#,
+    );
+    let out = t.agent(&[]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let many = t.why("many");
+    assert_eq!(many.code, Some(0), "{many:?}");
+    for i in 0..40 {
+        let line = format!("'item {i}': skipped: if => \"nothing_here\" is false");
+        assert_eq!(
+            many.stdout.matches(&line).count(),
+            1,
+            "{line}\n{}",
+            many.stdout
+        );
+    }
+    assert_eq!(
+        many.stdout.matches("': skipped").count(),
+        40,
+        "{}",
+        many.stdout
+    );
+    let shown = t.why("shown");
+    assert_eq!(
+        shown.stdout.matches("': ran").count(),
+        40,
+        "{}",
+        shown.stdout
+    );
+}
