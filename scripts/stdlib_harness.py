@@ -37,6 +37,12 @@ A case file is a policy with a header of `#` comment lines:
                                    REGEX at the end of the run (lists as
                                    sets: the order of getindices is
                                    another matter)
+    # fstab: observe               the case's mount promises edit the host's
+                                   /etc/fstab: its lines naming the tree
+                                   are compared after each run, and the
+                                   file is put back as it was (and what
+                                   was mounted under the tree unmounted)
+                                   after each agent's runs
     # known-difference: WHY        cf-agent's result is a bug of its own
                                    that we do not reproduce: the case is
                                    run, and a difference is reported as
@@ -113,6 +119,7 @@ class Case:
         self.known = None
         self.vars = None
         self.bins = []
+        self.fstab = False
         text = path.read_text()
         body = []
         in_header = True
@@ -154,6 +161,8 @@ class Case:
             self.bins += value.split()
         elif key == "known-difference":
             self.known = value
+        elif key == "fstab":
+            self.fstab = value == "observe"
 
     def matches(self, names):
         """The library names this case covers."""
@@ -298,10 +307,41 @@ def fake_bins(case, root, wd):
         os.chmod(f, 0o755)
 
 
+FSTAB = Path("/etc/fstab")
+
+
+def fstab_lines(root):
+    """The lines of /etc/fstab that name the case's tree."""
+    try:
+        text = FSTAB.read_text()
+    except OSError:
+        return []
+    return [l for l in text.splitlines() if str(root) in l]
+
+
+def restore_fstab(saved, root):
+    """Unmounts what a case mounted under its tree and puts /etc/fstab back."""
+    mounted = [l.split()[1] for l in Path("/proc/mounts").read_text().splitlines()
+               if len(l.split()) > 1 and l.split()[1].startswith(str(root))]
+    for m in mounted:
+        subprocess.run(["umount", "-l", m], capture_output=True)
+    if saved is not None and FSTAB.read_text() != saved:
+        FSTAB.write_text(saved)
+
+
 def run_side(cmd, case, base, lib, wd, env=None):
     build_tree(case, base / "root")
     fake_bins(case, base / "root", wd)
     policy = write_policy(case, base, lib)
+    saved = FSTAB.read_text() if case.fstab and FSTAB.exists() else None
+    try:
+        return run_side_runs(cmd, case, base, lib, wd, policy, env)
+    finally:
+        if case.fstab:
+            restore_fstab(saved, base / "root")
+
+
+def run_side_runs(cmd, case, base, lib, wd, policy, env):
     results = []
     for _ in range(case.runs):
         extra = [f"--show-evaluated-vars={case.vars}"] if case.vars else []
@@ -314,13 +354,14 @@ def run_side(cmd, case, base, lib, wd, env=None):
             env=env,
         )
         results.append(outcome(proc, base / "root", wd, lib))
+        results[-1]["fstab"] = fstab_lines(base / "root") if case.fstab else []
     return results
 
 
 def compare(a, b):
     diffs = []
     for n, (x, y) in enumerate(zip(a, b), 1):
-        for key in ("reports", "classes", "errors", "tree", "vars"):
+        for key in ("reports", "classes", "errors", "tree", "vars", "fstab"):
             if x[key] != y[key]:
                 diffs.append((n, key, x[key], y[key]))
     return diffs
