@@ -43,6 +43,12 @@ A case file is a policy with a header of `#` comment lines:
                                    file is put back as it was (and what
                                    was mounted under the tree unmounted)
                                    after each agent's runs
+    # host-dir: DIR                a directory outside the tree that the
+                                   library's bundle writes to (cronjob's
+                                   crontab directory): made empty before
+                                   each agent's runs and removed after
+                                   them, its files compared as the tree's;
+                                   the case is refused if DIR exists
     # known-difference: WHY        cf-agent's result is a bug of its own
                                    that we do not reproduce: the case is
                                    run, and a difference is reported as
@@ -120,6 +126,7 @@ class Case:
         self.vars = None
         self.bins = []
         self.fstab = False
+        self.host_dir = None
         text = path.read_text()
         body = []
         in_header = True
@@ -163,6 +170,8 @@ class Case:
             self.known = value
         elif key == "fstab":
             self.fstab = value == "observe"
+        elif key == "host-dir":
+            self.host_dir = Path(value)
 
     def matches(self, names):
         """The library names this case covers."""
@@ -334,11 +343,20 @@ def run_side(cmd, case, base, lib, wd, env=None):
     fake_bins(case, base / "root", wd)
     policy = write_policy(case, base, lib)
     saved = FSTAB.read_text() if case.fstab and FSTAB.exists() else None
+    if case.host_dir:
+        if case.host_dir.exists():
+            raise SystemExit(f"{case.path}: {case.host_dir} exists: the case would change the host")
+        made = case.host_dir
+        while not made.parent.exists():
+            made = made.parent
+        case.host_dir.mkdir(parents=True)
     try:
         return run_side_runs(cmd, case, base, lib, wd, policy, env)
     finally:
         if case.fstab:
             restore_fstab(saved, base / "root")
+        if case.host_dir:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 def run_side_runs(cmd, case, base, lib, wd, policy, env):
@@ -355,6 +373,8 @@ def run_side_runs(cmd, case, base, lib, wd, policy, env):
         )
         results.append(outcome(proc, base / "root", wd, lib))
         results[-1]["fstab"] = fstab_lines(base / "root") if case.fstab else []
+        if case.host_dir:
+            results[-1]["tree"] += "\n" + tree_listing(case.host_dir)
     return results
 
 
