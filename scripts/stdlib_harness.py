@@ -28,6 +28,8 @@ A case file is a policy with a header of `#` comment lines:
     # dir: pub 1777                a directory of the initial tree
     # old: etc/conf                made ten days old before the runs
     # runs: 1                      one run instead of two
+    # timeout: 300                 seconds each run may take (120 unless
+                                   told: cf-agent's apt-get is slow)
     # bin: psql vacuumdb           commands put in each agent's WORKDIR/bin
                                    ($(sys.bindir)), each a script that
                                    appends its arguments to the tree's
@@ -126,6 +128,7 @@ class Case:
         self.vars = None
         self.bins = []
         self.fstab = False
+        self.timeout = RUN_TIMEOUT
         self.host_dir = None
         text = path.read_text()
         body = []
@@ -162,6 +165,8 @@ class Case:
             self.old += value.split()
         elif key == "runs":
             self.runs = int(value)
+        elif key == "timeout":
+            self.timeout = int(value)
         elif key == "vars":
             self.vars = value
         elif key == "bin":
@@ -244,7 +249,8 @@ def write_policy(case, base, lib):
     return policy
 
 
-TIMESTAMP = re.compile(r"_\d{9,11}_\w{3}_\w{3}_\d{1,2}_\d\d_\d\d_\d\d_\d{4}")
+# ctime's day of the month is padded with a space, canonified to "_".
+TIMESTAMP = re.compile(r"_\d{9,11}_[A-Z][a-z]{2}_[A-Z][a-z]{2}__?\d{1,2}_\d\d_\d\d_\d\d_\d{4}")
 DATE = re.compile(r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}")
 ISO_DATE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 CLASS_LINE = re.compile(r"^(\S+)\s+(\S*source=promise\S*)")
@@ -367,7 +373,7 @@ def run_side_runs(cmd, case, base, lib, wd, policy, env):
             cmd + ["-K", "-w", str(wd), "-f", str(policy), "--show-evaluated-classes"] + extra,
             capture_output=True,
             text=True,
-            timeout=RUN_TIMEOUT,
+            timeout=case.timeout,
             cwd=base,
             env=env,
         )
