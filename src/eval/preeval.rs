@@ -342,6 +342,15 @@ pub fn preliminary_convergence(ctx: &mut EvalContext, policy: &PolicySet) {
                     {
                         continue;
                     }
+                    // A class already set is not evaluated again, here
+                    // as in the run (02_classes/01_basic/avoid_reevaluation.cf).
+                    if ptype == "classes" {
+                        let name = ctx.expand_promiser(&promise.promiser.value);
+                        let name = crate::values::canon::canonify(&name.text);
+                        if ctx.class_is_set(&name) {
+                            continue;
+                        }
+                    }
                     let line = file.source.line_of(promise.promiser.span.start);
                     // A promiser that does not resolve does not keep its
                     // attributes from being evaluated.
