@@ -28,6 +28,8 @@ A case file is a policy with a header of `#` comment lines:
     # dir: pub 1777                a directory of the initial tree
     # old: etc/conf                made ten days old before the runs
     # runs: 1                      one run instead of two
+    # timeout: 300                 seconds each run may take (120 unless
+                                   told: cf-agent's apt-get is slow)
     # bin: psql vacuumdb           commands put in each agent's WORKDIR/bin
                                    ($(sys.bindir)), each a script that
                                    appends its arguments to the tree's
@@ -37,6 +39,18 @@ A case file is a policy with a header of `#` comment lines:
                                    REGEX at the end of the run (lists as
                                    sets: the order of getindices is
                                    another matter)
+    # fstab: observe               the case's mount promises edit the host's
+                                   /etc/fstab: its lines naming the tree
+                                   are compared after each run, and the
+                                   file is put back as it was (and what
+                                   was mounted under the tree unmounted)
+                                   after each agent's runs
+    # host-dir: DIR                a directory outside the tree that the
+                                   library's bundle writes to (cronjob's
+                                   crontab directory): made empty before
+                                   each agent's runs and removed after
+                                   them, its files compared as the tree's;
+                                   the case is refused if DIR exists
     # known-difference: WHY        cf-agent's result is a bug of its own
                                    that we do not reproduce: the case is
                                    run, and a difference is reported as
@@ -113,6 +127,9 @@ class Case:
         self.known = None
         self.vars = None
         self.bins = []
+        self.fstab = False
+        self.timeout = RUN_TIMEOUT
+        self.host_dir = None
         text = path.read_text()
         body = []
         in_header = True
@@ -148,12 +165,18 @@ class Case:
             self.old += value.split()
         elif key == "runs":
             self.runs = int(value)
+        elif key == "timeout":
+            self.timeout = int(value)
         elif key == "vars":
             self.vars = value
         elif key == "bin":
             self.bins += value.split()
         elif key == "known-difference":
             self.known = value
+        elif key == "fstab":
+            self.fstab = value == "observe"
+        elif key == "host-dir":
+            self.host_dir = Path(value)
 
     def matches(self, names):
         """The library names this case covers."""
@@ -226,7 +249,8 @@ def write_policy(case, base, lib):
     return policy
 
 
-TIMESTAMP = re.compile(r"_\d{9,11}_\w{3}_\w{3}_\d{1,2}_\d\d_\d\d_\d\d_\d{4}")
+# ctime's day of the month is padded with a space, canonified to "_".
+TIMESTAMP = re.compile(r"_\d{9,11}_[A-Z][a-z]{2}_[A-Z][a-z]{2}__?\d{1,2}_\d\d_\d\d_\d\d_\d{4}")
 DATE = re.compile(r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}")
 ISO_DATE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 CLASS_LINE = re.compile(r"^(\S+)\s+(\S*source=promise\S*)")
@@ -298,10 +322,50 @@ def fake_bins(case, root, wd):
         os.chmod(f, 0o755)
 
 
+FSTAB = Path("/etc/fstab")
+
+
+def fstab_lines(root):
+    """The lines of /etc/fstab that name the case's tree."""
+    try:
+        text = FSTAB.read_text()
+    except OSError:
+        return []
+    return [l for l in text.splitlines() if str(root) in l]
+
+
+def restore_fstab(saved, root):
+    """Unmounts what a case mounted under its tree and puts /etc/fstab back."""
+    mounted = [l.split()[1] for l in Path("/proc/mounts").read_text().splitlines()
+               if len(l.split()) > 1 and l.split()[1].startswith(str(root))]
+    for m in mounted:
+        subprocess.run(["umount", "-l", m], capture_output=True)
+    if saved is not None and FSTAB.read_text() != saved:
+        FSTAB.write_text(saved)
+
+
 def run_side(cmd, case, base, lib, wd, env=None):
     build_tree(case, base / "root")
     fake_bins(case, base / "root", wd)
     policy = write_policy(case, base, lib)
+    saved = FSTAB.read_text() if case.fstab and FSTAB.exists() else None
+    if case.host_dir:
+        if case.host_dir.exists():
+            raise SystemExit(f"{case.path}: {case.host_dir} exists: the case would change the host")
+        made = case.host_dir
+        while not made.parent.exists():
+            made = made.parent
+        case.host_dir.mkdir(parents=True)
+    try:
+        return run_side_runs(cmd, case, base, lib, wd, policy, env)
+    finally:
+        if case.fstab:
+            restore_fstab(saved, base / "root")
+        if case.host_dir:
+            shutil.rmtree(made, ignore_errors=True)
+
+
+def run_side_runs(cmd, case, base, lib, wd, policy, env):
     results = []
     for _ in range(case.runs):
         extra = [f"--show-evaluated-vars={case.vars}"] if case.vars else []
@@ -309,18 +373,21 @@ def run_side(cmd, case, base, lib, wd, env=None):
             cmd + ["-K", "-w", str(wd), "-f", str(policy), "--show-evaluated-classes"] + extra,
             capture_output=True,
             text=True,
-            timeout=RUN_TIMEOUT,
+            timeout=case.timeout,
             cwd=base,
             env=env,
         )
         results.append(outcome(proc, base / "root", wd, lib))
+        results[-1]["fstab"] = fstab_lines(base / "root") if case.fstab else []
+        if case.host_dir:
+            results[-1]["tree"] += "\n" + tree_listing(case.host_dir)
     return results
 
 
 def compare(a, b):
     diffs = []
     for n, (x, y) in enumerate(zip(a, b), 1):
-        for key in ("reports", "classes", "errors", "tree", "vars"):
+        for key in ("reports", "classes", "errors", "tree", "vars", "fstab"):
             if x[key] != y[key]:
                 diffs.append((n, key, x[key], y[key]))
     return diffs

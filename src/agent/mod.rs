@@ -402,6 +402,8 @@ impl<'a> AgentRun<'a> {
     }
 
     fn run_sequence(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
+        verbose::banner("Preliminary variable/class-context convergence");
+        crate::eval::preeval::preliminary_convergence(self.ctx, self.policy);
         let ignore_missing = self.ctx.common_control_flag("ignore_missing_bundles");
         for call in seq {
             let Some((_, bundle)) = self.policy.bundle("default", &call.name) else {

@@ -310,6 +310,68 @@ impl Settled {
     }
 }
 
+/// cf-agent's "preliminary convergence", done by the agent alone (not by
+/// cf-promises) before the bundlesequence runs: every promise of every
+/// bundle, called or not, is expanded once as it stands (bundles with
+/// their parameters unset), so that the function calls of its condition
+/// and its attributes are evaluated. Nothing acts and no class is defined,
+/// but functions with effects run (`returnszero` in a classes promise of
+/// a bundle nobody calls), and their results are cached for the run.
+/// Variables (`vars`, `meta`) are left to the rest of pre-evaluation.
+pub fn preliminary_convergence(ctx: &mut EvalContext, policy: &PolicySet) {
+    use super::iterations::{Unresolved, expand_iterations};
+    for file in &policy.files {
+        for bundle in file.tree.bundles() {
+            ctx.push_frame(Frame::new(
+                &bundle.namespace,
+                &bundle.name.name,
+                &bundle.bundle_type.name,
+            ));
+            for section in &bundle.sections {
+                let ptype = section.promise_type.name.as_str();
+                if matches!(ptype, "vars" | "meta") {
+                    continue;
+                }
+                for promise in &section.promises {
+                    // A guard of plain classes that does not hold skips
+                    // the promise before anything is expanded.
+                    if !promise.guard.quoted
+                        && !ctx
+                            .eval_class_expr(promise.guard.expr.trim())
+                            .unwrap_or(false)
+                    {
+                        continue;
+                    }
+                    // A class already set is not evaluated again, here
+                    // as in the run (02_classes/01_basic/avoid_reevaluation.cf).
+                    if ptype == "classes" {
+                        let name = ctx.expand_promiser(&promise.promiser.value);
+                        let name = crate::values::canon::canonify(&name.text);
+                        if ctx.class_is_set(&name) {
+                            continue;
+                        }
+                    }
+                    let line = file.source.line_of(promise.promiser.span.start);
+                    // A promiser that does not resolve does not keep its
+                    // attributes from being evaluated.
+                    let unresolved = Unresolved {
+                        promiser_acts: true,
+                        custom: false,
+                    };
+                    // What the expansion found is the run's to tell: here
+                    // only the evaluation counts.
+                    let _ = expand_iterations(
+                        ctx, policy, file, bundle, ptype, promise, line, unresolved,
+                    );
+                }
+            }
+            ctx.pop_frame();
+        }
+    }
+    // A fatal error met here is met again, and placed, by the run.
+    ctx.fatal = None;
+}
+
 /// The `meta` promises of every bundle, as the variables of its
 /// `<bundle>_meta` scope, before any bundle runs: cf-agent has them then
 /// (the acceptance framework reads `test_meta.test_soft_fail` before

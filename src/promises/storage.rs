@@ -151,11 +151,12 @@ fn mount(
             }
         }
         (false, false) => {
-            // The mount point is made first, as cf-agent does.
-            let change = Change::new("create", target).after("0755");
+            // The mount point is made first, as cf-agent does, and as
+            // cf-agent makes it, readable by root alone.
+            let change = Change::new("create", target).after("0700");
             if act.host.stat(Path::new(target)).ok().flatten().is_none()
                 && let Applied::Failed(e) =
-                    act.change(change, |h| h.mkdir_all(Path::new(target), 0o755))
+                    act.change(change, |h| h.mkdir_all(Path::new(target), 0o700))
             {
                 tracing::error!("Could not make the mount point '{target}': {e}");
             }
@@ -255,6 +256,12 @@ fn in_fstab(
     if !new.is_empty() && !new.ends_with('\n') {
         new.push('\n');
     }
+    // A mount without options is listed with `defaults`, as cf-agent does.
+    let options = if options.is_empty() {
+        "defaults"
+    } else {
+        options
+    };
     new.push_str(&format!(
         "{server}:{source} \t {target} \t {fstype} \t {options}\n"
     ));

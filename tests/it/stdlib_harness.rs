@@ -24,6 +24,8 @@ const FAST: &[&str] = &[
     "processes_days_older_than",
     "symlink_promiser_select",
     "misc_agent_bundles",
+    "hub_bundles",
+    "edit_defaults_more",
 ];
 
 /// Cases run with our policies/lib in place of the MPF's (`--ours-lib`):
@@ -38,6 +40,7 @@ const FAST_OURS: &[&str] = &[
     "contain_bodies",
     "commands_daemonize",
     "edit_xml_bundles",
+    "testing_bundles",
 ];
 
 #[test]

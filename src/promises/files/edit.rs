@@ -615,7 +615,7 @@ pub(super) fn write_with_backup(
         .and_then(|d| d.scalar("edit_backup"))
         .unwrap_or("true");
     if backup != "false" {
-        let plain = backup_path(target, backup, act.now);
+        let plain = backup_path(target, backup, act.now, crate::host::clock::now_secs());
         let dest = if backup == "rotate" {
             let keep = defaults
                 .and_then(|d| d.scalar("rotate"))
@@ -660,12 +660,14 @@ pub(super) fn write_with_backup(
 }
 
 /// Where the copy made before editing goes: `file.cf-before-edit`, or
-/// with cf-agent's time stamp (`file_<epoch>_<ctime>.cf-before-edit`).
-fn backup_path(target: &Path, policy: &str, now: i64) -> PathBuf {
+/// with cf-agent's time stamp (`file_<epoch>_<ctime>.cf-before-edit`),
+/// whose number is when the agent started (`started`) and whose date is
+/// when the file is saved (`now`), as in cf-agent.
+fn backup_path(target: &Path, policy: &str, started: i64, now: i64) -> PathBuf {
     let mut name = target.as_os_str().to_os_string();
     if policy == "timestamp" {
         name.push(format!(
-            "_{now}_{}",
+            "_{started}_{}",
             crate::values::canon::canonify(&ctime(now))
         ));
     }
@@ -2059,6 +2061,17 @@ mod tests {
         assert_eq!(Lines::parse("a\nb").lines, vec!["a", "b"]);
         assert_eq!(Lines::parse("").lines.len(), 0);
         assert_eq!(Lines::parse("\n").lines, vec![""]);
+    }
+
+    #[test]
+    fn timestamped_backup_numbers_the_start_and_dates_the_save() {
+        let started = 1_796_195_027;
+        let p = backup_path(Path::new("/r/d"), "timestamp", started, started + 3);
+        let name = p.to_string_lossy().to_string();
+        let date = crate::values::canon::canonify(&ctime(started + 3));
+        assert_eq!(name, format!("/r/d_{started}_{date}.cf-before-edit"));
+        let plain = backup_path(Path::new("/r/d"), "true", started, started + 3);
+        assert_eq!(plain, Path::new("/r/d.cf-before-edit"));
     }
 
     #[test]
