@@ -28,6 +28,9 @@ pub struct AgentControl {
     /// `files_auto_define`: regexes of copied files that define
     /// `auto_<canonified path>`.
     pub files_auto_define: Vec<String>,
+    /// `copyfrom_restrict_keys`: the key digests (`MD5=...`) of the only
+    /// servers copies may come from (empty: any trusted server).
+    pub copyfrom_restrict_keys: Vec<String>,
     /// `hashupdates`: whether a `changes` body without `update_hashes`
     /// replaces a changed digest in the records (default no).
     pub hashupdates: bool,
@@ -139,6 +142,7 @@ impl AgentControl {
                         .and_then(crate::values::number::parse_bool)
                         .unwrap_or(false)
                 }
+                "copyfrom_restrict_keys" => out.copyfrom_restrict_keys = list(e.value),
                 "hashupdates" => {
                     out.hashupdates = e
                         .value

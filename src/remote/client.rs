@@ -63,6 +63,9 @@ pub struct Settings {
     /// Connect over IPv4 only (`force_ipv4`), as cf-agent then asks the
     /// resolver for IPv4 addresses only.
     pub force_ipv4: bool,
+    /// Agent control's `copyfrom_restrict_keys`: when not empty, only a
+    /// server presenting one of these key digests is talked to.
+    pub restrict_keys: Vec<String>,
 }
 
 impl Settings {
@@ -76,6 +79,7 @@ impl Settings {
             user: crate::host::procs::current_user_name(),
             protocol: LATEST_PROTOCOL,
             force_ipv4: false,
+            restrict_keys: Vec::new(),
         }
     }
 }
@@ -104,6 +108,8 @@ pub enum RemoteError {
     },
     #[error("TLS handshake with {server} failed: {reason}")]
     Tls { server: String, reason: String },
+    #[error("Server key not in allowed keys, server presented: {presented} ({server})")]
+    KeyNotAllowed { server: String, presented: String },
     #[error(
         "{server} presented key {presented}, but {expected} is the key stored for it ({stored}): refusing; \
          if the server's key really changed, remove the old one with `cf-key -r {expected}`"
@@ -451,6 +457,13 @@ impl Connection {
             reason: format!("the server's certificate: {reason}"),
         })?;
         c.server_key = key.digest();
+        // copyfrom_restrict_keys: checked before any trust is given.
+        if !settings.restrict_keys.is_empty() && !settings.restrict_keys.contains(&c.server_key) {
+            return Err(RemoteError::KeyNotAllowed {
+                server: c.server.clone(),
+                presented: c.server_key.clone(),
+            });
+        }
         c.check_trust(&ring, &key, &addr.ip().to_string(), settings)?;
         c.identify(&settings.user, &keys)?;
         tracing::debug!(

@@ -15,7 +15,11 @@
 //! (`preserve_all_lines`, say): there both runs are still compared with
 //! cf-agent's, but the second need not be a no-op; `# dry-run: compare`
 //! also compares the `-n -I` lines of a run on a fresh copy, each distinct
-//! line once (cf-agent repeats a warning in every pass, we say it once).
+//! line once (cf-agent repeats a warning in every pass, we say it once);
+//! `# order: any` sorts each run's `-I` lines before comparing, for a
+//! search over directories of several entries, which cf-agent reads in
+//! the file system's order (a hash on ext4, so it differs between
+//! machines) and we in name order.
 //!
 //! Each agent runs `-KI` twice on its own copy. What is compared: the `-I`
 //! lines of both runs (without cf-agent's "Setting workdir" and our
@@ -41,6 +45,7 @@ struct Scenario {
     chmods: Vec<(u32, String)>,
     converges: bool,
     compare_dry_run: bool,
+    any_order: bool,
 }
 
 impl Scenario {
@@ -61,7 +66,9 @@ impl Scenario {
             .collect();
         let converges = header(&policy, "converges").is_none_or(|v| v != "no");
         let compare_dry_run = header(&policy, "dry-run").is_some_and(|v| v == "compare");
+        let any_order = header(&policy, "order").is_some_and(|v| v == "any");
         Scenario {
+            any_order,
             converges,
             compare_dry_run,
             name: dir
@@ -243,7 +250,12 @@ fn printed_diffs(out: &str, root: &Path) -> BTreeMap<String, String> {
     diffs
 }
 
-fn two_runs(root: &Path, base: &Path, run: &mut dyn FnMut() -> Captured) -> Observed {
+fn two_runs(
+    root: &Path,
+    base: &Path,
+    any_order: bool,
+    run: &mut dyn FnMut() -> Captured,
+) -> Observed {
     let mut text = String::new();
     let mut trees = Vec::new();
     let mut first_run_contents = BTreeMap::new();
@@ -254,11 +266,17 @@ fn two_runs(root: &Path, base: &Path, run: &mut dyn FnMut() -> Captured) -> Obse
         }
         let tree = tree_listing(root, false);
         text.push_str(&format!("## run {n}: -I lines\n"));
-        text.push_str(&inform_lines(
-            &format!("{}{}", out.stdout, out.stderr),
-            root,
-            base,
-        ));
+        let lines = inform_lines(&format!("{}{}", out.stdout, out.stderr), root, base);
+        if any_order {
+            let mut sorted: Vec<&str> = lines.lines().collect();
+            sorted.sort_unstable();
+            sorted.iter().for_each(|l| {
+                text.push_str(l);
+                text.push('\n');
+            });
+        } else {
+            text.push_str(&lines);
+        }
         text.push_str(&format!("## run {n}: tree\n{tree}"));
         trees.push(tree);
     }
@@ -311,7 +329,7 @@ fn run_scenario(s: &Scenario, with_reference: bool) -> Vec<String> {
     let base = tmp.path().join("ours");
     let (root, policy) = s.prepare(&base);
     let contents_before = file_contents(&root);
-    let ours = two_runs(&root, &base, &mut || {
+    let ours = two_runs(&root, &base, s.any_order, &mut || {
         run(Command::new(agent_bin())
             .args(["-KI", "-w"])
             .arg(base.join("wd"))
@@ -348,7 +366,7 @@ fn run_scenario(s: &Scenario, with_reference: bool) -> Vec<String> {
         let base = tmp.path().join("cf");
         let (root, policy) = s.prepare(&base);
         let wd = cf_workdir(&base);
-        let theirs = two_runs(&root, &base, &mut || {
+        let theirs = two_runs(&root, &base, s.any_order, &mut || {
             run(Command::new("cf-agent")
                 .args(["-KI", "-w"])
                 .arg(&wd)

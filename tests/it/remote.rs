@@ -1006,3 +1006,215 @@ fn copy_from_without_keys_or_with_classic_protocol_says_why() {
     let text = format!("{}{}", out.stdout, out.stderr);
     assert!(text.contains("'classic' (1) is not supported"), "{text}");
 }
+
+/// The copy_from attributes of a remote copy, and agent and common
+/// control's settings for it, compared with cf-agent 3.21 copying from
+/// the same real cf-serverd: each agent, in its own work directory,
+/// runs the same policies; what is compared is each run's outcome
+/// classes (a report), the copies made (file names and contents) and the
+/// `Updated file` lines. The policies name the server without its port
+/// (`portnumber` gives it), trust its key (`trustkey`), and use
+/// `timeout`, `protocol_version`, `force_ipv4`, `verify`, `compare`,
+/// `collapse_destination_dir` and the search's `exclude_dirs`; then
+/// `copyfrom_restrict_keys` naming another key, and body common
+/// control's `protocol_version` "classic" (which the server refuses, and
+/// we refuse to speak) under a body that asks for "latest"; last a
+/// server that never answers, with `timeout` 2: both fail the promise
+/// (cf-agent 3.21 after longer than the timeout: its TLS handshake waits
+/// past it, which we do not copy; ours gives up at it, see
+/// `a_server_that_never_answers_times_out`).
+#[test]
+fn copy_from_attributes_as_cf_agent_copies() {
+    if skipped("copy_from_attributes_as_cf_agent_copies") {
+        return;
+    }
+    if !common::have("cf-agent") {
+        eprintln!("skipped: copy_from_attributes_as_cf_agent_copies: cf-agent is not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let share = tmp.path().join("share");
+    let secret = tmp.path().join("secret");
+    for (rel, text) in [
+        ("one.txt", "one\n"),
+        ("tree/a", "a\n"),
+        ("tree/sub/b", "b\n"),
+        ("tree/sub/deeper/c", "c\n"),
+        ("tree/skip/s", "s\n"),
+    ] {
+        let p = share.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    std::fs::create_dir_all(&secret).unwrap();
+    let swd = tmp.path().join("server");
+    assert_eq!(real_cf_key(&swd, &[]).code, Some(0));
+    let port = spare_port();
+    let server = Serverd::start(
+        &swd,
+        &share,
+        &secret,
+        &ServerSpec {
+            port,
+            trust_clients: true,
+            allowconnects: "127.0.0.1",
+        },
+    );
+    // A server that takes connections and never says a word.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in silent.incoming() {
+            held.push(c);
+        }
+    });
+    let s = share.display();
+    let bodies = format!(
+        r#"
+body copy_from hub(f)
+{{
+  source => "$(f)";
+  servers => {{ "127.0.0.1" }};
+  portnumber => "{port}";
+  trustkey => "true";
+  timeout => "10";
+  protocol_version => "2";
+  force_ipv4 => "true";
+  verify => "true";
+  compare => "digest";
+}}
+body copy_from flat(f)
+{{
+  inherit_from => hub("$(f)");
+  collapse_destination_dir => "true";
+}}
+body copy_from latest(f)
+{{
+  inherit_from => hub("$(f)");
+  protocol_version => "latest";
+}}
+body copy_from plain(f)
+{{
+  source => "$(f)";
+  servers => {{ "127.0.0.1" }};
+  portnumber => "{port}";
+  trustkey => "true";
+}}
+body depth_search skip {{ depth => "inf"; exclude_dirs => {{ "skip" }}; }}
+body classes o(n)
+{{
+  promise_repaired => {{ "o_$(n)_repaired" }};
+  promise_kept => {{ "o_$(n)_kept" }};
+  repair_failed => {{ "o_$(n)_failed" }};
+}}
+bundle agent outcomes
+{{
+  vars:
+      "o" slist => sort(classesmatching("o_.*"), "lex");
+  reports:
+      "outcomes: $(with)" with => join(" ", o);
+}}
+"#
+    );
+    let policies = [
+        format!(
+            r#"body common control {{ bundlesequence => {{ "main", "outcomes" }}; }}
+bundle agent main
+{{
+  files:
+      "@DEST@/one.txt" copy_from => hub("{s}/one.txt"), classes => o("one");
+      "@DEST@/flat" copy_from => flat("{s}/tree"), depth_search => skip, classes => o("flat");
+}}
+{bodies}"#
+        ),
+        format!(
+            r#"body common control {{ bundlesequence => {{ "main", "outcomes" }}; }}
+body agent control {{ copyfrom_restrict_keys => {{ "MD5=00000000000000000000000000000000" }}; }}
+bundle agent main
+{{
+  files:
+      "@DEST@/restricted.txt" copy_from => plain("{s}/one.txt"), classes => o("restricted");
+}}
+{bodies}"#
+        ),
+        format!(
+            r#"body common control {{ bundlesequence => {{ "main", "outcomes" }}; protocol_version => "classic"; }}
+bundle agent main
+{{
+  files:
+      "@DEST@/classic.txt" copy_from => plain("{s}/one.txt"), classes => o("classic");
+      "@DEST@/latest.txt" copy_from => latest("{s}/one.txt"), classes => o("latest");
+}}
+{bodies}"#
+        ),
+        format!(
+            r#"body common control {{ bundlesequence => {{ "main", "outcomes" }}; }}
+bundle agent main
+{{
+  files:
+      "@DEST@/silent.txt" copy_from => silent("{s}/one.txt"), classes => o("silent");
+}}
+body copy_from silent(f)
+{{
+  source => "$(f)";
+  servers => {{ "127.0.0.1" }};
+  portnumber => "{silent_port}";
+  trustkey => "true";
+  timeout => "2";
+}}
+{bodies}"#
+        ),
+    ];
+    let observe = |who: &str, program: &str, wd: &Path| -> String {
+        let dest = tmp.path().join(format!("{who}-dest"));
+        let mut seen = String::new();
+        for (i, text) in policies.iter().enumerate() {
+            let dir = tmp.path().join(format!("{who}-p{i}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let policy =
+                common::write_policy(&dir, &text.replace("@DEST@", &dest.to_string_lossy()));
+            let runs = if i == 0 { 2 } else { 1 };
+            for run in 1..=runs {
+                let out = common::run(
+                    Command::new(program)
+                        .args(["-K", "-I", "-w"])
+                        .arg(wd)
+                        .arg("-f")
+                        .arg(&policy),
+                );
+                let all = format!("{}{}", out.stdout, out.stderr)
+                    .replace(&dest.to_string_lossy().to_string(), "@DEST@");
+                let mut lines: Vec<&str> = all
+                    .lines()
+                    .filter(|l| l.starts_with("R: ") || l.contains("info: Updated file"))
+                    .collect();
+                lines.sort_unstable();
+                seen.push_str(&format!(
+                    "--- policy {i}, run {run}\n{}\n",
+                    lines.join("\n")
+                ));
+            }
+        }
+        seen.push_str("--- copies\n");
+        seen.push_str(&common::tree_listing(&dest, false));
+        seen
+    };
+    let cf_wd = common::cf_workdir(&tmp.path().join("cf"));
+    assert_eq!(real_cf_key(&cf_wd, &[]).code, Some(0));
+    let (our_wd, _) = client_workdir(tmp.path(), "ours");
+    let theirs = observe("cf", "cf-agent", &cf_wd);
+    let ours = observe("ours", &common::agent_bin().to_string_lossy(), &our_wd);
+    assert_eq!(
+        ours,
+        theirs,
+        "ours (left) and cf-agent's (right) differ; the server's log:\n{}",
+        server.log_text()
+    );
+    // The runs did something: the copies are there, the rest failed.
+    assert!(theirs.contains("o_flat_repaired"), "{theirs}");
+    assert!(theirs.contains("o_restricted_failed"), "{theirs}");
+    assert!(theirs.contains("o_classic_failed"), "{theirs}");
+    assert!(theirs.contains("o_latest_repaired"), "{theirs}");
+    assert!(theirs.contains("o_silent_failed"), "{theirs}");
+}

@@ -75,7 +75,11 @@ pub fn copy_from(
             ensure_dir(act, p, target, dir_mode(act), v);
             return;
         };
-        copy_tree(act, p, &source, target, body, depth, v);
+        let skip = match p.body("depth_search") {
+            Some(ds) => super::search::DirFilter::of(&mut act.ctx, ds),
+            None => super::search::DirFilter::none(),
+        };
+        copy_tree(act, p, &source, target, body, (depth, &skip), v);
         if body.scalar("purge").and_then(parse_bool) == Some(true) {
             purge(act, &source, target, v);
         }
@@ -152,13 +156,18 @@ pub(super) fn ensure_dir(
     });
 }
 
+/// Copies the directory `src` into `dst`, `depth` levels down, passing
+/// over the subdirectories the search's `exclude_dirs`/`include_dirs`
+/// skip (matched on the source's side, as cf-agent does). With
+/// `collapse_destination_dir`, the files of every level land in `dst`
+/// itself.
 fn copy_tree(
     act: &mut ActContext<'_>,
     p: &ExpandedPromise,
     src: &Path,
     dst: &Path,
     body: &ResolvedBody,
-    depth: usize,
+    (depth, skip): (usize, &super::search::DirFilter),
     v: &mut Verdict,
 ) {
     // Directories made by the copy are 0700, or the source's mode with
@@ -187,21 +196,21 @@ fn copy_tree(
             continue;
         }
         if meta.kind == FileKind::Dir {
-            dirs.push((name, meta));
+            if !skip.skips(&s, &name) {
+                dirs.push((name, meta));
+            }
         } else {
             files.push((name, meta));
         }
     }
+    let collapse = body.scalar("collapse_destination_dir").and_then(parse_bool) == Some(true);
     for (name, _) in dirs {
-        copy_tree(
-            act,
-            p,
-            &src.join(&name),
-            &dst.join(&name),
-            body,
-            depth - 1,
-            v,
-        );
+        let to = if collapse {
+            dst.to_path_buf()
+        } else {
+            dst.join(&name)
+        };
+        copy_tree(act, p, &src.join(&name), &to, body, (depth - 1, skip), v);
     }
     for (name, meta) in files.into_iter().rev() {
         if meta.kind == FileKind::Symlink
@@ -312,6 +321,7 @@ fn copy_file(
             act.host.read(src).unwrap_or_default(),
         )
     });
+    let verify = body.scalar("verify").and_then(parse_bool) == Some(true);
     let origin = Origin {
         server: "localhost",
         path: &src.display().to_string(),
@@ -332,7 +342,18 @@ fn copy_file(
                     src.display(),
                     new.display()
                 )
-            })
+            })?;
+            // `verify`: the new file is compared with the source before
+            // it is moved into place, as cf-agent does for a local copy.
+            if verify && !h.same_content(src, new).unwrap_or(false) {
+                let _ = h.remove_file(new);
+                return Err(format!(
+                    "The copy of '{}' in '{}' does not match its source: not installed",
+                    src.display(),
+                    new.display()
+                ));
+            }
+            Ok(())
         },
     );
     preserve_acl(act, src, dst, body, v);

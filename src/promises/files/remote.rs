@@ -160,7 +160,18 @@ fn settings(act: &ActContext<'_>, body: &ResolvedBody) -> Result<Settings, Strin
     }
     s.trust_new_server_key = body.scalar("trustkey").and_then(parse_bool) == Some(true);
     s.force_ipv4 = body.scalar("force_ipv4").and_then(parse_bool) == Some(true);
-    s.protocol = match body.scalar("protocol_version").unwrap_or("") {
+    s.restrict_keys = act.ctx.agent_control().copyfrom_restrict_keys.clone();
+    // The body's protocol_version, else body common control's.
+    let common = act
+        .ctx
+        .common_control("protocol_version")
+        .and_then(|v| v.as_scalar().map(str::to_string));
+    let protocol = body
+        .scalar("protocol_version")
+        .map(str::to_string)
+        .or(common)
+        .unwrap_or_default();
+    s.protocol = match protocol.as_str() {
         "" | "0" | "undefined" | "3" | "cookie" | "latest" => 3,
         "2" | "tls" => 2,
         "1" | "classic" => {
@@ -433,6 +444,17 @@ impl Copy<'_> {
         }
         dirs.sort_by(|a, b| a.0.cmp(&b.0));
         files.sort_by(|a, b| a.0.cmp(&b.0));
+        // The search's exclude_dirs and include_dirs, on the server's side
+        // (kept from the purge, as passed over).
+        if let Some(ds) = p.body("depth_search") {
+            let skip = super::search::DirFilter::of(&mut act.ctx, ds);
+            dirs.retain(|(name, _)| {
+                !skip.skips(
+                    Path::new(&format!("{}/{name}", src.trim_end_matches('/'))),
+                    name,
+                )
+            });
+        }
         for (name, s) in dirs {
             let path = format!("{}/{name}", src.trim_end_matches('/'));
             if collapse {

@@ -138,8 +138,6 @@ pub fn depth_search(
         .scalar("xdev")
         .and_then(crate::values::number::parse_bool)
         .unwrap_or(false);
-    let exclude = compile_all(ctx, &body.list("exclude_dirs"));
-    let include = compile_all(ctx, &body.list("include_dirs"));
     let mut out = Vec::new();
     let mut dirs = Vec::new();
     let Some(base_meta) = host.stat(base).ok().flatten() else {
@@ -154,24 +152,94 @@ pub fn depth_search(
     if base_meta.kind != FileKind::Dir {
         return Search { found: out, dirs };
     }
-    let mut stack = vec![(base.to_path_buf(), 1usize)];
-    while let Some((dir, level)) = stack.pop() {
-        if level > depth {
-            continue;
+    let walk = Walk {
+        depth,
+        rmdeadlinks,
+        traverse_links,
+        xdev,
+        base_dev: base_meta.dev,
+        dirs: DirFilter::of(ctx, body),
+    };
+    walk.dir(ctx, host, base, 1, changes, &mut out, &mut dirs);
+    Search { found: out, dirs }
+}
+
+/// A `depth_search` body's settings, for the walk below.
+struct Walk {
+    depth: usize,
+    rmdeadlinks: bool,
+    traverse_links: bool,
+    xdev: bool,
+    base_dev: u64,
+    dirs: DirFilter,
+}
+
+/// A `depth_search` body's `exclude_dirs` and `include_dirs`, compiled.
+pub(super) struct DirFilter {
+    exclude: Vec<std::sync::Arc<crate::values::regex::Regex>>,
+    include: Vec<std::sync::Arc<crate::values::regex::Regex>>,
+}
+
+impl DirFilter {
+    pub(super) fn of(ctx: &mut EvalPort<'_>, body: &ResolvedBody) -> DirFilter {
+        DirFilter {
+            exclude: compile_all(ctx, &body.list("exclude_dirs")),
+            include: compile_all(ctx, &body.list("include_dirs")),
         }
-        dirs.push(dir.clone());
-        let mut entries = host.read_dir(&dir).unwrap_or_default();
+    }
+
+    /// No directory skipped.
+    pub(super) fn none() -> DirFilter {
+        DirFilter {
+            exclude: Vec::new(),
+            include: Vec::new(),
+        }
+    }
+
+    /// Whether a directory is passed over, as cf-agent's SkipDirLinks
+    /// decides: the patterns are matched against its name and against its
+    /// whole path; an excluded directory, or one no `include_dirs` pattern
+    /// names, is neither entered nor itself acted on (nor copied).
+    pub(super) fn skips(&self, path: &Path, name: &str) -> bool {
+        let full = path.to_string_lossy();
+        let names = |r: &std::sync::Arc<crate::values::regex::Regex>| {
+            r.is_full_match(name) || r.is_full_match(&full)
+        };
+        self.exclude.iter().any(names)
+            || (!self.include.is_empty() && !self.include.iter().any(names))
+    }
+}
+
+impl Walk {
+    /// Walks one directory at `level` (1 for the search's base), in name
+    /// order; a subdirectory's entries come before the subdirectory
+    /// itself, as cf-agent acts on a directory after its contents.
+    #[allow(clippy::too_many_arguments)]
+    fn dir(
+        &self,
+        ctx: &mut EvalPort<'_>,
+        host: &Host,
+        dir: &Path,
+        level: usize,
+        changes: &mut Changes,
+        out: &mut Vec<Found>,
+        dirs: &mut Vec<PathBuf>,
+    ) {
+        if level > self.depth {
+            return;
+        }
+        dirs.push(dir.to_path_buf());
+        let mut entries = host.read_dir(dir).unwrap_or_default();
         entries.sort();
-        let mut subdirs = Vec::new();
         for name in entries {
             let path = dir.join(&name);
             let Some(meta) = host.lstat(&path).ok().flatten() else {
                 continue;
             };
-            if suspicious(&ctx.agent_control().suspiciousnames, &dir, &name, &meta) {
+            if suspicious(&ctx.agent_control().suspiciousnames, dir, &name, &meta) {
                 continue;
             }
-            if rmdeadlinks
+            if self.rmdeadlinks
                 && meta.kind == FileKind::Symlink
                 && host.stat(&path).ok().flatten().is_none()
             {
@@ -185,38 +253,24 @@ pub fn depth_search(
                 continue;
             }
             let is_dir = meta.kind == FileKind::Dir
-                || (traverse_links
+                || (self.traverse_links
                     && meta.kind == FileKind::Symlink
                     && host
                         .stat(&path)
                         .ok()
                         .flatten()
                         .is_some_and(|m| m.kind == FileKind::Dir));
-            if is_dir {
-                let excluded = exclude.iter().any(|r| r.is_full_match(&name));
-                let included = include.is_empty() || include.iter().any(|r| r.is_full_match(&name));
-                if excluded {
-                    continue;
-                }
-                if xdev && meta.dev != base_meta.dev {
-                    continue;
-                }
-                if included {
-                    out.push(Found {
-                        path: path.clone(),
-                        meta,
-                    });
-                }
-                subdirs.push((path, level + 1));
-            } else {
+            if !is_dir {
                 out.push(Found { path, meta });
+                continue;
             }
+            if self.dirs.skips(&path, &name) || (self.xdev && meta.dev != self.base_dev) {
+                continue;
+            }
+            self.dir(ctx, host, &path, level + 1, changes, out, dirs);
+            out.push(Found { path, meta });
         }
-        // Depth first, in name order.
-        subdirs.reverse();
-        stack.extend(subdirs);
     }
-    Search { found: out, dirs }
 }
 
 fn compile_all(
