@@ -15,6 +15,7 @@ mod atomic_edit_kill;
 mod attribute_support;
 mod augments_differential;
 mod bounded_reads;
+mod bundlesequence_differential;
 mod corpus;
 mod custom_agent;
 mod custom_differential;
