@@ -19,6 +19,7 @@ mod bundlesequence_differential;
 mod corpus;
 mod custom_agent;
 mod custom_differential;
+mod depth_search_differential;
 mod discovery_differential;
 mod dropin_flags;
 mod edit_body_args;

@@ -154,9 +154,16 @@ pub fn depth_search(
     if base_meta.kind != FileKind::Dir {
         return Search { found: out, dirs };
     }
+    // `level` is the depth of a directory's entries (1 for the base's).
+    // cf-agent 3.21 reads the base whatever the depth, and enters a
+    // directory it lists at `level` only when `depth` is over 1 and
+    // `level - 1` is at most `depth`: so `depth => "0"` and `"1"` reach the
+    // base's entries alone, and a depth d of 2 or more reaches entries
+    // d + 2 levels down (DepthSearch's rlevel starts at 0 and is compared
+    // with `<=`). ncf's permissions methods rely on it.
     let mut stack = vec![(base.to_path_buf(), 1usize)];
     while let Some((dir, level)) = stack.pop() {
-        if level > depth {
+        if level > 1 && (depth <= 1 || level - 2 > depth) {
             continue;
         }
         dirs.push(dir.clone());
