@@ -870,3 +870,50 @@ fn agent_and_twin_from_the_bin_directory() {
     assert!(d.var("sys", "cf_agent").is_none());
     assert_eq!(scalar(&d, "cf_twin"), "\"/var/lib/convergent/bin/cf-twin\"");
 }
+
+/// `/etc/SuSE-release` as cf-agent 3.21 reads it: SLES 12's VERSION and
+/// PATCHLEVEL lines, and openSUSE 13.2's dotted version after its name
+/// (tests/it/os_fixtures_differential.rs compares both with cf-promises).
+#[test]
+fn suse_release_file() {
+    let t = ubuntu_tree();
+    for f in [
+        "/etc/os-release",
+        "/etc/lsb-release",
+        "/etc/debian_version",
+        "/etc/issue",
+    ] {
+        let _ = std::fs::remove_file(t.0.path().join(f.trim_start_matches('/')));
+    }
+    t.file(
+        "/etc/SuSE-release",
+        "SUSE Linux Enterprise Server 12 (x86_64)\nVERSION = 12\nPATCHLEVEL = 5\n",
+    );
+    let d = ubuntu_discovery(&t);
+    for class in [
+        "SUSE",
+        "suse",
+        "SuSE",
+        "SLES12",
+        "SLES",
+        "SLES_12",
+        "SLES_12_5",
+    ] {
+        assert!(d.class(class).is_some(), "{class}");
+    }
+    assert_eq!(scalar(&d, "flavor"), "SUSE_12");
+    assert_eq!(
+        d.class("SuSE_12").expect("SuSE_12").tags,
+        ["source=agent", "hardclass"]
+    );
+    t.file(
+        "/etc/SuSE-release",
+        "openSUSE 13.2 (x86_64)\nVERSION = 13.2\nCODENAME = Harlequin\n",
+    );
+    let d = ubuntu_discovery(&t);
+    for class in ["SUSE_13", "SUSE_13_2", "SuSE_13", "SuSE_13_2"] {
+        assert!(d.class(class).is_some(), "{class}");
+    }
+    assert!(d.class("SLES").is_none());
+    assert_eq!(scalar(&d, "flavor"), "SUSE_13");
+}

@@ -38,6 +38,7 @@ mod logging;
 mod mpf_differential;
 mod newer;
 mod observe;
+mod os_fixtures_differential;
 mod packages;
 mod policy_output_differential;
 mod properties;
