@@ -28,6 +28,7 @@ mod files_differential;
 mod fleet;
 mod fs_outside_host;
 mod function_coverage;
+mod function_failures_differential;
 mod functions_differential;
 mod functions_no_panic;
 mod graph_why;
