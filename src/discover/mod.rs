@@ -78,10 +78,6 @@ pub struct DiscoverInput {
     /// `/` normally; tests point it at a fake tree.
     pub root: PathBuf,
     pub role: Role,
-    /// Our own executable. It stands in for `cf-agent` (`sys.cf_agent`,
-    /// `sys.cf_twin`) when the bin directory holds no `cf-agent`, so that
-    /// policy which runs `$(sys.cf_agent)` runs us.
-    pub agent_exe: Option<PathBuf>,
     /// The interfaces with IPv4 addresses, in kernel order. `None` asks the
     /// kernel (`getifaddrs`).
     pub ipv4: Option<Vec<Ipv4Iface>>,
@@ -104,7 +100,6 @@ impl DiscoverInput {
             now: SystemTime::now(),
             root: PathBuf::from("/"),
             role,
-            agent_exe: std::env::current_exe().ok(),
             ipv4: None,
             utc_offset: None,
             name_lookup: NameLookup::System,
@@ -176,7 +171,7 @@ pub fn discover(input: &DiscoverInput) -> Discovery {
     paths::dir_vars(&mut c, &input.layout);
     version::version_vars(&mut c, &input.layout);
     keys::key_digest(&mut c, &root, &input.layout);
-    paths::component_vars(&mut c, &root, &input.layout, input.agent_exe.as_deref());
+    paths::component_vars(&mut c, &root, &input.layout);
     version::edition_class(&mut c);
     kernel::arch_classes(&mut c, &uname);
     host::alias_classes(&mut c, &names);

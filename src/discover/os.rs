@@ -6,9 +6,8 @@
 //!
 //! Not read (distributions long gone or not Linux servers we target):
 //! Mandrake/Mandriva and Oracle VM Server release files (their presence
-//! still stops the Red Hat check, as in cf-agent), `/etc/SuSE-release`
-//! (removed in SLES 15; `/etc/os-release` covers SUSE), Slackware,
-//! VMware ESX, Arista EOS and BIG-IP.
+//! still stops the Red Hat check, as in cf-agent), Slackware, VMware ESX,
+//! Arista EOS and BIG-IP.
 
 use super::Collector;
 use super::root::Root;
@@ -158,6 +157,103 @@ fn release_numbers(line: &str) -> Option<(i64, Option<i64>)> {
     let (major, rest) = scan_int(&line[at + "release ".len()..])?;
     let minor = rest.strip_prefix('.').and_then(scan_int).map(|(m, _)| m);
     Some((major, minor))
+}
+
+/// The integer after `KEY =` at the start of a line (C's `"KEY = %d"`).
+fn key_int(line: &str, key: &str) -> Option<i64> {
+    let rest = line.strip_prefix(key)?.trim_start().strip_prefix('=')?;
+    scan_int(rest).map(|(n, _)| n)
+}
+
+/// The word after `KEY =` at the start of a line (C's `"KEY = %s"`).
+fn key_word<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let rest = line.strip_prefix(key)?.trim_start().strip_prefix('=')?;
+    rest.split_whitespace().next()
+}
+
+/// `/etc/SuSE-release` (SLES 12 and older, openSUSE before Leap), as
+/// cf-agent 3.21's Linux_Suse_Version reads it: the product from the
+/// first line, the version from `VERSION =` and `PATCHLEVEL =` lines or
+/// from a `major.minor` after "linux " in the first line. Its flavor
+/// (`SUSE_12`) replaces the one os-release gave.
+fn suse(c: &mut Collector, root: &Root) {
+    c.class("SUSE", INV);
+    c.class("suse", INV);
+    c.class("SuSE", INV);
+    let Some(text) = root.read("/etc/SuSE-release") else {
+        return;
+    };
+    if text.is_empty() {
+        return;
+    }
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("").to_ascii_lowercase();
+    let (mut version_line, mut patch_line) = ("", "");
+    let (mut major, mut minor) = (None, None);
+    for line in lines {
+        if line.starts_with("VERSION") {
+            version_line = line;
+            major = key_int(line, "VERSION").or(major);
+        }
+        if line.starts_with("PATCH") {
+            patch_line = line;
+            minor = key_int(line, "PATCHLEVEL").or(minor);
+        }
+    }
+    if first.starts_with("suse sles-8") {
+        c.class("SLES8", INV);
+    } else if first.starts_with("sles") {
+        let word: String = first
+            .chars()
+            .take_while(|ch| ch.is_ascii_alphanumeric() || *ch == '-' || *ch == '_')
+            .take(255)
+            .collect();
+        c.class(&canonify(&word), INV);
+        for part in word.split('-') {
+            c.class(&canonify(part), INV);
+        }
+    } else {
+        for v in 9..13 {
+            if first.starts_with(&format!("suse linux enterprise server {v} ")) {
+                c.class(&format!("SLES{v}"), INV);
+            } else if first.starts_with(&format!("suse linux enterprise desktop {v} ")) {
+                c.class(&format!("SLED{v}"), INV);
+            }
+        }
+    }
+    let release = first
+        .find("linux ")
+        .or_else(|| first.find("opensuse"))
+        .map_or(version_line, |at| &first[at..]);
+    if release.contains('.') {
+        // "%*s %d.%d": a word, then major.minor; what parses is kept.
+        let after_word = release
+            .trim_start()
+            .split_once(char::is_whitespace)
+            .map_or("", |(_, r)| r);
+        if let Some((mj, rest)) = scan_int(after_word) {
+            major = Some(mj);
+            if let Some((mn, _)) = rest.strip_prefix('.').and_then(scan_int) {
+                minor = Some(mn);
+            }
+        }
+        if let (Some(mj), Some(mn)) = (major, minor) {
+            c.class("SUSE", INV);
+            set_flavor(c, &format!("SUSE_{mj}"));
+            c.class(&format!("SUSE_{mj}_{mn}"), INV);
+            c.class("SuSE", INV);
+            c.class(&format!("SuSE_{mj}"), INV);
+            c.class(&format!("SuSE_{mj}_{mn}"), INV);
+        }
+    } else if let (Some(mj), Some(_)) = (major, minor) {
+        let word_major = key_word(version_line, "VERSION").unwrap_or_default();
+        let word_minor = key_word(patch_line, "PATCHLEVEL").unwrap_or_default();
+        c.class("SLES", INV);
+        c.class(&format!("SLES_{word_major}"), INV);
+        c.class(&format!("SLES_{word_major}_{word_minor}"), INV);
+        set_flavor(c, &format!("SUSE_{mj}"));
+        c.class(&format!("SuSE_{mj}"), "source=agent");
+    }
 }
 
 fn fedora(c: &mut Collector, root: &Root) {
@@ -457,6 +553,9 @@ pub(crate) fn os_classes(c: &mut Collector, root: &Root) {
     }
     if root.exists("/etc/generic-release") {
         set_flavor(c, "SunCobalt");
+    }
+    if root.exists("/etc/SuSE-release") {
+        suse(c, root);
     }
     if root.exists("/etc/system-release") {
         amazon(c, root);

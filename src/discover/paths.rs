@@ -109,7 +109,12 @@ const COMPONENTS: [&str; 16] = [
     "cf-secret",
 ];
 
-pub(crate) fn component_vars(c: &mut Collector, root: &Root, l: &Layout, agent_exe: Option<&Path>) {
+/// As cf-agent 3.21 defines them: only the components the bin directory
+/// holds, and `sys.cf_twin` as the bin directory's `cf-agent` when it has
+/// no `cf-twin`. Our own binary is no stand-in: a work directory that
+/// runs policy calling `$(sys.cf_agent)` links `bin/cf-agent` to it, as
+/// the package does.
+pub(crate) fn component_vars(c: &mut Collector, root: &Root, l: &Layout) {
     let tags = "cfe_internal,source=agent";
     let quoted = |p: &Path| format!("\"{}\"", p.to_string_lossy());
     let mut found = [false; COMPONENTS.len()];
@@ -120,21 +125,9 @@ pub(crate) fn component_vars(c: &mut Collector, root: &Root, l: &Layout, agent_e
             found[i] = true;
         }
     }
-    // Without a cf-agent beside us, we are the agent.
-    if !found[1]
-        && let Some(exe) = agent_exe
-    {
-        c.sys("cf_agent", quoted(exe), tags);
-        found[1] = true;
-    }
     // No twin: the agent stands in for it.
-    if !found[0] {
-        let agent = l.bindir.join("cf-agent");
-        if root.exists(&s(&agent)) {
-            c.sys("cf_twin", quoted(&agent), tags);
-        } else if let Some(exe) = agent_exe {
-            c.sys("cf_twin", quoted(exe), tags);
-        }
+    if !found[0] && found[1] {
+        c.sys("cf_twin", quoted(&l.bindir.join("cf-agent")), tags);
     }
 }
 

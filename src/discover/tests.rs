@@ -43,7 +43,6 @@ impl Tree {
             now: UNIX_EPOCH + Duration::from_secs(now),
             root: self.0.path().to_path_buf(),
             role: Role::Agent,
-            agent_exe: Some(PathBuf::from("/usr/local/bin/agent")),
             ipv4: Some(ipv4),
             utc_offset: Some(offset),
             name_lookup: NameLookup::HostsFile,
@@ -496,9 +495,9 @@ fn cpus_user_and_paths() {
         scalar(&d, "cf_promises"),
         "\"/var/lib/convergent/bin/cf-promises\""
     );
-    // No cf-agent in the bin directory: we are the agent (and the twin).
-    assert_eq!(scalar(&d, "cf_agent"), "\"/usr/local/bin/agent\"");
-    assert_eq!(scalar(&d, "cf_twin"), "\"/usr/local/bin/agent\"");
+    // No cf-agent in the bin directory: neither the agent nor its twin.
+    assert!(d.var("sys", "cf_agent").is_none());
+    assert!(d.var("sys", "cf_twin").is_none());
     assert!(d.var("sys", "cf_serverd").is_none());
     assert_eq!(
         scalar(&d, "policy_entry_filename"),
@@ -846,4 +845,75 @@ fn cpu_sockets_from_sysfs() {
     assert!(d.class("2_cpusockets").is_some());
     assert_eq!(scalar(&d, "moduledir"), "/var/lib/convergent/modules");
     assert_eq!(scalar(&d, "keydir"), "/var/lib/convergent/ppkeys");
+}
+
+/// `sys.cf_agent` and `sys.cf_twin` as cf-agent 3.21 defines them: from
+/// the bin directory alone, the twin falling back to the agent.
+#[test]
+fn agent_and_twin_from_the_bin_directory() {
+    let t = ubuntu_tree();
+    let d = ubuntu_discovery(&t);
+    assert!(d.var("sys", "cf_agent").is_none());
+    assert!(d.var("sys", "cf_twin").is_none());
+    t.file("/var/lib/convergent/bin/cf-agent", "");
+    let d = ubuntu_discovery(&t);
+    let agent = "\"/var/lib/convergent/bin/cf-agent\"";
+    assert_eq!(scalar(&d, "cf_agent"), agent);
+    assert_eq!(scalar(&d, "cf_twin"), agent);
+    t.file("/var/lib/convergent/bin/cf-twin", "");
+    let d = ubuntu_discovery(&t);
+    assert_eq!(scalar(&d, "cf_agent"), agent);
+    assert_eq!(scalar(&d, "cf_twin"), "\"/var/lib/convergent/bin/cf-twin\"");
+    // A twin without an agent is the twin alone.
+    std::fs::remove_file(t.0.path().join("var/lib/convergent/bin/cf-agent")).expect("rm");
+    let d = ubuntu_discovery(&t);
+    assert!(d.var("sys", "cf_agent").is_none());
+    assert_eq!(scalar(&d, "cf_twin"), "\"/var/lib/convergent/bin/cf-twin\"");
+}
+
+/// `/etc/SuSE-release` as cf-agent 3.21 reads it: SLES 12's VERSION and
+/// PATCHLEVEL lines, and openSUSE 13.2's dotted version after its name
+/// (tests/it/os_fixtures_differential.rs compares both with cf-promises).
+#[test]
+fn suse_release_file() {
+    let t = ubuntu_tree();
+    for f in [
+        "/etc/os-release",
+        "/etc/lsb-release",
+        "/etc/debian_version",
+        "/etc/issue",
+    ] {
+        let _ = std::fs::remove_file(t.0.path().join(f.trim_start_matches('/')));
+    }
+    t.file(
+        "/etc/SuSE-release",
+        "SUSE Linux Enterprise Server 12 (x86_64)\nVERSION = 12\nPATCHLEVEL = 5\n",
+    );
+    let d = ubuntu_discovery(&t);
+    for class in [
+        "SUSE",
+        "suse",
+        "SuSE",
+        "SLES12",
+        "SLES",
+        "SLES_12",
+        "SLES_12_5",
+    ] {
+        assert!(d.class(class).is_some(), "{class}");
+    }
+    assert_eq!(scalar(&d, "flavor"), "SUSE_12");
+    assert_eq!(
+        d.class("SuSE_12").expect("SuSE_12").tags,
+        ["source=agent", "hardclass"]
+    );
+    t.file(
+        "/etc/SuSE-release",
+        "openSUSE 13.2 (x86_64)\nVERSION = 13.2\nCODENAME = Harlequin\n",
+    );
+    let d = ubuntu_discovery(&t);
+    for class in ["SUSE_13", "SUSE_13_2", "SuSE_13", "SuSE_13_2"] {
+        assert!(d.class(class).is_some(), "{class}");
+    }
+    assert!(d.class("SLES").is_none());
+    assert_eq!(scalar(&d, "flavor"), "SUSE_13");
 }

@@ -119,7 +119,12 @@ pub fn expand_iterations(
                 return;
             }
         }
-        if promiser.unresolved && !unresolved.promiser_acts && !unresolved.custom {
+        // A report waits for the last pass while its text looks like a
+        // reference, even one a variable's value brought (cf-agent's
+        // VerifyReportPromise).
+        let waits = promiser.unresolved
+            || (ptype == "reports" && crate::values::refs::looks_like_reference(&promiser.text));
+        if waits && !unresolved.promiser_acts && !unresolved.custom {
             out.deferred = true;
             let reason = format!(
                 "its promiser refers to variables that did not resolve: {}",

@@ -9,7 +9,7 @@ use super::promises::EvalMessage;
 use super::reads::Reads;
 use super::vars::Variable;
 use crate::load::{LoadError, LoadedFile, PolicySet, load_file};
-use crate::syntax::ast::{Body, BodyKind, Promise};
+use crate::syntax::ast::{Body, BodyKind, Promise, Rval};
 use crate::values::hash::FastMap;
 use crate::values::value::{DataType, Origin, Value};
 use std::path::{Path, PathBuf};
@@ -408,6 +408,28 @@ fn eval_control_body(ctx: &mut EvalContext, file: &LoadedFile, body: &Body) {
         if !ctx.eval_class_expr(a.guard.expr.trim()).unwrap_or(false) {
             continue;
         }
+        // A bundlesequence holding calls (`b("x")`) is expanded, not
+        // evaluated: its calls stay calls, as cf-promises keeps them.
+        if scope == "control_common"
+            && a.attr.name.name == "bundlesequence"
+            && let Rval::List { items, .. } = &a.attr.value
+            && items.iter().any(|i| matches!(i, Rval::Call(_)))
+        {
+            let (list, calls) = sequence_with_calls(ctx, items);
+            let line = file.source.line_of(a.attr.span.start);
+            let mut var = Variable::new(
+                Value::List(list),
+                DataType::Slist,
+                Origin::Promise {
+                    file: file.source.path.clone(),
+                    line,
+                },
+            )
+            .with_tags(vec!["source=promise".to_string()]);
+            var.call_items = Some(calls.into_boxed_slice());
+            ctx.vars.put("default", &scope, "bundlesequence", var);
+            continue;
+        }
         let Ok(e) = ctx.eval_rval(&a.attr.value) else {
             continue;
         };
@@ -436,6 +458,62 @@ fn eval_control_body(ctx: &mut EvalContext, file: &LoadedFile, body: &Body) {
         ctx.vars.put("default", &scope, &a.attr.name.name, var);
     }
     ctx.pop_frame();
+}
+
+/// The items of a bundlesequence that holds calls, as cf-promises expands
+/// it without evaluating anything: strings expanded (a reference that
+/// does not resolve kept as written, `@(list)` alone spliced in), each
+/// call kept as a call written out, its name and its string arguments
+/// expanded, an argument that is `@(list)` alone kept as written, a call
+/// among its arguments left uncalled. The flags tell which items are
+/// calls.
+fn sequence_with_calls(ctx: &mut EvalContext, items: &[Rval]) -> (Vec<String>, Vec<bool>) {
+    let mut list = Vec::new();
+    let mut calls = Vec::new();
+    for item in items {
+        if let Rval::Call(c) = item {
+            list.push(written_call(ctx, c));
+            calls.push(true);
+            continue;
+        }
+        let Ok(e) = ctx.eval_rval(&Rval::List {
+            items: vec![item.clone()],
+            span: item.span(),
+        }) else {
+            continue;
+        };
+        if let Value::List(l) = e.value {
+            calls.extend(l.iter().map(|_| false));
+            list.extend(l);
+        }
+    }
+    (list, calls)
+}
+
+/// A call of a bundlesequence as cf-promises writes it: `name("a","b")`,
+/// each argument in double quotes with its `"` escaped.
+fn written_call(ctx: &EvalContext, c: &crate::syntax::ast::FnCall) -> String {
+    let args: Vec<String> = c.args.iter().map(|a| written_arg(ctx, a)).collect();
+    format!("{}({})", ctx.expand(&c.name.name).text, args.join(","))
+}
+
+fn written_arg(ctx: &EvalContext, arg: &Rval) -> String {
+    let quoted = |s: &str| format!("\"{}\"", s.replace('"', "\\\""));
+    match arg {
+        Rval::Call(inner) => written_call(ctx, inner),
+        Rval::String(s)
+            if s.value.starts_with('@') && crate::schema::values::is_naked_var(&s.value) =>
+        {
+            quoted(&s.value)
+        }
+        Rval::String(s) => quoted(&ctx.expand(&s.value).text),
+        Rval::NakedVar { text, .. } => quoted(text),
+        Rval::Symbol(i) => quoted(&i.name),
+        Rval::List { items, .. } => {
+            let inner: Vec<String> = items.iter().map(|i| written_arg(ctx, i)).collect();
+            format!("{{{}}}", inner.join(","))
+        }
+    }
 }
 
 /// The variable type of a control attribute of schema type `ty` (a body

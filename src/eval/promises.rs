@@ -623,6 +623,7 @@ impl EvalContext {
             comment,
             origin: origin.clone(),
             policy,
+            call_items: None,
         };
         res.changed = self.store_variable((&ns, &scope, &var_name), var, unresolved, (path, line));
         res.stored = true;

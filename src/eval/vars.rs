@@ -22,6 +22,11 @@ pub struct Variable {
     pub comment: Option<String>,
     pub origin: Origin,
     pub policy: VarPolicy,
+    /// Which items of a list are function calls kept as written, not
+    /// strings: cf-promises keeps the calls of `bundlesequence => { "a",
+    /// b("x") }` in `control_common.bundlesequence` and shows them
+    /// unquoted. `None` for every other variable.
+    pub call_items: Option<Box<[bool]>>,
 }
 
 impl Variable {
@@ -33,6 +38,7 @@ impl Variable {
             comment: None,
             origin,
             policy: VarPolicy::Free,
+            call_items: None,
         }
     }
 

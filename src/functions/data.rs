@@ -65,6 +65,29 @@ fn read_text(
     i: usize,
     max_index: Option<usize>,
 ) -> Result<String, FnError> {
+    read_text_as(ctx, args, i, max_index, false)
+}
+
+/// A CSV or env file: one that cannot be opened (missing, not allowed)
+/// fails the function without an error line, as cf-agent 3.21's parsers
+/// of those formats only tell it under `-v`; one that opens but cannot be
+/// read (a directory) is an error there too.
+fn read_text_quiet_open(
+    ctx: &EvalContext,
+    args: &Args,
+    i: usize,
+    max_index: Option<usize>,
+) -> Result<String, FnError> {
+    read_text_as(ctx, args, i, max_index, true)
+}
+
+fn read_text_as(
+    ctx: &EvalContext,
+    args: &Args,
+    i: usize,
+    max_index: Option<usize>,
+    quiet_open: bool,
+) -> Result<String, FnError> {
     let path = args.str(i, "file")?;
     let max = match max_index {
         Some(m) if m < args.len() => args.int(m, "max_bytes")?,
@@ -73,11 +96,20 @@ fn read_text(
     // Only what was asked is read: a bound on a huge file or a device
     // such as /dev/zero reads that many bytes and stops.
     let bound = u64::try_from(max).ok().filter(|m| *m > 0);
-    let bytes = ctx
-        .host()
-        .plain()
-        .read_upto(path, bound)
-        .map_err(|e| args.fail(format!("cannot read '{path}': {e}")))?;
+    let bytes = ctx.host().plain().read_upto(path, bound).map_err(|e| {
+        let msg = format!("cannot read '{path}': {e}");
+        let cannot_open = matches!(
+            e.kind(),
+            std::io::ErrorKind::NotFound
+                | std::io::ErrorKind::PermissionDenied
+                | std::io::ErrorKind::NotADirectory
+        );
+        if quiet_open && cannot_open {
+            args.fail_quietly(msg)
+        } else {
+            args.fail(msg)
+        }
+    })?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -447,7 +479,7 @@ fn csv_json(rows: Vec<Vec<String>>) -> Json {
 
 fn readcsv(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readcsv", a);
-    let text = read_text(ctx, &args, 0, Some(1))?;
+    let text = read_text_quiet_open(ctx, &args, 0, Some(1))?;
     Ok(Value::data(csv_json(parse_csv(&text))))
 }
 
@@ -510,7 +542,7 @@ fn env_value(v: &str) -> Option<String> {
 
 fn readenvfile(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readenvfile", a);
-    let text = read_text(ctx, &args, 0, Some(1))?;
+    let text = read_text_quiet_open(ctx, &args, 0, Some(1))?;
     Ok(Value::data(parse_env(&text)))
 }
 
@@ -536,7 +568,7 @@ fn readdata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
             "JSON"
         };
     }
-    let text = read_text(ctx, &args, 0, None)?;
+    let text = read_text_as(ctx, &args, 0, None, matches!(kind, "CSV" | "ENV"))?;
     match kind {
         "CSV" => Ok(Value::data(csv_json(parse_csv(&text)))),
         "ENV" => Ok(Value::data(parse_env(&text))),

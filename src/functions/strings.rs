@@ -244,6 +244,11 @@ fn lastnode(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("lastnode", a);
     let s = args.str(0, "string")?;
     let re = args.regex(ctx, 1, "separator")?;
+    // An empty string has no nodes: cf-agent's split gives no list and
+    // the function fails, without a word.
+    if s.is_empty() {
+        return Err(args.fail_quietly("an empty string has no last node"));
+    }
     let parts = split_regex(&re, s, usize::MAX);
     Ok(Value::str(parts.last().cloned().unwrap_or_default()))
 }

@@ -12,13 +12,32 @@ use std::fmt::Write as _;
 /// isprint() of every byte in the C locale, so control characters and
 /// every non-ASCII byte count).
 pub fn render_value(v: &Value) -> String {
+    render_with_calls(v, None)
+}
+
+/// A variable's value as the table shows it; the items of a list that are
+/// calls kept as written (see [`Variable::call_items`]) are not quoted.
+///
+/// [`Variable::call_items`]: crate::eval::vars::Variable::call_items
+pub fn render_variable(var: &crate::eval::vars::Variable) -> String {
+    render_with_calls(&var.value, var.call_items.as_deref())
+}
+
+fn render_with_calls(v: &Value, calls: Option<&[bool]>) -> String {
     let text = match v {
         Value::Scalar(s) => s.replace('"', "\\\""),
         Value::List(l) if l.is_empty() => String::new(),
         Value::List(l) => {
             let items: Vec<String> = l
                 .iter()
-                .map(|s| format!("\"{}\"", s.replace('"', "\\\"")))
+                .enumerate()
+                .map(|(i, s)| {
+                    if calls.and_then(|c| c.get(i)).copied().unwrap_or(false) {
+                        s.clone()
+                    } else {
+                        format!("\"{}\"", s.replace('"', "\\\""))
+                    }
+                })
                 .collect();
             format!(" {{{}}}", items.join(","))
         }
@@ -48,7 +67,7 @@ pub fn vars_table(ctx: &EvalContext, filter: Option<&Regex>) -> String {
         .map(|(scope, name, var)| {
             (
                 format!("{}:{}.{}", scope.ns, scope.scope, name),
-                render_value(&var.value),
+                render_variable(var),
                 var.tags.join(","),
                 var.comment.clone().unwrap_or_default(),
             )
@@ -111,5 +130,17 @@ mod tests {
             render_value(&Value::data(serde_json::json!({"a":[1,2],"b":"x\ty"}))),
             "{\"a\":[1,2],\"b\":\"x\\ty\"}"
         );
+    }
+
+    #[test]
+    fn calls_of_a_list_are_shown_unquoted() {
+        let mut var = crate::eval::vars::Variable::new(
+            Value::List(vec!["a".into(), "b(\"x\")".into()]),
+            crate::values::value::DataType::Slist,
+            crate::values::value::Origin::Agent,
+        );
+        assert_eq!(render_variable(&var), " {\"a\",\"b(\\\"x\\\")\"}");
+        var.call_items = Some(vec![false, true].into_boxed_slice());
+        assert_eq!(render_variable(&var), " {\"a\",b(\"x\")}");
     }
 }

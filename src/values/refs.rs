@@ -83,6 +83,40 @@ pub fn has_refs(s: &str) -> bool {
     memchr::memchr2_iter(b'$', b'@', b).any(|i| matches!(b.get(i + 1), Some(b'(' | b'{')))
 }
 
+/// Whether cf-agent 3.21 sees a variable reference in a finished string
+/// (`IsCf3VarString`): a `$(`, `${`, `@(` or `@{` whose brackets close,
+/// with no `/` inside them (`$(/bin/cat f)` is a shell's, not ours). A
+/// report whose text still looks so waits for the last pass.
+pub fn looks_like_reference(s: &str) -> bool {
+    let b = s.as_bytes();
+    let (mut open, mut close) = (0u8, 0u8);
+    let mut sigil = false;
+    let mut depth = 0i32;
+    let mut found = false;
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b'$' | b'@' if matches!(b.get(i + 1), Some(b'(' | b'{')) => sigil = true,
+            b'(' | b'{' if sigil => {
+                open = c;
+                depth += 1;
+            }
+            b')' | b'}' if sigil => {
+                close = c;
+                depth -= 1;
+            }
+            _ => {}
+        }
+        if depth > 0 && c == b'/' {
+            return false;
+        }
+        if sigil && depth == 0 && matches!((open, close), (b'(', b')') | (b'{', b'}')) {
+            found = true;
+            sigil = false;
+        }
+    }
+    found && !(sigil && depth != 0)
+}
+
 /// A reference split into namespace, scope, base name and indices, after
 /// any nested references inside it were expanded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,6 +214,18 @@ fn split_indices(s: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn looks_like_reference_as_cf_agent_sees_it() {
+        assert!(looks_like_reference("z=@(l)"));
+        assert!(looks_like_reference("a $(x) b"));
+        assert!(looks_like_reference("${x}"));
+        assert!(!looks_like_reference("plain (text) {here}"));
+        assert!(!looks_like_reference("$(/bin/cat f)"));
+        assert!(!looks_like_reference("cost $5 (five)"));
+        assert!(!looks_like_reference("open $(x"));
+        assert!(!looks_like_reference("mixed $(x}"));
+    }
 
     #[test]
     fn finds_nested_refs() {

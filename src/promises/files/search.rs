@@ -225,7 +225,14 @@ impl Walk {
         out: &mut Vec<Found>,
         dirs: &mut Vec<PathBuf>,
     ) {
-        if level > self.depth {
+        // `level` is the depth of a directory's entries (1 for the base's).
+        // cf-agent 3.21 reads the base whatever the depth, and enters a
+        // directory it lists at `level` only when `depth` is over 1 and
+        // `level - 1` is at most `depth`: so `depth => "0"` and `"1"` reach
+        // the base's entries alone, and a depth d of 2 or more reaches
+        // entries d + 2 levels down (DepthSearch's rlevel starts at 0 and is
+        // compared with `<=`). ncf's permissions methods rely on it.
+        if level > 1 && (self.depth <= 1 || level - 2 > self.depth) {
             return;
         }
         dirs.push(dir.to_path_buf());

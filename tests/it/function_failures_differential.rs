@@ -1,0 +1,75 @@
+//! Issue 24, class 8: functions given missing, empty or invalid input,
+//! compared with cf-promises 3.21 ("skipped" without it). For each case
+//! both print `--show-vars` of a bundle holding that one call: the rows
+//! must be the same, and so must whether an `error:` line is printed at
+//! all (the wording is ours, and cf-promises repeats it in each pass).
+
+use crate::common::*;
+use std::process::Command;
+
+/// One vars promise each; `quiet` says whether cf-promises is silent.
+const CASES: [(&str, bool); 9] = [
+    // A CSV or env file that cannot be opened: no word.
+    (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
+    (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
+    (
+        r#""a" data => readdata("/nonexistent/x.csv", "auto");"#,
+        true,
+    ),
+    (r#""a" data => readdata("/nonexistent/x", "ENV");"#, true),
+    // One that opens but cannot be read is an error.
+    (r#""a" data => readcsv("/tmp", 100);"#, false),
+    // JSON and YAML say so when the file is missing.
+    (
+        r#""a" data => readjson("/nonexistent/x.json", 100);"#,
+        false,
+    ),
+    (
+        r#""a" data => readdata("/nonexistent/x.json", "auto");"#,
+        false,
+    ),
+    // An empty string has no last node: undefined, without a word.
+    (r#""a" string => lastnode("", "/");"#, true),
+    (r#""a" string => lastnode("a/b", "/");"#, true),
+];
+
+fn observe(program: &str, policy: &std::path::Path) -> (Vec<String>, bool) {
+    let r = run(Command::new(program)
+        .arg("--show-vars=default:main\\.")
+        .arg("-f")
+        .arg(policy));
+    let all = format!("{}{}", r.stdout, r.stderr);
+    let rows = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("default:main."))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    (rows, all.contains("error:"))
+}
+
+#[test]
+fn function_failures_are_as_loud_as_in_cf_promises() {
+    if !have("cf-promises") {
+        println!("skipped: cf-promises not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut problems = Vec::new();
+    for (case, quiet) in CASES {
+        let policy = write_policy(
+            tmp.path(),
+            &format!("bundle agent main\n{{\n  vars:\n      {case}\n}}\n"),
+        );
+        let theirs = observe("cf-promises", &policy);
+        let ours = observe(agent_bin().to_str().expect("utf-8 path"), &policy);
+        assert_eq!(
+            theirs.1, !quiet,
+            "{case}: cf-promises is not as this test says"
+        );
+        if ours != theirs {
+            problems.push(format!("{case}\n  ours:   {ours:?}\n  theirs: {theirs:?}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
