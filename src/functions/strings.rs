@@ -96,7 +96,28 @@ fn string_split(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     if max < 1 {
         return Err(args.fail("parameter 'max' must be at least 1"));
     }
-    Ok(Value::List(split_regex(&re, s, max as usize)))
+    Ok(Value::List(split_from_rest(&re, s, max as usize)))
+}
+
+/// string_split's pieces as cf-agent 3.21 cuts them: up to `max - 1` times,
+/// the first match in what is left ends a piece and the rest goes on after
+/// it. A match of nothing is no exception: it cuts an empty piece and leaves
+/// the rest whole, so `string_split("abc", "", "3")` is `{"", "", "abc"}`.
+fn split_from_rest(re: &crate::values::regex::Regex, s: &str, max: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while out.len() + 1 < max {
+        let Some((start, end)) = re
+            .first_captures(rest)
+            .and_then(|c| c.first().copied().flatten())
+        else {
+            break;
+        };
+        out.push(rest[..start].to_string());
+        rest = &rest[end..];
+    }
+    out.push(rest.to_string());
+    out
 }
 
 fn string_length(_: &mut EvalContext, a: &[Value]) -> FnResult {
@@ -612,5 +633,10 @@ mod tests {
             vec!["a", "b", "", "c"]
         );
         assert_eq!(split_regex(&re, "", usize::MAX), vec![""]);
+        let empty = ctx.regexes.get("").unwrap();
+        assert_eq!(split_from_rest(&empty, "abc", 3), vec!["", "", "abc"]);
+        assert_eq!(split_from_rest(&empty, "abc", 1), vec!["abc"]);
+        assert_eq!(split_from_rest(&empty, "", 3), vec!["", "", ""]);
+        assert_eq!(split_from_rest(&re, "a,b,,c", 3), vec!["a", "b", ",c"]);
     }
 }

@@ -737,6 +737,23 @@ impl<'a> Validator<'a> {
                             }
                         }
                     }
+                    Some(f) if f.name == "ifelse" && even_ifelse(c) => {
+                        // cf-promises 3.21 stops on it when it evaluates
+                        // the call ("in built-in FnCall ifelse: even number
+                        // of arguments"), and exits 1.
+                        let msg = "function 'ifelse': needs an odd number of arguments (pairs of condition and value, then a default)";
+                        match site {
+                            CallSite::Evaluated => {
+                                self.error(c.span, msg);
+                            }
+                            CallSite::NotEvaluated => {
+                                self.warning(c.span, msg).help = Some(
+                                    "cf-promises does not evaluate this call, but the agent will fail on it"
+                                        .to_string(),
+                                );
+                            }
+                        }
+                    }
                     Some(f) => self.number_args(f, c, site),
                     None if checked_top || c.name.name.contains('$') => {}
                     None => {
@@ -1032,6 +1049,17 @@ impl<'a> Validator<'a> {
             }
         }
     }
+}
+
+/// An `ifelse` call whose arguments, as written, come in an even number:
+/// none of them a list reference (`@(x)`), which could stand for any count.
+fn even_ifelse(c: &FnCall) -> bool {
+    let list_ref = |a: &Rval| match a {
+        Rval::String(s) => s.value.starts_with('@'),
+        Rval::NakedVar { text, .. } => text.starts_with('@'),
+        _ => false,
+    };
+    c.args.len().is_multiple_of(2) && !c.args.iter().any(list_ref)
 }
 
 /// Whether an attribute's value names a body or bundle (so that a call

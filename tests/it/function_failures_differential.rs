@@ -8,7 +8,7 @@ use crate::common::*;
 use std::process::Command;
 
 /// One vars promise each; `quiet` says whether cf-promises is silent.
-const CASES: [(&str, bool); 9] = [
+const CASES: [(&str, bool); 12] = [
     // A CSV or env file that cannot be opened: no word.
     (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
     (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
@@ -31,6 +31,11 @@ const CASES: [(&str, bool); 9] = [
     // An empty string has no last node: undefined, without a word.
     (r#""a" string => lastnode("", "/");"#, true),
     (r#""a" string => lastnode("a/b", "/");"#, true),
+    // A separator matching nothing cuts empty pieces off the front and
+    // leaves the rest whole: {"", "", "abc"}.
+    (r#""a" slist => string_split("abc", "", "3");"#, true),
+    (r#""a" slist => string_split("", "", "3");"#, true),
+    (r#""a" slist => string_split("a,b", ",*", "5");"#, true),
 ];
 
 fn observe(program: &str, policy: &std::path::Path) -> (Vec<String>, bool) {
@@ -72,4 +77,39 @@ fn function_failures_are_as_loud_as_in_cf_promises() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// `ifelse` with an even number of arguments: cf-promises 3.21 stops with
+/// a fatal error ("even number of arguments") and exits 1; ours refuses the
+/// policy in its check, so the agent does not run it either. The real
+/// cf-agent is not run on it, as cf-promises rejects it.
+#[test]
+fn ifelse_with_an_even_argument_count_is_rejected_as_by_cf_promises() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let policy = write_policy(
+        tmp.path(),
+        "bundle agent main\n{\n  vars:\n      \"x\" string => ifelse(\"any\", \"a\");\n  reports:\n      \"x=$(x)\";\n}\n",
+    );
+    let ours = run(Command::new(agent_bin()).arg("-c").arg("-f").arg(&policy));
+    assert_eq!(ours.code, Some(1), "{ours:?}");
+    assert!(ours.stderr.contains("odd number of arguments"), "{ours:?}");
+    let work = tmp.path().join("work");
+    let ran = run(Command::new(agent_bin())
+        .arg("-K")
+        .arg("-w")
+        .arg(&work)
+        .arg("-f")
+        .arg(&policy));
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert!(!ran.stdout.contains("R: x="), "{ran:?}");
+    if !have("cf-promises") {
+        println!("skipped: cf-promises not installed");
+        return;
+    }
+    let theirs = run(Command::new("cf-promises").arg("-f").arg(&policy));
+    assert_eq!(theirs.code, Some(1), "{theirs:?}");
+    assert!(
+        format!("{}{}", theirs.stdout, theirs.stderr).contains("even number of arguments"),
+        "{theirs:?}"
+    );
 }
