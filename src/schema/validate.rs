@@ -725,34 +725,14 @@ impl<'a> Validator<'a> {
                             count(f.params.len(), "argument"),
                             c.args.len()
                         );
-                        match site {
-                            CallSite::Evaluated => {
-                                self.error(c.span, msg);
-                            }
-                            CallSite::NotEvaluated => {
-                                self.warning(c.span, msg).help = Some(
-                                    "cf-promises does not evaluate this call, but the agent will fail on it"
-                                        .to_string(),
-                                );
-                            }
-                        }
+                        self.bad_call(c.span, site, msg, None);
                     }
                     Some(f) if f.name == "ifelse" && even_ifelse(c) => {
                         // cf-promises 3.21 stops on it when it evaluates
                         // the call ("in built-in FnCall ifelse: even number
                         // of arguments"), and exits 1.
                         let msg = "function 'ifelse': needs an odd number of arguments (pairs of condition and value, then a default)";
-                        match site {
-                            CallSite::Evaluated => {
-                                self.error(c.span, msg);
-                            }
-                            CallSite::NotEvaluated => {
-                                self.warning(c.span, msg).help = Some(
-                                    "cf-promises does not evaluate this call, but the agent will fail on it"
-                                        .to_string(),
-                                );
-                            }
-                        }
+                        self.bad_call(c.span, site, msg, None);
                     }
                     Some(f) => self.number_args(f, c, site),
                     None if checked_top || c.name.name.contains('$') => {}
@@ -777,6 +757,26 @@ impl<'a> Validator<'a> {
     /// ("In function 'accumulated', error in variable '1001', 'Integer is
     /// out of range'"). Only numbers are checked here; a value naming a
     /// variable is checked when evaluated, if at all.
+    /// A call the agent will fail on: an error (with `help`) where
+    /// cf-promises evaluates it and fails too, else a warning.
+    fn bad_call(
+        &mut self,
+        span: Span,
+        site: CallSite,
+        msg: impl Into<String>,
+        help: Option<String>,
+    ) {
+        match site {
+            CallSite::Evaluated => self.error(span, msg).help = help,
+            CallSite::NotEvaluated => {
+                self.warning(span, msg).help = Some(
+                    "cf-promises does not evaluate this call, but the agent will fail on it"
+                        .to_string(),
+                );
+            }
+        }
+    }
+
     fn number_args(&mut self, f: &FunctionDef, c: &FnCall, site: CallSite) {
         for (a, p) in c.args.iter().zip(f.params) {
             if !matches!(p.ty, ValueType::Int | ValueType::Real) || p.range.is_empty() {
@@ -792,15 +792,7 @@ impl<'a> Validator<'a> {
                 continue;
             };
             let msg = format!("function '{}': {}", f.name, m.message);
-            match site {
-                CallSite::Evaluated => self.error(span, msg).help = m.help,
-                CallSite::NotEvaluated => {
-                    self.warning(span, msg).help = Some(
-                        "cf-promises does not evaluate this call, but the agent will fail on it"
-                            .to_string(),
-                    )
-                }
-            }
+            self.bad_call(span, site, msg, m.help);
         }
     }
 
