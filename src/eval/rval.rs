@@ -494,7 +494,14 @@ impl EvalContext {
         texts: &[&str],
         f: &mut dyn FnMut(&mut EvalContext),
     ) {
-        let with = promise.attribute("with");
+        // A promise whose class guard does not hold is skipped before
+        // anything of it is expanded, as cf-agent skips it: its `with`
+        // (an `execresult` for another platform, say) is never evaluated.
+        let guarded_out = !promise.guard.quoted
+            && !self
+                .eval_class_expr(promise.guard.expr.trim())
+                .unwrap_or(true);
+        let with = promise.attribute("with").filter(|_| !guarded_out);
         let mut rounds = 0usize;
         let mut result = self.for_each_iteration(texts, &mut |ctx| {
             rounds += 1;
