@@ -68,6 +68,9 @@ pub struct Verdict {
     /// What `fsattrs` asks of the promised file, to do once its other
     /// steps are done (see [`fsattrs`]).
     immutable: Option<fsattrs::Immutable>,
+    /// The promiser exists and the file_select does not select it: the
+    /// promise stops there without a word, as cf-agent's does.
+    not_selected: bool,
 }
 
 impl Verdict {
@@ -203,6 +206,7 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
             crate::host::clock::now_secs(),
         )
     {
+        v.not_selected = true;
         return finish(act, p, v);
     }
     // Data a template cannot use fails the promise before it makes
@@ -728,6 +732,14 @@ fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, mut v: Verdict) -> Outc
     if let Some(st) = v.immutable.take() {
         fsattrs::end(act, st, &mut v);
     }
+    if !v.not_selected && promises_nothing(p) {
+        // cf-agent names `X/.` as X, but for a search.
+        let shown = match p.promiser.strip_suffix("/.") {
+            Some(dir) if p.body("depth_search").is_none() => dir,
+            _ => &p.promiser,
+        };
+        tracing::warn!("No action was requested for file '{shown}'. Maybe a typo in the policy?");
+    }
     if v.failed {
         tracing::error!(
             "Errors encountered when actuating files promise '{}'",
@@ -758,6 +770,34 @@ fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, mut v: Verdict) -> Outc
         act.reported_outcomes = Some(reported);
     }
     outcome
+}
+
+/// Whether a files promise has none of the attributes cf-agent 3.21
+/// counts as an action (its `AttrHasNoAction`): such a promise is most
+/// likely a typo, and cf-agent warns. `create` and `touch` count only
+/// when they say `true` or `yes`, an `acl` body only with `aces`.
+fn promises_nothing(p: &ExpandedPromise) -> bool {
+    const ACTIONS: [&str; 13] = [
+        "transformer",
+        "rename",
+        "delete",
+        "copy_from",
+        "link_from",
+        "perms",
+        "changes",
+        "edit_line",
+        "edit_xml",
+        "edit_template",
+        "edit_template_string",
+        "content",
+        "fsattrs",
+    ];
+    let set = |name: &str| matches!(p.scalar(name), Some("true" | "yes"));
+    !(ACTIONS.iter().any(|a| p.attrs.contains_key(*a))
+        || set("create")
+        || set("touch")
+        || p.body("acl")
+            .is_some_and(|acl| !acl.list("aces").is_empty()))
 }
 
 /// Whether a perms body's mode gives a directory `x` wherever it has `r`:
