@@ -132,6 +132,7 @@ fn compiled(body: &MethodBody, p: &str, regex: &mut RegexFn<'_>) -> Option<Arc<R
 /// VerifyInstalledPackages); after a list command ran, the inventory is
 /// written again with every list of the pass. False when the list could
 /// not be had (said as an error).
+#[allow(clippy::too_many_arguments)]
 pub fn list_method(
     host: &Host,
     workdir: &Path,
@@ -139,13 +140,29 @@ pub fn list_method(
     lists: &mut LegacyLists,
     body: &MethodBody,
     default_arch: &str,
+    dry_run: bool,
     regex: &mut RegexFn<'_>,
 ) -> bool {
     let command = body.manager().to_string();
-    if lists.manager(&command).is_some() {
-        tracing::debug!("Already have a package list for this manager");
-        return true;
-    }
+    // A manager is met once per pass; its list is read again while it
+    // has none (cf-agent's manager envelope and its empty list).
+    let at = match lists.managers.iter().position(|m| m.command == command) {
+        Some(i) if !lists.managers[i].installed.is_empty() => {
+            tracing::debug!("Already have a package list for this manager");
+            return true;
+        }
+        Some(i) => i,
+        None => {
+            lists.managers.insert(
+                0,
+                Manager {
+                    command: command.clone(),
+                    ..Manager::default()
+                },
+            );
+            0
+        }
+    };
     let horizon = body.list_update_ifelapsed.unwrap_or(24 * 60);
     let manager = manager_name(&command);
     if let Some(mtime) = inventory_mtime(workdir, Inventory::Installed)
@@ -164,32 +181,22 @@ pub fn list_method(
             .collect();
         if !cached.is_empty() {
             tracing::debug!("Already have a (cached) package list for this manager");
-            lists.managers.insert(
-                0,
-                Manager {
-                    command,
-                    installed: cached,
-                    ..Manager::default()
-                },
-            );
+            lists.managers[at].installed = cached;
             return true;
         }
     }
-    lists.managers.insert(
-        0,
-        Manager {
-            command: command.clone(),
-            ..Manager::default()
-        },
-    );
     if command.is_empty() {
         return true;
     }
-    let Some(installed) = read_list(host, workdir, now, body, default_arch, regex) else {
+    // What the command printed before it failed stays the list, as
+    // cf-agent's does.
+    let (installed, ok) = read_list(host, workdir, now, body, default_arch, dry_run, regex);
+    lists.managers[at].installed = installed;
+    if !ok {
         tracing::error!("Could not get list of installed packages");
         return false;
-    };
-    lists.managers[0].installed = installed;
+    }
+
     let all: Vec<PackageRecord> = lists
         .managers
         .iter()
@@ -208,7 +215,7 @@ pub fn list_method(
             patch_command,
             default_arch,
             regex,
-            &mut lists.managers[0],
+            &mut lists.managers[at],
         )
     {
         return false;
@@ -219,7 +226,8 @@ pub fn list_method(
 
 /// Runs `package_list_update_command` when its timestamp says so (cf-agent
 /// keeps one per manager in its state directory).
-fn update_list(host: &Host, workdir: &Path, now: i64, body: &MethodBody) -> bool {
+/// A dry run does not run it, as cf-agent's does not.
+fn update_list(host: &Host, workdir: &Path, now: i64, body: &MethodBody, dry_run: bool) -> bool {
     let Some(update) = &body.list_update_command else {
         return true;
     };
@@ -240,7 +248,10 @@ fn update_list(host: &Host, workdir: &Path, now: i64, body: &MethodBody) -> bool
     }
     if call {
         tracing::debug!("Calling package list update command: '{update}'");
-        if let Err(e) = super::method::run_command(host, update, body.useshell, OutputSelect::Both)
+        if dry_run {
+            // cf-agent touches the timestamp all the same.
+        } else if let Err(e) =
+            super::method::run_command(host, update, body.useshell, OutputSelect::Both)
         {
             tracing::error!("Couldn't start command '{update}': {e}");
         }
@@ -261,10 +272,11 @@ fn read_list(
     now: i64,
     body: &MethodBody,
     default_arch: &str,
+    dry_run: bool,
     regex: &mut RegexFn<'_>,
-) -> Option<Vec<PackageRecord>> {
-    if !update_list(host, workdir, now, body) {
-        return None;
+) -> (Vec<PackageRecord>, bool) {
+    if !update_list(host, workdir, now, body, dry_run) {
+        return (Vec::new(), false);
     }
     let command = body.manager();
     let manager = manager_name(command);
@@ -272,18 +284,22 @@ fn read_list(
         Some(p) => compiled(body, p, regex).map(Some),
         None => Some(None),
     };
-    let installed = pattern(&body.installed_regex, regex)?;
-    let name_re = pattern(&body.list_name_regex, regex)?;
-    let version_re = pattern(&body.list_version_regex, regex)?;
-    let arch_re = pattern(&body.list_arch_regex, regex)?;
-    let multiline = pattern(&body.multiline_start, regex)?;
+    let (Some(installed), Some(name_re), Some(version_re), Some(arch_re), Some(multiline)) = (
+        pattern(&body.installed_regex, regex),
+        pattern(&body.list_name_regex, regex),
+        pattern(&body.list_version_regex, regex),
+        pattern(&body.list_arch_regex, regex),
+        pattern(&body.multiline_start, regex),
+    ) else {
+        return (Vec::new(), false);
+    };
     tracing::debug!("Reading package list from '{command}'");
     let result = match super::method::run_command(host, command, body.useshell, OutputSelect::Both)
     {
         Ok(r) => r,
         Err(e) => {
             tracing::error!("Couldn't open the package list with command '{command}'. ({e})");
-            return None;
+            return (Vec::new(), false);
         }
     };
     let record = |name: String, version: String, arch: String| PackageRecord {
@@ -338,7 +354,7 @@ fn read_list(
     } else {
         let (Some(installed), Some(name_re), Some(version_re)) = (installed, name_re, version_re)
         else {
-            return None;
+            return (Vec::new(), false);
         };
         for line in text.lines() {
             if !installed.is_full_match(line) {
@@ -365,10 +381,7 @@ fn read_list(
             }
         }
     }
-    if result.code != Some(0) || result.timed_out {
-        return None;
-    }
-    Some(packages)
+    (packages, result.code == Some(0) && !result.timed_out)
 }
 
 /// Reads the patch list command's lines into the manager's installed and

@@ -1306,6 +1306,36 @@ fn execute_one(host: &Host, pm: &Scheduled, dry_run: bool, reported: &mut Vec<Re
     report(pp, outcomes);
 }
 
+/// The command line from its program's file name on (cf-agent's label of
+/// a package command's output).
+fn short_name(command: &str) -> &str {
+    let first_end = command.find(' ').unwrap_or(command.len());
+    let from = command[..first_end].rfind('/').map_or(0, |i| i + 1);
+    &command[from..]
+}
+
+/// Runs a package command and quotes what it printed, a line at a time,
+/// as cf-agent does.
+pub fn run_quoted(
+    host: &Host,
+    command: &str,
+    shell: bool,
+) -> std::io::Result<crate::host::exec::CommandResult> {
+    if shell {
+        tracing::debug!("Running {command} in shell");
+    }
+    let r = run_command(host, command, shell, OutputSelect::Both)?;
+    tracing::debug!(
+        "Executing {}...",
+        command.chars().take(60).collect::<String>()
+    );
+    let cmd: String = short_name(command).chars().take(20).collect();
+    for line in r.output_text().lines() {
+        tracing::info!("Q:{cmd:>20} ...:{line}");
+    }
+    Ok(r)
+}
+
 /// cf-agent's ExecPackageCommand: runs a scheduled command, quotes its
 /// output and judges it (by `package_noverify_*` when verifying, else by
 /// its exit code and the classes body's return codes).
@@ -1328,10 +1358,7 @@ fn exec_package_command(
     if dry_run {
         return (true, Vec::new());
     }
-    if b.useshell {
-        tracing::debug!("Running {command} in shell");
-    }
-    let r = match run_command(host, command, b.useshell, OutputSelect::Both) {
+    let r = match run_quoted(host, command, b.useshell) {
         Ok(r) => r,
         Err(e) => {
             let short: String = command.chars().take(20).collect();
@@ -1339,29 +1366,18 @@ fn exec_package_command(
             return (false, vec![Outcome::Failed]);
         }
     };
-    tracing::debug!(
-        "Executing {}...",
-        command.chars().take(60).collect::<String>()
-    );
-    // cf-agent's label: the command line from its program's file name on.
-    let first_end = command.find(' ').unwrap_or(command.len());
-    let from = command[..first_end].rfind('/').map_or(0, |i| i + 1);
-    let tail = &command[from..];
-    let cmd: String = tail.chars().take(20).collect();
     let mut ok = true;
     let mut outcomes = Vec::new();
     let noverify = b.noverify_regex.as_deref().and_then(|p| Regex::new(p).ok());
-    for line in r.output_text().lines() {
-        tracing::info!("Q:{cmd:>20} ...:{line}");
-        if verify
-            && !line.is_empty()
-            && let Some(re) = &noverify
-            && re.is_full_match(line)
-        {
-            let c40: String = tail.chars().take(40).collect();
-            tracing::info!("Package verification error in {c40} ... :{line}");
-            outcomes.push(Outcome::Failed);
-            ok = false;
+    if verify && let Some(re) = &noverify {
+        let tail = short_name(command);
+        let c40: String = tail.chars().take(40).collect();
+        for line in r.output_text().lines() {
+            if !line.is_empty() && re.is_full_match(line) {
+                tracing::info!("Package verification error in {c40} ... :{line}");
+                outcomes.push(Outcome::Failed);
+                ok = false;
+            }
         }
     }
     let code = r.code.unwrap_or(-1);
@@ -1414,7 +1430,13 @@ pub fn evaluate(
         "Default package architecture for promise {} is '{arch}'",
         w.promise.promiser
     );
-    let listed = legacy::list_method(host, workdir, now, d.lists, &w.body, &arch, d.regex);
+    let dry_run = matches!(
+        d.changes.mode(),
+        crate::report::change::Mode::DryRun | crate::report::change::Mode::DryRunWarnOnly
+    );
+    let listed = legacy::list_method(
+        host, workdir, now, d.lists, &w.body, &arch, dry_run, d.regex,
+    );
     if !listed {
         tracing::error!("Unable to obtain a list of installed packages - aborting {at}");
         return Outcome::Failed;
