@@ -65,7 +65,7 @@ impl LegacyLists {
         if let Some(s) = self
             .schedule
             .iter_mut()
-            .find(|s| s.command == op.command && s.bulk == op.bulk)
+            .find(|s| s.command == op.command && s.changes == op.changes)
         {
             for item in op.items.drain(..).rev() {
                 s.items.insert(0, item);

@@ -75,6 +75,8 @@ impl Select {
     pub fn parse(s: Option<&str>) -> Option<Select> {
         Some(match s {
             None => Select::None,
+            // cf-agent reads a value it does not know as none.
+            Some(x) if !["==", "!=", "<", ">", ">=", "<="].contains(&x) => Select::None,
             Some("==") => Select::Eq,
             Some("!=") => Select::Neq,
             Some("<") => Select::Lt,
@@ -157,7 +159,18 @@ pub struct MethodBody {
     pub noverify_returncode: Option<i64>,
     pub file_repositories: Vec<String>,
     pub useshell: bool,
-    pub bulk: bool,
+    pub changes: ChangesPolicy,
+}
+
+/// `package_changes`: one command a package or one for all. Without it,
+/// cf-agent schedules the operations but never runs them (unless the
+/// command takes no arguments), and so do we.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ChangesPolicy {
+    #[default]
+    Unset,
+    Individual,
+    Bulk,
 }
 
 impl MethodBody {
@@ -202,7 +215,11 @@ impl MethodBody {
                 .scalar("package_commands_useshell")
                 .and_then(crate::values::number::parse_bool)
                 .unwrap_or(true),
-            bulk: b.scalar("package_changes") == Some("bulk"),
+            changes: match b.scalar("package_changes") {
+                Some("individual") => ChangesPolicy::Individual,
+                Some("bulk") => ChangesPolicy::Bulk,
+                _ => ChangesPolicy::Unset,
+            },
         }
     }
 
@@ -236,7 +253,7 @@ pub struct Item {
 pub struct Scheduled {
     pub command: String,
     pub action: Action,
-    pub bulk: bool,
+    pub changes: ChangesPolicy,
     /// Newest first, as cf-agent prepends them.
     pub items: Vec<Item>,
 }
@@ -1030,7 +1047,7 @@ impl Decide<'_> {
         self.lists.schedule(Scheduled {
             command: command.to_string(),
             action,
-            bulk: w.body.bulk,
+            changes: w.body.changes,
             items: vec![Item {
                 name: id.to_string(),
                 promise: w.promise.clone(),
@@ -1265,7 +1282,13 @@ fn execute_one(host: &Host, pm: &Scheduled, dry_run: bool, reported: &mut Vec<Re
             Some(item.name.clone())
         }
     };
-    if !pm.bulk {
+    if pm.changes == ChangesPolicy::Unset {
+        tracing::debug!(
+            "No package_changes: the scheduled command is not run, as cf-agent runs it not"
+        );
+        return;
+    }
+    if pm.changes == ChangesPolicy::Individual {
         for item in &pm.items {
             let Some(w) = word(item) else { continue };
             let line = format!("{prefix}{w}");

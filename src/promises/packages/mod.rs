@@ -196,13 +196,8 @@ fn old_promise(
         tracing::error!("The work directory (sys.workdir) is not known {at}");
         return Outcome::Failed;
     };
-    let Some(action) = method::Action::parse(p.scalar("package_policy")) else {
-        tracing::error!(
-            "package_policy '{}' is not one of add, delete, reinstall, update, addupdate, patch, verify {at}",
-            p.scalar("package_policy").unwrap_or_default()
-        );
-        return Outcome::Failed;
-    };
+    // A policy cf-agent does not know is its default, add.
+    let action = method::Action::parse(p.scalar("package_policy")).unwrap_or(method::Action::Add);
     let Some(select) = method::Select::parse(p.scalar("package_select")) else {
         tracing::error!(
             "package_select '{}' is not one of ==, !=, <, >, <=, >= {at}",
