@@ -1224,15 +1224,14 @@ pub fn execute_schedule(
         Action::Patch,
         Action::Verify,
     ] {
-        let mut ran = false;
         for pm in schedule.iter().filter(|pm| pm.action == action) {
-            ran = true;
             execute_one(host, pm, dry_run, &mut reported);
         }
-        if ran && action != Action::Verify {
-            legacy::invalidate_inventory(workdir);
-        }
     }
+    // cf-agent marks the inventory out of date after any schedule (its
+    // run of the deletions does it even when there are none), under a dry
+    // run too.
+    legacy::invalidate_inventory(workdir);
     reported
 }
 
@@ -1273,8 +1272,13 @@ fn execute_one(host: &Host, pm: &Scheduled, dry_run: bool, reported: &mut Vec<Re
     }
     let prefix = format!("{} ", pm.command);
     let repos = matches!(pm.action, Action::Add | Action::Update);
+    // cf-agent's patch schedule passes names as they are, and runs each
+    // for the first promise.
+    let patch = pm.action == Action::Patch;
     let word = |item: &Item| -> Option<String> {
-        if repos && !item.body.file_repositories.is_empty() {
+        if patch {
+            Some(item.name.clone())
+        } else if repos && !item.body.file_repositories.is_empty() {
             prefix_local_repository(&item.body.file_repositories, &item.name)
         } else if item.body.useshell {
             Some(format!("'{}'", item.name.replace('\'', "\\'")))
@@ -1292,8 +1296,9 @@ fn execute_one(host: &Host, pm: &Scheduled, dry_run: bool, reported: &mut Vec<Re
         for item in &pm.items {
             let Some(w) = word(item) else { continue };
             let line = format!("{prefix}{w}");
+            let owner = if patch { first } else { item };
             let (ok, outcomes) =
-                exec_package_command(host, &line, verify, &item.body, &item.promise, dry_run);
+                exec_package_command(host, &line, verify, &owner.body, &owner.promise, dry_run);
             if ok {
                 tracing::debug!(
                     "Package schedule execution ok for '{}' (outcome cannot be promised by cf-agent)",
@@ -1302,7 +1307,7 @@ fn execute_one(host: &Host, pm: &Scheduled, dry_run: bool, reported: &mut Vec<Re
             } else {
                 tracing::error!("Package schedule execution failed for '{}'", item.name);
             }
-            report(&item.promise, outcomes);
+            report(&owner.promise, outcomes);
         }
         return;
     }
