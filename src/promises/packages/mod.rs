@@ -196,6 +196,13 @@ fn old_promise(
         tracing::error!("The work directory (sys.workdir) is not known {at}");
         return Outcome::Failed;
     };
+    for reserved in ["name", "version", "arch", "firstrepo"] {
+        if act.ctx.lookup(&format!("this.{reserved}")).is_some() {
+            tracing::warn!(
+                "$({reserved}) variable has a special meaning in packages promises. Things may not work as expected if it is already defined."
+            );
+        }
+    }
     // A policy cf-agent does not know is its default, add.
     let action = method::Action::parse(p.scalar("package_policy")).unwrap_or(method::Action::Add);
     let Some(select) = method::Select::parse(p.scalar("package_select")) else {
