@@ -857,6 +857,12 @@ impl<'a> AgentRun<'a> {
                         break 'passes;
                     }
                 }
+                // cf-agent carries out what the old package promises of
+                // the pass scheduled once the pass's package promises are
+                // done.
+                if section.0 == "packages" {
+                    state.changed |= self.run_package_schedule();
+                }
                 // Once the classes are settled, cf-agent resolves the
                 // bundle's variables again, so a variable guarded by a class
                 // of this pass is there for the promises that follow, and

@@ -870,6 +870,33 @@ impl AgentRun<'_> {
         }
     }
 
+    /// Runs the operations the old package promises of a pass scheduled
+    /// (`package_method`), and gives each promise the outcomes its
+    /// command came to. True when a new class appeared.
+    pub(super) fn run_package_schedule(&mut self) -> bool {
+        let Some(workdir) = self
+            .ctx
+            .lookup("sys.workdir")
+            .and_then(|v| v.as_scalar().map(std::path::PathBuf::from))
+        else {
+            return false;
+        };
+        let reported = crate::promises::packages::method::execute_schedule(
+            &self.host,
+            &workdir,
+            &mut self.packages.legacy,
+            self.dry_run,
+        );
+        let mut changed = false;
+        for r in reported {
+            for o in r.outcomes {
+                changed |= self.set_outcome_classes(&r.promise, o);
+                self.log_transaction(&r.promise, o);
+            }
+        }
+        changed
+    }
+
     /// Defines (and cancels) the classes a `classes` body asks for.
     /// Returns whether a new class appeared.
     fn set_outcome_classes(&mut self, ep: &ExpandedPromise, outcome: Outcome) -> bool {

@@ -75,6 +75,31 @@ pub fn write_inventory(
     super::local::write_private(&path, text.as_bytes())
 }
 
+/// Marks an inventory out of date: its times go back to the epoch, as
+/// cf-agent marks its own after the package manager changed something.
+pub fn invalidate_inventory(workdir: &Path, which: Inventory) -> std::io::Result<()> {
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(inventory_path(workdir, which))?;
+    let epoch = std::time::UNIX_EPOCH;
+    file.set_times(
+        std::fs::FileTimes::new()
+            .set_accessed(epoch)
+            .set_modified(epoch),
+    )
+}
+
+/// Creates a timestamp file of the state directory, or brings its time to
+/// now (cf-agent's `software_update_timestamp_*`).
+pub fn touch_state_file(path: &Path) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        super::local::create_private_dir(dir)?;
+    }
+    super::local::ensure_private_file(path)?;
+    let file = std::fs::OpenOptions::new().append(true).open(path)?;
+    file.set_modified(std::time::SystemTime::now())
+}
+
 /// Parses `name,version,arch,method` lines (CRLF or LF); shorter lines are
 /// skipped.
 pub fn parse_inventory(text: &str) -> Vec<PackageRecord> {

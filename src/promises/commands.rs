@@ -280,7 +280,12 @@ fn spec_from(
 /// as each list holds it (a code in several lists has every one of their
 /// outcomes, 00_basics/03_bodies/120.cf) and any other code failed;
 /// otherwise 0 is repaired and anything else failed.
-fn judge(classes: Option<&ResolvedBody>, code: i32, promiser: &str, located: &str) -> Vec<Outcome> {
+pub(crate) fn judge(
+    classes: Option<&ResolvedBody>,
+    code: i32,
+    promiser: &str,
+    located: &str,
+) -> Vec<Outcome> {
     let listed = |attr: &str| -> Option<bool> {
         let codes = classes.map(|c| c.list(attr)).unwrap_or_default();
         (!codes.is_empty()).then(|| codes.iter().any(|x| x.trim().parse::<i32>() == Ok(code)))

@@ -37,9 +37,73 @@ fn build(pattern: &str, utf: bool) -> Result<Pcre, pcre2::Error> {
         .build(pattern)
 }
 
+/// The pattern with each hyphen that follows a class escape or a POSIX
+/// class inside brackets escaped; `None` when there is none.
+fn class_hyphens_escaped(pattern: &str) -> Option<String> {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = String::with_capacity(pattern.len() + 4);
+    let (mut i, mut in_class, mut changed) = (0, false, false);
+    while i < chars.len() {
+        let c = chars[i];
+        let mut set_end = false;
+        if c == '\\' && i + 1 < chars.len() {
+            out.push(c);
+            out.push(chars[i + 1]);
+            set_end = in_class && "dDwWsShHvV".contains(chars[i + 1]);
+            i += 2;
+        } else if in_class && c == '[' && chars.get(i + 1) == Some(&':') {
+            let close = (i + 2..chars.len().saturating_sub(1))
+                .find(|&j| chars[j] == ':' && chars[j + 1] == ']');
+            match close {
+                Some(j) => {
+                    out.extend(&chars[i..j + 2]);
+                    i = j + 2;
+                    set_end = true;
+                }
+                None => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        } else if !in_class && c == '[' {
+            out.push(c);
+            i += 1;
+            in_class = true;
+            // A leading `^` and `]` belong to the class.
+            if chars.get(i) == Some(&'^') {
+                out.push('^');
+                i += 1;
+            }
+            if chars.get(i) == Some(&']') {
+                out.push(']');
+                i += 1;
+            }
+        } else {
+            if in_class && c == ']' {
+                in_class = false;
+            }
+            out.push(c);
+            i += 1;
+        }
+        if set_end && chars.get(i) == Some(&'-') && chars.get(i + 1).is_some_and(|n| *n != ']') {
+            out.push_str("\\-");
+            i += 1;
+            changed = true;
+        }
+    }
+    changed.then_some(out)
+}
+
 impl Regex {
     pub fn new(pattern: &str) -> Result<Regex, RegexError> {
         build(pattern, true)
+            // PCRE (cf-agent's) reads a hyphen after a class escape or a
+            // POSIX class inside brackets as a hyphen (`[\w\d-._~]`,
+            // `[[:alnum:]-_]`), where PCRE2 refuses the range.
+            .or_else(|e| match class_hyphens_escaped(pattern) {
+                Some(p) => build(&p, true).map_err(|_| e),
+                None => Err(e),
+            })
             .map(|re| Regex {
                 re,
                 pattern: pattern.to_string(),
@@ -192,6 +256,17 @@ impl RegexCache {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn hyphens_after_class_escapes_are_hyphens_as_in_pcre() {
+        let r = Regex::new(r"^([\w\d-._~]+@[\d.]+)$").unwrap();
+        assert!(r.is_full_match("left-pad@1.3"));
+        let r = Regex::new(r"^([[:alnum:]-_]+)$").unwrap();
+        assert!(r.is_full_match("a-b_c"));
+        assert!(!r.is_full_match("a.b"));
+        assert!(Regex::new("[z-a]").is_err());
+        Regex::new(r"^([[:alnum:]-_]+\s\([\d.]+\))").unwrap();
+    }
     use super::*;
 
     #[test]

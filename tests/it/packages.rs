@@ -590,7 +590,8 @@ body classes kept(p) { promise_kept => { "$(p)_kept" }; }
         ("nomodule", "New package promise failed sanity check."),
         (
             "oldstyle",
-            "Package promise 'oldstyle' uses package_method (CFEngine's old package promise), which is not supported",
+            // The old package promise's sanity check, in cf-agent's words.
+            "You must supply a method for determining the name of existing packages e.g. use the standard library generic package_method",
         ),
         (
             "mixed",

@@ -4,12 +4,12 @@
 //! says is installed decides, never its exit code: after a change the
 //! installed list is asked for again and must show the promise kept.
 //!
-//! The old promise of `package_method` bodies is not supported; such a
-//! promise fails and says so, after reading its list of installed packages
-//! into the legacy inventory (see [`legacy`]).
+//! The old promise of `package_method` bodies is [`method`]; its lists are
+//! [`legacy`].
 
 pub mod cache;
 pub mod legacy;
+pub mod method;
 pub mod module;
 
 pub use cache::Session;
@@ -72,26 +72,18 @@ impl Actuator for Packages {
             return Outcome::Failed;
         }
         if !new {
+            // Without a package_method, the policy's `generic` body if it
+            // has one (cf-agent's default).
+            let body = match p.body("package_method") {
+                Some(b) => Some(b.clone()),
+                None if old => act.ctx.named_body(act.policy, "package_method", "generic"),
+                None => None,
+            };
+            if let Some(body) = body {
+                return old_promise(act, p, &body);
+            }
             if old {
-                // The inventory half of the old promise is done: its list
-                // of installed packages feeds packagesmatching.
-                if let (Some(body), Some(workdir)) = (
-                    p.body("package_method"),
-                    act.ctx
-                        .lookup("sys.workdir")
-                        .and_then(|v| v.as_scalar().map(std::path::PathBuf::from)),
-                ) {
-                    let (host, now) = (act.host, act.now);
-                    let lists = &mut act.packages.legacy;
-                    let ctx = &mut act.ctx;
-                    legacy::list_installed(host, &workdir, now, lists, body, &mut |r| {
-                        ctx.regex(r).ok()
-                    });
-                }
-                tracing::error!(
-                    "Package promise '{}' uses package_method (CFEngine's old package promise), which is not supported; use policy and package_module {at}",
-                    p.promiser
-                );
+                tracing::error!("v1 package promise (package_method) failed sanity check. {at}");
             } else {
                 tracing::error!(
                     "Package promise '{}' has no policy (\"present\" or \"absent\")",
@@ -187,6 +179,70 @@ impl Actuator for Packages {
         }
         outcome
     }
+}
+
+/// CFEngine's old package promise, with its `package_method` body.
+fn old_promise(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    body: &crate::eval::bodies::ResolvedBody,
+) -> Outcome {
+    let at = p.located();
+    let Some(workdir) = act
+        .ctx
+        .lookup("sys.workdir")
+        .and_then(|v| v.as_scalar().map(std::path::PathBuf::from))
+    else {
+        tracing::error!("The work directory (sys.workdir) is not known {at}");
+        return Outcome::Failed;
+    };
+    for reserved in ["name", "version", "arch", "firstrepo"] {
+        if act.ctx.lookup(&format!("this.{reserved}")).is_some() {
+            tracing::warn!(
+                "$({reserved}) variable has a special meaning in packages promises. Things may not work as expected if it is already defined."
+            );
+        }
+    }
+    // A policy cf-agent does not know is its default, add.
+    let action = method::Action::parse(p.scalar("package_policy")).unwrap_or(method::Action::Add);
+    let Some(select) = method::Select::parse(p.scalar("package_select")) else {
+        tracing::error!(
+            "package_select '{}' is not one of ==, !=, <, >, <=, >= {at}",
+            p.scalar("package_select").unwrap_or_default()
+        );
+        return Outcome::Failed;
+    };
+    let architectures = match p.value("package_architectures") {
+        Some(Value::List(l)) => l.clone(),
+        Some(Value::Scalar(s)) => vec![s.clone()],
+        _ => Vec::new(),
+    };
+    let wish = method::Wish {
+        promise: p,
+        body: method::MethodBody::from_body(body),
+        action,
+        select,
+        version: p.scalar("package_version").map(str::to_string),
+        architectures,
+    };
+    let (host, now) = (act.host, act.now);
+    let ctx = &mut act.ctx;
+    let mut regex = |r: &str| ctx.regex(r).ok();
+    let mut decide = method::Decide {
+        host,
+        changes: &mut act.changes,
+        lists: &mut act.packages.legacy,
+        regex: &mut regex,
+        unreported: 0,
+        reported: Vec::new(),
+    };
+    let outcome = method::evaluate(host, &workdir, now, &mut decide, &wish);
+    if decide.unreported > 0 {
+        // Only what cf-agent reported sets classes; a scheduled operation
+        // sets them when its command has run.
+        act.reported_outcomes = Some(std::mem::take(&mut decide.reported));
+    }
+    outcome
 }
 
 /// The package module of body common control's `package_module`, if the
