@@ -447,6 +447,13 @@ impl<'a> AgentRun<'a> {
         if let Some(path) = &self.ctx.agent_control.childlibpath {
             crate::host::exec::set_run_env("LD_LIBRARY_PATH", path);
         }
+        // So does it with `environment`'s `NAME=value` entries (the
+        // schema's pattern `[A-Za-z0-9_]+=.*` holds the name and the '=').
+        for entry in &self.ctx.agent_control.environment {
+            if let Some((name, value)) = entry.split_once('=') {
+                crate::host::exec::set_run_env(name, value);
+            }
+        }
         if self.preevaluated_abort() {
             return Ok(());
         }

@@ -110,6 +110,18 @@ pub fn set_run_env(key: &str, value: &str) {
     env.push((key.to_string(), value.to_string()));
 }
 
+/// The value [`set_run_env`] gave `key`, if any: what the agent's own
+/// environment holds for it from then on (`getenv`).
+pub fn run_env(key: &str) -> Option<String> {
+    RUN_ENV
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
+}
+
 /// The process a spec describes, not yet started: its program (or the
 /// shell), environment, working directory, user and group, and what runs
 /// between fork and exec (a new session, so that a timeout can kill the
