@@ -370,6 +370,9 @@ impl<'a> AgentRun<'a> {
     pub fn run(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
         let r = self.run_sequence(seq);
         self.modules.terminate_all();
+        // As cf-agent waits for the children it forked for promises with
+        // `background` before its end-of-run reports.
+        crate::host::exec::wait_for_background();
         if self.ctx.agent_control.allclassesreport {
             self.all_classes_report();
         }

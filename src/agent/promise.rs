@@ -915,6 +915,21 @@ fn refused_attribute(ep: &ExpandedPromise) -> Option<String> {
     if ep.promise_type == "packages" {
         return None;
     }
+    // cf-agent forks a process of its own for a files promise whose action
+    // body says `background` (commands run in the background as it does;
+    // other promise types ignore it there too).
+    if ep.promise_type == "files"
+        && let Some(action) = ep.body("action")
+        && action
+            .scalar("background")
+            .and_then(crate::values::number::parse_bool)
+            == Some(true)
+    {
+        return Some(format!(
+            "attribute 'background' of action body '{}' is not supported yet: files promises are not verified in a process of their own",
+            action.name
+        ));
+    }
     for (name, value) in &ep.attrs {
         if let Some(why) = refused(Owner::Promise, &ep.promise_type, name) {
             return Some(format!("attribute '{name}' is not supported yet: {why}"));

@@ -97,6 +97,57 @@ fn agent_control_inform_raises_the_level() {
     }
 }
 
+/// Agent control's `verbose => "true"` prints what -v prints, as cf-agent's
+/// does: the same bundle and promise banners (`B: BEGIN bundle`, `P: BEGIN
+/// promise ... (pass N)`) and info lines; with `"false"` neither agent
+/// prints a verbose or an info line.
+#[test]
+fn agent_control_verbose_raises_the_level_like_cf_agent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("made");
+    let text = |verbose: &str| {
+        format!(
+            "body common control {{ bundlesequence => {{ \"main\" }}; }}\nbody agent control {{ verbose => \"{verbose}\"; }}\nbundle agent main {{ files: \"{}\" create => \"true\"; reports: \"hello\"; }}\n",
+            target.display()
+        )
+    };
+    let shown = regex::Regex::new(r"^ *(verbose: (B: |P: BEGIN )|info: |R: )").unwrap();
+    let observe = |program: &std::path::Path, wd: &std::path::Path, policy: &std::path::Path| {
+        let _ = std::fs::remove_file(&target);
+        let out = run(Command::new(program)
+            .arg("-w")
+            .arg(wd)
+            .args(["-K", "-f"])
+            .arg(policy));
+        out.stdout
+            .lines()
+            .filter(|l| shown.is_match(l))
+            .map(|l| l.trim().to_string())
+            .collect::<Vec<_>>()
+    };
+    for verbose in ["false", "true"] {
+        let policy = write_policy(tmp.path(), &text(verbose));
+        let ours = observe(&agent_bin(), &tmp.path().join("wd"), &policy);
+        let banners = ours.iter().filter(|l| l.starts_with("verbose: ")).count();
+        assert_eq!(
+            banners > 0,
+            verbose == "true",
+            "verbose {verbose}: {ours:#?}"
+        );
+        assert!(ours.iter().any(|l| l == "R: hello"), "{ours:#?}");
+        if have("cf-agent") {
+            let theirs = observe(
+                std::path::Path::new("cf-agent"),
+                &cf_workdir(tmp.path()),
+                &policy,
+            );
+            assert_eq!(ours, theirs, "verbose {verbose}: ours, then cf-agent's");
+        } else {
+            eprintln!("skipped the cf-agent comparison: cf-agent not installed");
+        }
+    }
+}
+
 /// `returnszero`'s command writes to the agent's own output: without a
 /// shell only at inform level (`-I`), through the shell always; as
 /// cf-agent (02_classes/02_functions/silent_returnszero.cf).
