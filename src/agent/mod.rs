@@ -826,7 +826,18 @@ impl<'a> AgentRun<'a> {
         let every_pass = crate::report::log::verbose()
             || order
                 .iter()
-                .any(|s| actuator(s.0).is_some_and(|a| a.speaks_each_pass()));
+                .any(|s| actuator(s.0).is_some_and(|a| a.speaks_each_pass()))
+            // A report returning a value with too many constraints has
+            // cf-agent's error in every pass.
+            || order.iter().any(|s| {
+                s.0 == "reports"
+                    && s.1.iter().any(|p| {
+                        p.attribute("bundle_return_value_index").is_some()
+                            && ["printfile", "showstate", "report_to_file", "lastseen"]
+                                .iter()
+                                .any(|a| p.attribute(a).is_some())
+                    })
+            });
         let mut settled = false;
         let mut pass = 1;
         'passes: while pass <= MAX_PASSES {

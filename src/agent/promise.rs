@@ -349,6 +349,7 @@ impl AgentRun<'_> {
             }
             // cf-agent sets a returned value again in every pass.
             if ptype == "reports" && ep.attrs.contains_key("bundle_return_value_index") {
+                return_value_constraints(ep);
                 verbose::promise_end(ptype, &ep.promiser, Outcome::Kept);
             }
             return None;
@@ -745,6 +746,7 @@ impl AgentRun<'_> {
         if ep.promise_type == "reports"
             && let Some(idx) = ep.scalar("bundle_return_value_index")
         {
+            return_value_constraints(ep);
             if let Some(rv) = self.return_values.last_mut() {
                 rv.insert(idx.to_string(), ep.promiser.clone());
             }
@@ -904,6 +906,28 @@ const NOT_LOGGED_TYPES: &[&str] = &[
     "replace_patterns",
     "field_edits",
 ];
+
+/// A report that returns a value to its method and also says how to print
+/// (`printfile`, `showstate`, `report_to_file`, a `lastseen` other than 0)
+/// has the error cf-agent 3.21 logs each time it reads the report's
+/// attributes (every pass); the value is returned all the same.
+fn return_value_constraints(ep: &ExpandedPromise) {
+    let lastseen = ep
+        .scalar("lastseen")
+        .and_then(|n| crate::values::number::parse_int(n).ok())
+        .unwrap_or(0);
+    if ["printfile", "showstate", "report_to_file"]
+        .iter()
+        .any(|a| ep.attrs.contains_key(*a))
+        || lastseen != 0
+    {
+        tracing::error!(
+            "bundle_return_value promise for '{}' in bundle '{}' with too many constraints (ignored)",
+            ep.promiser,
+            ep.bundle
+        );
+    }
+}
 
 /// Why a promise is refused for an attribute it or one of its bodies has
 /// (src/schema/support.tsv): an attribute the agent does not support is

@@ -388,3 +388,56 @@ fn expireafter_ends_the_lock_of_a_killed_agent() {
         }
     }
 }
+
+/// A report's `lastseen`: cf-agent 3.21 reads it and does nothing with it
+/// but complain when the report also returns a value to its method (other
+/// than 0, it is one constraint too many: an error in each of the three
+/// passes, the value returned all the same). Ours prints the same lines.
+#[test]
+fn reports_lastseen_with_a_return_value_is_one_constraint_too_many() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        tmp.path(),
+        r#"body common control { bundlesequence => { "main" }; }
+bundle agent main
+{
+  methods:
+      "m" usebundle => sub, useresult => "r";
+  reports:
+      "plain" lastseen => "2";
+      "got $(r[a]) $(r[b])";
+}
+bundle agent sub
+{
+  reports:
+      "zero" bundle_return_value_index => "a", lastseen => "0";
+      "three" bundle_return_value_index => "b", lastseen => "3";
+}
+"#,
+    );
+    let lines = |out: Captured| -> Vec<String> {
+        out.stdout
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| l.starts_with("error:") || l.starts_with("R: "))
+            .collect()
+    };
+    let error = "error: bundle_return_value promise for 'three' in bundle 'sub' with too many constraints (ignored)";
+    let want = vec![error, error, error, "R: plain", "R: got zero three"];
+    let ours = lines(run(Command::new(agent_bin())
+        .args(["-K", "-w"])
+        .arg(tmp.path().join("wd"))
+        .arg("-f")
+        .arg(&policy)));
+    assert_eq!(ours, want);
+    if have("cf-agent") {
+        let theirs = lines(run(Command::new("cf-agent")
+            .args(["-K", "-w"])
+            .arg(cf_workdir(tmp.path()))
+            .arg("-f")
+            .arg(&policy)));
+        assert_eq!(theirs, want, "cf-agent");
+    } else {
+        eprintln!("skipped: cf-agent is not installed, only our output is checked");
+    }
+}
