@@ -802,17 +802,25 @@ impl AgentRun<'_> {
         let changes = act_ctx.changes.take();
         // Classes an actuator persists (a changes body's checksum_alerts).
         self.store_persistent_classes();
+        let mut reported = reported;
         if let Some(f) = followup {
             // As cf-agent's VerifyMethod: the bundle's own outcome does not
-            // change the promise's.
+            // change the promise's, but it is reported for the promise, so
+            // its classes body defines that outcome's classes too (a home
+            // bundle that changed nothing: kept as well as repaired).
             let mut call = ep.clone();
             call.attrs.insert("usebundle".into(), f.bundle);
             if f.inherit {
                 call.attrs
                     .insert("inherit".into(), AttrValue::Value(Value::str("true")));
             }
-            self.eval_method(&call);
+            let called = self.eval_method(&call);
             tracing::info!("{}", f.then_inform);
+            if let Some(called) = called {
+                let mut all = reported.take().unwrap_or_else(|| vec![outcome]);
+                all.push(called);
+                reported = Some(all);
+            }
         }
         // After the follow-up, whose own promises report theirs.
         self.reported_outcomes = reported;
