@@ -441,3 +441,119 @@ bundle agent sub
         eprintln!("skipped: cf-agent is not installed, only our output is checked");
     }
 }
+
+/// The script that runs a program with `/dev/log` being the socket given:
+/// in a private mount namespace, a fresh /dev holding the real one's
+/// common nodes and the socket (bound over an empty file), so that
+/// cf-agent's syslog(3) reaches the test and nothing of the machine's
+/// /dev changes. Arguments: a scratch directory, the socket, the program
+/// and its arguments.
+const WITH_DEV_LOG: &str = r#"T=$0; SOCK=$1; shift 1
+mkdir -p "$T/olddev" && mount --rbind /dev "$T/olddev" && mount -t tmpfs none /dev || exit 90
+for n in null zero full random urandom tty; do
+  [ -e "$T/olddev/$n" ] && touch "/dev/$n" && mount --bind "$T/olddev/$n" "/dev/$n"
+done
+for d in pts shm; do
+  [ -d "$T/olddev/$d" ] && mkdir "/dev/$d" && mount --rbind "$T/olddev/$d" "/dev/$d"
+done
+ln -s /proc/self/fd /dev/fd
+touch /dev/log && mount --bind "$SOCK" /dev/log || exit 91
+exec "$@""#;
+
+/// Common control's `system_log_level`: which lines reach the system log.
+/// Both agents run with `/dev/log` a socket of the test's (see
+/// [`WITH_DEV_LOG`]; root only); what each sent, priority and message
+/// (the time, name and pid left out), must be the same, at "info" (the
+/// info line and the report) and at "error" (only the report: cf-agent
+/// sends every report to the system log itself, whatever the level).
+#[test]
+fn system_log_level_sends_what_cf_agent_sends() {
+    use std::os::unix::net::UnixDatagram;
+    if !is_root() || which("unshare").is_none() {
+        eprintln!("skipped: system_log_level_sends_what_cf_agent_sends needs root and unshare");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("made");
+    let sent = |program: &std::path::Path,
+                wd: &std::path::Path,
+                level: &str|
+     -> Option<Vec<String>> {
+        let _ = std::fs::remove_file(&target);
+        let dir = tempfile::tempdir_in(tmp.path()).unwrap();
+        let policy = write_policy(
+            dir.path(),
+            &format!(
+                "body common control {{ bundlesequence => {{ \"main\" }}; system_log_level => \"{level}\"; }}\nbundle agent main {{ files: \"{}\" create => \"true\"; reports: \"hello\"; }}\n",
+                target.display()
+            ),
+        );
+        let sock_path = dir.path().join("log.sock");
+        let sock = UnixDatagram::bind(&sock_path).unwrap();
+        let out = run(Command::new("unshare")
+            .args(["-m", "sh", "-c", WITH_DEV_LOG])
+            .arg(dir.path())
+            .arg(&sock_path)
+            .arg(program)
+            .arg("-K")
+            .arg("-w")
+            .arg(wd)
+            .arg("-f")
+            .arg(&policy));
+        if matches!(out.code, Some(90 | 91)) {
+            eprintln!("skipped: no private /dev could be made: {out:?}");
+            return None;
+        }
+        assert!(out.stdout.contains("R: hello"), "{out:?}");
+        // syslog(3) sends each line before the program goes on: all are
+        // queued by now.
+        sock.set_nonblocking(true).unwrap();
+        let prefix =
+            regex::Regex::new(r"^(<\d+>)[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [^:]+: ").unwrap();
+        let mut lines = Vec::new();
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = sock.recv(&mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]).trim_end().to_string();
+            lines.push(prefix.replace(&text, "$1").into_owned());
+        }
+        Some(lines)
+    };
+    for level in ["info", "error"] {
+        let Some(ours) = sent(&agent_bin(), &tmp.path().join("wd"), level) else {
+            return;
+        };
+        if level == "info" {
+            assert_eq!(
+                ours,
+                vec![
+                    format!(
+                        "<14>CFEngine(agent)  Created file '{}', mode 0600",
+                        target.display()
+                    ),
+                    "<13>CFEngine(agent)  R: hello".to_string()
+                ],
+                "ours"
+            );
+        } else {
+            assert_eq!(
+                ours,
+                vec!["<13>CFEngine(agent)  R: hello".to_string()],
+                "ours"
+            );
+        }
+        if have("cf-agent") {
+            let theirs = sent(
+                std::path::Path::new("cf-agent"),
+                &cf_workdir(tmp.path()),
+                level,
+            )
+            .expect("a private /dev");
+            assert_eq!(
+                ours, theirs,
+                "system_log_level {level}: ours, then cf-agent's"
+            );
+        } else {
+            eprintln!("skipped the cf-agent comparison: cf-agent not installed");
+        }
+    }
+}
