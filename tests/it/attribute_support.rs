@@ -22,7 +22,7 @@ use std::path::Path;
 
 /// At most this many attributes are read without a comparing test; none
 /// may be accepted and not read (`ignored`).
-const MAX_UNTESTED: usize = 2;
+const MAX_UNTESTED: usize = 1;
 
 /// The directories of differential cases, which compare with cf-agent.
 const DIFFERENTIAL_DIRS: &[&str] = &[
