@@ -896,6 +896,104 @@ body copy_from hub(f, v4)
     assert_eq!(ours, theirs, "ours (left) and cf-agent's (right) differ");
 }
 
+/// A copy_from body's `verify`: after the transfer, cf-agent asks the
+/// server for the file's MD5 to check the new copy against it before
+/// moving it into place. The requests the server received (its verbose
+/// log) show it: STAT, GET and MD5 with verify, STAT and GET without;
+/// ours sends the same requests as cf-agent.
+#[test]
+fn copy_from_verify_asks_the_server_for_the_digest_like_cf_agent() {
+    if skipped("copy_from_verify_asks_the_server_for_the_digest_like_cf_agent") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let share = tmp.path().join("share");
+    let secret = tmp.path().join("secret");
+    std::fs::create_dir_all(&share).unwrap();
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(share.join("one.txt"), "one\n").unwrap();
+    let swd = tmp.path().join("server");
+    assert_eq!(real_cf_key(&swd, &[]).code, Some(0));
+    let port = spare_port();
+    let server = Serverd::start(
+        &swd,
+        &share,
+        &secret,
+        &ServerSpec {
+            port,
+            trust_clients: true,
+            allowconnects: "127.0.0.1",
+        },
+    );
+    let received = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter_map(|l| l.split_once("Received:").map(|(_, r)| r.trim().to_string()))
+            .collect()
+    };
+    let observe = |program: &Path, wd: &Path, who: &str| -> Vec<String> {
+        let mut seen = Vec::new();
+        for verify in ["true", "false"] {
+            let dest = tmp.path().join(format!("{who}-{verify}.txt"));
+            let dir = tmp.path().join(format!("{who}-{verify}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let policy = copy_policy(
+                &dir,
+                &format!(
+                    r#"      "{}" copy_from => hub("{}/one.txt");"#,
+                    dest.display(),
+                    share.display()
+                ),
+                r#""127.0.0.1""#,
+                &format!(r#"portnumber => "{port}"; verify => "{verify}";"#),
+            );
+            let before = received(&server.log_text()).len();
+            let out = common::run(
+                Command::new(program)
+                    .args(["-K", "-w"])
+                    .arg(wd)
+                    .arg("-f")
+                    .arg(&policy),
+            );
+            assert_eq!(
+                std::fs::read_to_string(&dest).ok().as_deref(),
+                Some("one\n"),
+                "{who}, verify {verify}: {out:?}"
+            );
+            // The server logs each request as it reads it; give its
+            // thread a moment after the agent hung up, until the log
+            // holds the GET and stops growing.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let mut requests: Vec<String> = Vec::new();
+            loop {
+                std::thread::sleep(Duration::from_millis(300));
+                let now = received(&server.log_text()).split_off(before);
+                let settled = now.len() == requests.len();
+                requests = now;
+                if (settled && requests.iter().any(|r| r.starts_with("GET")))
+                    || Instant::now() > deadline
+                {
+                    break;
+                }
+            }
+            seen.push(format!("verify {verify}: {}", requests.join(", ")));
+        }
+        seen
+    };
+    let (our_wd, _) = client_workdir(tmp.path(), "ours");
+    let ours = observe(&common::agent_bin(), &our_wd, "ours");
+    let digest = format!("MD5 {}/one.txt", share.display());
+    assert!(ours[0].contains(&digest), "{ours:#?}");
+    assert!(!ours[1].contains(&digest), "{ours:#?}");
+    if !common::have("cf-agent") {
+        eprintln!("skipped the cf-agent comparison: cf-agent is not installed");
+        return;
+    }
+    let cf_wd = common::cf_workdir(&tmp.path().join("cf"));
+    assert_eq!(real_cf_key(&cf_wd, &[]).code, Some(0));
+    let theirs = observe(Path::new("cf-agent"), &cf_wd, "cf");
+    assert_eq!(ours, theirs, "ours (left) and cf-agent's (right) differ");
+}
+
 /// A policy copying from `servers` (with the body's extra attributes).
 fn copy_policy(dir: &Path, promises: &str, servers: &str, extra: &str) -> PathBuf {
     common::write_policy(
