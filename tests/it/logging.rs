@@ -469,8 +469,16 @@ exec "$@""#;
 #[test]
 fn system_log_level_sends_what_cf_agent_sends() {
     use std::os::unix::net::UnixDatagram;
-    if !is_root() || which("unshare").is_none() {
-        eprintln!("skipped: system_log_level_sends_what_cf_agent_sends needs root and unshare");
+    let private_mounts = || {
+        Command::new("unshare")
+            .args(["-m", "true"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !is_root() || !private_mounts() {
+        eprintln!(
+            "skipped: system_log_level_sends_what_cf_agent_sends needs root and a private mount namespace (unshare -m)"
+        );
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
