@@ -417,29 +417,36 @@ fn volume(
             .and_then(|v| crate::values::number::parse_int(v).ok())
             .unwrap_or(default)
     };
-    if meta.kind == crate::host::fs::FileKind::Dir {
-        let entries = act.host.read_dir(Path::new(name)).unwrap_or_default();
-        let size: i64 = entries
-            .iter()
-            .filter_map(|e| act.host.lstat(&Path::new(name).join(e)).ok().flatten())
-            .map(|m| m.size as i64)
-            .sum();
-        if size < int("sensible_size", SENSIBLE_SIZE) {
-            tracing::error!("File system '{name}' is suspiciously small! ({size} bytes)");
-            reported.push(Outcome::Interrupted);
-            return;
+    // The content's check, then the free space's whatever the first found
+    // (cf-agent's VerifyFileSystem, then VerifyFreeSpace).
+    let sensible = 'content: {
+        if meta.kind == crate::host::fs::FileKind::Dir {
+            let entries = act.host.read_dir(Path::new(name)).unwrap_or_default();
+            let size: i64 = entries
+                .iter()
+                .filter_map(|e| act.host.lstat(&Path::new(name).join(e)).ok().flatten())
+                .map(|m| m.size as i64)
+                .sum();
+            if size < int("sensible_size", SENSIBLE_SIZE) {
+                tracing::error!("File system '{name}' is suspiciously small! ({size} bytes)");
+                break 'content false;
+            }
+            if (entries.len() as i64) < int("sensible_count", SENSIBLE_COUNT) {
+                tracing::error!(
+                    "Filesystem '{name}' has only {} files/directories.",
+                    entries.len()
+                );
+                break 'content false;
+            }
         }
-        if (entries.len() as i64) < int("sensible_count", SENSIBLE_COUNT) {
-            tracing::error!(
-                "Filesystem '{name}' has only {} files/directories.",
-                entries.len()
-            );
-            reported.push(Outcome::Interrupted);
-            return;
-        }
+        true
+    };
+    if sensible {
+        tracing::info!("Filesystem '{name}' content seems to be sensible as promised");
+        reported.push(Outcome::Kept);
+    } else {
+        reported.push(Outcome::Interrupted);
     }
-    tracing::info!("Filesystem '{name}' content seems to be sensible as promised");
-    reported.push(Outcome::Kept);
     let Some(want) = body.scalar("freespace") else {
         return;
     };
