@@ -370,6 +370,9 @@ impl<'a> AgentRun<'a> {
     pub fn run(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
         let r = self.run_sequence(seq);
         self.modules.terminate_all();
+        // As cf-agent waits for the children it forked for promises with
+        // `background` before its end-of-run reports.
+        crate::host::exec::wait_for_background();
         if self.ctx.agent_control.allclassesreport {
             self.all_classes_report();
         }
@@ -446,6 +449,13 @@ impl<'a> AgentRun<'a> {
         // cf-agent sets it in its own environment, for every child after.
         if let Some(path) = &self.ctx.agent_control.childlibpath {
             crate::host::exec::set_run_env("LD_LIBRARY_PATH", path);
+        }
+        // So does it with `environment`'s `NAME=value` entries (the
+        // schema's pattern `[A-Za-z0-9_]+=.*` holds the name and the '=').
+        for entry in &self.ctx.agent_control.environment {
+            if let Some((name, value)) = entry.split_once('=') {
+                crate::host::exec::set_run_env(name, value);
+            }
         }
         if self.preevaluated_abort() {
             return Ok(());
@@ -816,7 +826,18 @@ impl<'a> AgentRun<'a> {
         let every_pass = crate::report::log::verbose()
             || order
                 .iter()
-                .any(|s| actuator(s.0).is_some_and(|a| a.speaks_each_pass()));
+                .any(|s| actuator(s.0).is_some_and(|a| a.speaks_each_pass()))
+            // A report returning a value with too many constraints has
+            // cf-agent's error in every pass.
+            || order.iter().any(|s| {
+                s.0 == "reports"
+                    && s.1.iter().any(|p| {
+                        p.attribute("bundle_return_value_index").is_some()
+                            && ["printfile", "showstate", "report_to_file", "lastseen"]
+                                .iter()
+                                .any(|a| p.attribute(a).is_some())
+                    })
+            });
         let mut settled = false;
         let mut pass = 1;
         'passes: while pass <= MAX_PASSES {

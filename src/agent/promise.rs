@@ -349,6 +349,7 @@ impl AgentRun<'_> {
             }
             // cf-agent sets a returned value again in every pass.
             if ptype == "reports" && ep.attrs.contains_key("bundle_return_value_index") {
+                return_value_constraints(ep);
                 verbose::promise_end(ptype, &ep.promiser, Outcome::Kept);
             }
             return None;
@@ -745,6 +746,7 @@ impl AgentRun<'_> {
         if ep.promise_type == "reports"
             && let Some(idx) = ep.scalar("bundle_return_value_index")
         {
+            return_value_constraints(ep);
             if let Some(rv) = self.return_values.last_mut() {
                 rv.insert(idx.to_string(), ep.promiser.clone());
             }
@@ -800,17 +802,25 @@ impl AgentRun<'_> {
         let changes = act_ctx.changes.take();
         // Classes an actuator persists (a changes body's checksum_alerts).
         self.store_persistent_classes();
+        let mut reported = reported;
         if let Some(f) = followup {
             // As cf-agent's VerifyMethod: the bundle's own outcome does not
-            // change the promise's.
+            // change the promise's, but it is reported for the promise, so
+            // its classes body defines that outcome's classes too (a home
+            // bundle that changed nothing: kept as well as repaired).
             let mut call = ep.clone();
             call.attrs.insert("usebundle".into(), f.bundle);
             if f.inherit {
                 call.attrs
                     .insert("inherit".into(), AttrValue::Value(Value::str("true")));
             }
-            self.eval_method(&call);
+            let called = self.eval_method(&call);
             tracing::info!("{}", f.then_inform);
+            if let Some(called) = called {
+                let mut all = reported.take().unwrap_or_else(|| vec![outcome]);
+                all.push(called);
+                reported = Some(all);
+            }
         }
         // After the follow-up, whose own promises report theirs.
         self.reported_outcomes = reported;
@@ -932,6 +942,28 @@ const NOT_LOGGED_TYPES: &[&str] = &[
     "field_edits",
 ];
 
+/// A report that returns a value to its method and also says how to print
+/// (`printfile`, `showstate`, `report_to_file`, a `lastseen` other than 0)
+/// has the error cf-agent 3.21 logs each time it reads the report's
+/// attributes (every pass); the value is returned all the same.
+fn return_value_constraints(ep: &ExpandedPromise) {
+    let lastseen = ep
+        .scalar("lastseen")
+        .and_then(|n| crate::values::number::parse_int(n).ok())
+        .unwrap_or(0);
+    if ["printfile", "showstate", "report_to_file"]
+        .iter()
+        .any(|a| ep.attrs.contains_key(*a))
+        || lastseen != 0
+    {
+        tracing::error!(
+            "bundle_return_value promise for '{}' in bundle '{}' with too many constraints (ignored)",
+            ep.promiser,
+            ep.bundle
+        );
+    }
+}
+
 /// Why a promise is refused for an attribute it or one of its bodies has
 /// (src/schema/support.tsv): an attribute the agent does not support is
 /// never accepted and ignored.
@@ -941,6 +973,21 @@ fn refused_attribute(ep: &ExpandedPromise) -> Option<String> {
     // and bodies in its own words (tests/it/packages.rs).
     if ep.promise_type == "packages" {
         return None;
+    }
+    // cf-agent forks a process of its own for a files promise whose action
+    // body says `background` (commands run in the background as it does;
+    // other promise types ignore it there too).
+    if ep.promise_type == "files"
+        && let Some(action) = ep.body("action")
+        && action
+            .scalar("background")
+            .and_then(crate::values::number::parse_bool)
+            == Some(true)
+    {
+        return Some(format!(
+            "attribute 'background' of action body '{}' is not supported yet: files promises are not verified in a process of their own",
+            action.name
+        ));
     }
     for (name, value) in &ep.attrs {
         if let Some(why) = refused(Owner::Promise, &ep.promise_type, name) {

@@ -54,6 +54,9 @@ pub struct AgentControl {
     pub suspiciousnames: Vec<String>,
     /// `childlibpath`: the `LD_LIBRARY_PATH` of every command run.
     pub childlibpath: Option<String>,
+    /// `environment`: `NAME=value` entries cf-agent puts in its own
+    /// environment, so every command after sees them (and `getenv`).
+    pub environment: Vec<String>,
     /// `agentaccess`: the users who may run the policy (empty: anyone).
     pub agentaccess: Vec<String>,
     /// `dryrun`: the run changes nothing, as with `--dry-run`.
@@ -124,6 +127,7 @@ impl AgentControl {
                         .unwrap_or(false)
                 }
                 "childlibpath" => out.childlibpath = e.value.as_scalar().map(str::to_string),
+                "environment" => out.environment = list(e.value),
                 "defaultcopytype" => out.defaultcopytype = e.value.as_scalar().map(str::to_string),
                 "abortclasses" => out.abortclasses = list(e.value),
                 "abortbundleclasses" => out.abortbundleclasses = list(e.value),

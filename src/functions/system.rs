@@ -112,8 +112,10 @@ fn getenv(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("getenv", a);
     let name = p.str(0, "name")?;
     let max = p.int(1, "max_length")?.max(0) as usize;
-    let v = std::env::var_os(name)
-        .map(|v| v.to_string_lossy().into_owned())
+    // What agent control set (`environment`, `childlibpath`) is part of
+    // cf-agent's own environment.
+    let v = crate::host::exec::run_env(name)
+        .or_else(|| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
         .unwrap_or_default();
     Ok(Value::str(&v[..v.floor_char_boundary(max)]))
 }

@@ -110,6 +110,18 @@ pub fn set_run_env(key: &str, value: &str) {
     env.push((key.to_string(), value.to_string()));
 }
 
+/// The value [`set_run_env`] gave `key`, if any: what the agent's own
+/// environment holds for it from then on (`getenv`).
+pub fn run_env(key: &str) -> Option<String> {
+    RUN_ENV
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
+}
+
 /// The process a spec describes, not yet started: its program (or the
 /// shell), environment, working directory, user and group, and what runs
 /// between fork and exec (a new session, so that a timeout can kill the
@@ -294,61 +306,107 @@ impl super::Host {
     /// output. In a rooted host the command still runs on the real system:
     /// commands are the policy's own business.
     pub fn run(&self, spec: &CommandSpec) -> std::io::Result<CommandResult> {
-        let mut cmd = command_for(spec)?;
-        // Without a directory of its own, a command starts where cf-agent's
-        // process is: in the directory a files promise entered last.
-        if spec.chdir.is_none()
-            && spec.chroot.is_none()
-            && let Some(d) = self.entered_dir()
-        {
-            let real = self.map(&d);
-            if real.is_dir() {
-                cmd.current_dir(real);
-            }
-        }
-        let (reader, writer) = std::io::pipe()?;
-        match spec.output {
-            OutputSelect::Both => cmd.stdout(writer.try_clone()?).stderr(writer),
-            OutputSelect::Stdout => cmd.stdout(writer).stderr(Stdio::null()),
-            OutputSelect::Stderr => cmd.stdout(Stdio::null()).stderr(writer),
-            OutputSelect::StdoutPassStderr => cmd.stdout(writer).stderr(Stdio::inherit()),
-            OutputSelect::Inherit => {
-                drop(writer);
-                cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit())
-            }
-        };
-        cmd.stdin(if spec.stdin.is_empty() {
-            Stdio::null()
-        } else {
-            Stdio::piped()
-        });
-        let mut child = cmd.spawn()?;
-        drop(cmd);
-        if let Some(input) = child.stdin.take() {
-            let data = spec.stdin.clone();
-            // A command that exits without reading its input must not take
-            // the agent down with SIGPIPE: the write sees a broken pipe.
-            std::thread::spawn(move || {
-                use std::os::fd::AsRawFd;
-                let mut rest = &data[..];
-                while !rest.is_empty() {
-                    match super::pipes::write_without_sigpipe(input.as_raw_fd(), rest) {
-                        Ok(0) => break,
-                        Ok(n) => rest = &rest[n..],
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    }
-                }
-            });
-        }
-        let (status, output, timed_out) = collect(child, reader, spec.timeout, AFTER_EXIT_GRACE)?;
-        Ok(CommandResult {
-            code: status.code(),
-            signal: status.signal(),
-            output,
-            timed_out,
-        })
+        run_in(spec, self.command_dir(spec))
     }
+
+    /// Starts a command and returns at once, as cf-agent forks for a
+    /// promise whose action body says `background`: `done` gets its result
+    /// on a thread of its own once it ends, and [`wait_for_background`]
+    /// waits for every such command (cf-agent waits for its children at
+    /// the end of the run).
+    pub fn run_in_background(
+        &self,
+        spec: &CommandSpec,
+        done: impl FnOnce(std::io::Result<CommandResult>) + Send + 'static,
+    ) {
+        let dir = self.command_dir(spec);
+        let spec = spec.clone();
+        let handle = std::thread::spawn(move || done(run_in(&spec, dir)));
+        BACKGROUND
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(handle);
+    }
+
+    /// Without a directory of its own, a command starts where cf-agent's
+    /// process is: in the directory a files promise entered last.
+    fn command_dir(&self, spec: &CommandSpec) -> Option<std::path::PathBuf> {
+        if spec.chdir.is_some() || spec.chroot.is_some() {
+            return None;
+        }
+        let real = self.map(&self.entered_dir()?);
+        real.is_dir().then_some(real)
+    }
+}
+
+/// The commands started in the background, not yet waited for.
+static BACKGROUND: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Waits until every command started in the background has ended and its
+/// result was handled (see [`super::Host::run_in_background`]).
+pub fn wait_for_background() {
+    loop {
+        let next = BACKGROUND.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match next {
+            Some(h) => {
+                if h.join().is_err() {
+                    tracing::error!("A command run in the background ended its watcher abnormally");
+                }
+            }
+            None => break,
+        }
+    }
+}
+
+/// Runs a command to completion (or its timeout), in `dir` when given.
+fn run_in(spec: &CommandSpec, dir: Option<std::path::PathBuf>) -> std::io::Result<CommandResult> {
+    let mut cmd = command_for(spec)?;
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
+    let (reader, writer) = std::io::pipe()?;
+    match spec.output {
+        OutputSelect::Both => cmd.stdout(writer.try_clone()?).stderr(writer),
+        OutputSelect::Stdout => cmd.stdout(writer).stderr(Stdio::null()),
+        OutputSelect::Stderr => cmd.stdout(Stdio::null()).stderr(writer),
+        OutputSelect::StdoutPassStderr => cmd.stdout(writer).stderr(Stdio::inherit()),
+        OutputSelect::Inherit => {
+            drop(writer);
+            cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit())
+        }
+    };
+    cmd.stdin(if spec.stdin.is_empty() {
+        Stdio::null()
+    } else {
+        Stdio::piped()
+    });
+    let mut child = cmd.spawn()?;
+    drop(cmd);
+    if let Some(input) = child.stdin.take() {
+        let data = spec.stdin.clone();
+        // A command that exits without reading its input must not take
+        // the agent down with SIGPIPE: the write sees a broken pipe.
+        std::thread::spawn(move || {
+            use std::os::fd::AsRawFd;
+            let mut rest = &data[..];
+            while !rest.is_empty() {
+                match super::pipes::write_without_sigpipe(input.as_raw_fd(), rest) {
+                    Ok(0) => break,
+                    Ok(n) => rest = &rest[n..],
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        });
+    }
+    let (status, output, timed_out) = collect(child, reader, spec.timeout, AFTER_EXIT_GRACE)?;
+    Ok(CommandResult {
+        code: status.code(),
+        signal: status.signal(),
+        output,
+        timed_out,
+    })
 }
 
 /// How long the output is still read after the command itself exited

@@ -352,12 +352,47 @@ fn foreign(act: &ActContext<'_>, name: &str, meta: &crate::host::fs::Meta) -> bo
         .map(|b| parse_mounts(&String::from_utf8_lossy(&b)))
         .unwrap_or_default();
     let trimmed = name.trim_end_matches('/');
-    mounts.iter().any(|m| {
-        m.target == trimmed
-            && ["nfs", "panfs", "cifs"]
-                .iter()
-                .any(|t| m.fstype.contains(t) || m.options.contains(t))
-    })
+    foreign_marks(&mounts)
+        .iter()
+        .zip(&mounts)
+        .any(|(foreign, m)| *foreign && m.target == trimmed)
+}
+
+/// Which mounts cf-agent 3.21 takes for foreign (cf-agent/nfs.c): it reads
+/// `mount`'s output, a line each (`SOURCE on TARGET type TYPE (OPTIONS)`),
+/// and marks a line whose words include one that is exactly "nfs",
+/// "panfs" or "cifs" (a mount of type "nfs4" is not); once a line had
+/// "panfs" or "cifs", every later line is marked too, as cf-agent never
+/// clears those two.
+fn foreign_marks(mounts: &[MountEntry]) -> Vec<bool> {
+    let (mut panfs, mut cifs) = (false, false);
+    mounts
+        .iter()
+        .map(|m| {
+            let options = format!("({})", m.options);
+            let words = [
+                m.source.as_str(),
+                "on",
+                m.target.as_str(),
+                "type",
+                m.fstype.as_str(),
+                options.as_str(),
+            ];
+            let has = |w: &str| words.iter().any(|x| x.split(' ').any(|y| y == w));
+            let nfs = if has("panfs") {
+                panfs = true;
+                false
+            } else if has("nfs") {
+                true
+            } else {
+                if has("cifs") {
+                    cifs = true;
+                }
+                false
+            };
+            panfs || nfs || cifs
+        })
+        .collect()
 }
 
 fn volume(
@@ -382,29 +417,36 @@ fn volume(
             .and_then(|v| crate::values::number::parse_int(v).ok())
             .unwrap_or(default)
     };
-    if meta.kind == crate::host::fs::FileKind::Dir {
-        let entries = act.host.read_dir(Path::new(name)).unwrap_or_default();
-        let size: i64 = entries
-            .iter()
-            .filter_map(|e| act.host.lstat(&Path::new(name).join(e)).ok().flatten())
-            .map(|m| m.size as i64)
-            .sum();
-        if size < int("sensible_size", SENSIBLE_SIZE) {
-            tracing::error!("File system '{name}' is suspiciously small! ({size} bytes)");
-            reported.push(Outcome::Interrupted);
-            return;
+    // The content's check, then the free space's whatever the first found
+    // (cf-agent's VerifyFileSystem, then VerifyFreeSpace).
+    let sensible = 'content: {
+        if meta.kind == crate::host::fs::FileKind::Dir {
+            let entries = act.host.read_dir(Path::new(name)).unwrap_or_default();
+            let size: i64 = entries
+                .iter()
+                .filter_map(|e| act.host.lstat(&Path::new(name).join(e)).ok().flatten())
+                .map(|m| m.size as i64)
+                .sum();
+            if size < int("sensible_size", SENSIBLE_SIZE) {
+                tracing::error!("File system '{name}' is suspiciously small! ({size} bytes)");
+                break 'content false;
+            }
+            if (entries.len() as i64) < int("sensible_count", SENSIBLE_COUNT) {
+                tracing::error!(
+                    "Filesystem '{name}' has only {} files/directories.",
+                    entries.len()
+                );
+                break 'content false;
+            }
         }
-        if (entries.len() as i64) < int("sensible_count", SENSIBLE_COUNT) {
-            tracing::error!(
-                "Filesystem '{name}' has only {} files/directories.",
-                entries.len()
-            );
-            reported.push(Outcome::Interrupted);
-            return;
-        }
+        true
+    };
+    if sensible {
+        tracing::info!("Filesystem '{name}' content seems to be sensible as promised");
+        reported.push(Outcome::Kept);
+    } else {
+        reported.push(Outcome::Interrupted);
     }
-    tracing::info!("Filesystem '{name}' content seems to be sensible as promised");
-    reported.push(Outcome::Kept);
     let Some(want) = body.scalar("freespace") else {
         return;
     };
@@ -462,6 +504,17 @@ mod tests {
         assert_eq!(m.len(), 2);
         assert_eq!(m[0].target, "/mnt/x y");
         assert_eq!(m[1].options, "defaults");
+    }
+
+    #[test]
+    fn foreign_as_cf_agent_reads_mount() {
+        let m = parse_mounts(
+            "srv:/e /a nfs rw 0 0\nsrv:/e /b nfs4 rw 0 0\nnfs /c tmpfs rw 0 0\n/dev/x /d ext4 rw 0 0\n//h/s /e cifs rw 0 0\n/dev/y /f ext4 rw 0 0\n",
+        );
+        assert_eq!(
+            foreign_marks(&m),
+            vec![true, false, true, false, true, true]
+        );
     }
 
     #[test]

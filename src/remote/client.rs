@@ -293,10 +293,14 @@ impl Sessions {
 
     fn key(server: &str, settings: &Settings) -> String {
         format!(
-            "{server}|{}|{}|{}",
+            "{server}|{}|{}|{}|{}",
             settings.protocol,
             settings.user,
-            settings.workdir.display()
+            settings.workdir.display(),
+            // As cf-agent's connection cache tells connections apart by
+            // their flags: one made without force_ipv4 (to an IPv6
+            // address) is not lent to a copy that forces IPv4.
+            settings.force_ipv4
         )
     }
 

@@ -270,6 +270,18 @@ pub fn to_syslog(level: LogLevel, message: &str) {
     send(severity, &format!("CFEngine(agent)  {message}\n"));
 }
 
+/// A report line to the system log (if it is open), as a notice whatever
+/// the levels say: cf-agent sends each report there itself
+/// (libpromises/verify_reports.c), past `system_log_level`.
+pub fn report_to_syslog(line: &str) {
+    if SYSLOG.load(std::sync::atomic::Ordering::Relaxed) {
+        crate::host::syslog::send(
+            crate::host::syslog::Severity::Notice,
+            &format!("CFEngine(agent)  {line}\n"),
+        );
+    }
+}
+
 /// Sees every event, whatever the terminal's level: keeps errors and
 /// feeds the system log.
 struct Observe;

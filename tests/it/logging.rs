@@ -97,6 +97,57 @@ fn agent_control_inform_raises_the_level() {
     }
 }
 
+/// Agent control's `verbose => "true"` prints what -v prints, as cf-agent's
+/// does: the same bundle and promise banners (`B: BEGIN bundle`, `P: BEGIN
+/// promise ... (pass N)`) and info lines; with `"false"` neither agent
+/// prints a verbose or an info line.
+#[test]
+fn agent_control_verbose_raises_the_level_like_cf_agent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("made");
+    let text = |verbose: &str| {
+        format!(
+            "body common control {{ bundlesequence => {{ \"main\" }}; }}\nbody agent control {{ verbose => \"{verbose}\"; }}\nbundle agent main {{ files: \"{}\" create => \"true\"; reports: \"hello\"; }}\n",
+            target.display()
+        )
+    };
+    let shown = regex::Regex::new(r"^ *(verbose: (B: |P: BEGIN )|info: |R: )").unwrap();
+    let observe = |program: &std::path::Path, wd: &std::path::Path, policy: &std::path::Path| {
+        let _ = std::fs::remove_file(&target);
+        let out = run(Command::new(program)
+            .arg("-w")
+            .arg(wd)
+            .args(["-K", "-f"])
+            .arg(policy));
+        out.stdout
+            .lines()
+            .filter(|l| shown.is_match(l))
+            .map(|l| l.trim().to_string())
+            .collect::<Vec<_>>()
+    };
+    for verbose in ["false", "true"] {
+        let policy = write_policy(tmp.path(), &text(verbose));
+        let ours = observe(&agent_bin(), &tmp.path().join("wd"), &policy);
+        let banners = ours.iter().filter(|l| l.starts_with("verbose: ")).count();
+        assert_eq!(
+            banners > 0,
+            verbose == "true",
+            "verbose {verbose}: {ours:#?}"
+        );
+        assert!(ours.iter().any(|l| l == "R: hello"), "{ours:#?}");
+        if have("cf-agent") {
+            let theirs = observe(
+                std::path::Path::new("cf-agent"),
+                &cf_workdir(tmp.path()),
+                &policy,
+            );
+            assert_eq!(ours, theirs, "verbose {verbose}: ours, then cf-agent's");
+        } else {
+            eprintln!("skipped the cf-agent comparison: cf-agent not installed");
+        }
+    }
+}
+
 /// `returnszero`'s command writes to the agent's own output: without a
 /// shell only at inform level (`-I`), through the shell always; as
 /// cf-agent (02_classes/02_functions/silent_returnszero.cf).
@@ -334,6 +385,183 @@ fn expireafter_ends_the_lock_of_a_killed_agent() {
                 &second_run(std::path::Path::new("cf-agent"), &cf_workdir(&case), &p),
                 "cf-agent",
             );
+        }
+    }
+}
+
+/// A report's `lastseen`: cf-agent 3.21 reads it and does nothing with it
+/// but complain when the report also returns a value to its method (other
+/// than 0, it is one constraint too many: an error in each of the three
+/// passes, the value returned all the same). Ours prints the same lines.
+#[test]
+fn reports_lastseen_with_a_return_value_is_one_constraint_too_many() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        tmp.path(),
+        r#"body common control { bundlesequence => { "main" }; }
+bundle agent main
+{
+  methods:
+      "m" usebundle => sub, useresult => "r";
+  reports:
+      "plain" lastseen => "2";
+      "got $(r[a]) $(r[b])";
+}
+bundle agent sub
+{
+  reports:
+      "zero" bundle_return_value_index => "a", lastseen => "0";
+      "three" bundle_return_value_index => "b", lastseen => "3";
+}
+"#,
+    );
+    let lines = |out: Captured| -> Vec<String> {
+        out.stdout
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| l.starts_with("error:") || l.starts_with("R: "))
+            .collect()
+    };
+    let error = "error: bundle_return_value promise for 'three' in bundle 'sub' with too many constraints (ignored)";
+    let want = vec![error, error, error, "R: plain", "R: got zero three"];
+    let ours = lines(run(Command::new(agent_bin())
+        .args(["-K", "-w"])
+        .arg(tmp.path().join("wd"))
+        .arg("-f")
+        .arg(&policy)));
+    assert_eq!(ours, want);
+    if have("cf-agent") {
+        let theirs = lines(run(Command::new("cf-agent")
+            .args(["-K", "-w"])
+            .arg(cf_workdir(tmp.path()))
+            .arg("-f")
+            .arg(&policy)));
+        assert_eq!(theirs, want, "cf-agent");
+    } else {
+        eprintln!("skipped: cf-agent is not installed, only our output is checked");
+    }
+}
+
+/// The script that runs a program with `/dev/log` being the socket given:
+/// in a private mount namespace, a fresh /dev holding the real one's
+/// common nodes and the socket (bound over an empty file), so that
+/// cf-agent's syslog(3) reaches the test and nothing of the machine's
+/// /dev changes. Arguments: a scratch directory, the socket, the program
+/// and its arguments.
+const WITH_DEV_LOG: &str = r#"T=$0; SOCK=$1; shift 1
+mkdir -p "$T/olddev" && mount --rbind /dev "$T/olddev" && mount -t tmpfs none /dev || exit 90
+for n in null zero full random urandom tty; do
+  [ -e "$T/olddev/$n" ] && touch "/dev/$n" && mount --bind "$T/olddev/$n" "/dev/$n"
+done
+for d in pts shm; do
+  [ -d "$T/olddev/$d" ] && mkdir "/dev/$d" && mount --rbind "$T/olddev/$d" "/dev/$d"
+done
+ln -s /proc/self/fd /dev/fd
+touch /dev/log && mount --bind "$SOCK" /dev/log || exit 91
+exec "$@""#;
+
+/// Common control's `system_log_level`: which lines reach the system log.
+/// Both agents run with `/dev/log` a socket of the test's (see
+/// [`WITH_DEV_LOG`]; root only); what each sent, priority and message
+/// (the time, name and pid left out), must be the same, at "info" (the
+/// info line and the report) and at "error" (only the report: cf-agent
+/// sends every report to the system log itself, whatever the level).
+#[test]
+fn system_log_level_sends_what_cf_agent_sends() {
+    use std::os::unix::net::UnixDatagram;
+    let private_mounts = || {
+        Command::new("unshare")
+            .args(["-m", "true"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !is_root() || !private_mounts() {
+        eprintln!(
+            "skipped: system_log_level_sends_what_cf_agent_sends needs root and a private mount namespace (unshare -m)"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("made");
+    let sent = |program: &std::path::Path,
+                wd: &std::path::Path,
+                level: &str|
+     -> Option<Vec<String>> {
+        let _ = std::fs::remove_file(&target);
+        let dir = tempfile::tempdir_in(tmp.path()).unwrap();
+        let policy = write_policy(
+            dir.path(),
+            &format!(
+                "body common control {{ bundlesequence => {{ \"main\" }}; system_log_level => \"{level}\"; }}\nbundle agent main {{ files: \"{}\" create => \"true\"; reports: \"hello\"; }}\n",
+                target.display()
+            ),
+        );
+        let sock_path = dir.path().join("log.sock");
+        let sock = UnixDatagram::bind(&sock_path).unwrap();
+        let out = run(Command::new("unshare")
+            .args(["-m", "sh", "-c", WITH_DEV_LOG])
+            .arg(dir.path())
+            .arg(&sock_path)
+            .arg(program)
+            .arg("-K")
+            .arg("-w")
+            .arg(wd)
+            .arg("-f")
+            .arg(&policy));
+        if matches!(out.code, Some(90 | 91)) {
+            eprintln!("skipped: no private /dev could be made: {out:?}");
+            return None;
+        }
+        assert!(out.stdout.contains("R: hello"), "{out:?}");
+        // syslog(3) sends each line before the program goes on: all are
+        // queued by now.
+        sock.set_nonblocking(true).unwrap();
+        let prefix =
+            regex::Regex::new(r"^(<\d+>)[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [^:]+: ").unwrap();
+        let mut lines = Vec::new();
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = sock.recv(&mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]).trim_end().to_string();
+            lines.push(prefix.replace(&text, "$1").into_owned());
+        }
+        Some(lines)
+    };
+    for level in ["info", "error"] {
+        let Some(ours) = sent(&agent_bin(), &tmp.path().join("wd"), level) else {
+            return;
+        };
+        if level == "info" {
+            assert_eq!(
+                ours,
+                vec![
+                    format!(
+                        "<14>CFEngine(agent)  Created file '{}', mode 0600",
+                        target.display()
+                    ),
+                    "<13>CFEngine(agent)  R: hello".to_string()
+                ],
+                "ours"
+            );
+        } else {
+            assert_eq!(
+                ours,
+                vec!["<13>CFEngine(agent)  R: hello".to_string()],
+                "ours"
+            );
+        }
+        if have("cf-agent") {
+            let theirs = sent(
+                std::path::Path::new("cf-agent"),
+                &cf_workdir(tmp.path()),
+                level,
+            )
+            .expect("a private /dev");
+            assert_eq!(
+                ours, theirs,
+                "system_log_level {level}: ours, then cf-agent's"
+            );
+        } else {
+            eprintln!("skipped the cf-agent comparison: cf-agent not installed");
         }
     }
 }

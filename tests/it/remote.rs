@@ -697,6 +697,303 @@ fn a_server_that_never_answers_times_out() {
     assert!(matches!(e, RemoteError::Connect { .. }), "{e}");
 }
 
+/// A copy_from body's `timeout` bounds the wait for a server that never
+/// accepts the connection (a listener whose backlog is full: the connect
+/// hangs): cf-agent gives up after it, and so do we, both failing the
+/// promise alike. Without it both would wait their default (30 s).
+#[test]
+fn copy_from_timeout_ends_a_connect_nobody_accepts_like_cf_agent() {
+    use std::os::fd::AsRawFd;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    // SAFETY: listen(2) on a socket this test owns; it only shrinks the
+    // queue of connections waiting to be accepted.
+    assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 0) }, 0);
+    let port = listener.local_addr().unwrap().port();
+    // The one connection the queue holds; nothing is ever accepted.
+    let _parked = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("dest.txt");
+    let policy = common::write_policy(
+        tmp.path(),
+        &format!(
+            r#"body common control {{ bundlesequence => {{ "main" }}; }}
+bundle agent main
+{{
+  files:
+      "{}" copy_from => silent("/etc/hostname"), classes => o("silent");
+  reports:
+    silent_failed:: "the copy failed";
+    silent_repaired:: "the copy was made";
+}}
+body classes o(p) {{ repair_failed => {{ "$(p)_failed" }}; promise_repaired => {{ "$(p)_repaired" }}; }}
+body copy_from silent(f)
+{{
+  source => "$(f)";
+  servers => {{ "127.0.0.1" }};
+  portnumber => "{port}";
+  trustkey => "true";
+  timeout => "2";
+}}
+"#,
+            dest.display()
+        ),
+    );
+    let observe = |program: &Path, wd: &Path| -> (Vec<String>, Duration) {
+        let started = Instant::now();
+        let out = common::run(
+            Command::new(program)
+                .args(["-K", "-w"])
+                .arg(wd)
+                .arg("-f")
+                .arg(&policy),
+        );
+        let reports = out
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("R: "))
+            .map(str::to_string)
+            .collect();
+        (reports, started.elapsed())
+    };
+    let within =
+        |took: Duration| took >= Duration::from_millis(1900) && took < Duration::from_secs(8);
+    let (our_wd, _) = client_workdir(tmp.path(), "ours");
+    let (ours, took) = observe(&common::agent_bin(), &our_wd);
+    assert_eq!(ours, vec!["R: the copy failed".to_string()]);
+    assert!(within(took), "ours took {took:?} with timeout 2");
+    assert!(!dest.exists());
+    if !common::have("cf-agent") {
+        eprintln!("skipped the cf-agent comparison: cf-agent is not installed");
+        return;
+    }
+    let cf_wd = common::cf_workdir(&tmp.path().join("cf"));
+    assert_eq!(real_cf_key(&cf_wd, &[]).code, Some(0));
+    let (theirs, took) = observe(Path::new("cf-agent"), &cf_wd);
+    assert_eq!(theirs, ours, "cf-agent's reports, then ours");
+    assert!(within(took), "cf-agent took {took:?} with timeout 2");
+}
+
+/// A copy_from body's `force_ipv4`: from a cf-serverd listening on both
+/// families, a copy from `::1` is made without it and fails with it (the
+/// resolver is asked for IPv4 addresses only, and `::1` has none), even
+/// after the first copy's connection to that server is open: cf-agent's
+/// connection cache lends a connection only to copies with the same
+/// flags. Ours does as cf-agent does, class for class.
+#[test]
+fn copy_from_force_ipv4_refuses_an_ipv6_server_like_cf_agent() {
+    if skipped("copy_from_force_ipv4_refuses_an_ipv6_server_like_cf_agent") {
+        return;
+    }
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!(
+            "skipped: copy_from_force_ipv4_refuses_an_ipv6_server_like_cf_agent: no IPv6 loopback"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let share = tmp.path().join("share");
+    std::fs::create_dir_all(&share).unwrap();
+    std::fs::write(share.join("one.txt"), "one\n").unwrap();
+    let swd = tmp.path().join("server");
+    assert_eq!(real_cf_key(&swd, &[]).code, Some(0));
+    let port = spare_port();
+    let both = r#""127.0.0.1", "::1""#;
+    let server = Serverd::start_policy(
+        &swd,
+        &format!(
+            r#"body common control {{ bundlesequence => {{ "main" }}; }}
+bundle agent main {{ }}
+body server control
+{{
+  port => "{port}";
+  allowconnects => {{ {both} }};
+  allowallconnects => {{ {both} }};
+  trustkeysfrom => {{ {both} }};
+  allowusers => {{ "root" }};
+}}
+bundle server access_rules
+{{
+  access:
+    "{share}"
+      admit_ips => {{ {both} }};
+}}
+"#,
+            share = share.display()
+        ),
+        port,
+    );
+    let observe = |program: &Path, wd: &Path, who: &str| -> String {
+        let dest = tmp.path().join(format!("{who}-dest"));
+        std::fs::create_dir_all(&dest).unwrap();
+        let dir = tmp.path().join(format!("{who}-policy"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let policy = common::write_policy(
+            &dir,
+            &format!(
+                r#"body common control {{ bundlesequence => {{ "main" }}; }}
+bundle agent main
+{{
+  files:
+      "{d}/plain.txt" copy_from => hub("{s}/one.txt", "false"), classes => o("plain");
+      "{d}/forced.txt" copy_from => hub("{s}/one.txt", "true"), classes => o("forced");
+  reports:
+      "$(outcomes)" if => "$(outcomes)";
+  vars:
+      "outcomes" slist => {{ "plain_kept", "plain_repaired", "plain_failed", "forced_kept", "forced_repaired", "forced_failed" }};
+}}
+body classes o(p)
+{{
+  promise_kept => {{ "$(p)_kept" }};
+  promise_repaired => {{ "$(p)_repaired" }};
+  repair_failed => {{ "$(p)_failed" }};
+}}
+body copy_from hub(f, v4)
+{{
+  source => "$(f)";
+  servers => {{ "::1" }};
+  portnumber => "{port}";
+  trustkey => "true";
+  force_ipv4 => "$(v4)";
+}}
+"#,
+                d = dest.display(),
+                s = share.display()
+            ),
+        );
+        let out = common::run(
+            Command::new(program)
+                .args(["-K", "-w"])
+                .arg(wd)
+                .arg("-f")
+                .arg(&policy),
+        );
+        let mut reports: Vec<&str> = out
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("R: "))
+            .collect();
+        reports.sort_unstable();
+        format!(
+            "{}\n--- copies\n{}",
+            reports.join("\n"),
+            common::tree_listing(&dest, false)
+        )
+    };
+    let (our_wd, _) = client_workdir(tmp.path(), "ours");
+    let ours = observe(&common::agent_bin(), &our_wd, "ours");
+    assert!(
+        ours.contains("R: plain_repaired") && ours.contains("R: forced_failed"),
+        "{ours}\nthe server's log:\n{}",
+        server.log_text()
+    );
+    if !common::have("cf-agent") {
+        eprintln!("skipped the cf-agent comparison: cf-agent is not installed");
+        return;
+    }
+    let cf_wd = common::cf_workdir(&tmp.path().join("cf"));
+    assert_eq!(real_cf_key(&cf_wd, &[]).code, Some(0));
+    let theirs = observe(Path::new("cf-agent"), &cf_wd, "cf");
+    assert_eq!(ours, theirs, "ours (left) and cf-agent's (right) differ");
+}
+
+/// A copy_from body's `verify`: after the transfer, cf-agent asks the
+/// server for the file's MD5 to check the new copy against it before
+/// moving it into place. The requests the server received (its verbose
+/// log) show it: STAT, GET and MD5 with verify, STAT and GET without;
+/// ours sends the same requests as cf-agent.
+#[test]
+fn copy_from_verify_asks_the_server_for_the_digest_like_cf_agent() {
+    if skipped("copy_from_verify_asks_the_server_for_the_digest_like_cf_agent") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let share = tmp.path().join("share");
+    let secret = tmp.path().join("secret");
+    std::fs::create_dir_all(&share).unwrap();
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(share.join("one.txt"), "one\n").unwrap();
+    let swd = tmp.path().join("server");
+    assert_eq!(real_cf_key(&swd, &[]).code, Some(0));
+    let port = spare_port();
+    let server = Serverd::start(
+        &swd,
+        &share,
+        &secret,
+        &ServerSpec {
+            port,
+            trust_clients: true,
+            allowconnects: "127.0.0.1",
+        },
+    );
+    let received = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter_map(|l| l.split_once("Received:").map(|(_, r)| r.trim().to_string()))
+            .collect()
+    };
+    let observe = |program: &Path, wd: &Path, who: &str| -> Vec<String> {
+        let mut seen = Vec::new();
+        for verify in ["true", "false"] {
+            let dest = tmp.path().join(format!("{who}-{verify}.txt"));
+            let dir = tmp.path().join(format!("{who}-{verify}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let policy = copy_policy(
+                &dir,
+                &format!(
+                    r#"      "{}" copy_from => hub("{}/one.txt");"#,
+                    dest.display(),
+                    share.display()
+                ),
+                r#""127.0.0.1""#,
+                &format!(r#"portnumber => "{port}"; verify => "{verify}";"#),
+            );
+            let before = received(&server.log_text()).len();
+            let out = common::run(
+                Command::new(program)
+                    .args(["-K", "-w"])
+                    .arg(wd)
+                    .arg("-f")
+                    .arg(&policy),
+            );
+            assert_eq!(
+                std::fs::read_to_string(&dest).ok().as_deref(),
+                Some("one\n"),
+                "{who}, verify {verify}: {out:?}"
+            );
+            // The server logs each request as it reads it; give its
+            // thread a moment after the agent hung up, until the log
+            // holds the GET and stops growing.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let mut requests: Vec<String> = Vec::new();
+            loop {
+                std::thread::sleep(Duration::from_millis(300));
+                let now = received(&server.log_text()).split_off(before);
+                let settled = now.len() == requests.len();
+                requests = now;
+                if (settled && requests.iter().any(|r| r.starts_with("GET")))
+                    || Instant::now() > deadline
+                {
+                    break;
+                }
+            }
+            seen.push(format!("verify {verify}: {}", requests.join(", ")));
+        }
+        seen
+    };
+    let (our_wd, _) = client_workdir(tmp.path(), "ours");
+    let ours = observe(&common::agent_bin(), &our_wd, "ours");
+    let digest = format!("MD5 {}/one.txt", share.display());
+    assert!(ours[0].contains(&digest), "{ours:#?}");
+    assert!(!ours[1].contains(&digest), "{ours:#?}");
+    if !common::have("cf-agent") {
+        eprintln!("skipped the cf-agent comparison: cf-agent is not installed");
+        return;
+    }
+    let cf_wd = common::cf_workdir(&tmp.path().join("cf"));
+    assert_eq!(real_cf_key(&cf_wd, &[]).code, Some(0));
+    let theirs = observe(Path::new("cf-agent"), &cf_wd, "cf");
+    assert_eq!(ours, theirs, "ours (left) and cf-agent's (right) differ");
+}
+
 /// A policy copying from `servers` (with the body's extra attributes).
 fn copy_policy(dir: &Path, promises: &str, servers: &str, extra: &str) -> PathBuf {
     common::write_policy(
