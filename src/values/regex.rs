@@ -7,6 +7,7 @@
 //! fully match "ab" in CFEngine), and we keep CFEngine's answer.
 
 use pcre2::bytes::{Regex as Pcre, RegexBuilder};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use thiserror::Error;
 
@@ -26,7 +27,17 @@ pub struct Regex {
     /// whole subject as UTF-8 on every match call, which makes splitting a
     /// long text quadratic; on ASCII text both modes match alike.
     ascii: OnceLock<Option<Pcre>>,
+    /// Matches made so far with the UTF-8 pattern on short ASCII texts:
+    /// past a few, the pattern is used in a loop (an edit over a file's
+    /// lines) and the ASCII one is worth compiling.
+    short_uses: AtomicU32,
+    /// Length of [`literal_prefix`](Self::literal_prefix), computed once.
+    prefix_len: usize,
 }
+
+/// Short ASCII texts matched with the UTF-8 pattern before the ASCII one
+/// is compiled for them.
+const SHORT_USES_BEFORE_ASCII: u32 = 16;
 
 fn build(pattern: &str, utf: bool) -> Result<Pcre, pcre2::Error> {
     RegexBuilder::new()
@@ -44,6 +55,8 @@ impl Regex {
                 re,
                 pattern: pattern.to_string(),
                 ascii: OnceLock::new(),
+                short_uses: AtomicU32::new(0),
+                prefix_len: literal_prefix_of(pattern).len(),
             })
             .map_err(|e| RegexError {
                 pattern: pattern.to_string(),
@@ -53,7 +66,13 @@ impl Regex {
 
     /// The compiled pattern to match `text` with.
     fn re(&self, text: &str) -> &Pcre {
-        if text.len() < 64 || !text.is_ascii() {
+        if !text.is_ascii() {
+            return &self.re;
+        }
+        if text.len() < 64
+            && self.ascii.get().is_none()
+            && self.short_uses.fetch_add(1, Ordering::Relaxed) < SHORT_USES_BEFORE_ASCII
+        {
             return &self.re;
         }
         self.ascii
@@ -66,21 +85,7 @@ impl Regex {
     /// characters (empty when it starts otherwise or has an alternative),
     /// so a caller can rule out most texts without running the pattern.
     pub fn literal_prefix(&self) -> &str {
-        let p = self.pattern.as_str();
-        if p.contains('|') {
-            return "";
-        }
-        let end = p
-            .find(|c: char| "\\.^$?*+()[]{}".contains(c))
-            .unwrap_or(p.len());
-        match p[end..].chars().next() {
-            // `ab?`: the last literal character is optional.
-            Some('?' | '*' | '{') => {
-                let last = p[..end].char_indices().last().map_or(0, |(i, _)| i);
-                &p[..last]
-            }
-            _ => &p[..end],
-        }
+        &self.pattern[..self.prefix_len]
     }
 
     /// Somewhere in the text.
@@ -90,6 +95,11 @@ impl Regex {
 
     /// cf-agent's full match: the first match covers the whole text.
     pub fn is_full_match(&self, text: &str) -> bool {
+        // A match at 0 starts with the pattern's literal prefix: most
+        // texts of a loop (an edit's lines) are ruled out without PCRE.
+        if !text.starts_with(self.literal_prefix()) {
+            return false;
+        }
         match self.re(text).find(text.as_bytes()) {
             Ok(Some(m)) => m.start() == 0 && m.end() == text.len(),
             _ => false,
@@ -170,6 +180,24 @@ impl Regex {
                     .collect()
             })
             .collect()
+    }
+}
+
+/// The pattern's leading literal characters: see [`Regex::literal_prefix`].
+fn literal_prefix_of(p: &str) -> &str {
+    if p.contains('|') {
+        return "";
+    }
+    let end = p
+        .find(|c: char| "\\.^$?*+()[]{}".contains(c))
+        .unwrap_or(p.len());
+    match p[end..].chars().next() {
+        // `ab?`: the last literal character is optional.
+        Some('?' | '*' | '{') => {
+            let last = p[..end].char_indices().last().map_or(0, |(i, _)| i);
+            &p[..last]
+        }
+        _ => &p[..end],
     }
 }
 
