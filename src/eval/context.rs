@@ -568,7 +568,7 @@ impl EvalContext {
             } else {
                 match self
                     .lookup_ref_in(&inner.text, search)
-                    .and_then(Found::scalar_text)
+                    .and_then(Found::scalar_str)
                 {
                     // A value that holds references is expanded in turn, as
                     // cf-agent does (`"d" string => "$(c)+d"` stored before
@@ -718,8 +718,11 @@ fn unclosed_dollar(s: &str) -> Option<usize> {
     (0..b.len().saturating_sub(1)).find(|&i| b[i] == b'$' && matches!(b[i + 1], b'(' | b'{'))
 }
 
-fn has_reference(s: &str) -> bool {
-    s.contains("$(") || s.contains("${")
+/// Whether `s` holds `$(` or `${`: asked of every value an expansion puts
+/// in, so a byte search for `$` rather than two substring searches.
+pub(crate) fn has_reference(s: &str) -> bool {
+    let b = s.as_bytes();
+    memchr::memchr_iter(b'$', b).any(|i| matches!(b.get(i + 1), Some(b'(' | b'{')))
 }
 
 /// The text a value has inside a string, if it is a scalar (or a data
@@ -749,7 +752,7 @@ pub enum Found<'a> {
     Element(&'a Json),
 }
 
-impl Found<'_> {
+impl<'a> Found<'a> {
     /// The value a copying lookup gives: a container's node as
     /// [`json_to_value`] makes it.
     pub fn to_value(self) -> Value {
@@ -759,11 +762,15 @@ impl Found<'_> {
         }
     }
 
-    /// [`scalar_text`] of [`to_value`](Self::to_value), without the copy.
-    pub fn scalar_text(self) -> Option<String> {
+    /// [`scalar_text`] of [`to_value`](Self::to_value), borrowed when the
+    /// value is a string.
+    pub fn scalar_str(self) -> Option<std::borrow::Cow<'a, str>> {
+        use std::borrow::Cow;
         match self {
-            Found::Value(v) => scalar_text(v),
-            Found::Element(j) => crate::values::json::expansion_text(j),
+            Found::Value(Value::Scalar(s)) => Some(Cow::Borrowed(s)),
+            Found::Element(Json::String(s)) => Some(Cow::Borrowed(s)),
+            Found::Value(v) => scalar_text(v).map(Cow::Owned),
+            Found::Element(j) => crate::values::json::expansion_text(j).map(Cow::Owned),
         }
     }
 }

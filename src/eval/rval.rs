@@ -285,7 +285,7 @@ impl EvalContext {
             // A reference whose name is built from other references
             // (`$(a[$(k)])`) is a wheel of its own in cf-agent: when its
             // name does not resolve to a variable, the iteration is skipped.
-            let dependent = inner.contains("$(") || inner.contains("${");
+            let dependent = super::context::has_reference(inner);
             let name = self.expand(inner);
             if name.unresolved {
                 if dependent && matches!(skip, Wheel::Skip) {
