@@ -6,9 +6,9 @@
 //! the pattern in `^(?:...)$` when alternatives overlap (`a|ab` does not
 //! fully match "ab" in CFEngine), and we keep CFEngine's answer.
 
-use pcre2::bytes::{Regex as Pcre, RegexBuilder};
+use pcre2::bytes::{CaptureLocations, Regex as Pcre, RegexBuilder};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use thiserror::Error;
 
 #[derive(Debug, Clone, Error, PartialEq)]
@@ -33,6 +33,11 @@ pub struct Regex {
     short_uses: AtomicU32,
     /// Length of [`literal_prefix`](Self::literal_prefix), computed once.
     prefix_len: usize,
+    /// Capture slots kept between calls of
+    /// [`first_captures`](Self::first_captures) (one per compilation), so
+    /// a pattern run over every line of a file does not allocate PCRE2's
+    /// match data per line.
+    locs: [Mutex<Option<CaptureLocations>>; 2],
 }
 
 /// Short ASCII texts matched with the UTF-8 pattern before the ASCII one
@@ -57,6 +62,7 @@ impl Regex {
                 ascii: OnceLock::new(),
                 short_uses: AtomicU32::new(0),
                 prefix_len: literal_prefix_of(pattern).len(),
+                locs: Default::default(),
             })
             .map_err(|e| RegexError {
                 pattern: pattern.to_string(),
@@ -161,12 +167,12 @@ impl Regex {
     /// The groups of the first match as byte ranges (group 0 is the whole
     /// match); `None` for groups that did not take part.
     pub fn first_captures(&self, text: &str) -> Option<Vec<Option<(usize, usize)>>> {
-        let c = self.re(text).captures(text.as_bytes()).ok()??;
-        Some(
-            (0..c.len())
-                .map(|i| c.get(i).map(|m| (m.start(), m.end())))
-                .collect(),
-        )
+        let re = self.re(text);
+        let slot = &self.locs[usize::from(!std::ptr::eq(re, &self.re))];
+        let mut guard = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let locs = guard.get_or_insert_with(|| re.capture_locations());
+        re.captures_read(locs, text.as_bytes()).ok()??;
+        Some((0..locs.len()).map(|i| locs.get(i)).collect())
     }
 
     /// Every non-overlapping match with its groups.
