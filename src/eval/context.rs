@@ -354,6 +354,18 @@ impl EvalContext {
     /// `search` says: cf-agent looks differently for scalars, for `@(...)`
     /// lists and for the lists a promise iterates over.
     pub fn lookup_in(&self, text: &str, search: NsSearch) -> Option<Value> {
+        self.lookup_ref_in(text, search).map(Found::to_value)
+    }
+
+    /// [`lookup`](Self::lookup) without the copy: the value as the context
+    /// holds it, for a caller that only reads it (a whole list or a part of
+    /// a data container is not copied to learn its length or its text).
+    pub fn lookup_ref(&self, text: &str) -> Option<Found<'_>> {
+        self.lookup_ref_in(text, NsSearch::DefaultThenOwn)
+    }
+
+    /// [`lookup_in`](Self::lookup_in) without the copy.
+    pub fn lookup_ref_in(&self, text: &str, search: NsSearch) -> Option<Found<'_>> {
         let r = VarRef::parse(text);
         if let (None, Some(scope)) = (r.ns, r.scope)
             && !is_special_scope(scope)
@@ -364,41 +376,40 @@ impl EvalContext {
                 NsSearch::OwnOnly => self.current_ns(),
                 _ => "default",
             };
-            let found = self.lookup(&format!("{first}:{text}"));
+            let found = self.lookup_ref(&format!("{first}:{text}"));
             if found.is_some() || search != NsSearch::DefaultThenOwn {
                 return found;
             }
-            return self.lookup(&format!("{}:{text}", self.current_ns()));
+            return self.lookup_ref(&format!("{}:{text}", self.current_ns()));
         }
         if let Some((_, v)) = self.overlay.iter().rev().find(|(k, _)| k == text) {
-            return Some(v.clone());
+            return Some(Found::Value(v));
         }
-        let r = VarRef::parse(text);
         if r.scope.is_none()
             && r.ns.is_none()
             && let Some(f) = self.frame()
             && let Some(params) = &f.body_params
             && let Some(v) = params.get(r.name)
         {
-            return Some(v.clone());
+            return Some(Found::Value(v));
         }
         if r.scope == Some("this") && r.ns.is_none() {
-            if let Some(v) = self.frame().and_then(|f| f.this.get(r.name).cloned()) {
-                return Some(v);
+            if let Some(v) = self.frame().and_then(|f| f.this.get(r.name)) {
+                return Some(Found::Value(v));
             }
             // cf-agent qualifies a `this.` name it does not know into the
             // current bundle: `$(this.x)` is the bundle's own `x`.
             let (ns, scope) = (self.current_ns(), self.current_bundle());
             if let Some(v) = self.vars.get(ns, scope, r.name) {
-                return Some(v.value.clone());
+                return Some(Found::Value(&v.value));
             }
-            return self.container_element(ns, scope, &r).map(json_to_value);
+            return self.container_element(ns, scope, &r).map(Found::Element);
         }
         let (ns, scope) = self.resolve_scope(&r);
         if let Some(v) = self.vars.get(ns, scope, r.name) {
-            return Some(v.value.clone());
+            return Some(Found::Value(&v.value));
         }
-        self.container_element(ns, scope, &r).map(json_to_value)
+        self.container_element(ns, scope, &r).map(Found::Element)
     }
 
     /// The node of a data container a reference with indices names
@@ -556,9 +567,8 @@ impl EvalContext {
                 out.push_str(&s[r.start..r.end]);
             } else {
                 match self
-                    .lookup_in(&inner.text, search)
-                    .as_ref()
-                    .and_then(scalar_text)
+                    .lookup_ref_in(&inner.text, search)
+                    .and_then(Found::scalar_str)
                 {
                     // A value that holds references is expanded in turn, as
                     // cf-agent does (`"d" string => "$(c)+d"` stored before
@@ -708,8 +718,11 @@ fn unclosed_dollar(s: &str) -> Option<usize> {
     (0..b.len().saturating_sub(1)).find(|&i| b[i] == b'$' && matches!(b[i + 1], b'(' | b'{'))
 }
 
-fn has_reference(s: &str) -> bool {
-    s.contains("$(") || s.contains("${")
+/// Whether `s` holds `$(` or `${`: asked of every value an expansion puts
+/// in, so a byte search for `$` rather than two substring searches.
+pub(crate) fn has_reference(s: &str) -> bool {
+    let b = s.as_bytes();
+    memchr::memchr_iter(b'$', b).any(|i| matches!(b.get(i + 1), Some(b'(' | b'{')))
 }
 
 /// The text a value has inside a string, if it is a scalar (or a data
@@ -729,6 +742,37 @@ pub(crate) fn may_hold_reference(s: &str) -> bool {
     b.iter()
         .enumerate()
         .any(|(i, &c)| (c == b'$' || c == b'@') && matches!(b.get(i + 1), Some(b'(' | b'{')))
+}
+
+/// What a lookup found, borrowed from the context: a variable's value, or
+/// the node of a data container that a reference with indices names.
+#[derive(Debug, Clone, Copy)]
+pub enum Found<'a> {
+    Value(&'a Value),
+    Element(&'a Json),
+}
+
+impl<'a> Found<'a> {
+    /// The value a copying lookup gives: a container's node as
+    /// [`json_to_value`] makes it.
+    pub fn to_value(self) -> Value {
+        match self {
+            Found::Value(v) => v.clone(),
+            Found::Element(j) => json_to_value(j),
+        }
+    }
+
+    /// [`scalar_text`] of [`to_value`](Self::to_value), borrowed when the
+    /// value is a string.
+    pub fn scalar_str(self) -> Option<std::borrow::Cow<'a, str>> {
+        use std::borrow::Cow;
+        match self {
+            Found::Value(Value::Scalar(s)) => Some(Cow::Borrowed(s)),
+            Found::Element(Json::String(s)) => Some(Cow::Borrowed(s)),
+            Found::Value(v) => scalar_text(v).map(Cow::Owned),
+            Found::Element(j) => crate::values::json::expansion_text(j).map(Cow::Owned),
+        }
+    }
 }
 
 /// A JSON node as a value: primitives become scalars, the rest stays data.

@@ -2,7 +2,7 @@
 //! and the iteration over lists that a promise's references ask for.
 
 use super::call::{Builtins, FnError};
-use super::context::{EvalContext, NsSearch, scalar_text};
+use super::context::{EvalContext, Found, NsSearch, scalar_text};
 use crate::syntax::ast::{FnCall, Rval};
 use crate::values::refs::next_ref;
 use crate::values::value::Value;
@@ -285,7 +285,7 @@ impl EvalContext {
             // A reference whose name is built from other references
             // (`$(a[$(k)])`) is a wheel of its own in cf-agent: when its
             // name does not resolve to a variable, the iteration is skipped.
-            let dependent = inner.contains("$(") || inner.contains("${");
+            let dependent = super::context::has_reference(inner);
             let name = self.expand(inner);
             if name.unresolved {
                 if dependent && matches!(skip, Wheel::Skip) {
@@ -299,7 +299,7 @@ impl EvalContext {
             let found = if dependent {
                 self.lookup_dependent(inner, &name.text)
             } else {
-                self.lookup_in(&name.text, NsSearch::OwnOnly)
+                self.lookup_ref_in(&name.text, NsSearch::OwnOnly)
             };
             let Some(v) = found else {
                 if dependent && matches!(skip, Wheel::Skip) {
@@ -307,18 +307,26 @@ impl EvalContext {
                 }
                 continue;
             };
-            let elems: Vec<Value> = match &v {
-                Value::List(l) => l.iter().map(|s| Value::str(s.clone())).collect(),
-                Value::Data(d) => match d.as_ref() {
-                    Json::Array(_) | Json::Object(_) => {
-                        json_scalars(d).into_iter().map(Value::Scalar).collect()
+            let d: &Json = match v {
+                Found::Value(Value::List(l)) => {
+                    let elems: Vec<Value> = l.iter().map(|s| Value::str(s.clone())).collect();
+                    if elems.is_empty() && *special {
+                        continue;
                     }
-                    // A reference to null has no value to iterate with: the
-                    // promise is skipped.
-                    Json::Null => Vec::new(),
-                    _ => continue,
-                },
-                Value::Scalar(_) => continue,
+                    return Wheel::Found(name.text, elems);
+                }
+                Found::Value(Value::Data(d)) => d,
+                Found::Element(j) => j,
+                Found::Value(Value::Scalar(_)) => continue,
+            };
+            let elems: Vec<Value> = match d {
+                Json::Array(_) | Json::Object(_) => {
+                    json_scalars(d).into_iter().map(Value::Scalar).collect()
+                }
+                // A reference to null has no value to iterate with: the
+                // promise is skipped.
+                Json::Null => Vec::new(),
+                _ => continue,
             };
             if elems.is_empty() && *special {
                 continue;
@@ -333,7 +341,7 @@ impl EvalContext {
     /// written literally before the first inner reference is kept apart from
     /// the rest, so `$(ns:$(b).v)` names a variable `b.v` of the current
     /// bundle (and so nothing), and `$(b.$(v))` means the current namespace.
-    fn lookup_dependent(&self, written: &str, name: &str) -> Option<Value> {
+    fn lookup_dependent(&self, written: &str, name: &str) -> Option<Found<'_>> {
         let cut = [written.find("$("), written.find("${"), written.find('[')]
             .into_iter()
             .flatten()
@@ -352,11 +360,11 @@ impl EvalContext {
                 if after_ns.contains('.') {
                     None
                 } else {
-                    self.lookup(name)
+                    self.lookup_ref(name)
                 }
             }
-            (false, true) => self.lookup_in(name, NsSearch::OwnOnly),
-            _ => self.lookup(name),
+            (false, true) => self.lookup_ref_in(name, NsSearch::OwnOnly),
+            _ => self.lookup_ref(name),
         }
     }
 

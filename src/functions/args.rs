@@ -181,6 +181,25 @@ impl<'a> Args<'a> {
     }
 }
 
+/// The array or object inside a data container that a collecting argument
+/// names (`d[k]`), borrowed: what [`collect`] (and
+/// [`Args::collect_or_scalar`]) would give as a copy, for a function that
+/// only reads it. None for anything else, which the caller collects as
+/// usual.
+pub fn collected_node<'a>(ctx: &'a EvalContext, v: Option<&Value>) -> Option<&'a Json> {
+    let Some(Value::Scalar(s)) = v else {
+        return None;
+    };
+    let t = s.trim_start();
+    if t.starts_with('[') || t.starts_with('{') {
+        return None;
+    }
+    match ctx.lookup_ref(s)? {
+        crate::eval::context::Found::Element(j @ (Json::Object(_) | Json::Array(_))) => Some(j),
+        _ => None,
+    }
+}
+
 /// A collecting argument: a list or data value passed directly (`@(x)`, a
 /// function call), inline JSON, or the name of a variable: a list, a data
 /// container or a part of one (`d[k]`), a scalar, or a classic array

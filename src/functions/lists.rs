@@ -1,7 +1,7 @@
 //! List functions over collecting arguments: selection, ordering, set
 //! operations, mapping, statistics, and variable queries.
 
-use super::args::{Args, element_texts, value_to_arc_json};
+use super::args::{Args, collected_node, element_texts, value_to_arc_json};
 use super::sorting::{self, SortMode};
 use super::{FnError, FnResult, FnSpec, class_result, raw, spec};
 use crate::eval::EvalContext;
@@ -115,43 +115,64 @@ fn defined_or_none(ctx: &EvalContext, args: &Args) -> Result<Option<Value>, FnEr
 }
 
 fn getindices(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    fn indices(d: &Json) -> Vec<String> {
+        match d {
+            Json::Object(m) => m.keys().cloned().collect(),
+            Json::Array(arr) => (0..arr.len()).map(|i| i.to_string()).collect(),
+            _ => Vec::new(),
+        }
+    }
+    // A part of a container (`d[k]`) is read in place, not copied.
+    if let Some(d) = collected_node(ctx, a.first()) {
+        return Ok(Value::List(indices(d)));
+    }
     let Some(v) = defined_or_none(ctx, &Args::new("getindices", a))? else {
         return Ok(Value::List(Vec::new()));
     };
     Ok(Value::List(match &v {
-        Value::Data(d) => match d.as_ref() {
-            Json::Object(m) => m.keys().cloned().collect(),
-            Json::Array(arr) => (0..arr.len()).map(|i| i.to_string()).collect(),
-            _ => Vec::new(),
-        },
+        Value::Data(d) => indices(d),
         _ => Vec::new(),
     }))
 }
 
 fn getvalues(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    // Every primitive below the top, depth first; nulls skipped.
+    fn walk(j: &Json, out: &mut Vec<String>) {
+        match j {
+            Json::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            Json::Object(m) => m.values().for_each(|v| walk(v, out)),
+            prim => out.extend(json::expansion_text(prim)),
+        }
+    }
+    let values = |d: &Json| {
+        let mut out = Vec::new();
+        walk(d, &mut out);
+        out
+    };
+    // A part of a container (`d[k]`) is read in place, not copied.
+    if let Some(d) = collected_node(ctx, a.first()) {
+        return Ok(Value::List(values(d)));
+    }
     let Some(v) = defined_or_none(ctx, &Args::new("getvalues", a))? else {
         return Ok(Value::List(Vec::new()));
     };
     Ok(Value::List(match &v {
         Value::Scalar(s) => vec![s.clone()],
         Value::List(l) => l.clone(),
-        Value::Data(d) => {
-            // Every primitive below the top, depth first; nulls skipped.
-            fn walk(j: &Json, out: &mut Vec<String>) {
-                match j {
-                    Json::Array(a) => a.iter().for_each(|v| walk(v, out)),
-                    Json::Object(m) => m.values().for_each(|v| walk(v, out)),
-                    prim => out.extend(json::expansion_text(prim)),
-                }
-            }
-            let mut out = Vec::new();
-            walk(d, &mut out);
-            out
-        }
+        Value::Data(d) => values(d),
     }))
 }
 
 fn length(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
+    // A part of a container (`d[k]`) is measured in place, not copied.
+    if let Some(d) = collected_node(ctx, a.first()) {
+        let n = match d {
+            Json::Object(m) => m.len(),
+            Json::Array(arr) => arr.len(),
+            _ => 1,
+        };
+        return Ok(Value::str(n.to_string()));
+    }
     let args = Args::new("length", a);
     let v = args.collect(ctx, 0, "variable")?;
     let n = match &v {

@@ -6,8 +6,9 @@
 //! the pattern in `^(?:...)$` when alternatives overlap (`a|ab` does not
 //! fully match "ab" in CFEngine), and we keep CFEngine's answer.
 
-use pcre2::bytes::{Regex as Pcre, RegexBuilder};
-use std::sync::{Arc, OnceLock};
+use pcre2::bytes::{CaptureLocations, Regex as Pcre, RegexBuilder};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use thiserror::Error;
 
 #[derive(Debug, Clone, Error, PartialEq)]
@@ -26,7 +27,22 @@ pub struct Regex {
     /// whole subject as UTF-8 on every match call, which makes splitting a
     /// long text quadratic; on ASCII text both modes match alike.
     ascii: OnceLock<Option<Pcre>>,
+    /// Matches made so far with the UTF-8 pattern on short ASCII texts:
+    /// past a few, the pattern is used in a loop (an edit over a file's
+    /// lines) and the ASCII one is worth compiling.
+    short_uses: AtomicU32,
+    /// Length of [`literal_prefix`](Self::literal_prefix), computed once.
+    prefix_len: usize,
+    /// Capture slots kept between calls of
+    /// [`first_captures`](Self::first_captures) (one per compilation), so
+    /// a pattern run over every line of a file does not allocate PCRE2's
+    /// match data per line.
+    locs: [Mutex<Option<CaptureLocations>>; 2],
 }
+
+/// Short ASCII texts matched with the UTF-8 pattern before the ASCII one
+/// is compiled for them.
+const SHORT_USES_BEFORE_ASCII: u32 = 16;
 
 fn build(pattern: &str, utf: bool) -> Result<Pcre, pcre2::Error> {
     RegexBuilder::new()
@@ -108,6 +124,9 @@ impl Regex {
                 re,
                 pattern: pattern.to_string(),
                 ascii: OnceLock::new(),
+                short_uses: AtomicU32::new(0),
+                prefix_len: literal_prefix_of(pattern).len(),
+                locs: Default::default(),
             })
             .map_err(|e| RegexError {
                 pattern: pattern.to_string(),
@@ -117,7 +136,13 @@ impl Regex {
 
     /// The compiled pattern to match `text` with.
     fn re(&self, text: &str) -> &Pcre {
-        if text.len() < 64 || !text.is_ascii() {
+        if !text.is_ascii() {
+            return &self.re;
+        }
+        if text.len() < 64
+            && self.ascii.get().is_none()
+            && self.short_uses.fetch_add(1, Ordering::Relaxed) < SHORT_USES_BEFORE_ASCII
+        {
             return &self.re;
         }
         self.ascii
@@ -130,21 +155,7 @@ impl Regex {
     /// characters (empty when it starts otherwise or has an alternative),
     /// so a caller can rule out most texts without running the pattern.
     pub fn literal_prefix(&self) -> &str {
-        let p = self.pattern.as_str();
-        if p.contains('|') {
-            return "";
-        }
-        let end = p
-            .find(|c: char| "\\.^$?*+()[]{}".contains(c))
-            .unwrap_or(p.len());
-        match p[end..].chars().next() {
-            // `ab?`: the last literal character is optional.
-            Some('?' | '*' | '{') => {
-                let last = p[..end].char_indices().last().map_or(0, |(i, _)| i);
-                &p[..last]
-            }
-            _ => &p[..end],
-        }
+        &self.pattern[..self.prefix_len]
     }
 
     /// Somewhere in the text.
@@ -154,6 +165,11 @@ impl Regex {
 
     /// cf-agent's full match: the first match covers the whole text.
     pub fn is_full_match(&self, text: &str) -> bool {
+        // A match at 0 starts with the pattern's literal prefix: most
+        // texts of a loop (an edit's lines) are ruled out without PCRE.
+        if !text.starts_with(self.literal_prefix()) {
+            return false;
+        }
         match self.re(text).find(text.as_bytes()) {
             Ok(Some(m)) => m.start() == 0 && m.end() == text.len(),
             _ => false,
@@ -215,12 +231,12 @@ impl Regex {
     /// The groups of the first match as byte ranges (group 0 is the whole
     /// match); `None` for groups that did not take part.
     pub fn first_captures(&self, text: &str) -> Option<Vec<Option<(usize, usize)>>> {
-        let c = self.re(text).captures(text.as_bytes()).ok()??;
-        Some(
-            (0..c.len())
-                .map(|i| c.get(i).map(|m| (m.start(), m.end())))
-                .collect(),
-        )
+        let re = self.re(text);
+        let slot = &self.locs[usize::from(!std::ptr::eq(re, &self.re))];
+        let mut guard = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let locs = guard.get_or_insert_with(|| re.capture_locations());
+        re.captures_read(locs, text.as_bytes()).ok()??;
+        Some((0..locs.len()).map(|i| locs.get(i)).collect())
     }
 
     /// Every non-overlapping match with its groups.
@@ -234,6 +250,24 @@ impl Regex {
                     .collect()
             })
             .collect()
+    }
+}
+
+/// The pattern's leading literal characters: see [`Regex::literal_prefix`].
+fn literal_prefix_of(p: &str) -> &str {
+    if p.contains('|') {
+        return "";
+    }
+    let end = p
+        .find(|c: char| "\\.^$?*+()[]{}".contains(c))
+        .unwrap_or(p.len());
+    match p[end..].chars().next() {
+        // `ab?`: the last literal character is optional.
+        Some('?' | '*' | '{') => {
+            let last = p[..end].char_indices().last().map_or(0, |(i, _)| i);
+            &p[..last]
+        }
+        _ => &p[..end],
     }
 }
 

@@ -2027,6 +2027,9 @@ fn expand_match(
     if !template.contains("$(match.") && !template.contains("${match.") {
         return template.to_string();
     }
+    if let Some(text) = substitute_groups(template, line, caps) {
+        return text;
+    }
     let groups: Vec<(String, String)> = caps
         .iter()
         .enumerate()
@@ -2036,6 +2039,41 @@ fn expand_match(
         })
         .collect();
     act.ctx.expand_with("match", &groups, template)
+}
+
+/// `template` with its `$(match.N)` references replaced by the groups,
+/// when those are all it refers to (the usual `replace_value`): what
+/// expanding it with the groups bound as `match.N` gives, without binding
+/// them in the variable store for every line replaced. None for anything
+/// else (another reference, a group the pattern does not have, a stray
+/// `$` or `@`), which the caller expands as usual.
+fn substitute_groups(
+    template: &str,
+    line: &str,
+    caps: &[Option<(usize, usize)>],
+) -> Option<String> {
+    use crate::values::refs::next_ref;
+    let plain = |t: &str| !t.contains(['$', '@']);
+    let mut out = String::with_capacity(template.len() + line.len());
+    let mut pos = 0;
+    while let Some(r) = next_ref(template, pos) {
+        let before = &template[pos..r.start];
+        let n = template[r.inner_start..r.inner_end].strip_prefix("match.")?;
+        if r.list_sigil || !plain(before) || !n.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let i: usize = n.parse().ok()?;
+        if i.to_string() != n {
+            return None;
+        }
+        out.push_str(before);
+        if let Some((s, e)) = *caps.get(i)? {
+            out.push_str(&line[s..e]);
+        }
+        pos = r.end;
+    }
+    let tail = &template[pos..];
+    plain(tail).then(|| out + tail)
 }
 
 fn compile(act: &mut ActContext<'_>, pattern: &str) -> Result<Arc<Regex>, String> {
@@ -2059,6 +2097,32 @@ fn list_of(v: &Value) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn groups_are_put_in_directly_only_when_they_are_all_the_template_names() {
+        let line = "key_7 = old";
+        let caps = [Some((0, 11)), Some((0, 5)), None];
+        let sub = |t: &str| substitute_groups(t, line, &caps);
+        assert_eq!(sub("$(match.1) = new").as_deref(), Some("key_7 = new"));
+        assert_eq!(
+            sub("${match.0}|$(match.2)|").as_deref(),
+            Some("key_7 = old||")
+        );
+        // Left to the expansion: other references, a group the pattern
+        // lacks, a number not written as cf-agent names it, stray sigils.
+        for t in [
+            "$(match.1) $(x)",
+            "$(match.3)",
+            "$(match.01)",
+            "$(match.)",
+            "@(match.1)",
+            "$(match.1) $5",
+            "$(match.1) $(",
+            "$(match.1)@",
+        ] {
+            assert_eq!(sub(t), None, "{t}");
+        }
+    }
 
     #[test]
     fn lines_round_trip() {
