@@ -1009,10 +1009,13 @@ impl Editor<'_> {
         let body = body.clone();
         match self.select_region(act, &body) {
             Some(r) => {
-                if r.end.is_none()
-                    && body.scalar("select_end").is_some()
-                    && !flag(&body, "select_end_match_eof")
-                {
+                // The body's own `select_end_match_eof`, else agent
+                // control's, as cf-agent reads it.
+                let to_eof = body
+                    .scalar("select_end_match_eof")
+                    .and_then(crate::values::number::parse_bool)
+                    .unwrap_or(act.ctx.agent_control().select_end_match_eof);
+                if r.end.is_none() && body.scalar("select_end").is_some() && !to_eof {
                     return Some((r, Some("end-missing")));
                 }
                 Some((r, None))
@@ -1686,14 +1689,17 @@ impl Editor<'_> {
                 fields.retain(|f| !f.is_empty());
             }
             if column > fields.len() {
+                // A line too short is left as it is, the promise
+                // interrupted, and the next line edited, as cf-agent does
+                // (10_files/08_field_edits/030.cf).
                 if !extend {
                     tracing::error!(
                         "The file {} has only {} fields, but there is a promise for field {column}",
                         self.filename,
                         fields.len()
                     );
-                    sub.set(Res::Fail);
-                    return true;
+                    sub.interrupt_acting();
+                    continue;
                 }
                 fields.resize(column, String::new());
             }
