@@ -789,6 +789,9 @@ struct Sub<'e> {
     /// Interrupted while acting (not before, on its region): cf-agent
     /// then ends the promise with its `Errors encountered` line.
     interrupted_acting: bool,
+    /// Some edit was made (or would be): a promise that also failed sets
+    /// the classes of both, as cf-agent's each step reports its own.
+    changed: bool,
     /// The edit promise's own `action_policy => "warn"` (or `"nop"`): its
     /// edits are warnings and the lines stay as they were.
     warn_only: bool,
@@ -825,10 +828,14 @@ impl Editor<'_> {
             Decision::Withheld {
                 as_if_made: true, ..
             } => sub.set(Res::Warn),
-            Decision::Withheld { .. } => sub.set(Res::Change),
+            Decision::Withheld { .. } => {
+                sub.set(Res::Change);
+                sub.changed = true;
+            }
             Decision::Make => {
                 self.pending.push(done);
                 sub.set(Res::Change);
+                sub.changed = true;
             }
         }
     }
@@ -892,6 +899,7 @@ impl Editor<'_> {
             ptype,
             result: Res::Noop,
             interrupted_acting: false,
+            changed: false,
             warn_only,
         };
         // A promise that only warns works on the lines as any other (its
@@ -934,6 +942,9 @@ impl Editor<'_> {
                 ep.promiser
             ),
             Res::Noop | Res::Interrupted => {}
+        }
+        if sub.changed && sub.result > Res::Change {
+            act.reported_outcomes = Some(vec![Outcome::Repaired, sub.result.outcome()]);
         }
         Some(sub.result.outcome())
     }
