@@ -123,15 +123,23 @@ impl BundleRunner for Runner {
                                     let Some(outcome) = visit(act, &ep) else {
                                         continue;
                                     };
+                                    // Each outcome the promise reported, when
+                                    // it reported more than the one it ended.
+                                    let outcomes = act
+                                        .reported_outcomes
+                                        .take()
+                                        .unwrap_or_else(|| vec![outcome]);
                                     if let Some(body) = ep.body("classes") {
-                                        let state = act.state.as_deref_mut();
-                                        define_outcome_classes(
-                                            act.ctx.scheduler(),
-                                            state,
-                                            act.now,
-                                            body,
-                                            outcome,
-                                        );
+                                        for o in outcomes {
+                                            let state = act.state.as_deref_mut();
+                                            define_outcome_classes(
+                                                act.ctx.scheduler(),
+                                                state,
+                                                act.now,
+                                                body,
+                                                o,
+                                            );
+                                        }
                                     }
                                 }
                             }

@@ -909,8 +909,11 @@ impl AgentRun<'_> {
 
     /// Defines (and cancels) the classes a `classes` body asks for.
     /// Returns whether a new class appeared.
+    /// A files promise that named several files sets its own for its
+    /// promiser, with the groups its last file bound, as cf-agent does.
     fn set_outcome_classes(&mut self, ep: &ExpandedPromise, outcome: Outcome) -> bool {
-        let Some(body) = ep.body("classes") else {
+        let own = ep.for_file(self.ctx, &ep.promiser, &[]);
+        let Some(body) = own.as_ref().unwrap_or(ep).body("classes") else {
             return false;
         };
         define_outcome_classes(self.ctx, self.state.as_deref_mut(), self.now, body, outcome)

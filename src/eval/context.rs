@@ -189,6 +189,30 @@ pub struct EvalContext {
     /// An error on which cf-agent stops the whole run, found while
     /// evaluating a promise; the agent takes it after the promise.
     pub fatal: Option<String>,
+    /// While a files promise's attributes are expanded as a template for
+    /// each file it names: the references bound per file stay as written
+    /// (see [`super::expanded::ExpandedPromise::for_file`]).
+    pub per_file_refs: Option<PerFileRefs>,
+}
+
+/// Which references a files promise binds per file, as cf-agent leaves
+/// them unexpanded until it knows the file: `$(this.promiser)` always, and
+/// `$(match.N)` for a regex promiser (its groups on each file's path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerFileRefs {
+    pub matches: bool,
+}
+
+impl PerFileRefs {
+    /// Whether a reference (its name, inner references expanded) is bound
+    /// per file.
+    pub fn holds(&self, name: &str) -> bool {
+        name == "this.promiser"
+            || (self.matches
+                && name
+                    .strip_prefix("match.")
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())))
+    }
 }
 
 /// A bundle of the loaded policy, as introspection sees it.
@@ -562,6 +586,11 @@ impl EvalContext {
                 continue;
             }
             let inner = self.expand_at(&s[r.inner_start..r.inner_end], depth, max, search);
+            if !inner.unresolved && self.per_file_refs.is_some_and(|k| k.holds(&inner.text)) {
+                out.push_str(&s[r.start..r.end]);
+                pos = r.end;
+                continue;
+            }
             if inner.unresolved {
                 unresolved = true;
                 out.push_str(&s[r.start..r.end]);
@@ -855,6 +884,29 @@ mod tests {
             c.lookup("d[k]").map(|v| v.natural_type()),
             Some(DataType::Data)
         );
+    }
+
+    #[test]
+    fn per_file_references_stay_as_written() {
+        let mut c = ctx();
+        c.set_this("promiser", Value::str("/x/a.*"));
+        c.vars.put(
+            "default",
+            "match",
+            "1",
+            Variable::new(Value::str("stale"), DataType::String, Origin::Agent),
+        );
+        c.per_file_refs = Some(PerFileRefs { matches: true });
+        let e = c.expand("$(this.promiser)_${match.1}_$(a)_$(match.x)");
+        assert_eq!(e.text, "$(this.promiser)_${match.1}_A_$(match.x)");
+        assert!(e.unresolved, "match.x is no group");
+        c.per_file_refs = Some(PerFileRefs { matches: false });
+        assert_eq!(
+            c.expand("$(this.promiser) $(match.1)").text,
+            "$(this.promiser) stale"
+        );
+        c.per_file_refs = None;
+        assert_eq!(c.expand("$(this.promiser)").text, "/x/a.*");
     }
 
     #[test]

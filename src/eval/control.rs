@@ -71,6 +71,9 @@ pub struct AgentControl {
     /// The mode of the directories the agent makes, when
     /// `default_directory_create_mode` changed cf-agent's 0700.
     pub default_dir_mode: Option<u32>,
+    /// `select_end_match_eof`: a `select_region` whose end is not found
+    /// runs to the end of the file, unless its own body says otherwise.
+    pub select_end_match_eof: bool,
 }
 
 impl AgentControl {
@@ -147,6 +150,13 @@ impl AgentControl {
                         .unwrap_or(false)
                 }
                 "copyfrom_restrict_keys" => out.copyfrom_restrict_keys = list(e.value),
+                "select_end_match_eof" => {
+                    out.select_end_match_eof = e
+                        .value
+                        .as_scalar()
+                        .and_then(crate::values::number::parse_bool)
+                        .unwrap_or(false)
+                }
                 "hashupdates" => {
                     out.hashupdates = e
                         .value

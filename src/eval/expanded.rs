@@ -52,6 +52,11 @@ pub struct ExpandedPromise {
     /// Which iteration of the promise this is, from 1, counting those
     /// its condition excluded (cf-agent's stack path shows it).
     pub iteration: usize,
+    /// A files promise that names several files (a regex promiser, a
+    /// depth search) whose attributes refer to `$(this.promiser)` or a
+    /// regex promiser's `$(match.N)`: its attributes with those references
+    /// as written, bound for each file by [`ExpandedPromise::for_file`].
+    pub per_file: Option<std::sync::Arc<IndexMap<String, AttrValue>>>,
 }
 
 impl ExpandedPromise {
@@ -99,6 +104,17 @@ impl ExpandedPromise {
         }
     }
 
+    /// A body with the references bound per file as written, when the
+    /// promise binds some (see [`ExpandedPromise::for_file`]); the body
+    /// otherwise. A `file_select` body's `exec_program` names each file it
+    /// selects by `$(this.promiser)`, as cf-agent's does.
+    pub fn written_body(&self, name: &str) -> Option<&ResolvedBody> {
+        match self.per_file.as_ref().and_then(|t| t.get(name)) {
+            Some(AttrValue::Body(b)) => Some(b),
+            _ => self.body(name),
+        }
+    }
+
     pub fn value(&self, name: &str) -> Option<&Value> {
         match self.attrs.get(name) {
             Some(AttrValue::Value(v)) => Some(v),
@@ -118,6 +134,136 @@ impl ExpandedPromise {
     pub fn flag(&self, name: &str) -> Option<bool> {
         self.scalar(name).and_then(parse_bool)
     }
+}
+
+impl ExpandedPromise {
+    /// The promise as cf-agent acts on one of the files it names (each
+    /// file a regex promiser matched, each a depth search found): its
+    /// attributes expanded again with `$(this.promiser)` the file's path
+    /// and `$(match.N)` the groups of the promiser's pattern on that path
+    /// (`groups[0]` the whole match; none: those bound now). `None` when
+    /// no attribute refers to them: the promise is the same for every
+    /// file.
+    pub fn for_file(
+        &self,
+        ctx: &mut EvalContext,
+        path: &str,
+        groups: &[Option<String>],
+    ) -> Option<ExpandedPromise> {
+        let template = self.per_file.as_ref()?;
+        let old_promiser = ctx.lookup("this.promiser");
+        ctx.set_this("promiser", Value::str(path));
+        // The groups stay bound after, as cf-agent's match scope keeps the
+        // last file's: the promise's own classes, set for its promiser
+        // once it is done, read them (04_match/match_scope.cf).
+        for (i, g) in groups.iter().enumerate() {
+            if let Some(g) = g {
+                let var = crate::eval::vars::Variable::new(
+                    Value::str(g.clone()),
+                    crate::values::DataType::String,
+                    Origin::Agent,
+                );
+                ctx.vars.put("default", "match", &i.to_string(), var);
+            }
+        }
+        let expand = |ctx: &EvalContext, v: &Value| -> Value {
+            let one = |s: &String| {
+                if super::context::may_hold_reference(s) {
+                    ctx.expand(s).text
+                } else {
+                    s.clone()
+                }
+            };
+            match v {
+                Value::Scalar(s) => Value::Scalar(one(s)),
+                Value::List(l) => Value::List(l.iter().map(one).collect()),
+                other => other.clone(),
+            }
+        };
+        let attrs = template
+            .iter()
+            .map(|(name, v)| {
+                let v = match v {
+                    AttrValue::Value(v) => AttrValue::Value(expand(ctx, v)),
+                    AttrValue::Body(b) => AttrValue::Body(ResolvedBody {
+                        name: b.name.clone(),
+                        attrs: b
+                            .attrs
+                            .iter()
+                            .map(|(k, v)| (k.clone(), expand(ctx, v)))
+                            .collect(),
+                        bundle_args: b
+                            .bundle_args
+                            .iter()
+                            .map(|(k, args)| {
+                                (k.clone(), args.iter().map(|a| expand(ctx, a)).collect())
+                            })
+                            .collect(),
+                    }),
+                    AttrValue::Bundle { name, args } => AttrValue::Bundle {
+                        name: name.clone(),
+                        args: args.iter().map(|a| expand(ctx, a)).collect(),
+                    },
+                };
+                (name.clone(), v)
+            })
+            .collect();
+        if let Some(old) = old_promiser {
+            ctx.set_this("promiser", old);
+        }
+        Some(ExpandedPromise {
+            attrs,
+            per_file: None,
+            ..self.clone()
+        })
+    }
+}
+
+/// Whether a files promise's promiser names files by a pattern: its
+/// `pathtype`, or, when it guesses (the default), whether the path holds
+/// a regular expression's characters.
+pub fn is_regex_path(promiser: &str, pathtype: Option<&str>) -> bool {
+    match pathtype.unwrap_or("guess") {
+        "regex" => true,
+        "literal" => false,
+        _ => path_looks_like_regex(promiser),
+    }
+}
+
+/// Characters that make a promiser a regular expression (`pathtype => "guess"`).
+pub fn path_looks_like_regex(s: &str) -> bool {
+    s.contains(['*', '+', '?', '[', ']', '(', ')', '|', '^', '$', '\\'])
+}
+
+/// A files promise's attributes with the references it binds per file
+/// as written (see [`ExpandedPromise::for_file`]), when it names several
+/// files and some attribute refers to them; `attrs` are the same
+/// attributes expanded for the promiser itself.
+pub fn per_file_template(
+    ctx: &mut EvalContext,
+    policy: &PolicySet,
+    promise: &Promise,
+    promiser: &str,
+    attrs: &IndexMap<String, AttrValue>,
+) -> Option<std::sync::Arc<IndexMap<String, AttrValue>>> {
+    let pathtype = match attrs.get("pathtype") {
+        Some(AttrValue::Value(Value::Scalar(s))) => Some(s.as_str()),
+        _ => None,
+    };
+    let regex = is_regex_path(promiser, pathtype);
+    let searched = matches!(attrs.get("depth_search"), Some(AttrValue::Body(_)));
+    if !regex && !searched {
+        return None;
+    }
+    ctx.per_file_refs = Some(super::context::PerFileRefs { matches: regex });
+    let template = expand_attributes(ctx, policy, "files", promise);
+    ctx.per_file_refs = None;
+    // A regex promiser's `$(match.N)` reads the same in both when no
+    // group was bound before: its template is kept whatever it reads.
+    template
+        .ok()
+        .filter(|t| regex || t != attrs)
+        .map(std::sync::Arc::new)
 }
 
 /// Evaluates every attribute of a promise for the current iteration.

@@ -5,7 +5,7 @@
 
 use super::bodies::BodyError;
 use super::context::EvalContext;
-use super::expanded::{AttrValue, ExpandedPromise, expand_attributes};
+use super::expanded::{AttrValue, ExpandedPromise, expand_attributes, per_file_template};
 use super::reasons::{condition_reason, unresolved_variables};
 use crate::load::{LoadedFile, PolicySet};
 use crate::syntax::ast::{Bundle, Promise};
@@ -61,24 +61,26 @@ pub fn expand_iterations(
     let texts = ctx.promise_texts(promise, &["depends_on"]);
     let mut out = Expansion::default();
     let mut iteration = 0usize;
-    let expanded = |promiser: String, attrs: IndexMap<String, AttrValue>, unresolved, iteration| {
-        let handle = match attrs.get("handle") {
-            Some(AttrValue::Value(Value::Scalar(h))) => Some(h.clone()),
-            _ => None,
+    let expanded =
+        |promiser: String, attrs: IndexMap<String, AttrValue>, per_file, unresolved, iteration| {
+            let handle = match attrs.get("handle") {
+                Some(AttrValue::Value(Value::Scalar(h))) => Some(h.clone()),
+                _ => None,
+            };
+            ExpandedPromise {
+                promise_type: ptype.to_string(),
+                promiser,
+                attrs,
+                bundle: bundle.name.name.clone(),
+                namespace: bundle.namespace.clone(),
+                file: file.source.path.clone(),
+                line,
+                handle,
+                unresolved,
+                iteration,
+                per_file,
+            }
         };
-        ExpandedPromise {
-            promise_type: ptype.to_string(),
-            promiser,
-            attrs,
-            bundle: bundle.name.name.clone(),
-            namespace: bundle.namespace.clone(),
-            file: file.source.path.clone(),
-            line,
-            handle,
-            unresolved,
-            iteration,
-        }
-    };
     // The skip lines held so far come before the next iteration to act on.
     let flush = |ctx: &mut EvalContext, out: &mut Expansion| {
         if let Some(held) = ctx.held_skips.as_mut() {
@@ -135,13 +137,27 @@ pub fn expand_iterations(
         }
         ctx.set_this("promiser", Value::str(promiser.text.clone()));
         match expand_attributes(ctx, policy, ptype, promise) {
-            Ok(attrs) => out
-                .work
-                .push(expanded(promiser.text, attrs, false, iteration)),
-            Err(BodyError::Defer) if unresolved.custom => {
+            Ok(attrs) => {
+                // A files promise naming several files binds some
+                // references per file, as cf-agent leaves them unexpanded
+                // until it knows each file.
+                let per_file = if ptype == "files" {
+                    let t = per_file_template(ctx, policy, promise, &promiser.text, &attrs);
+                    ctx.set_this("promiser", Value::str(promiser.text.clone()));
+                    t
+                } else {
+                    None
+                };
                 out.work
-                    .push(expanded(promiser.text, IndexMap::new(), true, iteration))
+                    .push(expanded(promiser.text, attrs, per_file, false, iteration))
             }
+            Err(BodyError::Defer) if unresolved.custom => out.work.push(expanded(
+                promiser.text,
+                IndexMap::new(),
+                None,
+                true,
+                iteration,
+            )),
             Err(BodyError::Defer) => {
                 out.deferred = true;
                 let reason = format!(

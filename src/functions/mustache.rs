@@ -154,6 +154,11 @@ fn parse(t: &str) -> Result<Vec<Node>, String> {
                 toks.push(Tok::Close(rest.to_string(), line));
             }
             Some('!') | Some('>') => {}
+            // A variable tag naming nothing renders as its delimiters, as
+            // cf-agent's does (10_files/templating/mustache_abuse.cf).
+            None | Some('&' | '$' | '%') if rest.is_empty() => {
+                toks.push(Tok::Text(format!("{open}{close}")));
+            }
             Some('=') => {
                 let spec = rest.trim_end_matches('=').trim();
                 let mut parts = spec.split_whitespace();
@@ -421,6 +426,12 @@ mod tests {
         assert!(r("{{#l}}x", d).is_err());
         assert!(r("{{/l}}", d).is_err());
         assert!(r("{{name", d).is_err());
+    }
+
+    #[test]
+    fn a_tag_naming_nothing_is_its_delimiters() {
+        assert_eq!(r("a{{}}b{{ }}", "{}").unwrap(), "a{{}}b{{}}");
+        assert_eq!(r("{{=<% %>=}}<%%>", "{}").unwrap(), "<%%>");
     }
 
     #[test]

@@ -152,6 +152,32 @@ impl<'a> EvalPort<'a> {
         crate::functions::introspect::datastate_json(self.ctx)
     }
 
+    /// The promise as it acts on one of the files it names, its
+    /// per-file references bound (see
+    /// [`crate::eval::expanded::ExpandedPromise::for_file`]); `None` when
+    /// it is the same for every file.
+    pub fn for_file(
+        &mut self,
+        p: &crate::eval::expanded::ExpandedPromise,
+        path: &str,
+        groups: &[Option<String>],
+    ) -> Option<crate::eval::expanded::ExpandedPromise> {
+        p.for_file(self.ctx, path, groups)
+    }
+
+    /// Defines (and cancels) the classes a `classes` body asks for on an
+    /// outcome, as the scheduler does for a whole promise: for a promise
+    /// that sets them for each file it acts on.
+    pub fn define_outcome_classes(
+        &mut self,
+        state: Option<&mut crate::state::StateStore>,
+        now: i64,
+        body: &crate::eval::bodies::ResolvedBody,
+        outcome: crate::report::Outcome,
+    ) -> bool {
+        crate::eval::expanded::define_outcome_classes(self.ctx, state, now, body, outcome)
+    }
+
     /// A body the policy defines, resolved with its arguments.
     pub fn named_body(
         &mut self,

@@ -864,6 +864,7 @@ mod tests {
             handle: None,
             unresolved: false,
             iteration: 1,
+            per_file: None,
         }
     }
 

@@ -180,6 +180,9 @@ fn copy_tree(
         _ => dir_mode(act),
     };
     ensure_dir(act, p, dst, mode, v);
+    if !dir_not_link(act, p, dst, v) {
+        return;
+    }
     if depth == 0 {
         return;
     }
@@ -221,6 +224,63 @@ fn copy_tree(
             copy_file(act, &src.join(&name), &meta, &dst.join(&name), body, v);
         }
     }
+}
+
+/// A directory a copy fills that is a symbolic link is set aside (renamed
+/// `.cf-moved`) and made a directory with `move_obstructions`, as cf-agent's
+/// SourceSearchAndCopy does (10_files/02_maintain/010.cf); without it the
+/// promise fails there. False when the copy cannot go on into it.
+fn dir_not_link(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    dst: &Path,
+    v: &mut Verdict,
+) -> bool {
+    if !act
+        .host
+        .lstat(dst)
+        .ok()
+        .flatten()
+        .is_some_and(|m| m.kind == FileKind::Symlink)
+    {
+        return true;
+    }
+    let text = dst.to_string_lossy();
+    let shown = text.trim_end_matches('/');
+    let shown = if shown.is_empty() { "/" } else { shown };
+    let dst = Path::new(shown);
+    if !p.flag("move_obstructions").unwrap_or(false) {
+        tracing::error!(
+            "Path '{shown}' is a symlink. Unable to move it aside without move_obstructions is set"
+        );
+        v.failed();
+        return false;
+    }
+    let backup = PathBuf::from(format!("{shown}.cf-moved"));
+    let change = Change::new("move", shown.to_string())
+        .after(backup.display().to_string())
+        .done(format!("Backed up '{shown}'"))
+        .should(format!("Should backup '{shown}'"))
+        .without_suffix();
+    let made = act.change(change, |h| h.rename(dst, &backup));
+    if v.settle(made, |e| {
+        tracing::error!("Unable to backup old '{shown}' ({e})")
+    })
+    .is_none()
+    {
+        return false;
+    }
+    let mode = dir_mode(act);
+    let change = Change::new("create", shown.to_string())
+        .after(format!("{mode:04o}"))
+        .done(format!("Created directory for '{shown}'"))
+        .should(format!("Should create directory '{shown}'"))
+        .without_suffix();
+    let made = act.change(change, |h| h.mkdir_all(dst, mode));
+    v.settle(made, |e| {
+        tracing::error!("Failed to make directory '{shown}'. (mkdir: {e})")
+    })
+    .is_some()
 }
 
 /// The text of the link at `source` when it is to be copied as a link:

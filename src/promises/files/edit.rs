@@ -789,6 +789,9 @@ struct Sub<'e> {
     /// Interrupted while acting (not before, on its region): cf-agent
     /// then ends the promise with its `Errors encountered` line.
     interrupted_acting: bool,
+    /// Some edit was made (or would be): a promise that also failed sets
+    /// the classes of both, as cf-agent's each step reports its own.
+    changed: bool,
     /// The edit promise's own `action_policy => "warn"` (or `"nop"`): its
     /// edits are warnings and the lines stay as they were.
     warn_only: bool,
@@ -825,10 +828,14 @@ impl Editor<'_> {
             Decision::Withheld {
                 as_if_made: true, ..
             } => sub.set(Res::Warn),
-            Decision::Withheld { .. } => sub.set(Res::Change),
+            Decision::Withheld { .. } => {
+                sub.set(Res::Change);
+                sub.changed = true;
+            }
             Decision::Make => {
                 self.pending.push(done);
                 sub.set(Res::Change);
+                sub.changed = true;
             }
         }
     }
@@ -892,6 +899,7 @@ impl Editor<'_> {
             ptype,
             result: Res::Noop,
             interrupted_acting: false,
+            changed: false,
             warn_only,
         };
         // A promise that only warns works on the lines as any other (its
@@ -934,6 +942,9 @@ impl Editor<'_> {
                 ep.promiser
             ),
             Res::Noop | Res::Interrupted => {}
+        }
+        if sub.changed && sub.result > Res::Change {
+            act.reported_outcomes = Some(vec![Outcome::Repaired, sub.result.outcome()]);
         }
         Some(sub.result.outcome())
     }
@@ -1009,10 +1020,13 @@ impl Editor<'_> {
         let body = body.clone();
         match self.select_region(act, &body) {
             Some(r) => {
-                if r.end.is_none()
-                    && body.scalar("select_end").is_some()
-                    && !flag(&body, "select_end_match_eof")
-                {
+                // The body's own `select_end_match_eof`, else agent
+                // control's, as cf-agent reads it.
+                let to_eof = body
+                    .scalar("select_end_match_eof")
+                    .and_then(crate::values::number::parse_bool)
+                    .unwrap_or(act.ctx.agent_control().select_end_match_eof);
+                if r.end.is_none() && body.scalar("select_end").is_some() && !to_eof {
                     return Some((r, Some("end-missing")));
                 }
                 Some((r, None))
@@ -1686,14 +1700,17 @@ impl Editor<'_> {
                 fields.retain(|f| !f.is_empty());
             }
             if column > fields.len() {
+                // A line too short is left as it is, the promise
+                // interrupted, and the next line edited, as cf-agent does
+                // (10_files/08_field_edits/030.cf).
                 if !extend {
                     tracing::error!(
                         "The file {} has only {} fields, but there is a promise for field {column}",
                         self.filename,
                         fields.len()
                     );
-                    sub.set(Res::Fail);
-                    return true;
+                    sub.interrupt_acting();
+                    continue;
                 }
                 fields.resize(column, String::new());
             }

@@ -119,6 +119,25 @@ impl Verdict {
         }
     }
 
+    /// The outcomes whose classes are set. Each step sets the classes of
+    /// its own outcome, as cf-agent's do: a copy kept and permissions
+    /// repaired set both the kept and the repaired classes
+    /// (00_basics/03_bodies/114.cf), a file made and a template that
+    /// cannot be read both the repaired and the failed ones
+    /// (10_files/templating/missing_template_file.cf).
+    fn outcomes(&self) -> Vec<Outcome> {
+        let outcome = self.outcome();
+        let mut reported = Vec::new();
+        if self.kept_step && outcome != Outcome::Kept {
+            reported.push(Outcome::Kept);
+        }
+        if self.repaired && outcome != Outcome::Repaired {
+            reported.push(Outcome::Repaired);
+        }
+        reported.push(outcome);
+        reported
+    }
+
     fn outcome(&self) -> Outcome {
         if self.failed {
             Outcome::Failed
@@ -181,7 +200,26 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
             leaf(act, p, &target, is_dir_promise, Reach::Promiser, &mut v);
         }
         for path in matches {
-            leaf(act, p, &path, false, Reach::Promiser, &mut v);
+            // A match the file_select does not select is left alone, as an
+            // existing promiser is (below).
+            if let Some(sel) = p.written_body("file_select")
+                && let Some(meta) = act.host.lstat(&path).ok().flatten()
+                && !(p.body("depth_search").is_some() && meta.kind == FileKind::Dir)
+                && !search::selected(
+                    &mut act.ctx,
+                    act.host,
+                    sel,
+                    &path,
+                    &meta,
+                    crate::host::clock::now_secs(),
+                )
+            {
+                continue;
+            }
+            let groups = search::promiser_groups(&mut act.ctx, &p.promiser, &path);
+            each_file(act, p, &path, &groups, &mut v, |act, fp, v| {
+                leaf(act, fp, &path, false, Reach::Promiser, v)
+            });
             enter_parent(act, &path);
         }
         return finish(act, p, v);
@@ -194,7 +232,7 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
     // target (10_files/10_links/select_file_by_symlink_target.cf), and
     // a link to another file is left alone, as is the file it points
     // to.
-    if let Some(sel) = p.body("file_select")
+    if let Some(sel) = p.written_body("file_select")
         && let Some(meta) = act.host.lstat(&target).ok().flatten()
         && !(p.body("depth_search").is_some() && meta.kind == FileKind::Dir)
         && !search::selected(
@@ -248,7 +286,7 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
         }
         let search::Search { mut found, dirs } =
             search::depth_search(&mut act.ctx, act.host, &target, ds, &mut act.changes);
-        if let Some(sel) = p.body("file_select") {
+        if let Some(sel) = p.written_body("file_select") {
             let now = crate::host::clock::now_secs();
             found.retain(|f| search::selected(&mut act.ctx, act.host, sel, &f.path, &f.meta, now));
         }
@@ -286,7 +324,9 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
                 }
                 selected.entry(dir.to_path_buf()).or_default().push(name);
             }
-            leaf(act, p, &f.path, false, Reach::Searched, &mut v);
+            each_file(act, p, &f.path, &[], &mut v, |act, fp, v| {
+                leaf(act, fp, &f.path, false, Reach::Searched, v)
+            });
             if let Some(c) = act.host.changes_chroot()
                 && p.body("rename").is_none()
             {
@@ -323,6 +363,44 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
     leaf(act, p, &target, is_dir_promise, reach, &mut v);
     enter_parent(act, &target);
     finish(act, p, v)
+}
+
+/// Acts on one of the files a promise names (a regex promiser's match, a
+/// depth search's find) as cf-agent does: with the promise expanded for
+/// that file (`$(this.promiser)` its path, `$(match.N)` the pattern's
+/// `groups` on it), the classes body setting the classes of what became
+/// of that file (10_files/this_promiser.cf, 04_match/match_scope.cf).
+/// The promise's own classes are set for its promiser once it is done.
+fn each_file(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    path: &Path,
+    groups: &[Option<String>],
+    v: &mut Verdict,
+    on: impl FnOnce(&mut ActContext<'_>, &ExpandedPromise, &mut Verdict),
+) {
+    let fp = act.ctx.for_file(p, &path.to_string_lossy(), groups);
+    let fp = fp.as_ref().unwrap_or(p);
+    let mut file = Verdict {
+        would_create: v.would_create,
+        ..Verdict::default()
+    };
+    on(act, fp, &mut file);
+    // A file nothing was said of (a depth search's base it does not
+    // delete) sets no classes of its own.
+    let said = file.repaired || file.failed || file.warned || file.kept_step;
+    if said && let Some(body) = fp.body("classes") {
+        for o in file.outcomes() {
+            act.ctx
+                .define_outcome_classes(act.state.as_deref_mut(), act.now, body, o);
+        }
+    }
+    v.repaired |= file.repaired;
+    v.failed |= file.failed;
+    v.warned |= file.warned;
+    v.kept_step |= file.kept_step;
+    v.would_create |= file.would_create;
+    v.backups.append(&mut file.backups);
 }
 
 /// Moves the backups the promise's copies made into its repository, if
@@ -419,7 +497,7 @@ fn leaf(
         // the file_select (if any) selects what is there now.
         let now = act.host.lstat(target).ok().flatten();
         let selected = |act: &mut ActContext<'_>, m: &crate::host::fs::Meta| {
-            p.body("file_select").is_none_or(|sel| {
+            p.written_body("file_select").is_none_or(|sel| {
                 search::selected(
                     &mut act.ctx,
                     act.host,
@@ -753,20 +831,8 @@ fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, mut v: Verdict) -> Outc
     }
     let outcome = v.outcome();
     record_in_chroot(act, p, outcome);
-    // Each step sets the classes of its own outcome, as cf-agent's do:
-    // a copy kept and permissions repaired set both the kept and the
-    // repaired classes (00_basics/03_bodies/114.cf), a file made and a
-    // template that cannot be read both the repaired and the failed ones
-    // (10_files/templating/missing_template_file.cf).
-    let mut reported = Vec::new();
-    if v.kept_step && outcome != Outcome::Kept {
-        reported.push(Outcome::Kept);
-    }
-    if v.repaired && outcome != Outcome::Repaired {
-        reported.push(Outcome::Repaired);
-    }
-    if !reported.is_empty() {
-        reported.push(outcome);
+    let reported = v.outcomes();
+    if reported.len() > 1 {
         act.reported_outcomes = Some(reported);
     }
     outcome

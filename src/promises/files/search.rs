@@ -11,10 +11,7 @@ use crate::promises::port::EvalPort;
 use crate::report::change::{Change, Changes, Decision};
 use std::path::{Path, PathBuf};
 
-/// Characters that make a promiser a regular expression (`pathtype => "guess"`).
-fn looks_like_regex(s: &str) -> bool {
-    s.contains(['*', '+', '?', '[', ']', '(', ')', '|', '^', '$', '\\'])
-}
+use crate::eval::expanded::path_looks_like_regex as looks_like_regex;
 
 /// The files a regex promiser (each path component a pattern, matched in
 /// full) names, sorted. The fixed components are taken as written; where a
@@ -79,11 +76,16 @@ pub(super) fn suspicious(names: &[String], dir: &Path, name: &str, meta: &Meta) 
 
 /// Whether a promiser should be read as a regular expression.
 pub fn is_regex_promiser(p: &ExpandedPromise) -> bool {
-    match p.scalar("pathtype").unwrap_or("guess") {
-        "regex" => true,
-        "literal" => false,
-        _ => looks_like_regex(&p.promiser),
-    }
+    crate::eval::expanded::is_regex_path(&p.promiser, p.scalar("pathtype"))
+}
+
+/// The groups of a regex promiser's pattern on a path it matched, as
+/// `$(match.N)` binds them for that file (group 0 the whole path).
+pub fn promiser_groups(ctx: &mut EvalPort<'_>, promiser: &str, path: &Path) -> Vec<Option<String>> {
+    ctx.regex(promiser)
+        .ok()
+        .and_then(|r| r.full_captures(&path.to_string_lossy()))
+        .unwrap_or_default()
 }
 
 /// One file found by a depth search.
@@ -378,6 +380,35 @@ pub fn selected(
                 .any(|t| ctx.regex(t).is_ok_and(|r| r.is_full_match(&l)))
         });
         results.push(("issymlinkto", ok));
+    }
+    // A program run for the file, `$(this.promiser)` in its command
+    // line the file's path (the body as written, see
+    // `ExpandedPromise::written_body`), as cf-agent's SelectExecProgram
+    // and SelectExecRegexMatch run it: without a shell.
+    if let Some(program) = body.scalar("exec_program") {
+        let file = path.to_string_lossy();
+        let line = program
+            .replace("$(this.promiser)", &file)
+            .replace("${this.promiser}", &file);
+        let run = |output| {
+            let spec = crate::host::exec::CommandSpec {
+                argv: crate::host::exec::split_command_line(&line),
+                output,
+                ..Default::default()
+            };
+            host.run(&spec)
+                .map_err(|e| tracing::error!("Couldn't run '{line}' to select '{file}': {e}"))
+                .ok()
+        };
+        if let Some(regex) = body.scalar("exec_regex") {
+            let ok = run(crate::host::exec::OutputSelect::Both).is_some_and(|r| {
+                ctx.regex(regex)
+                    .is_ok_and(|re| r.output_text().lines().any(|l| re.is_full_match(l)))
+            });
+            results.push(("exec_regex", ok));
+        }
+        let ok = run(crate::host::exec::OutputSelect::Stdout).is_some_and(|r| r.code == Some(0));
+        results.push(("exec_program", ok));
     }
     let _ = now;
     match body.scalar("file_result") {
