@@ -8,7 +8,7 @@ use crate::common::*;
 use std::process::Command;
 
 /// One vars promise each; `quiet` says whether cf-promises is silent.
-const CASES: [(&str, bool); 12] = [
+const CASES: [(&str, bool); 14] = [
     // A CSV or env file that cannot be opened: no word.
     (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
     (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
@@ -36,6 +36,15 @@ const CASES: [(&str, bool); 12] = [
     (r#""a" slist => string_split("abc", "", "3");"#, true),
     (r#""a" slist => string_split("", "", "3");"#, true),
     (r#""a" slist => string_split("a,b", ",*", "5");"#, true),
+    // No host seen (cf-agent's lastseen database holds none here): fails
+    // without a word. CFEngine's examples/hostsseen.cf.
+    (r#""a" slist => hostsseen("24", "lastseen", "name");"#, true),
+    // cf-promises never talks to the network, and says nothing of it.
+    // CFEngine's examples/readtcp.cf.
+    (
+        r#""a" string => readtcp("127.0.0.1", "1", "GET /", 20);"#,
+        true,
+    ),
 ];
 
 fn observe(program: &str, policy: &std::path::Path) -> (Vec<String>, bool) {
