@@ -8,7 +8,7 @@ use crate::common::*;
 use std::process::Command;
 
 /// One vars promise each; `quiet` says whether cf-promises is silent.
-const CASES: [(&str, bool); 14] = [
+const CASES: [(&str, bool); 17] = [
     // A CSV or env file that cannot be opened: no word.
     (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
     (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
@@ -43,6 +43,18 @@ const CASES: [(&str, bool); 14] = [
     // CFEngine's examples/readtcp.cf.
     (
         r#""a" string => readtcp("127.0.0.1", "1", "GET /", 20);"#,
+        true,
+    ),
+    // The name of a plain string where a list or container is wanted (and
+    // no classic array beside it): fails without a word. The acceptance
+    // suite's mergedata.cf, mapdata.cf, maparray.cf, findfiles_up.cf.
+    (r#""s" string => "x"; "a" data => mergedata("s");"#, true),
+    (
+        r#""s" string => "x"; "a" slist => maplist("$(this)", "s");"#,
+        true,
+    ),
+    (
+        r#""s" string => "x"; "a" slist => filter("x", "s", "false", "false", 9);"#,
         true,
     ),
 ];
