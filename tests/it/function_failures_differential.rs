@@ -8,7 +8,7 @@ use crate::common::*;
 use std::process::Command;
 
 /// One vars promise each; `quiet` says whether cf-promises is silent.
-const CASES: [(&str, bool); 17] = [
+const CASES: [(&str, bool); 18] = [
     // A CSV or env file that cannot be opened: no word.
     (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
     (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
@@ -56,6 +56,11 @@ const CASES: [(&str, bool); 17] = [
     (
         r#""s" string => "x"; "a" slist => filter("x", "s", "false", "false", 9);"#,
         true,
+    ), // A file countlinesmatching cannot read counts 0 lines, with an error
+    // (the suite's countlinesmatching_returns_0_on_inaccessable_file.cf).
+    (
+        r#""a" int => countlinesmatching("x", "/nonexistent/x");"#,
+        false,
     ),
 ];
 
