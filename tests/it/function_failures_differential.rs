@@ -8,7 +8,7 @@ use crate::common::*;
 use std::process::Command;
 
 /// One vars promise each; `quiet` says whether cf-promises is silent.
-const CASES: [(&str, bool); 18] = [
+const CASES: [(&str, bool); 20] = [
     // A CSV or env file that cannot be opened: no word.
     (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
     (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
@@ -61,7 +61,10 @@ const CASES: [(&str, bool); 18] = [
     (
         r#""a" int => countlinesmatching("x", "/nonexistent/x");"#,
         false,
-    ),
+    ), // nth of a key a container lacks, or of one holding a container: no
+    // word (the suite's wrap_container_fncalls.cf).
+    (r#""a" string => nth('{"x": 1}', "y");"#, true),
+    (r#""a" string => nth('{"x": [1]}', "x");"#, true),
 ];
 
 fn observe(program: &str, policy: &std::path::Path) -> (Vec<String>, bool) {
