@@ -8,7 +8,7 @@ use crate::common::*;
 use std::process::Command;
 
 /// One vars promise each; `quiet` says whether cf-promises is silent.
-const CASES: [(&str, bool); 20] = [
+const CASES: [(&str, bool); 21] = [
     // A CSV or env file that cannot be opened: no word.
     (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
     (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
@@ -49,6 +49,12 @@ const CASES: [(&str, bool); 20] = [
     // no classic array beside it): fails without a word. The acceptance
     // suite's mergedata.cf, mapdata.cf, maparray.cf, findfiles_up.cf.
     (r#""s" string => "x"; "a" data => mergedata("s");"#, true),
+    // A string inside a data container is an error there (the suite's
+    // CFE-2704-0.cf).
+    (
+        r#""d" data => '{"k": "v"}'; "a" data => mergedata("[]", "d[k]");"#,
+        false,
+    ),
     (
         r#""s" string => "x"; "a" slist => maplist("$(this)", "s");"#,
         true,
