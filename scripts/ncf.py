@@ -22,7 +22,8 @@ Two stages, for each test:
      fails. The real cf-agent is run only on a test its cf-promises accepted.
 
 With cf-agent installed (and unless --no-compare) each test runs under both, one after the
-other, and the sets of passing tests must be equal. The exit status is 1 when a test does not
+other, and the sets of passing tests must be equal, but for the differences in KNOWN (each a
+cf-agent bug we do not reproduce, documented in README), which are reported as such. The exit status is 1 when a test does not
 load, or when the sets differ (or, without cf-agent, when a test fails under ours); 0 otherwise.
 """
 
@@ -40,6 +41,15 @@ PINNED = "007b5cc7"
 CATEGORIES = ["10_ncf_internals", "20_cfe_basics", "30_generic_methods"]
 SKIPPED_DIRS = ("/unsafe/", "/staging/", "/network/", "/non_container/")
 TIMEOUT = 120
+# Tests whose verdicts differ on purpose, each with the verdict ours gives and why (README,
+# "Where we differ from CFEngine on purpose"). They are reported, never counted as differences.
+KNOWN = {
+    "./30_generic_methods/variable_string_from_command.cf": (
+        True, "cf-agent 3.21.0's function cache (CFE-4244, fixed in 3.21.3) keys a result by its "
+        "arguments alone and compares argument lists up to the shorter one's end, so "
+        "execresult_as_data gets the text an execresult of the same command returned; a bug "
+        "we do not reproduce"),
+}
 
 
 def say(*a):
@@ -184,6 +194,7 @@ def main():
     not_loaded = {a.name: [] for a in agents}
     passed = {a.name: set() for a in agents}
     differ = []
+    known = []
 
     def log(name, test, text):
         path = os.path.join(logs, name + "-" + re.sub(r"[./]", "_", test) + ".log")
@@ -215,9 +226,14 @@ def main():
             else:
                 log(a.name, test, "exit %s\n%s" % (rc, out))
         if compare and outcome["ours"] != outcome["cf-agent"]:
-            differ.append(test)
-            say("%s: ours %s, cf-agent %s" % (
-                test, *("Pass" if outcome[n] else "FAIL" for n in ("ours", "cf-agent"))))
+            verdicts = "ours %s, cf-agent %s" % tuple(
+                "Pass" if outcome[n] else "FAIL" for n in ("ours", "cf-agent"))
+            if KNOWN.get(test, (None,))[0] == outcome["ours"]:
+                known.append(test)
+                say("%s: %s, a known, documented difference: %s" % (test, verdicts, KNOWN[test][1]))
+            else:
+                differ.append(test)
+                say("%s: %s" % (test, verdicts))
         elif not compare and not outcome["ours"]:
             say("%s: FAIL" % test)
 
@@ -231,7 +247,13 @@ def main():
         for name, got in passed.items():
             say("%s passes %d of %d tests" % (name, len(got), len(tests)))
         if compare:
-            say("%d tests where the verdicts differ" % len(differ))
+            if differ:
+                say("%d tests where the verdicts differ" % len(differ))
+            elif known:
+                say("the sets of passing tests are equal but for %d documented difference(s): %s"
+                    % (len(known), ", ".join(known)))
+            else:
+                say("the sets of passing tests are equal")
             bad |= bool(differ)
         else:
             bad |= len(passed["ours"]) != len(tests)

@@ -102,7 +102,14 @@ impl EvalSettings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expanded {
     pub text: String,
+    /// Some reference did not resolve: one written in the text, or one
+    /// that a value's text brought (`$(x)` where `x` is `"$(nope)"`).
     pub unresolved: bool,
+    /// A reference written in the text itself did not resolve. cf-agent's
+    /// expansion calls a text whose own references all have values fully
+    /// expanded, whatever those values hold: `$(const.dollar)(pwd)` hands
+    /// `$(pwd)` on to a command's shell.
+    pub own_unresolved: bool,
 }
 
 #[derive(Debug, Default)]
@@ -540,6 +547,7 @@ impl EvalContext {
             return Expanded {
                 text: s.to_string(),
                 unresolved: false,
+                own_unresolved: false,
             };
         }
         // Expansion recurses into nested references; text nested deeper
@@ -550,10 +558,14 @@ impl EvalContext {
             return Expanded {
                 text: s.to_string(),
                 unresolved: true,
+                own_unresolved: true,
             };
         }
         let mut out = String::with_capacity(s.len());
-        let mut unresolved = false;
+        // `own`: a reference written here that did not resolve; `brought`:
+        // one inside a value's text.
+        let mut own = false;
+        let mut brought = false;
         let mut pos = 0;
         loop {
             let r = next_ref(s, pos);
@@ -572,7 +584,7 @@ impl EvalContext {
                     })
                     .count();
                 pos = q + 2 + name_len;
-                unresolved = true;
+                own = true;
                 continue;
             }
             let Some(r) = r else { break };
@@ -580,7 +592,7 @@ impl EvalContext {
             if r.list_sigil {
                 // `@(x)` inside a string is never expanded, and cf-agent
                 // treats it as not (yet) resolved.
-                unresolved = true;
+                own = true;
                 out.push_str(&s[r.start..r.end]);
                 pos = r.end;
                 continue;
@@ -592,7 +604,7 @@ impl EvalContext {
                 continue;
             }
             if inner.unresolved {
-                unresolved = true;
+                own = true;
                 out.push_str(&s[r.start..r.end]);
             } else {
                 match self
@@ -605,18 +617,18 @@ impl EvalContext {
                     Some(text) if max == 0 => out.push_str(&text),
                     Some(text) if depth < max && has_reference(&text) => {
                         let again = self.expand_at(&text, depth + 1, max, search);
-                        unresolved |= again.unresolved;
+                        brought |= again.unresolved;
                         out.push_str(&again.text);
                     }
                     Some(text) if depth >= max && has_reference(&text) => {
-                        unresolved = true;
+                        brought = true;
                         out.push_str(&text);
                     }
                     Some(text) => out.push_str(&text),
                     None => {
                         // Keep what did expand inside: `$(sys.$(sys.os))`
                         // becomes `$(sys.linux)`, as cf-promises prints it.
-                        unresolved = true;
+                        own = true;
                         out.push_str(&s[r.start..r.inner_start]);
                         out.push_str(&inner.text);
                         out.push_str(&s[r.inner_end..r.end]);
@@ -628,7 +640,8 @@ impl EvalContext {
         out.push_str(&s[pos..]);
         Expanded {
             text: out,
-            unresolved,
+            unresolved: own || brought,
+            own_unresolved: own,
         }
     }
 

@@ -121,10 +121,12 @@ pub fn expand_iterations(
                 return;
             }
         }
-        // A report waits for the last pass while its text looks like a
-        // reference, even one a variable's value brought (cf-agent's
-        // VerifyReportPromise).
-        let waits = promiser.unresolved
+        // A promiser waits while a reference written in it does not
+        // resolve; one a variable's value brought is text, as in cf-agent
+        // (`$(const.dollar)(pwd)` is a command's `$(pwd)`). A report waits
+        // for the last pass while its text looks like a reference, even one
+        // a value brought (cf-agent's VerifyReportPromise).
+        let waits = promiser.own_unresolved
             || (ptype == "reports" && crate::values::refs::looks_like_reference(&promiser.text));
         if waits && !unresolved.promiser_acts && !unresolved.custom {
             out.deferred = true;

@@ -151,6 +151,7 @@ impl<'a> Args<'a> {
         match self.args.get(i) {
             Some(v) => collect(ctx, v).map_err(|e| match e {
                 FnError::Failed(m) => self.fail(format!("parameter '{param}': {m}")),
+                FnError::Quiet(m) => self.fail_quietly(format!("parameter '{param}': {m}")),
                 d => d,
             }),
             None => Err(self.fail(format!("missing parameter '{param}' (argument {})", i + 1))),
@@ -225,11 +226,20 @@ pub fn collect(ctx: &EvalContext, v: &Value) -> Result<Value, FnError> {
             match ctx.lookup(s) {
                 // cf-agent reads the name of a scalar as the classic array
                 // beside it (`sys.ipv4` names `sys.ipv4[eth0]`, ...), and
-                // fails when there is none.
+                // fails when there is none: without a word for a plain
+                // string (3.21 logs it at debug level: `mergedata("s")`),
+                // with an error for a primitive inside a data container
+                // (`mergedata("d[k]")`: "not a container").
                 Some(Value::Scalar(_)) => classic_array(ctx, s).ok_or_else(|| {
-                    FnError::Failed(format!(
-                        "'{s}' is a string, not a list, a data container or an array"
-                    ))
+                    let in_data = s
+                        .find('[')
+                        .is_some_and(|i| matches!(ctx.lookup(&s[..i]), Some(Value::Data(_))));
+                    let m = format!("'{s}' is a string, not a list, a data container or an array");
+                    if in_data {
+                        FnError::Failed(m)
+                    } else {
+                        FnError::Quiet(m)
+                    }
                 }),
                 Some(v) => Ok(v),
                 None => classic_array(ctx, s).ok_or(FnError::Defer),

@@ -213,12 +213,14 @@ fn nth(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
                 Json::Array(arr) => &arr[index(arr.len())?],
                 Json::Object(m) => m
                     .get(key)
-                    .ok_or_else(|| args.fail(format!("no key '{key}'")))?,
+                    .ok_or_else(|| args.fail_quietly(format!("no key '{key}'")))?,
                 _ => return Err(args.fail("the container is not an array or object")),
             };
             json::primitive_text(elem)
                 .map(|t| Value::str(t.into_owned()))
-                .ok_or_else(|| args.fail(format!("the element at '{key}' is a container")))
+                // Neither a missing key nor a container there is
+                // reported by cf-agent 3.21.
+                .ok_or_else(|| args.fail_quietly(format!("the element at '{key}' is a container")))
         }
     }
 }

@@ -240,9 +240,18 @@ fn countlinesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("countlinesmatching", a);
     let re = args.regex(ctx, 0, "regex")?;
     let path = args.str(1, "file")?;
-    let n = match read_lines(ctx, &args, path) {
-        Ok(text) => text.lines().filter(|l| re.is_full_match(l)).count(),
-        Err(_) => 0,
+    // A file that cannot be read counts no line, with an error as in
+    // cf-agent 3.21 (its acceptance test
+    // countlinesmatching_returns_0_on_inaccessable_file.cf).
+    let n = match ctx.host().plain().read(path) {
+        Ok(b) => String::from_utf8_lossy(&b)
+            .lines()
+            .filter(|l| re.is_full_match(l))
+            .count(),
+        Err(e) => {
+            tracing::error!("File '{path}' could not be read in countlinesmatching(): {e}");
+            0
+        }
     };
     Ok(Value::str(n.to_string()))
 }

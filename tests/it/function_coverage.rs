@@ -124,7 +124,7 @@ const NOTES: &[(&str, &str)] = &[
     ),
     (
         "hostsseen",
-        "fails: there is no lastseen database (as cf-promises without one)",
+        "fails without a word: no host in a lastseen database (as cf-agent 3.21 with none)",
     ),
     (
         "packagesmatching",

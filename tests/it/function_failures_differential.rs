@@ -8,7 +8,7 @@ use crate::common::*;
 use std::process::Command;
 
 /// One vars promise each; `quiet` says whether cf-promises is silent.
-const CASES: [(&str, bool); 12] = [
+const CASES: [(&str, bool); 21] = [
     // A CSV or env file that cannot be opened: no word.
     (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
     (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
@@ -36,6 +36,41 @@ const CASES: [(&str, bool); 12] = [
     (r#""a" slist => string_split("abc", "", "3");"#, true),
     (r#""a" slist => string_split("", "", "3");"#, true),
     (r#""a" slist => string_split("a,b", ",*", "5");"#, true),
+    // No host seen (cf-agent's lastseen database holds none here): fails
+    // without a word. CFEngine's examples/hostsseen.cf.
+    (r#""a" slist => hostsseen("24", "lastseen", "name");"#, true),
+    // cf-promises never talks to the network, and says nothing of it.
+    // CFEngine's examples/readtcp.cf.
+    (
+        r#""a" string => readtcp("127.0.0.1", "1", "GET /", 20);"#,
+        true,
+    ),
+    // The name of a plain string where a list or container is wanted (and
+    // no classic array beside it): fails without a word. The acceptance
+    // suite's mergedata.cf, mapdata.cf, maparray.cf, findfiles_up.cf.
+    (r#""s" string => "x"; "a" data => mergedata("s");"#, true),
+    // A string inside a data container is an error there (the suite's
+    // CFE-2704-0.cf).
+    (
+        r#""d" data => '{"k": "v"}'; "a" data => mergedata("[]", "d[k]");"#,
+        false,
+    ),
+    (
+        r#""s" string => "x"; "a" slist => maplist("$(this)", "s");"#,
+        true,
+    ),
+    (
+        r#""s" string => "x"; "a" slist => filter("x", "s", "false", "false", 9);"#,
+        true,
+    ), // A file countlinesmatching cannot read counts 0 lines, with an error
+    // (the suite's countlinesmatching_returns_0_on_inaccessable_file.cf).
+    (
+        r#""a" int => countlinesmatching("x", "/nonexistent/x");"#,
+        false,
+    ), // nth of a key a container lacks, or of one holding a container: no
+    // word (the suite's wrap_container_fncalls.cf).
+    (r#""a" string => nth('{"x": 1}', "y");"#, true),
+    (r#""a" string => nth('{"x": [1]}', "x");"#, true),
 ];
 
 fn observe(program: &str, policy: &std::path::Path) -> (Vec<String>, bool) {
