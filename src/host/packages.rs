@@ -51,10 +51,14 @@ pub fn read_inventory(workdir: &Path, which: Inventory) -> Vec<PackageRecord> {
 /// When an inventory was last written (seconds since the epoch); `None`
 /// when there is none.
 pub fn inventory_mtime(workdir: &Path, which: Inventory) -> Option<i64> {
+    state_file_mtime(&inventory_path(workdir, which))
+}
+
+/// When a state file was last written (seconds since the epoch); `None`
+/// when there is none.
+pub fn state_file_mtime(path: &Path) -> Option<i64> {
     use std::os::unix::fs::MetadataExt;
-    super::local::metadata(inventory_path(workdir, which))
-        .ok()
-        .map(|m| m.mtime())
+    super::local::metadata(path).ok().map(|m| m.mtime())
 }
 
 /// Replaces an inventory (written whole, then renamed into place).

@@ -68,9 +68,11 @@ pub struct Verdict {
     /// What `fsattrs` asks of the promised file, to do once its other
     /// steps are done (see [`fsattrs`]).
     immutable: Option<fsattrs::Immutable>,
-    /// The promiser exists and the file_select does not select it: the
-    /// promise stops there without a word, as cf-agent's does.
-    not_selected: bool,
+    /// No "No action was requested" warning at the end: the promiser
+    /// exists and the file_select does not select it (the promise stops
+    /// there without a word, as cf-agent's does), or a regex promiser
+    /// said it for each file it matched, or it matched nothing.
+    no_action_said: bool,
 }
 
 impl Verdict {
@@ -198,6 +200,8 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
         // does (01_vars/02_functions/lsdir.cf creates `tu/*`).
         if matches.is_empty() && p.flag("create").unwrap_or(false) {
             leaf(act, p, &target, is_dir_promise, Reach::Promiser, &mut v);
+        } else {
+            v.no_action_said = true;
         }
         for path in matches {
             // A match the file_select does not select is left alone, as an
@@ -220,6 +224,10 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
             each_file(act, p, &path, &groups, &mut v, |act, fp, v| {
                 leaf(act, fp, &path, false, Reach::Promiser, v)
             });
+            // cf-agent verifies each match as a promise of its own.
+            if promises_nothing(p) {
+                warn_no_action(&path.display().to_string());
+            }
             enter_parent(act, &path);
         }
         return finish(act, p, v);
@@ -244,7 +252,7 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
             crate::host::clock::now_secs(),
         )
     {
-        v.not_selected = true;
+        v.no_action_said = true;
         return finish(act, p, v);
     }
     // Data a template cannot use fails the promise before it makes
@@ -810,13 +818,13 @@ fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, mut v: Verdict) -> Outc
     if let Some(st) = v.immutable.take() {
         fsattrs::end(act, st, &mut v);
     }
-    if !v.not_selected && promises_nothing(p) {
+    if !v.no_action_said && promises_nothing(p) {
         // cf-agent names `X/.` as X, but for a search.
         let shown = match p.promiser.strip_suffix("/.") {
             Some(dir) if p.body("depth_search").is_none() => dir,
             _ => &p.promiser,
         };
-        tracing::warn!("No action was requested for file '{shown}'. Maybe a typo in the policy?");
+        warn_no_action(shown);
     }
     if v.failed {
         tracing::error!(
@@ -836,6 +844,10 @@ fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, mut v: Verdict) -> Outc
         act.reported_outcomes = Some(reported);
     }
     outcome
+}
+
+fn warn_no_action(path: &str) {
+    tracing::warn!("No action was requested for file '{path}'. Maybe a typo in the policy?");
 }
 
 /// Whether a files promise has none of the attributes cf-agent 3.21

@@ -241,10 +241,9 @@ fn update_list(host: &Host, workdir: &Path, now: i64, body: &MethodBody, dry_run
         .join("state")
         .join(format!("software_update_timestamp_{}", manager_name(add)));
     let mut call = true;
-    if let Ok(meta) = crate::host::local::metadata(&stamp) {
-        use std::os::unix::fs::MetadataExt;
+    if let Some(mtime) = crate::host::packages::state_file_mtime(&stamp) {
         let horizon = body.list_update_ifelapsed.unwrap_or(24 * 60);
-        call = now - meta.mtime() >= horizon * 60;
+        call = now - mtime >= horizon * 60;
     }
     if call {
         tracing::debug!("Calling package list update command: '{update}'");
