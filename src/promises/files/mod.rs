@@ -206,18 +206,7 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
         for path in matches {
             // A match the file_select does not select is left alone, as an
             // existing promiser is (below).
-            if let Some(sel) = p.written_body("file_select")
-                && let Some(meta) = act.host.lstat(&path).ok().flatten()
-                && !(p.body("depth_search").is_some() && meta.kind == FileKind::Dir)
-                && !search::selected(
-                    &mut act.ctx,
-                    act.host,
-                    sel,
-                    &path,
-                    &meta,
-                    crate::host::clock::now_secs(),
-                )
-            {
+            if left_out_by_select(act, p, &path) {
                 continue;
             }
             let groups = search::promiser_groups(&mut act.ctx, &p.promiser, &path);
@@ -240,18 +229,7 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
     // target (10_files/10_links/select_file_by_symlink_target.cf), and
     // a link to another file is left alone, as is the file it points
     // to.
-    if let Some(sel) = p.written_body("file_select")
-        && let Some(meta) = act.host.lstat(&target).ok().flatten()
-        && !(p.body("depth_search").is_some() && meta.kind == FileKind::Dir)
-        && !search::selected(
-            &mut act.ctx,
-            act.host,
-            sel,
-            &target,
-            &meta,
-            crate::host::clock::now_secs(),
-        )
-    {
+    if left_out_by_select(act, p, &target) {
         v.no_action_said = true;
         return finish(act, p, v);
     }
@@ -409,6 +387,28 @@ fn each_file(
     v.kept_step |= file.kept_step;
     v.would_create |= file.would_create;
     v.backups.append(&mut file.backups);
+}
+
+/// Whether an existing `path` is one the promise's file_select does not
+/// select; a directory to search is never left out (see `evaluate`).
+fn left_out_by_select(act: &mut ActContext<'_>, p: &ExpandedPromise, path: &Path) -> bool {
+    let Some(sel) = p.written_body("file_select") else {
+        return false;
+    };
+    let Some(meta) = act.host.lstat(path).ok().flatten() else {
+        return false;
+    };
+    if p.body("depth_search").is_some() && meta.kind == FileKind::Dir {
+        return false;
+    }
+    !search::selected(
+        &mut act.ctx,
+        act.host,
+        sel,
+        path,
+        &meta,
+        crate::host::clock::now_secs(),
+    )
 }
 
 /// Moves the backups the promise's copies made into its repository, if

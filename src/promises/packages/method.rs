@@ -649,6 +649,27 @@ impl Decide<'_> {
         result
     }
 
+    /// Whether a patch of this name is installed, and whether one matches
+    /// version and arch too; `None` (said) when versions cannot be compared.
+    fn patch_matches(
+        &mut self,
+        w: &Wish<'_>,
+        name: &str,
+        version: &str,
+        arch: &str,
+    ) -> Option<(bool, bool)> {
+        let installed = self.package_match(w, name, "*", "*", true);
+        let matches = self.package_match(w, name, version, arch, true);
+        if installed == VerCmp::Error || matches == VerCmp::Error {
+            tracing::error!(
+                "Failure trying to compare package versions {}",
+                w.promise.located()
+            );
+            return None;
+        }
+        Some((installed == VerCmp::Match, matches == VerCmp::Match))
+    }
+
     /// cf-agent's VerifyPromisedPatch.
     pub fn verify_patch(&mut self, w: &Wish<'_>) -> Outcome {
         let promiser = w.promise.promiser.clone();
@@ -664,17 +685,11 @@ impl Decide<'_> {
             };
             let mut last = "*".to_string();
             for a in archs {
-                let i = self.package_match(w, &promiser, "*", "*", true);
-                let m = self.package_match(w, &promiser, &v, &a, true);
-                if i == VerCmp::Error || m == VerCmp::Error {
-                    tracing::error!(
-                        "Failure trying to compare package versions {}",
-                        w.promise.located()
-                    );
+                let Some((i, m)) = self.patch_matches(w, &promiser, &v, &a) else {
                     return Outcome::Failed;
-                }
-                installed += (i == VerCmp::Match) as usize;
-                matches += (m == VerCmp::Match) as usize;
+                };
+                installed += i as usize;
+                matches += m as usize;
                 last = a;
             }
             (name, version, arch) = (promiser.clone(), v, last);
@@ -683,17 +698,11 @@ impl Decide<'_> {
             version = first_reference(self.regex, w.body.version_regex.as_deref(), &promiser);
             name = first_reference(self.regex, w.body.name_regex.as_deref(), &promiser);
             arch = first_reference(self.regex, w.body.arch_regex.as_deref(), &promiser);
-            let i = self.package_match(w, &name, "*", "*", true);
-            let m = self.package_match(w, &name, &version, &arch, true);
-            if i == VerCmp::Error || m == VerCmp::Error {
-                tracing::error!(
-                    "Failure trying to compare package versions {}",
-                    w.promise.located()
-                );
+            let Some((i, m)) = self.patch_matches(w, &name, &version, &arch) else {
                 return Outcome::Failed;
-            }
-            installed = (i == VerCmp::Match) as usize;
-            matches = (m == VerCmp::Match) as usize;
+            };
+            installed = i as usize;
+            matches = m as usize;
         }
         tracing::debug!("{installed} patch(es) matching the name '{name}' already installed");
         tracing::debug!("{matches} patch(es) match the promise body's criteria fully");
