@@ -51,6 +51,11 @@ A case file is a policy with a header of `#` comment lines:
                                    each agent's runs and removed after
                                    them, its files compared as the tree's;
                                    the case is refused if DIR exists
+    # volatile: PATH ...           files of the tree whose content depends
+                                   on the second of the run (a report with
+                                   the time in it, rewritten, leaves a
+                                   backup from run 1 or not): their names
+                                   and modes are compared, not their content
     # known-difference: WHY        cf-agent's result is a bug of its own
                                    that we do not reproduce: the case is
                                    run, and a difference is reported as
@@ -130,6 +135,7 @@ class Case:
         self.fstab = False
         self.timeout = RUN_TIMEOUT
         self.host_dir = None
+        self.volatile = []
         text = path.read_text()
         body = []
         in_header = True
@@ -175,6 +181,8 @@ class Case:
             self.known = value
         elif key == "fstab":
             self.fstab = value == "observe"
+        elif key == "volatile":
+            self.volatile += value.split()
         elif key == "host-dir":
             self.host_dir = Path(value)
 
@@ -207,7 +215,7 @@ def build_tree(case, root):
         os.utime(root / rel, (ten_days_ago, ten_days_ago))
 
 
-def tree_listing(root):
+def tree_listing(root, volatile=()):
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
@@ -224,7 +232,7 @@ def tree_listing(root):
                 out.append(f"{rel}/ {mode} {st.st_uid}:{st.st_gid}")
             else:
                 try:
-                    content = p.read_text()
+                    content = "<volatile>" if rel in volatile else p.read_text()
                 except UnicodeDecodeError:
                     content = f"<{st.st_size} bytes>"
                 # Log lines (log_repaired) start with the time of the run.
@@ -281,7 +289,7 @@ def variables(lines):
     return sorted(out)
 
 
-def outcome(proc, root, wd, lib):
+def outcome(proc, root, wd, lib, volatile=()):
     """What one run left: R: lines, promise-defined classes, whether it
     logged errors, the tree. Each agent's work directory is @WORKDIR@, its
     library directory @LIB@ (with --ours-lib they are not the same)."""
@@ -308,7 +316,7 @@ def outcome(proc, root, wd, lib):
         "classes": classes,
         "errors": bool(errors),
         "error_lines": errors,
-        "tree": tree_listing(root),
+        "tree": tree_listing(root, volatile),
         "vars": variables(lines),
     }
 
@@ -377,7 +385,7 @@ def run_side_runs(cmd, case, base, lib, wd, policy, env):
             cwd=base,
             env=env,
         )
-        results.append(outcome(proc, base / "root", wd, lib))
+        results.append(outcome(proc, base / "root", wd, lib, case.volatile))
         results[-1]["fstab"] = fstab_lines(base / "root") if case.fstab else []
         if case.host_dir:
             results[-1]["tree"] += "\n" + tree_listing(case.host_dir)
