@@ -112,21 +112,7 @@ fn check_root(
     if was == want {
         return;
     }
-    let shown = target.display().to_string();
-    let change = Change::new("permissions", shown.clone())
-        .before(format!("{was:04o}"))
-        .after(format!("{want:04o}"))
-        .done(format!(
-            "Object '{shown}' had permissions {was:04o}, changed it to {want:04o}"
-        ))
-        .should(format!(
-            "Should change permissions of '{shown}' from {was:04o} to {want:04o}"
-        ))
-        .without_suffix();
-    let made = act.change(change, |h| h.chmod(target, want));
-    v.settle(made, |e| {
-        tracing::error!("Could not change permissions of '{shown}': {e}")
-    });
+    super::change_mode(act, &target.display().to_string(), target, was, want, v);
 }
 
 /// Makes `dir` (and its parents) when missing; `dir` itself gets `mode`.

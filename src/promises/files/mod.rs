@@ -1009,6 +1009,32 @@ fn create(
     }
 }
 
+/// Sets `target`'s permission bits from `was` to `want`, reported in
+/// cf-agent's words (a perms body's mode, a copy's preserved mode).
+pub(super) fn change_mode(
+    act: &mut ActContext<'_>,
+    shown: &str,
+    target: &Path,
+    was: u32,
+    want: u32,
+    v: &mut Verdict,
+) {
+    let change = Change::new("permissions", shown)
+        .before(format!("{was:04o}"))
+        .after(format!("{want:04o}"))
+        .done(format!(
+            "Object '{shown}' had permissions {was:04o}, changed it to {want:04o}"
+        ))
+        .should(format!(
+            "Should change permissions of '{shown}' from {was:04o} to {want:04o}"
+        ))
+        .without_suffix();
+    let made = act.change(change, |h| h.chmod(target, want));
+    v.settle(made, |e| {
+        tracing::error!("Could not change permissions of '{shown}': {e}")
+    });
+}
+
 fn apply_perms(
     act: &mut ActContext<'_>,
     shown: &str,
@@ -1028,21 +1054,7 @@ fn apply_perms(
                     want = rx_for_dirs(want);
                 }
                 if want != meta.mode {
-                    let was = meta.mode;
-                    let change = Change::new("permissions", shown)
-                        .before(format!("{was:04o}"))
-                        .after(format!("{want:04o}"))
-                        .done(format!(
-                            "Object '{shown}' had permissions {was:04o}, changed it to {want:04o}"
-                        ))
-                        .should(format!(
-                            "Should change permissions of '{shown}' from {was:04o} to {want:04o}"
-                        ))
-                        .without_suffix();
-                    let made = act.change(change, |h| h.chmod(target, want));
-                    v.settle(made, |e| {
-                        tracing::error!("Could not change permissions of '{shown}': {e}")
-                    });
+                    change_mode(act, shown, target, meta.mode, want, v);
                 }
             }
             Err(e) => {
