@@ -168,27 +168,13 @@ pub fn text_entries(list: &[AclEntry]) -> Vec<String> {
                 AclTag::UserObj => ("user", String::new()),
                 AclTag::User => ("user", super::procs::user_name(e.id)),
                 AclTag::GroupObj => ("group", String::new()),
-                AclTag::Group => ("group", group_name(e.id)),
+                AclTag::Group => ("group", super::procs::group_name(e.id)),
                 AclTag::Mask => ("mask", String::new()),
                 AclTag::Other => ("other", String::new()),
             };
             format!("{tag}:{qual}:{}", perms(e.perm))
         })
         .collect()
-}
-
-/// The name of a group id, or the id itself.
-fn group_name(gid: u32) -> String {
-    // SAFETY: getgrgid returns null or a pointer to static storage that we
-    // copy at once.
-    let gr = unsafe { libc::getgrgid(gid) };
-    if gr.is_null() {
-        return gid.to_string();
-    }
-    // SAFETY: gr is non-null and gr_name a valid C string.
-    unsafe { std::ffi::CStr::from_ptr((*gr).gr_name) }
-        .to_string_lossy()
-        .into_owned()
 }
 
 fn proc_path(fd: &OwnedFd) -> String {

@@ -467,7 +467,7 @@ fn stat_info(out: &mut dyn Write, meta: &std::fs::Metadata) -> io::Result<()> {
         meta.uid(),
         super::procs::user_name(meta.uid()),
         meta.gid(),
-        group_name(meta.gid())
+        super::procs::group_name(meta.gid())
     )?;
     let stamp = |t: i64| super::clock::local_text(t, "%Y-%m-%d %H:%M:%S %z").unwrap_or_default();
     writeln!(out, "Access: {}", stamp(meta.atime()))?;
@@ -517,20 +517,6 @@ fn details(out: &mut dyn Write, inside: &Path, meta: &std::fs::Metadata) -> io::
         }
     }
     Ok(())
-}
-
-/// The name of a group id, or the id itself.
-fn group_name(gid: u32) -> String {
-    // SAFETY: getgrgid returns null or a pointer to static storage that we
-    // copy at once.
-    let gr = unsafe { libc::getgrgid(gid) };
-    if gr.is_null() {
-        return gid.to_string();
-    }
-    // SAFETY: gr is non-null and gr_name a valid C string.
-    unsafe { std::ffi::CStr::from_ptr((*gr).gr_name) }
-        .to_string_lossy()
-        .into_owned()
 }
 
 #[cfg(test)]

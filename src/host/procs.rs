@@ -149,6 +149,20 @@ pub(crate) fn user_name(uid: u32) -> String {
         .into_owned()
 }
 
+/// The name of a group id, or the id itself.
+pub(crate) fn group_name(gid: u32) -> String {
+    // SAFETY: getgrgid returns null or a pointer to static storage that we
+    // copy at once.
+    let gr = unsafe { libc::getgrgid(gid) };
+    if gr.is_null() {
+        return gid.to_string();
+    }
+    // SAFETY: gr is non-null and gr_name a valid C string.
+    unsafe { std::ffi::CStr::from_ptr((*gr).gr_name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
 fn parse_stat(pid: i32, stat: &str) -> Option<ProcessInfo> {
     // The command name is in parentheses and may itself hold spaces and
     // parentheses: split at the last ')'.

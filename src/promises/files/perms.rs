@@ -1,6 +1,6 @@
 //! `perms` bodies: modes in octal or symbolic form, owners and groups.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 
 /// A mode change as cf-agent reads one: bits to set (`plus`) and bits to
 /// clear (`minus`), gathered over the comma-separated clauses of an octal
@@ -130,32 +130,6 @@ pub fn gid_of(name: &str) -> Option<u32> {
     }
 }
 
-/// The user name of a uid, for messages.
-pub fn user_name(uid: u32) -> String {
-    // SAFETY: as for getpwnam; the name is copied at once.
-    let pw = unsafe { libc::getpwuid(uid) };
-    if pw.is_null() {
-        return uid.to_string();
-    }
-    // SAFETY: pw and its pw_name are valid C data.
-    unsafe { CStr::from_ptr((*pw).pw_name) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// The group name of a gid, for messages.
-pub fn group_name(gid: u32) -> String {
-    // SAFETY: as for getgrnam; the name is copied at once.
-    let gr = unsafe { libc::getgrgid(gid) };
-    if gr.is_null() {
-        return gid.to_string();
-    }
-    // SAFETY: gr and its gr_name are valid C data.
-    unsafe { CStr::from_ptr((*gr).gr_name) }
-        .to_string_lossy()
-        .into_owned()
-}
-
 /// A user's uid by name, or by number when that user exists (as
 /// cf-agent's lookup through `getent passwd` finds it).
 pub fn uid_of_known(name: &str) -> Option<u32> {
@@ -217,6 +191,5 @@ mod tests {
         assert_eq!(uid_of("root"), Some(0));
         assert_eq!(gid_of("0"), Some(0));
         assert_eq!(uid_of("no-such-user-here"), None);
-        assert_eq!(user_name(0), "root");
     }
 }
