@@ -405,6 +405,9 @@ impl<'a> AgentRun<'a> {
     }
 
     fn run_sequence(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
+        // cf-agent sets its default package inventory again, resolved,
+        // when it keeps its control promises, before any bundle.
+        self.ctx.default_inventory = self.ctx.common_control("package_inventory").cloned();
         verbose::banner("Preliminary variable/class-context convergence");
         crate::eval::preeval::preliminary_convergence(self.ctx, self.policy);
         let ignore_missing = self.ctx.common_control_flag("ignore_missing_bundles");

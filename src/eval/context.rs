@@ -128,6 +128,13 @@ pub struct EvalContext {
     /// How functions reach files and run commands: the run's host, the
     /// one its promises act through (the real system until given).
     host: crate::host::Host,
+    /// cf-agent's default package inventory (`package_inventory` of body
+    /// common control) as `packagesmatching` sees it: unset until the entry
+    /// file alone is resolved, then that file's value (its inputs not yet
+    /// loaded: the MPF's names `$(package_module_knowledge...)` unresolved)
+    /// through the rest of pre-evaluation, then the resolved value once the
+    /// agent starts its bundles.
+    pub default_inventory: Option<Value>,
     /// Results of `cached` functions by call signature.
     pub fn_cache: crate::values::hash::FastMap<String, Value>,
     /// The promise being evaluated has `ifelapsed => "0"`: its functions

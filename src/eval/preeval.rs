@@ -105,6 +105,9 @@ pub fn preevaluate_entry(
         while done < policy.files.len() {
             let file = policy.files[done].clone();
             preevaluate_file(ctx, policy, &file, &mut report, &mut settled);
+            if done == 0 {
+                ctx.default_inventory = entry_inventory(ctx, &file);
+            }
             for path in file_inputs(ctx, &file, &entry_dir, &mut false, &mut Vec::new()) {
                 load_input(policy, path, &mut failed_paths, &mut report, refuse);
             }
@@ -393,6 +396,33 @@ pub fn evaluate_meta(ctx: &mut EvalContext, policy: &PolicySet) {
             ctx.pop_frame();
         }
     }
+}
+
+/// The `package_inventory` of the entry file's body common control once
+/// that file alone is resolved (cf-agent resolves control bodies after the
+/// bundles), which cf-agent keeps as its default inventory until it starts
+/// its bundles.
+fn entry_inventory(ctx: &mut EvalContext, file: &LoadedFile) -> Option<Value> {
+    let mut found = None;
+    for body in file.tree.bodies() {
+        if body.kind != BodyKind::Body
+            || body.name.name != "control"
+            || body.body_type.name != "common"
+        {
+            continue;
+        }
+        ctx.push_frame(Frame::new(&body.namespace, "control_common", "common"));
+        for a in &body.attributes {
+            if a.attr.name.name == "package_inventory"
+                && ctx.eval_class_expr(a.guard.expr.trim()).unwrap_or(false)
+                && let Ok(v) = ctx.eval_rval(&a.attr.value)
+            {
+                found = Some(v.value);
+            }
+        }
+        ctx.pop_frame();
+    }
+    found
 }
 
 /// Defines `control_<type>.<attr>` (`control_common.inputs`,

@@ -510,17 +510,28 @@ fn package_query(
     };
     // With `package_inventory` in body common control the caches of those
     // package modules are read; without it, the legacy inventory.
-    let modules: Vec<String> = match ctx.common_control("package_inventory") {
+    let modules: Vec<String> = match &ctx.default_inventory {
         Some(Value::List(l)) => l.clone(),
         Some(Value::Scalar(s)) => vec![s.clone()],
         _ => Vec::new(),
     };
+    // cf-agent skips a module name that still holds a reference and fails
+    // the call, at debug level only, when no name is left: so the MPF's
+    // agent bundles, pre-evaluated while its inventory names
+    // `$(package_module_knowledge.platform_default)`, leave the variable
+    // undefined.
+    let unresolved = |m: &String| ["$(", "${", "@(", "@{"].iter().any(|r| m.contains(r));
+    if !modules.is_empty() && modules.iter().all(unresolved) {
+        return Err(FnError::Quiet(format!(
+            "{name}: no valid package module inventory found"
+        )));
+    }
     let packages = match workdir {
         None => Vec::new(),
         Some(w) if modules.is_empty() => read_inventory(&w, which),
         Some(w) => modules
             .iter()
-            .filter(|m| m.as_str() != "cf_null")
+            .filter(|m| m.as_str() != "cf_null" && !unresolved(m))
             .flat_map(|m| read_module_inventory(&w, which, m).unwrap_or_default())
             .collect(),
     };
