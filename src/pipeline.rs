@@ -377,13 +377,17 @@ pub fn run_agent(
         Host::real()
     };
     let synced = host.clone();
-    open_setuid_log(&host, &config.workdir);
     let mut prepared = match prepare_with(config, settings, host.clone(), Some(&mut state), None) {
         Err(e @ LoadError::WritableByOthers { .. }) => {
             return Err(removed_on_error(PipelineError::Refused(e)));
         }
         r => r.map_err(|e| removed_on_error(e.into()))?,
     };
+    // After pre-evaluation, as cf-agent (ThisAgentInit after loading the
+    // policy): on a first run the MPF's setuid inventory, pre-evaluated,
+    // finds no log, and the variables it then leaves undefined move the
+    // order of every classic array walked later.
+    open_setuid_log(&host, &config.workdir);
     let writable = |e: &LoadError| matches!(e, LoadError::WritableByOthers { .. });
     if let Some(i) = prepared.report.load_errors.iter().position(writable) {
         return Err(removed_on_error(PipelineError::Refused(
@@ -587,11 +591,9 @@ fn precheck_with_cf_promises(config: &Config) -> Result<(), PipelineError> {
     }
 }
 
-/// Undoes the transactions of runs that were killed (their journals are
-/// still in the state directory), before anything else, and says so.
 /// cf-agent opens its log of setuid programs, `cfagent.<node>.log` in the
-/// work directory, as it starts, leaving an empty one behind: the MPF's
-/// setuid inventory looks for it (and -v tells what it finds).
+/// work directory, once its policy is loaded, leaving an empty one behind:
+/// the MPF's setuid inventory looks for it (and -v tells what it finds).
 fn open_setuid_log(host: &Host, workdir: &std::path::Path) {
     let node = match host.read(std::path::Path::new("/proc/sys/kernel/hostname")) {
         Ok(b) => String::from_utf8_lossy(&b).trim_end().to_lowercase(),
@@ -613,6 +615,8 @@ fn open_setuid_log(host: &Host, workdir: &std::path::Path) {
     }
 }
 
+/// Undoes the transactions of runs that were killed (their journals are
+/// still in the state directory), before anything else, and says so.
 fn recover_transactions(state_dir: &std::path::Path, sink: &mut dyn Sink) {
     for undo in crate::state::journal::recover(state_dir) {
         let (bundle, namespace, pid, started) = match &undo.header {
