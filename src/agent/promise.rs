@@ -992,6 +992,21 @@ fn refused_attribute(ep: &ExpandedPromise) -> Option<String> {
             action.name
         ));
     }
+    // linkcopy_patterns links to the source's path, which is on this host
+    // only for a local copy.
+    if ep.promise_type == "files"
+        && let Some(copy) = ep.body("copy_from")
+        && !copy.list("linkcopy_patterns").is_empty()
+        && copy
+            .list("servers")
+            .first()
+            .is_some_and(|s| s != "localhost")
+    {
+        return Some(format!(
+            "attribute 'linkcopy_patterns' of copy_from body '{}' is not supported yet with a server: it links to the source's path on this host",
+            copy.name
+        ));
+    }
     for (name, value) in &ep.attrs {
         if let Some(why) = refused(Owner::Promise, &ep.promise_type, name) {
             return Some(format!("attribute '{name}' is not supported yet: {why}"));

@@ -220,3 +220,38 @@ body classes outcome {{ repair_failed => {{ "refused" }}; }}
         "{text}"
     );
 }
+
+#[test]
+fn linkcopy_patterns_with_a_server_is_refused() {
+    // A link to the source's path makes sense on the source's host only.
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("linked");
+    let policy = write_policy(
+        tmp.path(),
+        &format!(
+            r#"body common control {{ bundlesequence => {{ "main" }}; }}
+body copy_from remote {{ source => "/etc/hostname"; servers => {{ "192.0.2.1" }}; linkcopy_patterns => {{ ".*" }}; }}
+bundle agent main
+{{
+  files:
+      "{}" copy_from => remote, classes => outcome;
+  reports:
+    refused::
+      "the promise failed";
+}}
+body classes outcome {{ repair_failed => {{ "refused" }}; }}
+"#,
+            target.display()
+        ),
+    );
+    let out = agent_inform(&tmp.path().join("wd"), &policy, &[]);
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        text.contains(
+            "attribute 'linkcopy_patterns' of copy_from body 'remote' is not supported yet"
+        ) && text.contains("p.cf:6")
+            && text.contains("R: the promise failed")
+            && target.symlink_metadata().is_err(),
+        "{text}"
+    );
+}

@@ -75,6 +75,14 @@ pub fn copy_from(
             ensure_dir(act, p, target, dir_mode(act), v);
             return;
         };
+        // cf-agent names what it copies under the promiser as written: a
+        // promiser `DIR/.` gives `DIR/./NAME` (28_inform_testing copy_from03).
+        let written = PathBuf::from(&p.promiser);
+        let target = if p.promiser.ends_with("/.") && written == target {
+            written.as_path()
+        } else {
+            target
+        };
         let skip = match p.body("depth_search") {
             Some(ds) => super::search::DirFilter::of(&mut act.ctx, ds),
             None => super::search::DirFilter::none(),
@@ -88,7 +96,7 @@ pub fn copy_from(
         }
         return;
     }
-    copy_file(act, &source, &smeta, target, body, v);
+    copy_file(act, p, &source, &smeta, target, body, v);
 }
 
 /// `check_root`: after a depth_search copy, the top directory's own
@@ -207,7 +215,7 @@ fn copy_tree(
         {
             super::link::copy_link(act, p, &dst.join(&name), &text, body, v);
         } else if meta.kind == FileKind::File {
-            copy_file(act, &src.join(&name), &meta, &dst.join(&name), body, v);
+            copy_file(act, p, &src.join(&name), &meta, &dst.join(&name), body, v);
         }
     }
 }
@@ -269,6 +277,50 @@ fn dir_not_link(
     .is_some()
 }
 
+/// `linkcopy_patterns`: when the source's name matches one, `dst` is made
+/// a link to the source instead of a copy (true: nothing left to copy), as
+/// cf-agent's CfCopyFile does; a name that `copylink_patterns` matches too
+/// would loop between the two, and is passed over.
+fn linked_instead(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    src: &Path,
+    dst: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) -> bool {
+    let Some(name) = src.file_name().map(|n| n.to_string_lossy()) else {
+        return false;
+    };
+    if !name_matches(&body.list("linkcopy_patterns"), &name) {
+        return false;
+    }
+    if name_matches(&body.list("copylink_patterns"), &name) {
+        tracing::debug!(
+            "File {} matches both copylink_patterns and linkcopy_patterns - promise loop (skipping)!",
+            src.display()
+        );
+        v.kept_step();
+        return true;
+    }
+    tracing::debug!("Copy item '{}' marked for linking", src.display());
+    // cf-agent's LinkCopy says what its link steps do but returns the
+    // copy's own result without theirs: the promise stays kept (no
+    // "Errors encountered" for a link in the way), whatever the link became.
+    let mut link_steps = Verdict::default();
+    super::link::link_instead_of_copy(act, p, dst, src, body, &mut link_steps);
+    v.kept_step();
+    true
+}
+
+/// Whether `name` is one of `patterns` or fully matches one as a regex
+/// (cf-agent's MatchRlistItem).
+fn name_matches(patterns: &[String], name: &str) -> bool {
+    patterns.iter().any(|pat| {
+        pat == name || crate::values::regex::Regex::new(pat).is_ok_and(|r| r.is_full_match(name))
+    })
+}
+
 /// The text of the link at `source` when it is to be copied as a link:
 /// it is a symlink and no `copylink_patterns` regex matches its name.
 fn link_to_copy(act: &ActContext<'_>, source: &Path, body: &ResolvedBody) -> Option<PathBuf> {
@@ -277,11 +329,7 @@ fn link_to_copy(act: &ActContext<'_>, source: &Path, body: &ResolvedBody) -> Opt
         return None;
     }
     let name = source.file_name()?.to_string_lossy();
-    let follow = body
-        .list("copylink_patterns")
-        .iter()
-        .any(|pat| crate::values::regex::Regex::new(pat).is_ok_and(|r| r.is_full_match(&name)));
-    if follow {
+    if name_matches(&body.list("copylink_patterns"), &name) {
         return None;
     }
     act.host.read_link(source).ok()
@@ -318,6 +366,7 @@ fn needs_copy(
 
 fn copy_file(
     act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
     src: &Path,
     smeta: &Meta,
     dst: &Path,
@@ -325,6 +374,7 @@ fn copy_file(
     v: &mut Verdict,
 ) {
     if single_copied(act, dst, v)
+        || linked_instead(act, p, src, dst, body, v)
         || !size_permitted(body, &src.display().to_string(), smeta.size, v)
     {
         return;
@@ -709,13 +759,18 @@ fn auto_define(act: &mut ActContext<'_>, dst: &Path) {
 /// `purge`: delete what the destination tree has and the source does not.
 /// Takes out of a copy's destination what its source no longer has.
 pub(super) fn purge_entry(act: &mut ActContext<'_>, d: &Path, is_dir: bool, v: &mut Verdict) {
+    // cf-agent's words (PurgeLocalFiles).
+    let done = if is_dir {
+        format!("Purged directory '{}' in copy dest directory", d.display())
+    } else {
+        format!("Purged '{}' copy dest directory", d.display())
+    };
     let change = Change::new("purge", d.display().to_string())
-        .done(format!("Purged '{}' from copy destination", d.display()))
+        .done(done)
         .should(format!(
-            "Should purge '{}', but only warning promised",
+            "Should purge '{}' from copy dest directory",
             d.display()
-        ))
-        .without_suffix();
+        ));
     let made = act.change(change, |h| {
         if is_dir {
             h.remove_dir_all(d)

@@ -165,10 +165,83 @@ fn link_one(
         "absolute" => compress(&source),
         _ => source.clone(),
     };
+    settle_link(
+        act,
+        p,
+        target,
+        (&source, &resolved, &text),
+        link_type,
+        body,
+        v,
+    );
+}
+
+/// `linkcopy_patterns`: `target` made a link to the copy's `source` (a
+/// file, not a link) instead of a copy of it, as the body's `link_type`
+/// says, as cf-agent's LinkCopy does: a plain symlink's text is the source
+/// as written, `relative` and `absolute` ones resolve its `.` and `..`.
+pub(super) fn link_instead_of_copy(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    source: &Path,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    let link_type = body.scalar("link_type").unwrap_or("symlink");
+    let dir = target.parent().unwrap_or(Path::new("/"));
+    let text = match link_type {
+        "relative" => relative_to(dir, &compress(source)),
+        "absolute" => compress(source),
+        _ => source.to_path_buf(),
+    };
+    let resolved = dir.join(source);
+    if act.host.stat(dir).ok().flatten().is_none() {
+        let mode = super::dir_mode(act);
+        let change = Change::new("create", dir.display().to_string())
+            .after(format!("{mode:04o}"))
+            .done(format!(
+                "Created parent directory for '{}'",
+                target.display()
+            ))
+            .should(format!("Should create directory '{}'", dir.display()));
+        let made = act.change(change, |h| h.mkdir_all(dir, mode));
+        v.settle(made, |e| {
+            tracing::error!("Could not create directory '{}': {e}", dir.display())
+        });
+    }
+    settle_link(
+        act,
+        p,
+        target,
+        (source, &resolved, &text),
+        link_type,
+        body,
+        v,
+    );
+}
+
+/// Makes `target` the link `text` (a hard link to `resolved` for
+/// `hardlink`) unless it already is; what is in the way is moved only
+/// with `move_obstructions`.
+fn settle_link(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    (source, resolved, text): (&Path, &Path, &Path),
+    link_type: &str,
+    body: &ResolvedBody,
+    v: &mut Verdict,
+) {
+    let (source, resolved, text) = (
+        source.to_path_buf(),
+        resolved.to_path_buf(),
+        text.to_path_buf(),
+    );
     let current = act.host.lstat(target).ok().flatten();
     if link_type == "hardlink" {
         let (Some(cur), Some(src)) = (current, act.host.stat(&resolved).ok().flatten()) else {
-            return make(act, p, target, &resolved, &text, true, v);
+            return make(act, target, &resolved, &text, true, v);
         };
         if cur.ino == src.ino && cur.dev == src.dev {
             return;
@@ -176,7 +249,7 @@ fn link_one(
         return replace(act, p, target, &resolved, &text, true, body, v);
     }
     match current {
-        None => make(act, p, target, &source, &text, false, v),
+        None => make(act, target, &source, &text, false, v),
         Some(m) if m.kind == FileKind::Symlink => {
             let current = act.host.read_link(target).ok();
             if current.as_deref() == Some(text.as_path()) {
@@ -185,7 +258,7 @@ fn link_one(
             if !moves_obstructions(p, body) {
                 tracing::error!(
                     "Link '{}' points to '{}' not '{}', but not moving obstructions",
-                    p.promiser,
+                    target.display(),
                     current.unwrap_or_default().display(),
                     text.display()
                 );
@@ -209,7 +282,7 @@ pub(super) fn copy_link(
     v: &mut Verdict,
 ) {
     match act.host.lstat(target).ok().flatten() {
-        None => make(act, p, target, text, text, false, v),
+        None => make(act, target, text, text, false, v),
         Some(m)
             if m.kind == FileKind::Symlink
                 && act.host.read_link(target).ok().as_deref() == Some(text) => {}
@@ -235,28 +308,28 @@ fn replace(
         .flatten()
         .is_some_and(|m| m.kind == FileKind::Symlink);
     if !is_link && !moves_obstructions(p, body) {
-        tracing::error!("Object '{}' is obstructing promise", p.promiser);
+        tracing::error!("Object '{}' is obstructing promise", target.display());
         tracing::error!(
             "Unable to create link '{}' -> '{}', failed to move obstruction",
-            p.promiser,
+            target.display(),
             text.display()
         );
         v.failed();
         return;
     }
     let moved = PathBuf::from(format!("{}.cfsaved", target.display()));
-    let mut change = Change::new("replace", &p.promiser)
+    let mut change = Change::new("replace", target.display().to_string())
         .after(source.display().to_string())
         .should(format!(
             "Should replace '{}' with a link to '{}'",
-            p.promiser,
+            target.display(),
             source.display()
         ))
         .without_suffix();
     if !is_link {
         change = change.done(format!(
             "Moved obstructing object '{}' to '{}'",
-            p.promiser,
+            target.display(),
             moved.display()
         ));
     }
@@ -280,31 +353,40 @@ fn replace(
             return;
         }
         Applied::Failed(e) => {
-            tracing::error!("Could not remove '{}' to relink it: {e}", p.promiser);
+            tracing::error!("Could not remove '{}' to relink it: {e}", target.display());
             v.failed();
             return;
         }
     }
-    make(act, p, target, source, text, hard, v);
+    make(act, target, source, text, hard, v);
 }
 
 fn make(
     act: &mut ActContext<'_>,
-    p: &ExpandedPromise,
     target: &Path,
     source: &Path,
     text: &Path,
     hard: bool,
     v: &mut Verdict,
 ) {
-    let change = Change::new("link", &p.promiser)
-        .after(text.display().to_string())
-        .done(format!(
+    // cf-agent's words: MakeHardLink's or MakeLink's.
+    let done = if hard {
+        format!(
+            "Hard linked file '{}' -> '{}'",
+            target.display(),
+            source.display()
+        )
+    } else {
+        format!(
             "Linked files '{}' -> '{}'",
-            p.promiser,
+            target.display(),
             text.display()
-        ))
-        .should(format!("Should create link '{}'", p.promiser));
+        )
+    };
+    let change = Change::new("link", target.display().to_string())
+        .after(text.display().to_string())
+        .done(done)
+        .should(format!("Should create link '{}'", target.display()));
     let made = act.change(change, |h| {
         if hard {
             h.hard_link(source, target)
@@ -315,7 +397,7 @@ fn make(
     v.settle(made, |e| {
         tracing::error!(
             "Could not link '{}' -> '{}': {e}",
-            p.promiser,
+            target.display(),
             source.display()
         )
     });

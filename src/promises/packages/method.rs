@@ -1035,11 +1035,13 @@ impl Decide<'_> {
                 "Need to repair promise '{promiser}' by '{}' package '{id}'",
                 action.gerund()
             ))
-            .without_suffix();
+            .without_suffix()
+            // cf-agent schedules the operation under a dry run too, and
+            // says so ("Deleting bash..."); only the command is not run.
+            .previewed();
         match self.changes.plan(&change) {
             Decision::Make => {}
-            // A dry run goes on as if scheduled: cf-agent's reports
-            // nothing then.
+            // Only warning promised: a warning, nothing scheduled.
             Decision::Withheld {
                 outcome,
                 as_if_made,

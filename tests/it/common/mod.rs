@@ -318,8 +318,13 @@ pub fn tree_listing(root: &Path, mtimes: bool) -> String {
                 line.push_str(&format!(" mtime={}.{:09}", m.mtime(), m.mtime_nsec()));
             }
             if ft.is_symlink() {
+                // An absolute target below the root is written `@ROOT@/...`,
+                // as file contents are.
                 let t = std::fs::read_link(&p).expect("readlink");
-                line.push_str(&format!(" -> {}", t.display()));
+                let t = t
+                    .to_string_lossy()
+                    .replace(root.to_string_lossy().as_ref(), "@ROOT@");
+                line.push_str(&format!(" -> {t}"));
             } else if ft.is_file() {
                 let bytes = std::fs::read(&p).expect("read file");
                 let text = String::from_utf8_lossy(&bytes)
