@@ -112,6 +112,13 @@ pub struct Expanded {
     pub own_unresolved: bool,
 }
 
+/// One remembered `mergedata` call: what it merged and what it gave.
+#[derive(Debug)]
+pub struct MergedData {
+    pub parts: Vec<std::sync::Arc<serde_json::Value>>,
+    pub result: std::sync::Arc<serde_json::Value>,
+}
+
 #[derive(Debug, Default)]
 pub struct EvalContext {
     pub vars: VarStore,
@@ -140,6 +147,12 @@ pub struct EvalContext {
     /// The promise being evaluated has `ifelapsed => "0"`: its functions
     /// run again instead of giving what `fn_cache` holds.
     pub fn_cache_bypass: bool,
+    /// `mergedata`'s last result for each list of arguments, with the
+    /// containers it merged (kept alive here, so that the same pointers
+    /// mean the same contents): a later pass that finds the very same
+    /// containers reuses the result instead of copying them again, and
+    /// the variable it sets is then told unchanged without a deep compare.
+    pub merged: crate::values::hash::FastMap<String, MergedData>,
     /// Compiled regular expressions by pattern.
     pub regexes: crate::values::regex::RegexCache,
     /// Whether the agent is in its last pass over the current bundle: an

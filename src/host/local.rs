@@ -350,15 +350,24 @@ impl PrivateAppend {
 }
 
 /// Opens a file of ours for appending, creating it 0600 (and synced, so
-/// that it survives a crash right after).
+/// that it survives a crash right after); a file already there has
+/// nothing new to sync.
 pub fn open_append_private(path: &Path) -> io::Result<PrivateAppend> {
-    let f = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(PRIVATE_FILE_MODE)
-        .open(path)?;
+    let existing = OpenOptions::new().append(true).open(path);
+    let f = match existing {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let f = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(PRIVATE_FILE_MODE)
+                .open(path)?;
+            f.sync_all()?;
+            f
+        }
+        Err(e) => return Err(e),
+    };
     tighten_file(&f)?;
-    f.sync_all()?;
     Ok(PrivateAppend(f))
 }
 

@@ -43,7 +43,7 @@ pub(super) const SCHEMA: &str = "
     );";
 
 impl StateStore {
-    fn db_err(&self) -> impl Fn(rusqlite::Error) -> StateError + '_ {
+    pub(super) fn db_err(&self) -> impl Fn(rusqlite::Error) -> StateError + '_ {
         |source| StateError::Db {
             path: self.path.display().to_string(),
             source,
@@ -52,18 +52,20 @@ impl StateStore {
 
     /// The digest recorded for `path` with `method` (`md5`, `sha256`, ...).
     pub fn file_hash(&self, path: &str, method: &str) -> Result<Option<Vec<u8>>, StateError> {
-        self.conn
-            .query_row(
-                "SELECT digest FROM file_hashes WHERE path = ?1 AND method = ?2",
-                params![path, method],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(self.db_err())
+        let Some(conn) = self.reader() else {
+            return Ok(None);
+        };
+        conn.query_row(
+            "SELECT digest FROM file_hashes WHERE path = ?1 AND method = ?2",
+            params![path, method],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(self.db_err())
     }
 
     pub fn set_file_hash(&self, path: &str, method: &str, digest: &[u8]) -> Result<(), StateError> {
-        self.conn
+        self.writer()?
             .execute(
                 "INSERT INTO file_hashes (path, method, digest) VALUES (?1, ?2, ?3)
                  ON CONFLICT(path, method) DO UPDATE SET digest = excluded.digest",
@@ -74,27 +76,29 @@ impl StateStore {
     }
 
     pub fn file_stat(&self, path: &str) -> Result<Option<FileStat>, StateError> {
-        self.conn
-            .query_row(
-                "SELECT mode, uid, gid, dev, ino, mtime FROM file_stats WHERE path = ?1",
-                params![path],
-                |r| {
-                    Ok(FileStat {
-                        mode: r.get(0)?,
-                        uid: r.get(1)?,
-                        gid: r.get(2)?,
-                        dev: r.get::<_, i64>(3)? as u64,
-                        ino: r.get::<_, i64>(4)? as u64,
-                        mtime: r.get(5)?,
-                    })
-                },
-            )
-            .optional()
-            .map_err(self.db_err())
+        let Some(conn) = self.reader() else {
+            return Ok(None);
+        };
+        conn.query_row(
+            "SELECT mode, uid, gid, dev, ino, mtime FROM file_stats WHERE path = ?1",
+            params![path],
+            |r| {
+                Ok(FileStat {
+                    mode: r.get(0)?,
+                    uid: r.get(1)?,
+                    gid: r.get(2)?,
+                    dev: r.get::<_, i64>(3)? as u64,
+                    ino: r.get::<_, i64>(4)? as u64,
+                    mtime: r.get(5)?,
+                })
+            },
+        )
+        .optional()
+        .map_err(self.db_err())
     }
 
     pub fn set_file_stat(&self, path: &str, s: &FileStat) -> Result<(), StateError> {
-        self.conn
+        self.writer()?
             .execute(
                 "INSERT INTO file_stats (path, mode, uid, gid, dev, ino, mtime)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
@@ -117,20 +121,21 @@ impl StateStore {
 
     /// Forgets every hash and the stat record of a file that is gone.
     pub fn forget_file(&self, path: &str) -> Result<(), StateError> {
-        self.conn
-            .execute("DELETE FROM file_hashes WHERE path = ?1", params![path])
-            .and_then(|_| {
-                self.conn
-                    .execute("DELETE FROM file_stats WHERE path = ?1", params![path])
-            })
+        let Some(conn) = self.reader() else {
+            return Ok(());
+        };
+        conn.execute("DELETE FROM file_hashes WHERE path = ?1", params![path])
+            .and_then(|_| conn.execute("DELETE FROM file_stats WHERE path = ?1", params![path]))
             .map(|_| ())
             .map_err(self.db_err())
     }
 
     /// The sorted names last recorded for a directory (none when never).
     pub fn dir_listing(&self, path: &str) -> Result<Vec<String>, StateError> {
-        let names: Option<String> = self
-            .conn
+        let Some(conn) = self.reader() else {
+            return Ok(Vec::new());
+        };
+        let names: Option<String> = conn
             .query_row(
                 "SELECT names FROM dir_listings WHERE path = ?1",
                 params![path],
@@ -151,11 +156,11 @@ impl StateStore {
             return Ok(false);
         }
         if names.is_empty() {
-            self.conn
+            self.writer()?
                 .execute("DELETE FROM dir_listings WHERE path = ?1", params![path])
                 .map_err(self.db_err())?;
         } else {
-            self.conn
+            self.writer()?
                 .execute(
                     "INSERT INTO dir_listings (path, names) VALUES (?1, ?2)
                      ON CONFLICT(path) DO UPDATE SET names = excluded.names",

@@ -15,6 +15,7 @@ pub use runlock::{RunLock, RunLockError};
 
 use crate::host::local;
 use rusqlite::{Connection, OptionalExtension, params};
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -60,8 +61,12 @@ pub struct PersistentClass {
     pub tags: Vec<String>,
 }
 
+/// The schema this agent sets up (SQLite's `user_version`).
+const SCHEMA_VERSION: i64 = 1;
+
 pub struct StateStore {
-    conn: Connection,
+    /// Opened at start when the database exists, else at the first write.
+    conn: OnceCell<Connection>,
     path: PathBuf,
     /// Last completion time of each promise lock, loaded once.
     done: HashMap<String, i64>,
@@ -85,6 +90,54 @@ impl StateStore {
         };
         local::create_private_dir(&dir).map_err(dir_err)?;
         let path = dir.join("convergent.db");
+        let store = StateStore {
+            conn: OnceCell::new(),
+            path,
+            done: HashMap::new(),
+            pending: Vec::new(),
+        };
+        // A work directory without a database has no state yet: it is
+        // created at the first write, so a run that records nothing costs
+        // no database (SQLite's creation syncs its files nine times).
+        if !local::exists(&store.path) {
+            return Ok(store);
+        }
+        store.connect()?;
+        let mut store = store;
+        let mut done = HashMap::new();
+        if let Some(conn) = store.conn.get() {
+            let db_err = store.db_err();
+            let mut stmt = conn
+                .prepare("SELECT key, last_done FROM promise_locks")
+                .map_err(&db_err)?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                .map_err(&db_err)?;
+            for row in rows.flatten() {
+                done.insert(row.0, row.1);
+            }
+        }
+        store.done = done;
+        Ok(store)
+    }
+
+    /// The open database, when there is one (reads of a store never
+    /// written find nothing).
+    fn reader(&self) -> Option<&Connection> {
+        self.conn.get()
+    }
+
+    /// The database, created at the first write.
+    fn writer(&self) -> Result<&Connection, StateError> {
+        match self.conn.get() {
+            Some(conn) => Ok(conn),
+            None => self.connect(),
+        }
+    }
+
+    /// Opens (creating when needed) the database and its schema.
+    fn connect(&self) -> Result<&Connection, StateError> {
+        let dir = self.state_dir();
         // SQLite gives its side files (-wal, -shm) the database's mode, so
         // the database is made 0600 before SQLite opens it; side files an
         // older agent left readable are tightened too.
@@ -104,50 +157,40 @@ impl StateStore {
                 source,
             })?;
         }
-        let db_err = |source| StateError::Db {
-            path: path.display().to_string(),
-            source,
-        };
-        let conn = Connection::open(&path).map_err(db_err)?;
+        let db_err = self.db_err();
+        let conn = Connection::open(&self.path).map_err(&db_err)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(db_err)?;
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             PRAGMA synchronous = NORMAL;
-             CREATE TABLE IF NOT EXISTS promise_locks (
-                 key TEXT PRIMARY KEY,
-                 last_done INTEGER NOT NULL
-             );
-             CREATE TABLE IF NOT EXISTS promise_running (
-                 key TEXT PRIMARY KEY,
-                 started INTEGER NOT NULL
-             );
-             CREATE TABLE IF NOT EXISTS persistent_classes (
-                 name TEXT PRIMARY KEY,
-                 expires INTEGER NOT NULL,
-                 tags TEXT NOT NULL
-             );",
-        )
-        .map_err(db_err)?;
-        conn.execute_batch(file_changes::SCHEMA).map_err(db_err)?;
-        let mut done = HashMap::new();
-        {
-            let mut stmt = conn
-                .prepare("SELECT key, last_done FROM promise_locks")
-                .map_err(db_err)?;
-            let rows = stmt
-                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
-                .map_err(db_err)?;
-            for row in rows.flatten() {
-                done.insert(row.0, row.1);
-            }
+            .map_err(&db_err)?;
+        conn.execute_batch("PRAGMA synchronous = NORMAL;")
+            .map_err(&db_err)?;
+        // The schema is set up once per database, not parsed again on
+        // every run: its version is kept in SQLite's user_version.
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(&db_err)?;
+        if version != SCHEMA_VERSION {
+            conn.execute_batch(
+                "PRAGMA journal_mode = WAL;
+                 CREATE TABLE IF NOT EXISTS promise_locks (
+                     key TEXT PRIMARY KEY,
+                     last_done INTEGER NOT NULL
+                 );
+                 CREATE TABLE IF NOT EXISTS promise_running (
+                     key TEXT PRIMARY KEY,
+                     started INTEGER NOT NULL
+                 );
+                 CREATE TABLE IF NOT EXISTS persistent_classes (
+                     name TEXT PRIMARY KEY,
+                     expires INTEGER NOT NULL,
+                     tags TEXT NOT NULL
+                 );",
+            )
+            .map_err(&db_err)?;
+            conn.execute_batch(file_changes::SCHEMA).map_err(&db_err)?;
+            conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
+                .map_err(&db_err)?;
         }
-        Ok(StateStore {
-            conn,
-            path,
-            done,
-            pending: Vec::new(),
-        })
+        Ok(self.conn.get_or_init(|| conn))
     }
 
     pub fn path(&self) -> &Path {
@@ -181,7 +224,7 @@ impl StateStore {
     /// not finish (it is still running, or was killed): cf-agent's
     /// `lock.` entry, which `expireafter` ends.
     pub fn running_since(&self, key: &str) -> Option<i64> {
-        self.conn
+        self.reader()?
             .query_row(
                 "SELECT started FROM promise_running WHERE key = ?1",
                 params![key],
@@ -193,7 +236,7 @@ impl StateStore {
     /// Notes, at once, that the promise with this lock key is acting
     /// since `now`; `finished` takes the note away.
     pub fn acting(&mut self, key: &str, now: i64) -> Result<(), StateError> {
-        self.conn
+        self.writer()?
             .execute(
                 "INSERT INTO promise_running (key, started) VALUES (?1, ?2)
                  ON CONFLICT(key) DO UPDATE SET started = excluded.started",
@@ -209,8 +252,10 @@ impl StateStore {
     /// The promise with this lock key is done acting (or its stale note
     /// expired).
     pub fn finished(&mut self, key: &str) -> Result<(), StateError> {
-        self.conn
-            .execute("DELETE FROM promise_running WHERE key = ?1", params![key])
+        let Some(conn) = self.reader() else {
+            return Ok(());
+        };
+        conn.execute("DELETE FROM promise_running WHERE key = ?1", params![key])
             .map(|_| ())
             .map_err(|source| StateError::Db {
                 path: self.path.display().to_string(),
@@ -234,7 +279,7 @@ impl StateStore {
             path: path.clone(),
             source,
         };
-        let tx = self.conn.transaction().map_err(db_err)?;
+        let tx = self.writer()?.unchecked_transaction().map_err(db_err)?;
         {
             let mut stmt = tx
                 .prepare("INSERT INTO promise_locks (key, last_done) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET last_done = excluded.last_done")
@@ -258,14 +303,15 @@ impl StateStore {
             path: path.clone(),
             source,
         };
-        self.conn
-            .execute(
-                "DELETE FROM persistent_classes WHERE expires < ?1",
-                params![now],
-            )
-            .map_err(db_err)?;
-        let mut stmt = self
-            .conn
+        let Some(conn) = self.reader() else {
+            return Ok(Vec::new());
+        };
+        conn.execute(
+            "DELETE FROM persistent_classes WHERE expires < ?1",
+            params![now],
+        )
+        .map_err(db_err)?;
+        let mut stmt = conn
             .prepare("SELECT name, expires, tags FROM persistent_classes ORDER BY name")
             .map_err(db_err)?;
         let rows = stmt
@@ -298,8 +344,8 @@ impl StateStore {
             path: path.clone(),
             source,
         };
-        let existing: Option<i64> = self
-            .conn
+        let conn = self.writer()?;
+        let existing: Option<i64> = conn
             .query_row(
                 "SELECT expires FROM persistent_classes WHERE name = ?1",
                 params![class.name],
@@ -331,28 +377,29 @@ impl StateStore {
                 if reset { "reset" } else { "preserve" }
             ),
         }
-        self.conn
-            .execute(
-                "INSERT INTO persistent_classes (name, expires, tags) VALUES (?1, ?2, ?3)
+        conn.execute(
+            "INSERT INTO persistent_classes (name, expires, tags) VALUES (?1, ?2, ?3)
                  ON CONFLICT(name) DO UPDATE SET expires = excluded.expires, tags = excluded.tags",
-                params![class.name, class.expires, class.tags.join(",")],
-            )
-            .map_err(db_err)?;
+            params![class.name, class.expires, class.tags.join(",")],
+        )
+        .map_err(db_err)?;
         Ok(())
     }
 
     /// Forgets a persistent class (cancelled by policy).
     pub fn forget_class(&mut self, name: &str) -> Result<(), StateError> {
-        self.conn
-            .execute(
-                "DELETE FROM persistent_classes WHERE name = ?1",
-                params![name],
-            )
-            .map(|_| ())
-            .map_err(|source| StateError::Db {
-                path: self.path.display().to_string(),
-                source,
-            })
+        let Some(conn) = self.reader() else {
+            return Ok(());
+        };
+        conn.execute(
+            "DELETE FROM persistent_classes WHERE name = ?1",
+            params![name],
+        )
+        .map(|_| ())
+        .map_err(|source| StateError::Db {
+            path: self.path.display().to_string(),
+            source,
+        })
     }
 }
 
