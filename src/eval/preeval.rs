@@ -148,7 +148,12 @@ pub fn preevaluate_entry(
     let mut seen = std::collections::HashSet::new();
     report.messages.retain(|m| seen.insert(m.clone()));
     report.unresolved = unresolved_at_end(ctx, policy);
-    report.fatal = ctx.fatal.clone();
+    // Only this one: a scalar given to a list variable is cf-agent's to
+    // stop on when it runs the promise, not cf-promises'.
+    report.fatal = ctx
+        .fatal
+        .clone()
+        .filter(|m| m.contains(super::rval::BAD_ARGUMENTS));
     report
 }
 
