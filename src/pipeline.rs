@@ -98,6 +98,7 @@ impl Prepared {
                     .map(|e| format!("   error: {e}\n")),
             )
             .chain(self.cycles.iter().map(|c| format!("   error: {c}\n")))
+            .chain(self.report.fatal.iter().map(|f| format!("   error: {f}\n")))
             // cf-promises' closing words, which tests grep for
             // (00_basics/namespaces_can_not_contain_funny_characters.cf).
             .chain(
@@ -113,6 +114,7 @@ impl Prepared {
             || !self.report.load_errors.is_empty()
             || !self.properties.errors.is_empty()
             || !self.cycles.is_empty()
+            || self.report.fatal.is_some()
     }
 }
 

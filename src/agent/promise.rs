@@ -293,6 +293,14 @@ impl AgentRun<'_> {
             _ => None,
         };
         for (shown, reason) in skipped {
+            // Under -v the last pass says so, in the shape of cf-agent's
+            // skip lines (cf-agent itself acts on the text as written).
+            if last
+                && reason.starts_with(crate::eval::iterations::PROMISER_UNRESOLVED)
+                && crate::report::log::verbose()
+            {
+                tracing::debug!("Skipping promise '{shown}' because {reason}");
+            }
             let status = Status::Skipped { reason };
             self.why
                 .record(site, written_handle.as_deref(), &shown, status);

@@ -13,6 +13,10 @@ use crate::values::value::Value;
 use indexmap::IndexMap;
 use std::sync::Arc;
 
+/// Why an iteration whose promiser never resolved is not acted on (the
+/// names follow it).
+pub const PROMISER_UNRESOLVED: &str = "its promiser refers to variables that did not resolve";
+
 /// The iterations of one acting promise after expansion.
 #[derive(Default)]
 pub struct Expansion {
@@ -130,10 +134,7 @@ pub fn expand_iterations(
             || (ptype == "reports" && crate::values::refs::looks_like_reference(&promiser.text));
         if waits && !unresolved.promiser_acts && !unresolved.custom {
             out.deferred = true;
-            let reason = format!(
-                "its promiser refers to variables that did not resolve: {}",
-                names(ctx)
-            );
+            let reason = format!("{PROMISER_UNRESOLVED}: {}", names(ctx));
             out.skipped.push((promiser.text, reason));
             return;
         }

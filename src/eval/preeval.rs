@@ -34,6 +34,10 @@ pub struct PreEvalReport {
     /// Variables left with references to variables that were never
     /// defined (bundles with parameters aside: their arguments come later).
     pub unresolved: Vec<EvalMessage>,
+    /// An error on which cf-promises and cf-agent stop while evaluating
+    /// (a call whose arguments do not fit once the lists of the calls in
+    /// them are spread: "Bad arguments"), met in any bundle, called or not.
+    pub fatal: Option<String>,
 }
 
 /// Loads `entry` and everything its inputs name into `policy`, and
@@ -147,6 +151,12 @@ pub fn preevaluate_entry(
     let mut seen = std::collections::HashSet::new();
     report.messages.retain(|m| seen.insert(m.clone()));
     report.unresolved = unresolved_at_end(ctx, policy);
+    // Only this one: a scalar given to a list variable is cf-agent's to
+    // stop on when it runs the promise, not cf-promises'.
+    report.fatal = ctx
+        .fatal
+        .clone()
+        .filter(|m| m.contains(super::rval::BAD_ARGUMENTS));
     report
 }
 

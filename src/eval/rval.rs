@@ -8,6 +8,11 @@ use crate::values::refs::next_ref;
 use crate::values::value::Value;
 use serde_json::Value as Json;
 
+/// cf-agent's "Bad arguments", which stops cf-promises and cf-agent in any
+/// bundle, called or not.
+pub const BAD_ARGUMENTS: &str =
+    "its arguments do not fit it once the lists of the calls in them are spread";
+
 /// An evaluated value and whether some reference in it stayed unresolved
 /// (the value then holds the unexpanded text, as CFEngine keeps it).
 #[derive(Debug, Clone, PartialEq)]
@@ -191,8 +196,7 @@ impl EvalContext {
         }
         if args.len() != c.args.len() && !arity_fits(spec, args.len()) {
             let m = format!(
-                "function '{}': its arguments do not fit it once the lists of the calls \
-                 in them are spread: {} arguments",
+                "function '{}': {BAD_ARGUMENTS}: {} arguments",
                 spec.name,
                 args.len()
             );

@@ -215,11 +215,14 @@ pub fn collect(ctx: &EvalContext, v: &Value) -> Result<Value, FnError> {
                     // A bare name in a value's place is a variable whose
                     // value goes there (`mergedata('{ "state": s }')`), as
                     // CFEngine's inline JSON reads it.
+                    // Text that does not parse is then the name of a
+                    // variable, which none has: cf-agent fails the call
+                    // without a word.
                     Err(e) => match with_variables(ctx, t)? {
-                        Some(text) => json::parse(&text).map(Value::data).map_err(|_| {
-                            FnError::Failed(format!("invalid inline JSON '{s}': {e}"))
-                        }),
-                        None => Err(FnError::Failed(format!("invalid inline JSON '{s}': {e}"))),
+                        Some(text) => json::parse(&text)
+                            .map(Value::data)
+                            .map_err(|_| FnError::Quiet(format!("invalid inline JSON '{s}': {e}"))),
+                        None => Err(FnError::Quiet(format!("invalid inline JSON '{s}': {e}"))),
                     },
                 };
             }

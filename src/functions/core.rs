@@ -53,8 +53,43 @@ fn concat(_: &mut EvalContext, a: &[Value]) -> FnResult {
 /// Whether the class expression at `i` holds.
 fn truth(ctx: &mut EvalContext, args: &Args, i: usize, param: &str) -> Result<bool, FnError> {
     let expr = args.str(i, param)?;
-    ctx.eval_class_expr(expr)
-        .map_err(|e| args.fail(format!("invalid class expression '{expr}': {e}")))
+    // cf-agent tells an expression it cannot read with an error, in its
+    // words, and takes it as not defined: the call goes on.
+    if names_without_operator(expr) {
+        tracing::error!(
+            "class expressions can't be separated by whitespace without an intervening operator in expression '{expr}'"
+        );
+        return Ok(false);
+    }
+    match ctx.eval_class_expr(expr) {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            tracing::error!("Unable to parse class expression '{expr}'");
+            tracing::debug!("function '{}': class expression '{expr}': {e}", args.name);
+            Ok(false)
+        }
+    }
+}
+
+/// Two class names with only whitespace between them (`"a b"`), which
+/// cf-agent refuses in a class expression.
+fn names_without_operator(expr: &str) -> bool {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let chars: Vec<char> = expr.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if is_name(chars[i]) {
+            let mut j = i + 1;
+            while j < chars.len() && matches!(chars[j], ' ' | '\t') {
+                j += 1;
+            }
+            if j > i + 1 && j < chars.len() && is_name(chars[j]) {
+                return true;
+            }
+        }
+        i += 1;
+    }
+    false
 }
 
 fn and(ctx: &mut EvalContext, a: &[Value]) -> FnResult {

@@ -1192,7 +1192,15 @@ fn string_mustache(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     };
     super::mustache::render(template, &data)
         .map(Value::str)
-        .map_err(|e| args.fail(e))
+        .map_err(|e| match e.level {
+            super::mustache::Level::Error => args.fail(e),
+            // cf-agent warns and fails the call, or fails it without a word.
+            super::mustache::Level::Warning => {
+                tracing::warn!("function 'string_mustache': {e}");
+                args.fail_quietly(e)
+            }
+            super::mustache::Level::Quiet => args.fail_quietly(e),
+        })
 }
 
 fn hashmatch(ctx: &mut EvalContext, a: &[Value]) -> FnResult {

@@ -38,16 +38,45 @@ enum VarKind {
     JsonPretty,
 }
 
+/// How loud cf-agent is about a template that does not render.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Error,
+    Warning,
+    /// Only under `-v`.
+    Quiet,
+}
+
+/// Why a template does not render, and how loud cf-agent is about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RenderError {
+    pub level: Level,
+    pub message: String,
+}
+
+impl RenderError {
+    fn new(level: Level, message: String) -> RenderError {
+        RenderError { level, message }
+    }
+}
+
+impl From<String> for RenderError {
+    fn from(message: String) -> RenderError {
+        RenderError::new(Level::Error, message)
+    }
+}
+
 /// Renders `template` against `data`. An error names the template line
 /// it is about (`line 3: section 'a' is not closed`).
-pub fn render(template: &str, data: &Json) -> Result<String, String> {
+pub fn render(template: &str, data: &Json) -> Result<String, RenderError> {
     let nodes = parse(template)?;
     let mut out = String::with_capacity(template.len());
     let mut stack: Vec<Frame> = vec![Frame {
         value: data,
         key: None,
     }];
-    render_nodes(&nodes, &mut stack, &mut out)?;
+    render_nodes(&nodes, &mut stack, &mut out, false)?;
     Ok(out)
 }
 
@@ -75,7 +104,7 @@ fn line_at(t: &str, offset: usize) -> usize {
         + 1
 }
 
-fn parse(t: &str) -> Result<Vec<Node>, String> {
+fn parse(t: &str) -> Result<Vec<Node>, RenderError> {
     let mut open = "{{".to_string();
     let mut close = "}}".to_string();
     let mut toks: Vec<Tok> = Vec::new();
@@ -107,7 +136,8 @@ fn parse(t: &str) -> Result<Vec<Node>, String> {
             return Err(format!(
                 "line {}: tag '{open}' is not closed by '{end_delim}'",
                 line_at(t, start)
-            ));
+            )
+            .into());
         };
         let inner = t[inner_start..inner_start + rel_end].trim();
         let mut after = inner_start + rel_end + end_delim.len();
@@ -145,7 +175,8 @@ fn parse(t: &str) -> Result<Vec<Node>, String> {
                 if depth > MAX_NESTING {
                     return Err(format!(
                         "line {line}: sections nested too deeply: expected at most {MAX_NESTING} levels of sections, found more"
-                    ));
+                    )
+                    .into());
                 }
                 toks.push(Tok::Open(rest.to_string(), sigil == Some('^'), line));
             }
@@ -167,7 +198,7 @@ fn parse(t: &str) -> Result<Vec<Node>, String> {
                         open = o.to_string();
                         close = c.to_string();
                     }
-                    _ => return Err(format!("line {line}: bad delimiter change '{inner}'")),
+                    _ => return Err(format!("line {line}: bad delimiter change '{inner}'").into()),
                 }
             }
             Some('&') => toks.push(Tok::Var(rest.to_string(), VarKind::Raw, line)),
@@ -198,7 +229,7 @@ fn parse(t: &str) -> Result<Vec<Node>, String> {
 fn build(
     iter: &mut impl Iterator<Item = Tok>,
     section: Option<(&str, usize)>,
-) -> Result<Vec<Node>, String> {
+) -> Result<Vec<Node>, RenderError> {
     let mut out = Vec::new();
     while let Some(tok) = iter.next() {
         match tok {
@@ -216,15 +247,19 @@ fn build(
             Tok::Close(name, line) => {
                 // Any closing tag ends the innermost section, whatever it
                 // names: cf-agent does not compare the names.
+                // cf-agent only warns of this one.
                 return match section {
                     Some(_) => Ok(out),
-                    None => Err(format!("line {line}: '{{{{/{name}}}}}' closes no section")),
+                    None => Err(RenderError::new(
+                        Level::Warning,
+                        format!("line {line}: '{{{{/{name}}}}}' closes no section"),
+                    )),
                 };
             }
         }
     }
     match section {
-        Some((s, line)) => Err(format!("line {line}: section '{s}' is not closed")),
+        Some((s, line)) => Err(format!("line {line}: section '{s}' is not closed").into()),
         None => Ok(out),
     }
 }
@@ -279,10 +314,16 @@ fn render_nodes<'a>(
     nodes: &[Node],
     stack: &mut Vec<Frame<'a>>,
     out: &mut String,
-) -> Result<(), String> {
+    skip: bool,
+) -> Result<(), RenderError> {
     for n in nodes {
         match n {
-            Node::Text(s) => out.push_str(s),
+            Node::Text(s) => {
+                if !skip {
+                    out.push_str(s)
+                }
+            }
+            Node::Var { .. } if skip => {}
             Node::Var { name, kind, line } => {
                 if name == "@" {
                     if let Some(k) = stack.iter().rev().find_map(|f| f.key.clone()) {
@@ -299,9 +340,18 @@ fn render_nodes<'a>(
                     _ => {
                         let text = match v {
                             Json::Null => String::new(),
+                            // cf-agent warns of `{{.}}` on a container and
+                            // fails a named one without a word.
                             Json::Array(_) | Json::Object(_) => {
-                                return Err(format!(
-                                    "line {line}: '{name}' is a container; use {{{{${name}}}}}"
+                                let level = match name.as_str() {
+                                    "." => Level::Warning,
+                                    _ => Level::Quiet,
+                                };
+                                return Err(RenderError::new(
+                                    level,
+                                    format!(
+                                        "line {line}: '{name}' is a container; use {{{{${name}}}}}"
+                                    ),
                                 ));
                             }
                             // Reals with two decimals, as in `$(d[k])`.
@@ -321,36 +371,33 @@ fn render_nodes<'a>(
                 children,
                 line,
             } => {
-                let v = lookup(stack, name);
-                let truthy = match v {
-                    None | Some(Json::Null) | Some(Json::Bool(false)) => false,
-                    Some(Json::Array(a)) => !a.is_empty(),
-                    Some(Json::Object(_)) | Some(Json::Bool(true)) => true,
-                    Some(_) if *inverted => true,
-                    Some(_) => {
-                        // cf-agent's words (it warns with them, then fails).
-                        return Err(format!(
-                            "line {line}: Mustache sections can only take a boolean or a container (array or map) value, but section '{name}' isn't getting one of those."
-                        ));
-                    }
+                // As cf-agent's renderer, a section that does not show
+                // is still walked (skipping its text and variables), so
+                // the sections inside it are checked all the same.
+                let inverted = *inverted;
+                // cf-agent looks a section's name up in the data only:
+                // `{{#.}}` names nothing there.
+                let value = match name.as_str() {
+                    "." => None,
+                    _ => lookup(stack, name),
                 };
-                if *inverted {
-                    if !truthy {
-                        render_nodes(children, stack, out)?;
+                match value {
+                    None => render_nodes(children, stack, out, skip || !inverted)?,
+                    Some(Json::Bool(b)) => {
+                        render_nodes(children, stack, out, skip || (*b == inverted))?
                     }
-                    continue;
-                }
-                if !truthy {
-                    continue;
-                }
-                match v {
+                    // cf-agent renders an empty list's inverted section
+                    // even inside a section that does not show.
+                    Some(Json::Array(a)) if a.is_empty() => {
+                        render_nodes(children, stack, out, !inverted)?
+                    }
                     Some(Json::Array(a)) => {
                         for (i, item) in a.iter().enumerate() {
                             stack.push(Frame {
                                 value: item,
                                 key: Some(i.to_string()),
                             });
-                            let r = render_nodes(children, stack, out);
+                            let r = render_nodes(children, stack, out, skip || inverted);
                             stack.pop();
                             r?;
                         }
@@ -368,17 +415,26 @@ fn render_nodes<'a>(
                                     value: item,
                                     key: Some(k.clone()),
                                 });
-                                let r = render_nodes(children, stack, out);
+                                let r = render_nodes(children, stack, out, skip || inverted);
                                 stack.pop();
                                 r
                             })
                         } else {
-                            render_nodes(children, stack, out)
+                            render_nodes(children, stack, out, skip || inverted)
                         };
                         stack.pop();
                         r?;
                     }
-                    _ => render_nodes(children, stack, out)?,
+                    // cf-agent's words (it warns with them, then fails),
+                    // for an inverted section too.
+                    Some(_) => {
+                        return Err(RenderError::new(
+                            Level::Warning,
+                            format!(
+                                "line {line}: Mustache sections can only take a boolean or a container (array or map) value, but section '{name}' isn't getting one of those."
+                            ),
+                        ));
+                    }
                 }
             }
         }
@@ -391,7 +447,7 @@ mod tests {
     use super::*;
 
     fn r(t: &str, d: &str) -> Result<String, String> {
-        render(t, &json::parse(d).unwrap())
+        render(t, &json::parse(d).unwrap()).map_err(|e| e.message)
     }
 
     #[test]
@@ -461,6 +517,26 @@ mod tests {
                 .unwrap_err()
                 .starts_with("line 2: 'o' is a container")
         );
+    }
+
+    /// As cf-agent's renderer: a section that does not show is walked all
+    /// the same (a section over a string inside it fails the template),
+    /// an empty list's inverted section shows even there, `{{#.}}` names
+    /// nothing, and each failure is as loud as cf-agent's.
+    #[test]
+    fn hidden_sections_are_checked_as_cf_agent_checks_them() {
+        let d = r#"{"t":true,"f":false,"s":"x","n":null,"e":[],"l":[1,2],"o":{"k":1}}"#;
+        let level = |t: &str| render(t, &json::parse(d).unwrap()).unwrap_err().level;
+        assert_eq!(level("{{^t}}{{#s}}a{{/s}}{{/t}}"), Level::Warning);
+        assert_eq!(level("{{^s}}a{{/s}}"), Level::Warning);
+        assert_eq!(level("{{#n}}a{{/n}}"), Level::Warning);
+        assert_eq!(level("{{/s}}"), Level::Warning);
+        assert_eq!(level("{{o}}"), Level::Quiet);
+        assert_eq!(level("{{#o}}{{.}}{{/o}}"), Level::Warning);
+        assert_eq!(level("{{#t}}a"), Level::Error);
+        assert_eq!(r("[{{#f}}{{^e}}in{{/e}}{{/f}}]", d).unwrap(), "[in]");
+        assert_eq!(r("[{{#l}}{{^.}}a{{/.}}{{/l}}]", d).unwrap(), "[aa]");
+        assert_eq!(r("[{{^t}}{{o}}{{/t}}]", d).unwrap(), "[]");
     }
 
     /// Sections nest up to the limit; deeper is an error naming the line,

@@ -8,7 +8,7 @@ use crate::common::*;
 use std::process::Command;
 
 /// One vars promise each; `quiet` says whether cf-promises is silent.
-const CASES: [(&str, bool); 21] = [
+const CASES: [(&str, bool); 29] = [
     // A CSV or env file that cannot be opened: no word.
     (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
     (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
@@ -71,6 +71,33 @@ const CASES: [(&str, bool); 21] = [
     // word (the suite's wrap_container_fncalls.cf).
     (r#""a" string => nth('{"x": 1}', "y");"#, true),
     (r#""a" string => nth('{"x": [1]}', "x");"#, true),
+    // Inline JSON that does not parse is read as the name of a variable,
+    // which none has: the call fails without a word.
+    (r#""a" data => data_expand('{"a": 1');"#, true),
+    (r#""a" data => mergedata('[1,');"#, true),
+    // A mustache section over a string fails the call with a warning, an
+    // inverted one too, and one inside a section that does not show; a
+    // closing tag that closes nothing is a warning; a named container in
+    // a variable tag fails without a word.
+    (
+        r#""a" string => string_mustache("{{^t}}{{#s}}x{{/s}}{{/t}}", '{"t": true, "s": "v"}');"#,
+        true,
+    ),
+    (r#""a" string => string_mustache("[{{/x}}]", '{}');"#, true),
+    (
+        r#""a" string => string_mustache("[{{o}}]", '{"o": {"k": 1}}');"#,
+        true,
+    ),
+    // An inverted section over an empty list shows even inside a section
+    // that does not.
+    (
+        r#""a" string => string_mustache("[{{#f}}{{^e}}in{{/e}}{{/f}}]", '{"f": false, "e": []}');"#,
+        true,
+    ),
+    // A class expression ifelse cannot read is an error, and not defined:
+    // the call goes on to the next pair.
+    (r#""a" string => ifelse("any linux", "yes", "no");"#, false),
+    (r#""a" string => ifelse("any |", "yes", "no");"#, false),
 ];
 
 fn observe(program: &str, policy: &std::path::Path) -> (Vec<String>, bool) {
@@ -145,6 +172,44 @@ fn ifelse_with_an_even_argument_count_is_rejected_as_by_cf_promises() {
     assert_eq!(theirs.code, Some(1), "{theirs:?}");
     assert!(
         format!("{}{}", theirs.stdout, theirs.stderr).contains("even number of arguments"),
+        "{theirs:?}"
+    );
+}
+
+/// A call whose arguments do not fit once the list a nested call returns
+/// is spread (`canonify(reverse(list))`, the acceptance suite's
+/// wrap_invalid_container_fncalls.x.cf) stops cf-promises ("Bad
+/// arguments", exit 1) in any bundle, called or not; ours refuses the
+/// policy as a whole, in its check and in a run. The real cf-agent is not
+/// run on it, as cf-promises rejects it.
+#[test]
+fn bad_arguments_in_a_bundle_nobody_calls_refuse_the_policy() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let policy = write_policy(
+        tmp.path(),
+        "bundle agent main\n{\n  reports:\n      \"ran\";\n}\n\
+         bundle agent other\n{\n  vars:\n      \"l\" slist => { \"a\", \"b\" };\n      \"c\" string => canonify(reverse(l));\n}\n",
+    );
+    let ours = run(Command::new(agent_bin()).arg("-c").arg("-f").arg(&policy));
+    assert_eq!(ours.code, Some(1), "{ours:?}");
+    assert!(ours.stderr.contains("canonify"), "{ours:?}");
+    let work = tmp.path().join("work");
+    let ran = run(Command::new(agent_bin())
+        .arg("-K")
+        .arg("-w")
+        .arg(&work)
+        .arg("-f")
+        .arg(&policy));
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert!(!ran.stdout.contains("R: ran"), "{ran:?}");
+    if !have("cf-promises") {
+        println!("skipped: cf-promises not installed");
+        return;
+    }
+    let theirs = run(Command::new("cf-promises").arg("-f").arg(&policy));
+    assert_eq!(theirs.code, Some(1), "{theirs:?}");
+    assert!(
+        format!("{}{}", theirs.stdout, theirs.stderr).contains("Bad arguments"),
         "{theirs:?}"
     );
 }

@@ -357,3 +357,31 @@ fn debug_tells_values_expansions_and_calls() {
         );
     }
 }
+
+/// A promise whose promiser holds a reference that never resolves is not
+/// acted on (cf-agent acts on the text as written, see README): under -v
+/// the last pass says so in the shape of cf-agent's skip lines, once.
+#[test]
+fn a_promiser_that_never_resolves_is_told_under_verbose() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let target = tmp.path().join("x_$(nosuch)");
+    let policy = write_policy(
+        tmp.path(),
+        &format!(
+            "bundle agent main\n{{\n  files:\n      \"{}\"\n        create => \"true\";\n}}\n",
+            target.display()
+        ),
+    );
+    let out = run(Command::new(agent_bin())
+        .args(["-K", "-v", "-w"])
+        .arg(tmp.path().join("work"))
+        .arg("-f")
+        .arg(&policy));
+    let line = format!(
+        " verbose: Skipping promise '{}' because its promiser refers to variables that did not resolve: nosuch",
+        target.display()
+    );
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert_eq!(all.lines().filter(|l| *l == line).count(), 1, "{all}");
+    assert!(!target.exists());
+}
