@@ -815,7 +815,10 @@ fn report_loaded(p: &Prepared) {
     // Promises that failed while pre-evaluating, as cf-agent
     // reports them before it runs anything.
     for m in &p.report.messages {
-        tracing::error!("{} ({}:{})", m.message, m.file, m.line);
+        // A fatal one is told with the policy's diagnostics.
+        if p.report.fatal.as_ref() != Some(&m.message) {
+            tracing::error!("{} ({}:{})", m.message, m.file, m.line);
+        }
     }
 }
 

@@ -98,7 +98,16 @@ impl Prepared {
                     .map(|e| format!("   error: {e}\n")),
             )
             .chain(self.cycles.iter().map(|c| format!("   error: {c}\n")))
-            .chain(self.report.fatal.iter().map(|f| format!("   error: {f}\n")))
+            // The call, located where pre-evaluation met it, then
+            // cf-promises' closing words for it.
+            .chain(self.report.fatal.iter().map(|f| {
+                let at = self.report.messages.iter().find(|m| &m.message == f);
+                let located = match at {
+                    Some(m) => format!("{f} ({}:{})", m.file, m.line),
+                    None => f.clone(),
+                };
+                format!("   error: {located}\n   error: Fatal CFEngine error: Bad arguments\n")
+            }))
             // cf-promises' closing words, which tests grep for
             // (00_basics/namespaces_can_not_contain_funny_characters.cf).
             .chain(
