@@ -676,6 +676,14 @@ mod tests {
     }
 
     #[test]
+    fn an_inventory_of_unresolved_names_fails_the_call_quietly() {
+        let mut c = EvalContext::default().with_builtins(crate::functions::BUILTINS);
+        c.default_inventory = Some(Value::List(vec!["$(knowledge.default)".into()]));
+        let r = packagesmatching(&mut c, &s(&[".*", ".*", ".*", ".*"]));
+        assert!(matches!(r, Err(FnError::Quiet(_))), "{r:?}");
+    }
+
+    #[test]
     fn with_package_inventory_the_module_caches_are_read() {
         use crate::eval::vars::Variable;
         use crate::host::packages::{PackageRecord, write_inventory, write_module_inventory};
@@ -714,12 +722,8 @@ mod tests {
             "workdir",
             Value::str(dir.path().display().to_string()),
         );
-        put(
-            &mut c,
-            "control_common",
-            "package_inventory",
-            Value::List(vec!["apt_get".into(), "cf_null".into()]),
-        );
+        // The default inventory, as the agent sets it once its bundles start.
+        c.default_inventory = Some(Value::List(vec!["apt_get".into(), "cf_null".into()]));
         let names = |v: Value| -> Vec<String> {
             v.as_data()
                 .and_then(|d| d.as_array().cloned())
