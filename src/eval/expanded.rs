@@ -290,6 +290,30 @@ pub fn expand_attributes(
                 Ok(e) => AttrValue::Value(e.value),
                 Err(_) => continue,
             }
+        } else if name == "with" {
+            // cf-agent defines `this.with` only from a value it computed: a
+            // call that fails leaves `$(with)` as written and the promise
+            // goes on (a report prints the text), the call's error told.
+            match ctx.eval_rval(&a.value) {
+                Ok(e) => AttrValue::Value(e.value),
+                Err(super::call::FnError::Failed(m)) => {
+                    let this = |n: &str| {
+                        ctx.lookup(&format!("this.{n}"))
+                            .and_then(|v| v.as_scalar().map(str::to_string))
+                            .unwrap_or_default()
+                    };
+                    let at = format!(
+                        "{}:{}",
+                        this("promise_filename"),
+                        this("promise_linenumber")
+                    );
+                    if ctx.note_refused_iteration(&format!("with {at} {m}")) {
+                        tracing::error!("{m} (in the 'with' of a promise at {at})");
+                    }
+                    continue;
+                }
+                Err(_) => continue,
+            }
         } else {
             let e = ctx.eval_rval(&a.value)?;
             AttrValue::Value(e.value)
