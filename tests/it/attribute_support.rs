@@ -190,51 +190,38 @@ body classes outcome { repair_failed => { "refused" }; }
 /// in the background as cf-agent runs them, tests/agent/action_background_commands.cf).
 #[test]
 fn a_backgrounded_files_promise_is_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let target = tmp.path().join("made");
-    let policy = write_policy(
-        tmp.path(),
-        &format!(
-            r#"body common control {{ bundlesequence => {{ "main" }}; }}
-body action bg {{ background => "true"; }}
-bundle agent main
-{{
-  files:
-      "{}" create => "true", action => bg, classes => outcome;
-  reports:
-    refused::
-      "the promise failed";
-}}
-body classes outcome {{ repair_failed => {{ "refused" }}; }}
-"#,
-            target.display()
-        ),
-    );
-    let out = agent_inform(&tmp.path().join("wd"), &policy, &[]);
-    let text = format!("{}{}", out.stdout, out.stderr);
-    assert!(
-        text.contains("attribute 'background' of action body 'bg' is not supported yet")
-            && text.contains("p.cf:6")
-            && text.contains("R: the promise failed")
-            && !target.exists(),
-        "{text}"
+    refused_files_promise(
+        "body action bg { background => \"true\"; }",
+        "create => \"true\", action => bg",
+        "attribute 'background' of action body 'bg' is not supported yet",
     );
 }
 
 #[test]
 fn linkcopy_patterns_with_a_server_is_refused() {
     // A link to the source's path makes sense on the source's host only.
+    refused_files_promise(
+        r#"body copy_from remote { source => "/etc/hostname"; servers => { "192.0.2.1" }; linkcopy_patterns => { ".*" }; }"#,
+        "copy_from => remote",
+        "attribute 'linkcopy_patterns' of copy_from body 'remote' is not supported yet",
+    );
+}
+
+/// A files promise with `attributes`, the body `body` defines, is refused
+/// where it is written (`says`, at line 6 of the policy): the promise fails
+/// and makes nothing.
+fn refused_files_promise(body: &str, attributes: &str, says: &str) {
     let tmp = tempfile::tempdir().unwrap();
-    let target = tmp.path().join("linked");
+    let target = tmp.path().join("target");
     let policy = write_policy(
         tmp.path(),
         &format!(
             r#"body common control {{ bundlesequence => {{ "main" }}; }}
-body copy_from remote {{ source => "/etc/hostname"; servers => {{ "192.0.2.1" }}; linkcopy_patterns => {{ ".*" }}; }}
+{body}
 bundle agent main
 {{
   files:
-      "{}" copy_from => remote, classes => outcome;
+      "{}" {attributes}, classes => outcome;
   reports:
     refused::
       "the promise failed";
@@ -247,9 +234,8 @@ body classes outcome {{ repair_failed => {{ "refused" }}; }}
     let out = agent_inform(&tmp.path().join("wd"), &policy, &[]);
     let text = format!("{}{}", out.stdout, out.stderr);
     assert!(
-        text.contains(
-            "attribute 'linkcopy_patterns' of copy_from body 'remote' is not supported yet"
-        ) && text.contains("p.cf:6")
+        text.contains(says)
+            && text.contains("p.cf:6")
             && text.contains("R: the promise failed")
             && target.symlink_metadata().is_err(),
         "{text}"
