@@ -20,8 +20,9 @@
 //! names that cf-agent shows in a skip line (`$(ns#var)`) as written.
 //!
 //! Policies from CFEngine's acceptance suite run only when
-//! `CFE_ACCEPTANCE_DIR` names it; they run in place, with `TEMP` pointing
-//! into the temporary directory.
+//! `CFE_ACCEPTANCE_DIR` names it; they run from a copy in the temporary
+//! directory (so the suite's own path never shows), with `TEMP` pointing
+//! into it too.
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -144,8 +145,21 @@ fn unmangle(t: &str) -> String {
 /// an acceptance test and the suite is not at hand.
 fn place(case: &str, root: &Path) -> Option<(PathBuf, PathBuf)> {
     if let Some(rel) = case.strip_prefix("acc:") {
+        // Copied, not run in place: the suite's own path shows in the
+        // account (stack paths, promisers cut at a fixed width), and it is
+        // not the same on every machine. The framework's files at the
+        // top, and the test's category whole (tests reach siblings).
         let suite = PathBuf::from(std::env::var_os("CFE_ACCEPTANCE_DIR")?);
-        let policy = suite.join(rel);
+        let copy = root.join("acc");
+        std::fs::create_dir_all(&copy).expect("create the suite's copy");
+        for e in std::fs::read_dir(&suite).expect("read the suite").flatten() {
+            if e.file_type().is_ok_and(|t| t.is_file()) {
+                std::fs::copy(e.path(), copy.join(e.file_name())).expect("copy a suite file");
+            }
+        }
+        let category = rel.split('/').next().expect("a category");
+        copy_tree(&suite.join(category), &copy.join(category));
+        let policy = copy.join(rel);
         let dir = policy.parent()?.to_path_buf();
         return Some((dir, policy));
     }
