@@ -617,7 +617,21 @@ impl EvalContext {
                 pos = r.end;
                 continue;
             }
-            let inner = self.expand_at(&s[r.inner_start..r.inner_end], depth, max, search);
+            // A plain name (the common case) is looked up as written,
+            // without a copy.
+            let written = &s[r.inner_start..r.inner_end];
+            let inner = if may_hold_reference(written) {
+                let e = self.expand_at(written, depth, max, search);
+                InnerName {
+                    text: std::borrow::Cow::Owned(e.text),
+                    unresolved: e.unresolved,
+                }
+            } else {
+                InnerName {
+                    text: std::borrow::Cow::Borrowed(written),
+                    unresolved: false,
+                }
+            };
             if !inner.unresolved && self.per_file_refs.is_some_and(|k| k.holds(&inner.text)) {
                 out.push_str(&s[r.start..r.end]);
                 pos = r.end;
@@ -772,6 +786,13 @@ pub(crate) fn local_class_entry(name: &str) -> u64 {
 /// How many times a value found by expansion is itself expanded before a
 /// self-referring value (`"a" string => "$(a)"`) counts as unresolved.
 const MAX_EXPANSION_DEPTH: usize = 16;
+
+/// The name inside a reference, expanded (borrowed when it held nothing
+/// to expand).
+struct InnerName<'a> {
+    text: std::borrow::Cow<'a, str>,
+    unresolved: bool,
+}
 
 /// Where the first `$(` or `${` of a text that holds no complete
 /// reference starts.

@@ -272,9 +272,13 @@ impl EvalContext {
         while let Some(r) = next_ref(s, pos) {
             pos = r.end;
             let inner = &s[r.inner_start..r.inner_end];
-            match self.find_iterable_in(inner, special) {
-                Wheel::None => {}
-                w => return w,
+            // A plain name holds no reference to look into.
+            let nested = super::context::may_hold_reference(inner);
+            if nested {
+                match self.find_iterable_in(inner, special) {
+                    Wheel::None => {}
+                    w => return w,
+                }
             }
             // `@(x)` passes the list whole, but a list named inside it
             // iterates: `"@($(bundles).d)"` once per bundle
@@ -290,7 +294,20 @@ impl EvalContext {
             // (`$(a[$(k)])`) is a wheel of its own in cf-agent: when its
             // name does not resolve to a variable, the iteration is skipped.
             let dependent = super::context::has_reference(inner);
-            let name = self.expand(inner);
+            // A plain name is taken as written, without a copy: this scan
+            // runs again for every combination.
+            let name = if nested {
+                let e = self.expand(inner);
+                ScannedName {
+                    text: std::borrow::Cow::Owned(e.text),
+                    unresolved: e.unresolved,
+                }
+            } else {
+                ScannedName {
+                    text: std::borrow::Cow::Borrowed(inner),
+                    unresolved: false,
+                }
+            };
             if name.unresolved {
                 if dependent && matches!(skip, Wheel::Skip) {
                     return skip;
@@ -317,7 +334,7 @@ impl EvalContext {
                     if elems.is_empty() && *special {
                         continue;
                     }
-                    return Wheel::Found(name.text, elems);
+                    return Wheel::Found(name.text.into_owned(), elems);
                 }
                 Found::Value(Value::Data(d)) => d,
                 Found::Element(j) => j,
@@ -335,7 +352,7 @@ impl EvalContext {
             if elems.is_empty() && *special {
                 continue;
             }
-            return Wheel::Found(name.text, elems);
+            return Wheel::Found(name.text.into_owned(), elems);
         }
         Wheel::None
     }
@@ -633,6 +650,12 @@ fn list_ref_text(item: &Rval) -> Option<&str> {
 }
 
 /// What the next step of iteration is.
+/// A reference's name as the iteration scan expanded it.
+struct ScannedName<'a> {
+    text: std::borrow::Cow<'a, str>,
+    unresolved: bool,
+}
+
 enum Wheel {
     /// Nothing left to iterate: evaluate the promise.
     None,

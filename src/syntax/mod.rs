@@ -33,6 +33,11 @@ pub const MAX_NESTING: usize = 128;
 /// one built at run time unexpanded.
 pub fn reference_too_deep(text: &str) -> Option<usize> {
     let b = text.as_bytes();
+    // An opener takes two bytes (`$(`) and two cannot overlap: a text
+    // this short cannot hold more than MAX_NESTING of them.
+    if b.len() < 2 * (MAX_NESTING + 1) {
+        return None;
+    }
     // Most strings hold few references: no nesting can go too deep unless
     // there are more than MAX_NESTING of them in all.
     // memchr finds the rare `$` and `@` without a test per byte; the count

@@ -43,6 +43,42 @@ pub fn normalize(j: &mut Json) {
     }
 }
 
+/// Normalizes a shared container for storing (see [`normalize`]), copying
+/// it only when a number must change. A container stored again unchanged
+/// (the same allocation a cached function or a variable gave: every pass
+/// stores a 1 MB `readjson` result again) is not walked again: the last
+/// few normalized allocations are remembered by weak reference, which
+/// also keeps their address from being reused while remembered, and an
+/// `Arc` is never changed in place while a weak reference to it exists
+/// (`Arc::make_mut` moves it out first).
+pub fn normalize_shared(d: &mut std::sync::Arc<Json>) {
+    use std::sync::{Arc, Weak};
+    thread_local! {
+        static NORMALIZED: std::cell::RefCell<Vec<Weak<Json>>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+    const REMEMBERED: usize = 8;
+    let known = NORMALIZED.with(|n| {
+        n.borrow()
+            .iter()
+            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(d)) && w.strong_count() > 0)
+    });
+    if known {
+        return;
+    }
+    if needs_normalizing(d) {
+        normalize(Arc::make_mut(d));
+    }
+    NORMALIZED.with(|n| {
+        let mut n = n.borrow_mut();
+        n.retain(|w| w.strong_count() > 0);
+        if n.len() >= REMEMBERED {
+            n.remove(0);
+        }
+        n.push(Arc::downgrade(d));
+    });
+}
+
 /// Whether a container holds a number that `normalize` would change, so
 /// that a shared container is copied only when it must be.
 pub fn needs_normalizing(j: &Json) -> bool {

@@ -40,9 +40,7 @@ pub fn convert(dtype: DataType, v: Value) -> Result<Value, String> {
             .map(Value::List),
         (DataType::Data, Value::Data(mut d)) => {
             // Stored containers hold numbers as cf-agent stores them.
-            if crate::values::json::needs_normalizing(&d) {
-                crate::values::json::normalize(std::sync::Arc::make_mut(&mut d));
-            }
+            crate::values::json::normalize_shared(&mut d);
             Ok(Value::Data(d))
         }
         (DataType::Data, Value::List(l)) => Ok(Value::data(serde_json::Value::Array(

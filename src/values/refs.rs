@@ -16,22 +16,36 @@ pub struct RefSpan {
 pub fn next_ref(s: &str, from: usize) -> Option<RefSpan> {
     let b = s.as_bytes();
     let rest = b.get(from..)?;
+    // Most texts scanned are short (a name, an index): a plain loop finds
+    // their sigils sooner than setting up memchr's vector search.
+    if rest.len() <= SHORT_TEXT {
+        return rest
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c == b'$' || c == b'@')
+            .find_map(|(k, _)| ref_at(b, from + k));
+    }
     // memchr skips to each `$`/`@` without a test per byte.
-    memchr::memchr2_iter(b'$', b'@', rest)
-        .map(|k| from + k)
-        .find_map(|i| {
-            if !matches!(b.get(i + 1), Some(b'(' | b'{')) {
-                return None;
-            }
-            let end = matching_close(b, i + 1)?;
-            Some(RefSpan {
-                start: i,
-                end: end + 1,
-                inner_start: i + 2,
-                inner_end: end,
-                list_sigil: b[i] == b'@',
-            })
-        })
+    memchr::memchr2_iter(b'$', b'@', rest).find_map(|k| ref_at(b, from + k))
+}
+
+/// Texts up to this long are scanned byte by byte.
+const SHORT_TEXT: usize = 32;
+
+/// The reference whose sigil is at `i`, if a bracket opens after it and
+/// one closes it.
+fn ref_at(b: &[u8], i: usize) -> Option<RefSpan> {
+    if !matches!(b.get(i + 1), Some(b'(' | b'{')) {
+        return None;
+    }
+    let end = matching_close(b, i + 1)?;
+    Some(RefSpan {
+        start: i,
+        end: end + 1,
+        inner_start: i + 2,
+        inner_end: end,
+        list_sigil: b[i] == b'@',
+    })
 }
 
 /// Index of the bracket that closes the one at `open`.
@@ -236,6 +250,31 @@ mod tests {
         let r2 = next_ref(s, r.end).unwrap();
         assert_eq!(&s[r2.inner_start..r2.inner_end], "y");
         assert!(next_ref("$(unclosed", 0).is_none());
+    }
+
+    #[test]
+    fn short_and_long_texts_scan_alike() {
+        // The same texts below and above the length scanned byte by byte.
+        for s in [
+            "$(a}) ${b}",
+            "x @(l) $(y",
+            "$$(a) @{b}",
+            "$(x[$(k)])",
+            "none here",
+            "$ ( $(",
+        ] {
+            let long = format!("{s}{}", " ".repeat(SHORT_TEXT + 1));
+            let spans = |t: &str| {
+                let mut out = Vec::new();
+                let mut pos = 0;
+                while let Some(r) = next_ref(t, pos) {
+                    out.push((r.start, r.end, r.inner_start, r.inner_end, r.list_sigil));
+                    pos = r.end;
+                }
+                out
+            };
+            assert_eq!(spans(s), spans(&long), "{s}");
+        }
     }
 
     #[test]
