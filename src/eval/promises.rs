@@ -718,7 +718,7 @@ impl EvalContext {
         unresolved: bool,
         (path, line): (&str, usize),
     ) -> bool {
-        let key = format!("{ns}:{scope}.{var_name}");
+        let key = || format!("{ns}:{scope}.{var_name}");
         if unresolved {
             let shown = super::context::scalar_text(&var.value)
                 .or_else(|| {
@@ -728,9 +728,10 @@ impl EvalContext {
                 })
                 .unwrap_or_default();
             self.unresolved_vars
-                .insert(key, (path.to_string(), line, shown));
-        } else {
-            self.unresolved_vars.remove(&key);
+                .insert(key(), (path.to_string(), line, shown));
+        } else if !self.unresolved_vars.is_empty() {
+            // The key is made only when there may be something to forget.
+            self.unresolved_vars.remove(&key());
         }
         matches!(
             self.vars.put(ns, scope, var_name, var),
