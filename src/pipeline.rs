@@ -667,8 +667,7 @@ fn save_why(state_dir: &std::path::Path, config: &Config, why: &mut crate::agent
     why.dry_run = config.dry_run;
     let path = state_dir.join(crate::agent::why::WHY_FILE);
     // Streamed: the text of a big run's record would double its memory.
-    // Not synced: a record of the last run is worth no flush of the disk.
-    let written = crate::host::local::write_private_unsynced_with(&path, |w| {
+    let written = crate::host::local::write_private_with(&path, |w| {
         serde_json::to_writer(w, why).map_err(std::io::Error::other)
     });
     if let Err(e) = written {

@@ -285,40 +285,20 @@ pub fn write_private_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
-    write_atomic_with(path, PRIVATE_FILE_MODE, Durable::Synced, fill)
-}
-
-/// [`write_private_with`] without the syncs, for a record a crash may lose
-/// (the last run's `--why` account): a kill still leaves the old content or
-/// the new, whole, but after a power loss it may be the old (or, on a file
-/// system that does not order a rename after the data, empty). Two `fsync`s
-/// and a rename cost 2 to 4 ms of every run on a disk.
-pub fn write_private_unsynced_with(
-    path: &Path,
-    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
-) -> io::Result<()> {
-    write_atomic_with(path, PRIVATE_FILE_MODE, Durable::Unsynced, fill)
-}
-
-/// Whether an atomic write waits until its data and name are on disk.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Durable {
-    Synced,
-    Unsynced,
+    write_atomic_with(path, PRIVATE_FILE_MODE, fill)
 }
 
 /// Writes a file of ours as [`write_private`] does, with `mode` (0644 for
 /// a file another program reads: node_exporter's textfile collector runs
 /// as its own user).
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
-    write_atomic_with(path, mode, Durable::Synced, |w| w.write_all(data))
+    write_atomic_with(path, mode, |w| w.write_all(data))
 }
 
 /// [`write_atomic`] with the content streamed by `fill`.
 fn write_atomic_with(
     path: &Path,
     mode: u32,
-    durable: Durable,
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
     let dir = match path.parent() {
@@ -347,14 +327,9 @@ fn write_atomic_with(
         fill(&mut w)?;
         let f = w.into_inner().map_err(io::IntoInnerError::into_error)?;
         f.set_permissions(fs::Permissions::from_mode(mode))?;
-        if durable == Durable::Synced {
-            f.sync_all()?;
-        }
+        f.sync_all()?;
         fs::rename(&tmp, path)?;
-        match durable {
-            Durable::Synced => sync_dir(&dir),
-            Durable::Unsynced => Ok(()),
-        }
+        sync_dir(&dir)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
