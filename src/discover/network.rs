@@ -192,7 +192,7 @@ fn parse_ipv6_hex(s: &str) -> Option<Ipv6Addr> {
 pub(crate) fn parse_if_inet6(text: &str) -> Vec<Inet6Addr> {
     text.lines()
         .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
+            let f: Vec<&str> = l.split_ascii_whitespace().collect();
             if f.len() < 6 {
                 return None;
             }
@@ -461,7 +461,7 @@ pub(crate) fn parse_ipv4_routes(text: &str) -> (Vec<Json>, Option<usize>) {
     let mut routes = Vec::new();
     let mut best: Option<(usize, u64)> = None;
     for line in text.lines().skip(1) {
-        let f: Vec<&str> = line.split_whitespace().collect();
+        let f: Vec<&str> = line.split_ascii_whitespace().collect();
         if f.len() < 11 {
             continue;
         }
@@ -511,8 +511,8 @@ pub(crate) fn parse_netstat(text: &str) -> Map<String, Json> {
             continue;
         };
         let mut kv: Vec<(String, Json)> = names
-            .split_whitespace()
-            .zip(values.split_whitespace())
+            .split_ascii_whitespace()
+            .zip(values.split_ascii_whitespace())
             .map(|(n, v)| (n.to_string(), Json::String(v.to_string())))
             .collect();
         kv.sort_by(|a, b| a.0.cmp(&b.0));
@@ -530,7 +530,7 @@ pub(crate) fn parse_netstat(text: &str) -> Map<String, Json> {
 pub(crate) fn parse_ipv6_routes(text: &str) -> Vec<Json> {
     text.lines()
         .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
+            let f: Vec<&str> = line.split_ascii_whitespace().collect();
             if f.len() < 10 {
                 return None;
             }
@@ -569,7 +569,7 @@ pub(crate) fn parse_snmp6(text: &str) -> Map<String, Json> {
     let mut kv: Vec<(String, Json)> = text
         .lines()
         .filter_map(|l| {
-            let mut f = l.split_whitespace();
+            let mut f = l.split_ascii_whitespace();
             let name = f.next()?;
             let value: i64 = f.next()?.parse().ok()?;
             Some((name.to_string(), Json::from(value)))
@@ -607,7 +607,7 @@ pub(crate) fn parse_net_dev(text: &str) -> Map<String, Json> {
         let name = name.trim().to_string();
         let mut kv: Vec<(String, Json)> = FIELDS
             .iter()
-            .zip(values.split_whitespace())
+            .zip(values.split_ascii_whitespace())
             .map(|(k, v)| (k.to_string(), Json::String(v.to_string())))
             .collect();
         kv.push(("device".to_string(), Json::String(name.clone())));

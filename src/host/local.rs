@@ -73,8 +73,17 @@ pub fn read_upto(path: impl AsRef<Path>, max: Option<u64>) -> io::Result<Vec<u8>
     // the end): a buffer grown by doubling holds up to twice the file.
     // Capped, so a length that lies costs no more than reading does.
     const HINT_CAP: u64 = 64 << 20;
+    // A file of length 0 is mostly one of /proc's, made as it is read:
+    // a page's room reads it in one call, where growing from nothing
+    // probes it in many small reads (discovery reads a dozen).
+    const GENERATED_HINT: u64 = 4096;
     let hint = if regular {
-        meta.len().min(max.unwrap_or(u64::MAX)).min(HINT_CAP)
+        let len = if meta.len() == 0 {
+            GENERATED_HINT
+        } else {
+            meta.len()
+        };
+        len.min(max.unwrap_or(u64::MAX)).min(HINT_CAP)
     } else {
         0
     };

@@ -363,9 +363,13 @@ impl<'a> Validator<'a> {
             .attributes
             .iter()
             .any(|a| matches!(a.name.name.as_str(), "if" | "ifvarclass" | "unless"));
+        // Looked up once for the promise, and each attribute's definition
+        // once for all the checks below (a policy has tens of thousands).
+        let custom_type = promise_type(type_name).is_none();
         for a in &p.attributes {
+            let attr_def = def.and_then(|d| d.attribute(&a.name.name));
             // cf-promises refuses the old spelling for custom promise types.
-            if a.name.name == "ifvarclass" && promise_type(type_name).is_none() {
+            if a.name.name == "ifvarclass" && custom_type {
                 self.error(
                     a.name.span,
                     format!(
@@ -381,15 +385,14 @@ impl<'a> Validator<'a> {
                 CallSite::NotEvaluated
             };
             let checked_top = match def {
-                Some(def) => self.promise_attribute(def, a),
+                Some(def) => self.promise_attribute(def, attr_def, a),
                 None => false,
             };
             if matches!(a.name.name.as_str(), "if" | "ifvarclass") {
                 self.class_literal_value(&a.value);
             }
-            let refs =
-                is_reference_attribute(def.and_then(|d| d.attribute(&a.name.name)), &a.name.name)
-                    || (promise_type(type_name).is_none() && self.names_custom_body(a));
+            let refs = is_reference_attribute(attr_def, &a.name.name)
+                || (custom_type && self.names_custom_body(a));
             self.calls(&a.value, site, checked_top, refs);
             if a.name.name == "handle"
                 && let Rval::String(h) = &a.value
@@ -441,8 +444,14 @@ impl<'a> Validator<'a> {
 
     /// Checks one attribute of a built-in promise type; returns whether the
     /// value's top-level function call (if any) was checked already.
-    fn promise_attribute(&mut self, def: &'static PromiseTypeDef, a: &'a Attribute) -> bool {
-        let Some(ad) = def.attribute(&a.name.name) else {
+    /// `attr_def` is `def`'s definition of the attribute, if it has one.
+    fn promise_attribute(
+        &mut self,
+        def: &'static PromiseTypeDef,
+        attr_def: Option<&'static AttrDef>,
+        a: &'a Attribute,
+    ) -> bool {
+        let Some(ad) = attr_def else {
             let help = suggest(&a.name.name, def.attributes.iter().map(|x| x.name))
                 .map(|s| format!("did you mean '{s}'?"));
             self.error(

@@ -27,9 +27,14 @@ pub struct Regex {
     /// whole subject as UTF-8 on every match call, which makes splitting a
     /// long text quadratic; on ASCII text both modes match alike.
     ascii: OnceLock<Option<Pcre>>,
-    /// Matches made so far with the UTF-8 pattern on short ASCII texts:
+    /// The UTF-8 pattern JIT-compiled, for non-ASCII texts once the
+    /// pattern is hot. `re` itself is not JIT-compiled: compiling to
+    /// machine code costs more than a few interpreted matches, and most
+    /// patterns of a policy check are matched a handful of times.
+    utf_jit: OnceLock<Option<Pcre>>,
+    /// Matches made so far on short texts with the interpreted pattern:
     /// past a few, the pattern is used in a loop (an edit over a file's
-    /// lines) and the ASCII one is worth compiling.
+    /// lines) and a JIT-compiled one is worth making.
     short_uses: AtomicU32,
     /// Length of [`literal_prefix`](Self::literal_prefix), computed once.
     prefix_len: usize,
@@ -37,20 +42,30 @@ pub struct Regex {
     /// [`first_captures`](Self::first_captures) (one per compilation), so
     /// a pattern run over every line of a file does not allocate PCRE2's
     /// match data per line.
-    locs: [Mutex<Option<CaptureLocations>>; 2],
+    locs: [Mutex<Option<CaptureLocations>>; 3],
 }
 
-/// Short ASCII texts matched with the UTF-8 pattern before the ASCII one
-/// is compiled for them.
-const SHORT_USES_BEFORE_ASCII: u32 = 16;
+/// Short texts matched with the interpreted pattern before a JIT-compiled
+/// one is made for them.
+const SHORT_USES_BEFORE_JIT: u32 = 16;
 
-fn build(pattern: &str, utf: bool) -> Result<Pcre, pcre2::Error> {
+fn build(pattern: &str, utf: bool, jit: bool) -> Result<Pcre, pcre2::Error> {
     RegexBuilder::new()
         .multi_line(true)
         .dotall(true)
         .utf(utf)
-        .jit_if_available(true)
+        .jit_if_available(jit)
         .build(pattern)
+}
+
+/// `build`, reading a hyphen after a class escape or a POSIX class inside
+/// brackets as a hyphen, as PCRE (cf-agent's) does (`[\w\d-._~]`,
+/// `[[:alnum:]-_]`), where PCRE2 refuses the range.
+fn compile(pattern: &str, utf: bool, jit: bool) -> Result<Pcre, pcre2::Error> {
+    build(pattern, utf, jit).or_else(|e| match class_hyphens_escaped(pattern) {
+        Some(p) => build(&p, utf, jit).map_err(|_| e),
+        None => Err(e),
+    })
 }
 
 /// The pattern with each hyphen that follows a class escape or a POSIX
@@ -112,18 +127,12 @@ fn class_hyphens_escaped(pattern: &str) -> Option<String> {
 
 impl Regex {
     pub fn new(pattern: &str) -> Result<Regex, RegexError> {
-        build(pattern, true)
-            // PCRE (cf-agent's) reads a hyphen after a class escape or a
-            // POSIX class inside brackets as a hyphen (`[\w\d-._~]`,
-            // `[[:alnum:]-_]`), where PCRE2 refuses the range.
-            .or_else(|e| match class_hyphens_escaped(pattern) {
-                Some(p) => build(&p, true).map_err(|_| e),
-                None => Err(e),
-            })
+        compile(pattern, true, false)
             .map(|re| Regex {
                 re,
                 pattern: pattern.to_string(),
                 ascii: OnceLock::new(),
+                utf_jit: OnceLock::new(),
                 short_uses: AtomicU32::new(0),
                 prefix_len: literal_prefix_of(pattern).len(),
                 locs: Default::default(),
@@ -136,19 +145,32 @@ impl Regex {
 
     /// The compiled pattern to match `text` with.
     fn re(&self, text: &str) -> &Pcre {
-        if !text.is_ascii() {
-            return &self.re;
-        }
+        self.variant(text).1
+    }
+
+    /// The compiled pattern to match `text` with, and its capture slot.
+    fn variant(&self, text: &str) -> (usize, &Pcre) {
         if text.len() < 64
             && self.ascii.get().is_none()
-            && self.short_uses.fetch_add(1, Ordering::Relaxed) < SHORT_USES_BEFORE_ASCII
+            && self.utf_jit.get().is_none()
+            && self.short_uses.fetch_add(1, Ordering::Relaxed) < SHORT_USES_BEFORE_JIT
         {
-            return &self.re;
+            return (0, &self.re);
         }
-        self.ascii
-            .get_or_init(|| build(&self.pattern, false).ok())
+        // A pattern with non-ASCII characters means other bytes without
+        // UTF-8 mode (`é?` would make only the last byte optional).
+        let (slot, cell, utf) = if text.is_ascii() && self.pattern.is_ascii() {
+            (1, &self.ascii, false)
+        } else {
+            (2, &self.utf_jit, true)
+        };
+        match cell
+            .get_or_init(|| compile(&self.pattern, utf, true).ok())
             .as_ref()
-            .unwrap_or(&self.re)
+        {
+            Some(re) => (slot, re),
+            None => (0, &self.re),
+        }
     }
 
     /// Text every full match starts with: the pattern's leading literal
@@ -231,8 +253,8 @@ impl Regex {
     /// The groups of the first match as byte ranges (group 0 is the whole
     /// match); `None` for groups that did not take part.
     pub fn first_captures(&self, text: &str) -> Option<Vec<Option<(usize, usize)>>> {
-        let re = self.re(text);
-        let slot = &self.locs[usize::from(!std::ptr::eq(re, &self.re))];
+        let (slot, re) = self.variant(text);
+        let slot = &self.locs[slot];
         let mut guard = slot.lock().unwrap_or_else(PoisonError::into_inner);
         let locs = guard.get_or_insert_with(|| re.capture_locations());
         re.captures_read(locs, text.as_bytes()).ok()??;
@@ -336,7 +358,7 @@ mod tests {
         let text = "item_0001, item_0002,item_0003 ".repeat(20);
         for pattern in [",\\s*", "(?i)ITEM_(\\d+)", "\\w+", ".", "[^a-z]+"] {
             let r = Regex::new(pattern).unwrap();
-            let utf = build(pattern, true).unwrap();
+            let utf = build(pattern, true, false).unwrap();
             let expected: Vec<(usize, usize)> = utf
                 .find_iter(text.as_bytes())
                 .map(|m| m.map(|m| (m.start(), m.end())).unwrap())
@@ -349,6 +371,27 @@ mod tests {
         // A pattern only UTF-8 mode compiles still matches ASCII text.
         let wide = Regex::new("\\x{100}|x").unwrap();
         assert_eq!(wide.find_all(&"x".repeat(70)).len(), 70);
+    }
+
+    #[test]
+    fn hot_patterns_match_as_the_interpreted_one() {
+        // Past the first uses a JIT-compiled pattern takes over (ASCII or
+        // UTF-8 by text): the answers and captures stay the same.
+        let r = Regex::new("^([\\w\\d-._~]+)é?$").unwrap();
+        for round in 0..3 * SHORT_USES_BEFORE_JIT {
+            for (text, whole) in [
+                ("a-b.c", true),
+                ("a-bé", true),
+                ("a b", false),
+                ("ü", false),
+            ] {
+                assert_eq!(r.is_full_match(text), whole, "{text} at {round}");
+                let caps = r.first_captures(text).map(|c| c[1]);
+                assert_eq!(caps.is_some(), whole, "{text} at {round}");
+            }
+        }
+        // Its non-ASCII `é` keeps the pattern in UTF-8 mode for every text.
+        assert!(r.ascii.get().is_none() && r.utf_jit.get().is_some());
     }
 
     #[test]
