@@ -597,6 +597,12 @@ impl EvalContext {
         let value = match convert(dtype, value) {
             Ok(v) => v,
             Err(m) => {
+                // cf-agent reads a real from the text as it stands, and says
+                // it cannot while a reference in it is unresolved (an
+                // integer it lets wait without a word).
+                if unresolved && dtype == DataType::Real {
+                    return (res, vec![msg(format!("variable '{}': {m}", name.text))]);
+                }
                 if unresolved {
                     return (res, vec![]);
                 }

@@ -8,7 +8,7 @@ use crate::common::*;
 use std::process::Command;
 
 /// One vars promise each; `quiet` says whether cf-promises is silent.
-const CASES: [(&str, bool); 29] = [
+const CASES: [(&str, bool); 34] = [
     // A CSV or env file that cannot be opened: no word.
     (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
     (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
@@ -98,6 +98,16 @@ const CASES: [(&str, bool); 29] = [
     // the call goes on to the next pair.
     (r#""a" string => ifelse("any linux", "yes", "no");"#, false),
     (r#""a" string => ifelse("any |", "yes", "no");"#, false),
+    // A literal argument the template refuses is only checked when the
+    // call is made: beside a reference that never resolves, never.
+    (r#""a" data => readdata("$(nope)", "bogus");"#, true),
+    (r#""a" string => readfile("$(nope)", "abc");"#, true),
+    // A real read from text still naming a variable is an error in each
+    // pass that meets it, even when the variable comes later; an integer
+    // waits without a word.
+    (r#""a" real => "$(nope)";"#, false),
+    (r#""a" real => "$(x)"; "x" string => "1.5";"#, false),
+    (r#""a" int => "$(nope)";"#, true),
 ];
 
 fn observe(program: &str, policy: &std::path::Path) -> (Vec<String>, bool) {
@@ -169,6 +179,36 @@ fn bad_arguments_in_a_bundle_nobody_calls_refuse_the_policy() {
         "canonify",
         "R: ran",
         "Bad arguments",
+    );
+}
+
+/// A literal argument the function's template refuses (a word that is not
+/// one of an option's, a word where an integer goes, a relative path where
+/// an absolute one goes) stops cf-promises 3.21 when it makes the call
+/// ("Fatal CFEngine error: In function 'hash', error in variable 'bogus',
+/// 'Selection is out of bounds'"), in any bundle, once the call's other
+/// arguments resolve; ours refuses the policy too, in its check and in a
+/// run. The real cf-agent is not run on it, as cf-promises rejects it.
+#[test]
+fn a_literal_argument_the_template_refuses_stops_the_policy() {
+    refused_by_check_run_and_cf_promises(
+        "bundle agent main\n{\n  vars:\n      \"a\" string => hash(\"x\", \"bogus\");\n  reports:\n      \"ran\";\n}\n",
+        "'bogus' is not one of the allowed values",
+        "R: ran",
+        "Selection is out of bounds",
+    );
+    refused_by_check_run_and_cf_promises(
+        "bundle agent main\n{\n  reports:\n      \"ran\";\n}\n\
+         bundle agent other\n{\n  vars:\n      \"x\" string => \"/etc/hostname\";\n      \"a\" string => readfile(\"$(x)\", \"abc\");\n}\n",
+        "the function's template refuses the argument 'abc'",
+        "R: ran",
+        "Cannot parse value as integer",
+    );
+    refused_by_check_run_and_cf_promises(
+        "bundle agent main\n{\n  vars:\n      \"a\" string => readfile(\"relative\", 10);\n  reports:\n      \"ran\";\n}\n",
+        "'relative' is not an absolute path",
+        "R: ran",
+        "Filename is not an absolute path",
     );
 }
 
