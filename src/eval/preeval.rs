@@ -155,7 +155,13 @@ pub fn preevaluate_entry(
     // Only these: a scalar given to a list variable is cf-agent's to
     // stop on when it runs the promise, not cf-promises'.
     report.fatal = ctx.fatal.clone().filter(|m| {
-        m.contains(super::rval::BAD_ARGUMENTS) || m.contains(super::rval::ARGUMENT_MISFIT)
+        [
+            super::rval::BAD_ARGUMENTS,
+            super::rval::ARGUMENT_MISFIT,
+            super::rval::STOPS_CF_AGENT,
+        ]
+        .iter()
+        .any(|marker| m.contains(marker))
     });
     report
 }

@@ -17,6 +17,10 @@ pub const BAD_ARGUMENTS: &str =
 /// template, which also stops cf-promises and cf-agent in any bundle.
 pub const ARGUMENT_MISFIT: &str = "the function's template refuses the argument";
 
+/// A function's own failure on which cf-agent stops ("Could not convert
+/// token to int"), in any bundle.
+pub const STOPS_CF_AGENT: &str = "cf-agent stops on this";
+
 /// An evaluated value and whether some reference in it stayed unresolved
 /// (the value then holds the unexpanded text, as CFEngine keeps it).
 #[derive(Debug, Clone, PartialEq)]

@@ -8,7 +8,7 @@ use crate::common::*;
 use std::process::Command;
 
 /// One vars promise each; `quiet` says whether cf-promises is silent.
-const CASES: [(&str, bool); 34] = [
+const CASES: [(&str, bool); 39] = [
     // A CSV or env file that cannot be opened: no word.
     (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
     (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
@@ -108,6 +108,21 @@ const CASES: [(&str, bool); 34] = [
     (r#""a" real => "$(nope)";"#, false),
     (r#""a" real => "$(x)"; "x" string => "1.5";"#, false),
     (r#""a" int => "$(nope)";"#, true),
+    // readcsv's byte limit keeps whole records (with their CRLF) within
+    // it, and none when the first goes beyond; a bare newline ends none.
+    (r#""a" data => readcsv("$TMP/crlf.csv", 4);"#, true),
+    (r#""a" data => readcsv("$TMP/crlf.csv", 7);"#, true),
+    (r#""a" data => readcsv("$TMP/lf.csv", 1000);"#, true),
+    // A comment pattern that does not compile is an error, and the file is
+    // read with nothing removed.
+    (
+        r#""a" slist => readstringlist("$TMP/lf.csv", "[", "\n", 10, 100);"#,
+        false,
+    ),
+    (
+        r#""a" int => readstringarray("arr", "$TMP/lf.csv", "[", ",", 10, 100);"#,
+        false,
+    ),
 ];
 
 fn observe(program: &str, policy: &std::path::Path) -> (Vec<String>, bool) {
@@ -132,8 +147,13 @@ fn function_failures_are_as_loud_as_in_cf_promises() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tmp");
+    // Files the cases read, as `$TMP/NAME`.
+    std::fs::write(tmp.path().join("crlf.csv"), "a,b\r\nc,d").expect("write");
+    std::fs::write(tmp.path().join("lf.csv"), "a,b\nc,d\n").expect("write");
+    let dir = tmp.path().to_str().expect("utf-8 path");
     let mut problems = Vec::new();
     for (case, quiet) in CASES {
+        let case = case.replace("$TMP", dir);
         let policy = write_policy(
             tmp.path(),
             &format!("bundle agent main\n{{\n  vars:\n      {case}\n}}\n"),
@@ -203,6 +223,14 @@ fn a_literal_argument_the_template_refuses_stops_the_policy() {
         "the function's template refuses the argument 'abc'",
         "R: ran",
         "Cannot parse value as integer",
+    );
+    // A field of an integer array that is no integer stops it too
+    // ("Could not convert token to int").
+    refused_by_check_run_and_cf_promises(
+        "bundle agent main\n{\n  vars:\n      \"a\" int => parseintarray(\"arr\", \"a=1\", \"#\", \"=\", 10, 100);\n  reports:\n      \"ran\";\n}\n",
+        "'a' is not an integer",
+        "R: ran",
+        "Could not convert token to int",
     );
     refused_by_check_run_and_cf_promises(
         "bundle agent main\n{\n  vars:\n      \"a\" string => readfile(\"relative\", 10);\n  reports:\n      \"ran\";\n}\n",
