@@ -8,7 +8,7 @@ use crate::common::*;
 use std::process::Command;
 
 /// One vars promise each; `quiet` says whether cf-promises is silent.
-const CASES: [(&str, bool); 39] = [
+const CASES: [(&str, bool); 40] = [
     // A CSV or env file that cannot be opened: no word.
     (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
     (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
@@ -110,6 +110,8 @@ const CASES: [(&str, bool); 39] = [
     (r#""a" int => "$(nope)";"#, true),
     // readcsv's byte limit keeps whole records (with their CRLF) within
     // it, and none when the first goes beyond; a bare newline ends none.
+    // Made, a class function gives a string variable its class.
+    (r#""a" string => isgreaterthan("2", "1");"#, true),
     (r#""a" data => readcsv("$TMP/crlf.csv", 4);"#, true),
     (r#""a" data => readcsv("$TMP/crlf.csv", 7);"#, true),
     (r#""a" data => readcsv("$TMP/lf.csv", 1000);"#, true),
@@ -237,6 +239,34 @@ fn a_literal_argument_the_template_refuses_stops_the_policy() {
         "'relative' is not an absolute path",
         "R: ran",
         "Filename is not an absolute path",
+    );
+}
+
+/// A class function given to a string variable passes the parser, but
+/// when the call is not made (an argument still waits, even for a
+/// variable defined further down, or the call fails) cf-promises 3.21
+/// stops: "variable declared type 'string' but function 'fileexists'
+/// returns type 'context'". Made, it is the class's value. The real
+/// cf-agent is not run on it, as cf-promises rejects it.
+#[test]
+fn a_class_function_not_called_for_a_string_variable_stops_the_policy() {
+    refused_by_check_run_and_cf_promises(
+        "bundle agent main\n{\n  vars:\n      \"a\" string => fileexists(\"$(nope)\");\n  reports:\n      \"ran\";\n}\n",
+        "function 'fileexists' returns context",
+        "R: ran",
+        "returns type 'context'",
+    );
+    refused_by_check_run_and_cf_promises(
+        "bundle agent main\n{\n  vars:\n      \"a\" string => isgreaterthan(\"$(x)\", \"1\");\n      \"x\" string => \"5\";\n  reports:\n      \"ran\";\n}\n",
+        "function 'isgreaterthan' returns context",
+        "R: ran",
+        "returns type 'context'",
+    );
+    refused_by_check_run_and_cf_promises(
+        "bundle agent main\n{\n  vars:\n      \"a\" string => every(\".*\", \"nope\");\n  reports:\n      \"ran\";\n}\n",
+        "function 'every' returns context",
+        "R: ran",
+        "returns type 'context'",
     );
 }
 
