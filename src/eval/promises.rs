@@ -1308,26 +1308,6 @@ fn put_text(this: &mut crate::values::hash::FastMap<String, Value>, name: &str, 
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unresolved_unless_waits_for_the_last_pass() {
-        let src = r#"bundle agent x { reports: "u" unless => "$(nope)"; "i" if => "$(nope)"; }"#;
-        let p = crate::syntax::parse("t.cf", src);
-        let b = p.file.bundles().next().unwrap().clone();
-        let (unless, iff) = (&b.sections[0].promises[0], &b.sections[0].promises[1]);
-        let mut c = EvalContext::default();
-        c.push_frame(super::super::Frame::new("default", "x", "agent"));
-        assert_eq!(c.promise_condition(unless), None);
-        assert_eq!(c.promise_condition(iff), None);
-        c.last_pass = true;
-        assert_eq!(c.promise_condition(unless), Some(true));
-        assert_eq!(c.promise_condition(iff), None);
-    }
-}
-
 impl EvalContext {
     /// A call that was not made (its arguments wait, or it failed) whose
     /// function's type is not the variable's (`string => fileexists(...)`,
@@ -1351,5 +1331,25 @@ impl EvalContext {
                 super::rval::STOPS_CF_AGENT
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unresolved_unless_waits_for_the_last_pass() {
+        let src = r#"bundle agent x { reports: "u" unless => "$(nope)"; "i" if => "$(nope)"; }"#;
+        let p = crate::syntax::parse("t.cf", src);
+        let b = p.file.bundles().next().unwrap().clone();
+        let (unless, iff) = (&b.sections[0].promises[0], &b.sections[0].promises[1]);
+        let mut c = EvalContext::default();
+        c.push_frame(super::super::Frame::new("default", "x", "agent"));
+        assert_eq!(c.promise_condition(unless), None);
+        assert_eq!(c.promise_condition(iff), None);
+        c.last_pass = true;
+        assert_eq!(c.promise_condition(unless), Some(true));
+        assert_eq!(c.promise_condition(iff), None);
     }
 }
