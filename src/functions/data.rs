@@ -922,6 +922,9 @@ fn data_readstringarrayidx(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 /// by position.
 fn mergedata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("mergedata", a);
+    if a.is_empty() {
+        return Err(args.fail("needs at least one argument, a container or a list"));
+    }
     let mut parts: Vec<Arc<Json>> = Vec::with_capacity(a.len());
     for i in 0..a.len() {
         let v = args.collect(ctx, i, "data")?;

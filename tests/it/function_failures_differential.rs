@@ -8,7 +8,7 @@ use crate::common::*;
 use std::process::Command;
 
 /// One vars promise each; `quiet` says whether cf-promises is silent.
-const CASES: [(&str, bool); 40] = [
+const CASES: [(&str, bool); 50] = [
     // A CSV or env file that cannot be opened: no word.
     (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
     (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
@@ -108,6 +108,23 @@ const CASES: [(&str, bool); 40] = [
     (r#""a" real => "$(nope)";"#, false),
     (r#""a" real => "$(x)"; "x" string => "1.5";"#, false),
     (r#""a" int => "$(nope)";"#, true),
+    // int() reads as C's scanner does (`inf`, `nan`, hexadecimal), and
+    // what does not fit a long is the smallest one, as the C cast gives.
+    (r#""a" int => int("inf");"#, true),
+    (r#""a" int => int("99999999999999999999");"#, true),
+    (r#""a" int => int("0x10");"#, true),
+    // A pattern that does not compile: regextract is false and
+    // data_regextract fails, without a word; splitstring says so and
+    // gives the string whole; string_split says so and fails.
+    (r#""a" string => regextract("(", "abc", "b");"#, true),
+    (r#""a" data => data_regextract("(", "abc");"#, true),
+    (r#""a" slist => splitstring("a,b,c", "(", 10);"#, false),
+    (r#""a" slist => string_split("a,b", "(", 10);"#, false),
+    // string_split with no piece allowed fails without a word.
+    (r#""a" slist => string_split("a,b", ",", 0);"#, true),
+    // mergedata of nothing is an error.
+    (r#""a" data => mergedata();"#, false),
+    (r#""a" int => int("nan");"#, true),
     // readcsv's byte limit keeps whole records (with their CRLF) within
     // it, and none when the first goes beyond; a bare newline ends none.
     // Made, a class function gives a string variable its class.
