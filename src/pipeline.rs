@@ -106,7 +106,11 @@ impl Prepared {
                     Some(m) => format!("{f} ({}:{})", m.file, m.line),
                     None => f.clone(),
                 };
-                format!("   error: {located}\n   error: Fatal CFEngine error: Bad arguments\n")
+                if f.contains(crate::eval::rval::BAD_ARGUMENTS) {
+                    format!("   error: {located}\n   error: Fatal CFEngine error: Bad arguments\n")
+                } else {
+                    format!("   error: Fatal CFEngine error: {located}\n")
+                }
             }))
             // cf-promises' closing words, which tests grep for
             // (00_basics/namespaces_can_not_contain_funny_characters.cf).

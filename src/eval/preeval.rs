@@ -36,7 +36,8 @@ pub struct PreEvalReport {
     pub unresolved: Vec<EvalMessage>,
     /// An error on which cf-promises and cf-agent stop while evaluating
     /// (a call whose arguments do not fit once the lists of the calls in
-    /// them are spread: "Bad arguments"), met in any bundle, called or not.
+    /// them are spread: "Bad arguments"; a literal argument the function's
+    /// template refuses), met in any bundle, called or not.
     pub fatal: Option<String>,
 }
 
@@ -151,12 +152,17 @@ pub fn preevaluate_entry(
     let mut seen = std::collections::HashSet::new();
     report.messages.retain(|m| seen.insert(m.clone()));
     report.unresolved = unresolved_at_end(ctx, policy);
-    // Only this one: a scalar given to a list variable is cf-agent's to
+    // Only these: a scalar given to a list variable is cf-agent's to
     // stop on when it runs the promise, not cf-promises'.
-    report.fatal = ctx
-        .fatal
-        .clone()
-        .filter(|m| m.contains(super::rval::BAD_ARGUMENTS));
+    report.fatal = ctx.fatal.clone().filter(|m| {
+        [
+            super::rval::BAD_ARGUMENTS,
+            super::rval::ARGUMENT_MISFIT,
+            super::rval::STOPS_CF_AGENT,
+        ]
+        .iter()
+        .any(|marker| m.contains(marker))
+    });
     report
 }
 

@@ -503,7 +503,15 @@ impl EvalContext {
                 return (res, vec![msg(m)]);
             }
         };
-        let evaluated = match self.eval_rval(&attr.value) {
+        let evaluated = self.eval_rval(&attr.value);
+        if evaluated.is_err()
+            && let Some(m) = self.unmade_call_of_another_type(&attr.value, dtype)
+        {
+            self.fatal.get_or_insert_with(|| m.clone());
+            res.failed = true;
+            return (res, vec![msg(m)]);
+        }
+        let evaluated = match evaluated {
             Ok(e) => e,
             Err(FnError::Defer) => {
                 res.deferred = true;
@@ -597,6 +605,12 @@ impl EvalContext {
         let value = match convert(dtype, value) {
             Ok(v) => v,
             Err(m) => {
+                // cf-agent reads a real from the text as it stands, and says
+                // it cannot while a reference in it is unresolved (an
+                // integer it lets wait without a word).
+                if unresolved && dtype == DataType::Real {
+                    return (res, vec![msg(format!("variable '{}': {m}", name.text))]);
+                }
                 if unresolved {
                     return (res, vec![]);
                 }
@@ -1292,6 +1306,32 @@ fn put_text(this: &mut crate::values::hash::FastMap<String, Value>, name: &str, 
         None => {
             this.insert(name.to_string(), Value::str(text));
         }
+    }
+}
+
+impl EvalContext {
+    /// A call that was not made (its arguments wait, or it failed) whose
+    /// function's type is not the variable's (`string => fileexists(...)`,
+    /// which the parser lets through): cf-agent stops on it ("variable
+    /// declared type 'string' but function 'fileexists' returns type
+    /// 'context'"). A call held back only because this run does not make
+    /// calls, or calls with side effects, is not one.
+    fn unmade_call_of_another_type(&self, value: &Rval, dtype: DataType) -> Option<String> {
+        let Rval::Call(c) = value else { return None };
+        let f = crate::schema::function(&c.name.name)?;
+        let spec = (self.builtins().lookup)(&c.name.name)?;
+        if self.settings.no_functions || (spec.side_effects && self.settings.no_side_effects) {
+            return None;
+        }
+        (f.return_type.as_str() != dtype.as_str()).then(|| {
+            format!(
+                "variable declared {} but function '{}' returns {}, and the call was not made; {}",
+                dtype.as_str(),
+                f.name,
+                f.return_type.as_str(),
+                super::rval::STOPS_CF_AGENT
+            )
+        })
     }
 }
 

@@ -13,6 +13,14 @@ use serde_json::Value as Json;
 pub const BAD_ARGUMENTS: &str =
     "its arguments do not fit it once the lists of the calls in them are spread";
 
+/// cf-agent's check of a call's literal arguments against the function's
+/// template, which also stops cf-promises and cf-agent in any bundle.
+pub const ARGUMENT_MISFIT: &str = "the function's template refuses the argument";
+
+/// A function's own failure on which cf-agent stops ("Could not convert
+/// token to int"), in any bundle.
+pub const STOPS_CF_AGENT: &str = "cf-agent stops on this";
+
 /// An evaluated value and whether some reference in it stayed unresolved
 /// (the value then holds the unexpanded text, as CFEngine keeps it).
 #[derive(Debug, Clone, PartialEq)]
@@ -205,6 +213,23 @@ impl EvalContext {
         }
         if unresolved && !ifelse_may_go_on(spec.name, &args) {
             return Err(FnError::Defer);
+        }
+        // Its literal arguments must fit the function's template, or
+        // cf-agent stops ("In function 'readdata', error in variable
+        // 'bogus', 'Selection is out of bounds'").
+        if let Some(f) = crate::schema::function(spec.name)
+            && let Some((_, text, m)) =
+                crate::schema::values::misfit_literal_arguments(f, &c.args, &mut self.regexes)
+                    .into_iter()
+                    .next()
+        {
+            let m = format!(
+                "function '{}': {ARGUMENT_MISFIT} '{text}': {}",
+                spec.name, m.message
+            );
+            // The first one met is the one cf-agent stops on.
+            self.fatal.get_or_insert_with(|| m.clone());
+            return Err(FnError::Failed(m));
         }
         if self.settings.no_functions || (spec.side_effects && self.settings.no_side_effects) {
             return Err(FnError::Defer);

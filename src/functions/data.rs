@@ -89,7 +89,6 @@ fn read_text_as(
     max_index: Option<usize>,
     quiet_open: bool,
 ) -> Result<String, FnError> {
-    let path = args.str(i, "file")?;
     let max = match max_index {
         Some(m) if m < args.len() => args.int(m, "max_bytes")?,
         _ => 0,
@@ -97,6 +96,18 @@ fn read_text_as(
     // Only what was asked is read: a bound on a huge file or a device
     // such as /dev/zero reads that many bytes and stops.
     let bound = u64::try_from(max).ok().filter(|m| *m > 0);
+    read_text_upto(ctx, args, i, bound, quiet_open)
+}
+
+/// The text of the file argument `i`, at most `bound` bytes of it.
+fn read_text_upto(
+    ctx: &EvalContext,
+    args: &Args,
+    i: usize,
+    bound: Option<u64>,
+    quiet_open: bool,
+) -> Result<String, FnError> {
+    let path = args.str(i, "file")?;
     let bytes = ctx.host().plain().read_upto(path, bound).map_err(|e| {
         let msg = format!("cannot read '{path}': {e}");
         let cannot_open = matches!(
@@ -478,10 +489,46 @@ fn csv_json(rows: Vec<Vec<String>>) -> Json {
     )
 }
 
+/// cf-agent's byte limit when `readcsv` is given none (its `inf`).
+const CSV_DEFAULT_MAX_BYTES: u64 = 999_999_999;
+
 fn readcsv(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("readcsv", a);
-    let text = read_text_quiet_open(ctx, &args, 0, Some(1))?;
-    Ok(Value::data(csv_json(parse_csv(&text))))
+    let max = match args.len() {
+        0 | 1 => CSV_DEFAULT_MAX_BYTES,
+        _ => u64::try_from(args.int(1, "max_bytes")?).unwrap_or(0),
+    };
+    // One byte past the limit shows whether a record goes beyond it.
+    let text = read_text_upto(ctx, &args, 0, Some(max.saturating_add(1)), true)?;
+    csv_file_data(&args, &text, max)
+}
+
+/// A CSV file's records within `max` bytes; cf-agent warns when there are
+/// none, an empty file included.
+fn csv_file_data(args: &Args, text: &str, max: u64) -> FnResult {
+    let rows = parse_csv_within(text, max);
+    if rows.is_empty() {
+        tracing::warn!(
+            "function '{}': nothing was parsed from CSV file '{}' (records end with CRLF)",
+            args.name,
+            args.str(0, "file")?
+        );
+    }
+    Ok(Value::data(csv_json(rows)))
+}
+
+/// The CSV records of `text` as cf-agent reads them with a byte limit:
+/// whole records (each with its CRLF) while their bytes add up to at most
+/// `max`; the record that goes beyond it and all after it are left out.
+fn parse_csv_within(text: &str, max: u64) -> Vec<Vec<String>> {
+    let mut used = 0u64;
+    csv_lines(text)
+        .take_while(|line| {
+            used = used.saturating_add(line.len() as u64);
+            used <= max
+        })
+        .filter_map(csv_record)
+        .collect()
 }
 
 /// `KEY=value` lines as cf-agent reads an env file: blank lines and
@@ -571,7 +618,7 @@ fn readdata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     }
     let text = read_text_as(ctx, &args, 0, None, matches!(kind, "CSV" | "ENV"))?;
     match kind {
-        "CSV" => Ok(Value::data(csv_json(parse_csv(&text)))),
+        "CSV" => csv_file_data(&args, &text, CSV_DEFAULT_MAX_BYTES),
         "ENV" => Ok(Value::data(parse_env(&text))),
         "YAML" => yaml_file_data(&args, &text),
         _ => parse_json_arg(&args, &text),
@@ -656,10 +703,15 @@ fn strip_comments(
     if comment.is_empty() {
         return Ok(text.to_string());
     }
-    let re = ctx
-        .regexes
-        .get(comment)
-        .map_err(|e| args.fail(format!("parameter 'comment': {e}")))?;
+    // A comment pattern that does not compile is an error, and the text
+    // is read with nothing removed, as cf-agent reads it.
+    let re = match ctx.regexes.get(comment) {
+        Ok(re) => re,
+        Err(e) => {
+            tracing::error!("function '{}': parameter 'comment': {e}", args.name);
+            return Ok(text.to_string());
+        }
+    };
     let mut out = String::with_capacity(text.len());
     let mut pos = 0;
     for (s, e) in re.find_all(text) {
@@ -702,7 +754,13 @@ fn define_array(
     let array = args.str(0, "array")?;
     for row in &rows {
         for f in row {
-            check_field(args, kind, f)?;
+            // A field that is no number stops cf-agent ("Could not
+            // convert token to int"), as a bad argument does.
+            if let Err(FnError::Failed(m)) = check_field(args, kind, f) {
+                let m = format!("{m}; {}", crate::eval::rval::STOPS_CF_AGENT);
+                ctx.fatal.get_or_insert_with(|| m.clone());
+                return Err(FnError::Failed(m));
+            }
         }
     }
     let n = rows.len();
@@ -864,6 +922,9 @@ fn data_readstringarrayidx(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 /// by position.
 fn mergedata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("mergedata", a);
+    if a.is_empty() {
+        return Err(args.fail("needs at least one argument, a container or a list"));
+    }
     let mut parts: Vec<Arc<Json>> = Vec::with_capacity(a.len());
     for i in 0..a.len() {
         let v = args.collect(ctx, i, "data")?;
@@ -1397,6 +1458,10 @@ mod tests {
                 vec!["last".into()],
             ]
         );
+        // A byte limit keeps the whole records within it.
+        assert_eq!(parse_csv_within("a,b\r\nc,d", 5), vec![vec!["a", "b"]]);
+        assert_eq!(parse_csv_within("a,b\r\nc,d", 4), Vec::<Vec<String>>::new());
+        assert_eq!(parse_csv_within("a,b\r\nc,d", 8).len(), 2);
         assert_eq!(
             parse_csv("a,b\nc,d\n"),
             vec![vec!["a".to_string(), "b\nc".into(), "d\n".into()]]

@@ -75,9 +75,29 @@ fn int(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let s = args.str(0, "string")?;
     // cf-agent reads the text as a real, unit suffix included ("65.987k" is
     // 65987), and drops the decimals.
-    match parse_real(s) {
-        Ok(f) => Ok(Value::str((f.trunc() as i64).to_string())),
-        Err(_) => Err(args.fail(format!("'{s}' is not a number"))),
+    // Its scanner also reads `inf`, `nan` and hexadecimal numbers.
+    let scanned = || {
+        let t = s.trim_start().trim_start_matches(['+', '-']);
+        let special = ["inf", "nan", "0x"]
+            .iter()
+            .any(|p| t.get(..p.len()).is_some_and(|h| h.eq_ignore_ascii_case(p)));
+        special.then(|| parse_c_double(s))
+    };
+    match parse_real(s).ok().or_else(scanned) {
+        Some(f) => Ok(Value::str(c_long_of_double(f).to_string())),
+        None => Err(args.fail(format!("'{s}' is not a number"))),
+    }
+}
+
+/// A real converted to an integer as cf-agent's C cast does on x86-64:
+/// the decimals dropped, and what does not fit (infinities, NaN, beyond
+/// 2^63) the smallest integer.
+fn c_long_of_double(f: f64) -> i64 {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if f.is_finite() && f.trunc() < LIMIT && f.trunc() >= -LIMIT {
+        f.trunc() as i64
+    } else {
+        i64::MIN
     }
 }
 

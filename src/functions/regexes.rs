@@ -71,7 +71,16 @@ fn groups(re: &Regex, caps: &[Option<String>]) -> Vec<(String, String)> {
 
 fn regextract(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("regextract", a);
-    let re = args.regex(ctx, 0, "regex")?;
+    // A pattern that does not compile matches nothing, without a word
+    // (cf-agent's StringMatchCaptures gives no captures).
+    let re = match args.regex(ctx, 0, "regex") {
+        Ok(re) => re,
+        Err(FnError::Failed(m)) => {
+            tracing::debug!("{m}");
+            return Ok(class_result(false));
+        }
+        Err(e) => return Err(e),
+    };
     let text = args.str(1, "string")?;
     let array = args.str(2, "array")?;
     let Some(caps) = re.captures(text) else {
@@ -91,7 +100,13 @@ fn regextract(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 
 fn data_regextract(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("data_regextract", a);
-    let re = args.regex(ctx, 0, "regex")?;
+    // A pattern that does not compile fails the call without a word, as
+    // one that does not match does.
+    let re = match args.regex(ctx, 0, "regex") {
+        Ok(re) => re,
+        Err(FnError::Failed(m)) => return Err(FnError::Quiet(m)),
+        Err(e) => return Err(e),
+    };
     let text = args.str(1, "string")?;
     let Some(caps) = re.captures(text) else {
         // cf-agent fails the call without a word (FnCallRegExtract).

@@ -76,8 +76,18 @@ pub fn split_regex(re: &crate::values::regex::Regex, s: &str, max: usize) -> Vec
 fn splitstring(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("splitstring", a);
     let s = args.str(0, "string")?;
-    let re = args.regex(ctx, 1, "regex")?;
     let max = args.int(2, "max")?.max(0) as usize;
+    // A pattern that does not compile is an error, and the string is one
+    // piece, as cf-agent splits it.
+    let re = match args.regex(ctx, 1, "regex") {
+        Ok(re) => re,
+        Err(FnError::Failed(m)) => {
+            tracing::error!("{m}");
+            let whole = (!s.is_empty() && max > 0).then(|| s.to_string());
+            return Ok(Value::List(whole.into_iter().collect()));
+        }
+        Err(e) => return Err(e),
+    };
     // splitstring drops what lies past the last allowed piece.
     // An empty string has no pieces here (string_split gives one).
     if s.is_empty() {
@@ -94,7 +104,8 @@ fn string_split(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let re = args.regex(ctx, 1, "regex")?;
     let max = args.int(2, "max")?;
     if max < 1 {
-        return Err(args.fail("parameter 'max' must be at least 1"));
+        // cf-agent fails it without a word.
+        return Err(args.fail_quietly("parameter 'max' must be at least 1"));
     }
     Ok(Value::List(split_from_rest(&re, s, max as usize)))
 }

@@ -121,7 +121,8 @@ fn strftime(_: &mut EvalContext, a: &[Value]) -> FnResult {
         localtime(t)
     }
     .ok_or_else(|| p.fail(format!("time {t} cannot be represented")))?;
-    let out = format_tm(fmt, &tm).ok_or_else(|| p.fail("the format gives no text"))?;
+    // cf-agent fails a format that gives no text without a word.
+    let out = format_tm(fmt, &tm).ok_or_else(|| p.fail_quietly("the format gives no text"))?;
     Ok(Value::str(out))
 }
 

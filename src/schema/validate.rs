@@ -27,7 +27,10 @@
 //!   full check (`cf-promises -c`, cf-agent before a run): bodies
 //!   referenced from promises must exist.
 
-use super::values::{ClassLiteralError, Misfit, check_class_literal, check_literal, has_var_ref};
+use super::values::{
+    ClassLiteralError, Misfit, check_class_literal, check_literal, has_var_ref,
+    misfit_literal_arguments,
+};
 use super::{
     AttrDef, BUNDLE_CALL_ATTRIBUTES, BundleType, CUSTOM_PROMISE_BLOCK_ATTRIBUTES, FunctionDef,
     PromiseTypeDef, RESERVED_BUNDLE_NAMES, RESERVED_VARIABLE_NAMES, Status, VARIABLE_TYPES,
@@ -85,6 +88,16 @@ fn requires_comments(b: &Body) -> bool {
             && matches!(&ba.attr.value, Rval::String(s)
                 if crate::values::number::parse_bool(&s.value) == Some(true))
     })
+}
+
+/// A call argument written as a plain value: neither a reference nor a
+/// nested call.
+fn is_literal(a: &Rval) -> bool {
+    match a {
+        Rval::String(s) => !has_var_ref(&s.value),
+        Rval::Symbol(_) => true,
+        _ => false,
+    }
 }
 
 /// Where a function call sits, which decides whether cf-promises evaluates
@@ -743,7 +756,7 @@ impl<'a> Validator<'a> {
                         let msg = "function 'ifelse': needs an odd number of arguments (pairs of condition and value, then a default)";
                         self.bad_call(c.span, site, msg, None);
                     }
-                    Some(f) => self.number_args(f, c, site),
+                    Some(f) => self.literal_args(f, c, site),
                     None if checked_top || c.name.name.contains('$') => {}
                     None => {
                         let help = suggest(&c.name.name, super::functions().iter().map(|f| f.name))
@@ -760,12 +773,6 @@ impl<'a> Validator<'a> {
         }
     }
 
-    /// Literal numbers given to a function's int or real parameters must lie
-    /// in the parameter's range: cf-agent checks every evaluated call's
-    /// arguments against the function's template and stops the run
-    /// ("In function 'accumulated', error in variable '1001', 'Integer is
-    /// out of range'"). Only numbers are checked here; a value naming a
-    /// variable is checked when evaluated, if at all.
     /// A call the agent will fail on: an error (with `help`) where
     /// cf-promises evaluates it and fails too, else a warning.
     fn bad_call(
@@ -786,19 +793,26 @@ impl<'a> Validator<'a> {
         }
     }
 
-    fn number_args(&mut self, f: &FunctionDef, c: &FnCall, site: CallSite) {
-        for (a, p) in c.args.iter().zip(f.params) {
-            if !matches!(p.ty, ValueType::Int | ValueType::Real) || p.range.is_empty() {
-                continue;
-            }
-            // Unquoted numbers are symbols to the parser.
-            let (text, span) = match a {
-                Rval::String(s) => (s.value.as_str(), s.span),
-                Rval::Symbol(i) => (i.name.as_str(), i.span),
-                _ => continue,
-            };
-            let Err(m) = check_literal("", text, p.ty, p.range, &mut self.regexes) else {
-                continue;
+    /// Literal arguments must fit their parameter's type and range: cf-agent
+    /// checks every evaluated call's literal arguments against the
+    /// function's template and stops the run ("In function 'accumulated',
+    /// error in variable '1001', 'Integer is out of range'"; "In function
+    /// 'readdata', error in variable 'bogus', 'Selection is out of bounds'";
+    /// "... 'Filename is not an absolute path'"). A value naming a variable
+    /// is not checked there, nor here; class expressions are checked as the
+    /// call reads them.
+    fn literal_args(&mut self, f: &FunctionDef, c: &FnCall, site: CallSite) {
+        // A call with an argument that is not literal may never be
+        // evaluated (a reference that never resolves): the evaluation
+        // checks it when it calls it.
+        if site == CallSite::Evaluated && c.args.iter().any(|a| !is_literal(a)) {
+            return;
+        }
+        for (i, _, m) in misfit_literal_arguments(f, &c.args, &mut self.regexes) {
+            let span = match &c.args[i] {
+                Rval::String(s) => s.span,
+                Rval::Symbol(s) => s.span,
+                _ => c.span,
             };
             let msg = format!("function '{}': {}", f.name, m.message);
             self.bad_call(span, site, msg, m.help);

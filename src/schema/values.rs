@@ -87,6 +87,35 @@ pub fn check_literal(
     }
 }
 
+/// The literal arguments of a call to `f` that do not fit their
+/// parameter's type and range, as cf-agent checks them against the
+/// function's template before it calls it: each with its position, its
+/// text and why. Class expressions are left to the call; a value naming a
+/// variable, and a nested call, are not literal.
+pub fn misfit_literal_arguments(
+    f: &super::FunctionDef,
+    args: &[crate::syntax::ast::Rval],
+    regexes: &mut RegexCache,
+) -> Vec<(usize, String, Misfit)> {
+    use crate::syntax::ast::Rval;
+    let mut out = Vec::new();
+    for (i, (a, p)) in args.iter().zip(f.params).enumerate() {
+        if matches!(p.ty, ValueType::Context | ValueType::Clist) || p.range.is_empty() {
+            continue;
+        }
+        // Unquoted numbers are symbols to the parser.
+        let text = match a {
+            Rval::String(s) => s.value.as_str(),
+            Rval::Symbol(i) => i.name.as_str(),
+            _ => continue,
+        };
+        if let Err(m) = check_literal("", text, p.ty, p.range, regexes) {
+            out.push((i, text.to_string(), m));
+        }
+    }
+    out
+}
+
 fn full_match(pattern: &str, value: &str, regexes: &mut RegexCache) -> bool {
     // A pattern that does not compile matches nothing but itself, as in
     // cf-promises, which also accepts a value equal to the pattern text.

@@ -8,7 +8,7 @@ use crate::common::*;
 use std::process::Command;
 
 /// One vars promise each; `quiet` says whether cf-promises is silent.
-const CASES: [(&str, bool); 29] = [
+const CASES: [(&str, bool); 51] = [
     // A CSV or env file that cannot be opened: no word.
     (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
     (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
@@ -98,6 +98,52 @@ const CASES: [(&str, bool); 29] = [
     // the call goes on to the next pair.
     (r#""a" string => ifelse("any linux", "yes", "no");"#, false),
     (r#""a" string => ifelse("any |", "yes", "no");"#, false),
+    // A literal argument the template refuses is only checked when the
+    // call is made: beside a reference that never resolves, never.
+    (r#""a" data => readdata("$(nope)", "bogus");"#, true),
+    (r#""a" string => readfile("$(nope)", "abc");"#, true),
+    // A real read from text still naming a variable is an error in each
+    // pass that meets it, even when the variable comes later; an integer
+    // waits without a word.
+    (r#""a" real => "$(nope)";"#, false),
+    (r#""a" real => "$(x)"; "x" string => "1.5";"#, false),
+    (r#""a" int => "$(nope)";"#, true),
+    // int() reads as C's scanner does (`inf`, `nan`, hexadecimal), and
+    // what does not fit a long is the smallest one, as the C cast gives.
+    (r#""a" int => int("inf");"#, true),
+    (r#""a" int => int("99999999999999999999");"#, true),
+    (r#""a" int => int("0x10");"#, true),
+    // A pattern that does not compile: regextract is false and
+    // data_regextract fails, without a word; splitstring says so and
+    // gives the string whole; string_split says so and fails.
+    (r#""a" string => regextract("(", "abc", "b");"#, true),
+    (r#""a" data => data_regextract("(", "abc");"#, true),
+    (r#""a" slist => splitstring("a,b,c", "(", 10);"#, false),
+    (r#""a" slist => string_split("a,b", "(", 10);"#, false),
+    // string_split with no piece allowed fails without a word.
+    (r#""a" slist => string_split("a,b", ",", 0);"#, true),
+    // mergedata of nothing is an error.
+    (r#""a" data => mergedata();"#, false),
+    (r#""a" int => int("nan");"#, true),
+    // A strftime format that gives no text fails without a word.
+    (r#""a" string => strftime("gmtime", "", 0);"#, true),
+    // readcsv's byte limit keeps whole records (with their CRLF) within
+    // it, and none when the first goes beyond; a bare newline ends none.
+    // Made, a class function gives a string variable its class.
+    (r#""a" string => isgreaterthan("2", "1");"#, true),
+    (r#""a" data => readcsv("$TMP/crlf.csv", 4);"#, true),
+    (r#""a" data => readcsv("$TMP/crlf.csv", 7);"#, true),
+    (r#""a" data => readcsv("$TMP/lf.csv", 1000);"#, true),
+    // A comment pattern that does not compile is an error, and the file is
+    // read with nothing removed.
+    (
+        r#""a" slist => readstringlist("$TMP/lf.csv", "[", "\n", 10, 100);"#,
+        false,
+    ),
+    (
+        r#""a" int => readstringarray("arr", "$TMP/lf.csv", "[", ",", 10, 100);"#,
+        false,
+    ),
 ];
 
 fn observe(program: &str, policy: &std::path::Path) -> (Vec<String>, bool) {
@@ -122,8 +168,13 @@ fn function_failures_are_as_loud_as_in_cf_promises() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tmp");
+    // Files the cases read, as `$TMP/NAME`.
+    std::fs::write(tmp.path().join("crlf.csv"), "a,b\r\nc,d").expect("write");
+    std::fs::write(tmp.path().join("lf.csv"), "a,b\nc,d\n").expect("write");
+    let dir = tmp.path().to_str().expect("utf-8 path");
     let mut problems = Vec::new();
     for (case, quiet) in CASES {
+        let case = case.replace("$TMP", dir);
         let policy = write_policy(
             tmp.path(),
             &format!("bundle agent main\n{{\n  vars:\n      {case}\n}}\n"),
@@ -169,6 +220,72 @@ fn bad_arguments_in_a_bundle_nobody_calls_refuse_the_policy() {
         "canonify",
         "R: ran",
         "Bad arguments",
+    );
+}
+
+/// A literal argument the function's template refuses (a word that is not
+/// one of an option's, a word where an integer goes, a relative path where
+/// an absolute one goes) stops cf-promises 3.21 when it makes the call
+/// ("Fatal CFEngine error: In function 'hash', error in variable 'bogus',
+/// 'Selection is out of bounds'"), in any bundle, once the call's other
+/// arguments resolve; ours refuses the policy too, in its check and in a
+/// run. The real cf-agent is not run on it, as cf-promises rejects it.
+#[test]
+fn a_literal_argument_the_template_refuses_stops_the_policy() {
+    refused_by_check_run_and_cf_promises(
+        "bundle agent main\n{\n  vars:\n      \"a\" string => hash(\"x\", \"bogus\");\n  reports:\n      \"ran\";\n}\n",
+        "'bogus' is not one of the allowed values",
+        "R: ran",
+        "Selection is out of bounds",
+    );
+    refused_by_check_run_and_cf_promises(
+        "bundle agent main\n{\n  reports:\n      \"ran\";\n}\n\
+         bundle agent other\n{\n  vars:\n      \"x\" string => \"/etc/hostname\";\n      \"a\" string => readfile(\"$(x)\", \"abc\");\n}\n",
+        "the function's template refuses the argument 'abc'",
+        "R: ran",
+        "Cannot parse value as integer",
+    );
+    // A field of an integer array that is no integer stops it too
+    // ("Could not convert token to int").
+    refused_by_check_run_and_cf_promises(
+        "bundle agent main\n{\n  vars:\n      \"a\" int => parseintarray(\"arr\", \"a=1\", \"#\", \"=\", 10, 100);\n  reports:\n      \"ran\";\n}\n",
+        "'a' is not an integer",
+        "R: ran",
+        "Could not convert token to int",
+    );
+    refused_by_check_run_and_cf_promises(
+        "bundle agent main\n{\n  vars:\n      \"a\" string => readfile(\"relative\", 10);\n  reports:\n      \"ran\";\n}\n",
+        "'relative' is not an absolute path",
+        "R: ran",
+        "Filename is not an absolute path",
+    );
+}
+
+/// A class function given to a string variable passes the parser, but
+/// when the call is not made (an argument still waits, even for a
+/// variable defined further down, or the call fails) cf-promises 3.21
+/// stops: "variable declared type 'string' but function 'fileexists'
+/// returns type 'context'". Made, it is the class's value. The real
+/// cf-agent is not run on it, as cf-promises rejects it.
+#[test]
+fn a_class_function_not_called_for_a_string_variable_stops_the_policy() {
+    refused_by_check_run_and_cf_promises(
+        "bundle agent main\n{\n  vars:\n      \"a\" string => fileexists(\"$(nope)\");\n  reports:\n      \"ran\";\n}\n",
+        "function 'fileexists' returns context",
+        "R: ran",
+        "returns type 'context'",
+    );
+    refused_by_check_run_and_cf_promises(
+        "bundle agent main\n{\n  vars:\n      \"a\" string => isgreaterthan(\"$(x)\", \"1\");\n      \"x\" string => \"5\";\n  reports:\n      \"ran\";\n}\n",
+        "function 'isgreaterthan' returns context",
+        "R: ran",
+        "returns type 'context'",
+    );
+    refused_by_check_run_and_cf_promises(
+        "bundle agent main\n{\n  vars:\n      \"a\" string => every(\".*\", \"nope\");\n  reports:\n      \"ran\";\n}\n",
+        "function 'every' returns context",
+        "R: ran",
+        "returns type 'context'",
     );
 }
 
