@@ -327,11 +327,16 @@ impl yaml_rust2::parser::MarkedEventReceiver for YamlBuilder {
     }
 }
 
+/// As parsejson: a document that is a scalar (any text that is not YAML
+/// reads as one) is an error, and the call fails.
 fn parseyaml(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let args = Args::new("parseyaml", a);
-    parse_yaml(args.str(0, "yaml")?)
-        .map(Value::data)
-        .map_err(|e| args.fail(format!("invalid YAML: {e}")))
+    let j =
+        parse_yaml(args.str(0, "yaml")?).map_err(|e| args.fail(format!("invalid YAML: {e}")))?;
+    if !j.is_array() && !j.is_object() {
+        return Err(args.fail("the YAML is not a mapping or a sequence"));
+    }
+    Ok(Value::data(j))
 }
 
 fn readyaml(ctx: &mut EvalContext, a: &[Value]) -> FnResult {

@@ -8,7 +8,7 @@ use crate::common::*;
 use std::process::Command;
 
 /// One vars promise each; `quiet` says whether cf-promises is silent.
-const CASES: [(&str, bool); 51] = [
+const CASES: [(&str, bool); 53] = [
     // A CSV or env file that cannot be opened: no word.
     (r#""a" data => readcsv("/nonexistent/x.csv", 100);"#, true),
     (r#""a" data => readenvfile("/nonexistent/x.env");"#, true),
@@ -127,6 +127,9 @@ const CASES: [(&str, bool); 51] = [
     (r#""a" int => int("nan");"#, true),
     // A strftime format that gives no text fails without a word.
     (r#""a" string => strftime("gmtime", "", 0);"#, true),
+    // YAML text whose document is a scalar is an error, as JSON's is.
+    (r#""a" data => parseyaml("x");"#, false),
+    (r#""a" data => parseyaml("42");"#, false),
     // readcsv's byte limit keeps whole records (with their CRLF) within
     // it, and none when the first goes beyond; a bare newline ends none.
     // Made, a class function gives a string variable its class.
