@@ -439,6 +439,7 @@ fn collect(
     let start = Instant::now();
     let deadline = timeout.map(|t| start + t);
     let fd = reader.as_raw_fd();
+    let exited = super::pipes::pidfd_open(pid);
     let mut output = Vec::new();
     let mut buf = [0u8; 8192];
     let mut eof = false;
@@ -487,7 +488,16 @@ fn collect(
             step = step.min(d);
         }
         if eof {
-            std::thread::sleep(step.saturating_duration_since(now));
+            // Nothing more to read: wait for the exit itself, woken by it
+            // where the kernel gives a pidfd (a poll every 5 ms cost a
+            // short command up to 5 ms, the policy's pre-check too).
+            match &exited {
+                Some(p) => {
+                    let until = read_until.unwrap_or(now + Duration::from_secs(3600));
+                    super::pipes::wait_ready(p.as_raw_fd(), libc::POLLIN, until);
+                }
+                None => std::thread::sleep(step.saturating_duration_since(now)),
+            }
         } else {
             read_some(step, &mut output, &mut eof);
         }

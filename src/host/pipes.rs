@@ -36,6 +36,20 @@ pub(crate) fn write_without_sigpipe(fd: i32, data: &[u8]) -> std::io::Result<usi
     }
 }
 
+/// A descriptor that turns readable when process `pid` (a child of ours,
+/// not yet reaped) exits: Linux's pidfd, close-on-exec. `None` where the
+/// kernel has none (before 5.3); the caller then polls.
+pub(crate) fn pidfd_open(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a plain system call taking two integers.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: the kernel just gave us this descriptor; nothing else owns it.
+    Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
 /// Waits until `fd` is ready for `events` or `deadline` passes; false on
 /// timeout. Errors and hang-ups count as ready: the read or write that
 /// follows reports them.
