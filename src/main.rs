@@ -595,7 +595,12 @@ fn run_policy(config: &Config) -> ExitCode {
     let mut tee = Tee(sinks);
     let mut sink = Observed::new(&mut tee);
     sink.event(&run_start_event(config));
-    let result = run_agent(config, &mut sink, &mut report_loaded);
+    let result = run_agent(
+        config,
+        &mut sink,
+        &mut report_loaded,
+        Some(&check_as_cf_promises),
+    );
     let (report, load_failed) = match result {
         Ok(r) => (Some(r), false),
         Err(e) => {
@@ -931,9 +936,40 @@ fn print_graph(config: &Config) -> ExitCode {
     }
 }
 
+/// The agent's pre-check by its work directory's `cf-promises`, when that
+/// is this program: made here as that program would make it with the
+/// command line `argv` (parsed as cf-promises parses it, its own log
+/// level), without a second process. Its memory is freed before the run
+/// loads the policy again.
+fn check_as_cf_promises(argv: &[String]) -> bool {
+    let mut args = match PromisesArgs::try_parse_from(argv) {
+        Ok(a) => AgentArgs::from(a),
+        Err(e) => {
+            eprintln!("   error: {e}");
+            return false;
+        }
+    };
+    args.cfengine_name = true;
+    let config = match args.resolve(convergent::host::fs::can_chown()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("   error: {e}");
+            return false;
+        }
+    };
+    convergent::report::log::as_separate_program(config.log_level, || {
+        check_policy_then(&config, Prepared::release)
+    }) == ExitCode::SUCCESS
+}
+
 /// cf-promises' check, and `--show-vars`, `--show-classes` and `--explain`,
 /// which answer from a policy that passed it.
 fn check_policy(config: &Config) -> ExitCode {
+    check_policy_then(config, Prepared::release_at_exit)
+}
+
+/// `check_policy`, with what is done with the loaded policy afterwards.
+fn check_policy_then(config: &Config, after: fn(Prepared)) -> ExitCode {
     let settings = EvalSettings {
         no_side_effects: false,
         no_functions: !config.eval_functions,
@@ -946,7 +982,7 @@ fn check_policy(config: &Config) -> ExitCode {
         Err(code) => return code,
     };
     let code = check_prepared(config, &mut prepared);
-    prepared.release_at_exit();
+    after(prepared);
     code
 }
 

@@ -70,6 +70,12 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// Frees the policy and what its evaluation holds, for a process
+    /// that goes on (`release_at_exit` is for one that ends).
+    pub fn release(self) {
+        drop(self);
+    }
+
     /// Lets go of the policy and the variable and class stores without
     /// freeing them, for a process about to exit: freeing every node of
     /// a large policy costs more than the rest of a quick check's ending.
@@ -321,6 +327,13 @@ pub struct RunReport {
     pub changes_chroot: Option<Arc<ChangesChroot>>,
 }
 
+/// The check `cf-promises` makes of a policy, made by this program itself
+/// when the work directory's `cf-promises` is this very program: given
+/// that program's command line (`argv[0]` its path), whether the policy
+/// passed. The caller runs it as that program would run (its own log
+/// level, no system log, its errors not this run's).
+pub type CheckInProcess<'a> = &'a dyn Fn(&[String]) -> bool;
+
 /// A whole agent run: the run lock, the state store, loading and
 /// pre-evaluation, then the bundlesequence. `on_loaded` sees the loaded
 /// policy first (to print its diagnostics); parse errors stop the run
@@ -329,8 +342,9 @@ pub fn run_agent(
     config: &Config,
     sink: &mut dyn Sink,
     on_loaded: &mut dyn FnMut(&Prepared),
+    check_here: Option<CheckInProcess<'_>>,
 ) -> Result<RunReport, PipelineError> {
-    precheck_with_cf_promises(config)?;
+    precheck_with_cf_promises(config, check_here)?;
     let (expire_after, exec) = match config.scheduled {
         true => match scheduled_start(config)? {
             Start::Now { expire_after, exec } => (Some(expire_after), exec),
@@ -552,7 +566,16 @@ fn run_exec_command(command: &str, limit: std::time::Duration) {
 /// a policy of the inputs directory changed since its last validation;
 /// that record (`cf_promises_validated`) is not kept here, so such a
 /// policy is checked in this process only.
-fn precheck_with_cf_promises(config: &Config) -> Result<(), PipelineError> {
+///
+/// When that `cf-promises` is this program itself (the same file), the
+/// check is made here by `check_here`, as that program would make it
+/// (its settings, its output, its side effects: `execresult` still runs
+/// in the check), without starting a second process: a second start of
+/// this program and its host discovery was half of a small run.
+fn precheck_with_cf_promises(
+    config: &Config,
+    check_here: Option<CheckInProcess<'_>>,
+) -> Result<(), PipelineError> {
     let layout = crate::discover::Layout::for_workdir(&config.workdir);
     let entry = config.entry.to_string_lossy();
     if entry.starts_with(&*layout.inputdir.to_string_lossy()) {
@@ -591,6 +614,18 @@ fn precheck_with_cf_promises(config: &Config) -> Result<(), PipelineError> {
         .collect::<Vec<_>>()
         .join(" ");
     tracing::debug!("Checking policy with command '{shown}'");
+    if let Some(check) = check_here
+        && host.is_this_program(&cf_promises)
+    {
+        tracing::trace!(
+            "'{}' is this program: checking in this process",
+            cf_promises.display()
+        );
+        return match check(&argv) {
+            true => Ok(()),
+            false => Err(PipelineError::Validation(shown)),
+        };
+    }
     let spec = crate::host::exec::CommandSpec {
         argv,
         output: crate::host::exec::OutputSelect::Inherit,

@@ -273,6 +273,18 @@ impl super::Host {
         check_executable(program)
     }
 
+    /// Whether the program at `path` (its links followed) is the very
+    /// file this process runs: same device, same inode as
+    /// `/proc/self/exe`. A program rebuilt or installed since is another
+    /// file, and so is any other program of that name.
+    pub fn is_this_program(&self, path: &std::path::Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(path), std::fs::metadata("/proc/self/exe")) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+
     /// The `stat` of a program on this machine (never taken below the
     /// host's root: commands run on the real system).
     pub fn program_metadata(

@@ -169,6 +169,27 @@ pub fn with_raised_level<T>(level: Option<LogLevel>, f: impl FnOnce() -> T) -> T
     out
 }
 
+/// Runs `f` as if it were another program of ours started from this one
+/// (the agent's pre-check by `cf-promises`, done in this process): at
+/// `level`, whatever this run's is; without the system log, which
+/// cf-promises does not write to; its error lines printed but not
+/// counted among this run's. Everything is put back afterwards.
+pub fn as_separate_program<T>(level: LogLevel, f: impl FnOnce() -> T) -> T {
+    use std::sync::atomic::Ordering;
+    let level_before = LEVEL.swap(level as u8, Ordering::Relaxed);
+    let syslog_before = SYSLOG.swap(false, Ordering::Relaxed);
+    let system_level_before = SYSTEM_LOG_LEVEL.swap(u8::MAX, Ordering::Relaxed);
+    let errors_before = ERRORS.lock().map(|e| e.len()).unwrap_or(0);
+    let out = f();
+    if let Ok(mut e) = ERRORS.lock() {
+        e.truncate(errors_before);
+    }
+    SYSTEM_LOG_LEVEL.store(system_level_before, Ordering::Relaxed);
+    SYSLOG.store(syslog_before, Ordering::Relaxed);
+    LEVEL.store(level_before, Ordering::Relaxed);
+    out
+}
+
 /// Installs the global subscriber. Calling it twice is harmless.
 pub fn init(max: LogLevel, style: LineStyle, target: LogTarget) {
     use tracing_subscriber::layer::SubscriberExt;

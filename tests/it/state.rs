@@ -440,6 +440,18 @@ fn a_policy_outside_inputs_is_checked_by_cf_promises_first() {
     let (out, n) = runs(&checked);
     assert_eq!((out.code, n), (Some(0), 2), "{out:?}");
     assert!(out.stdout.contains("R: done"), "{out:?}");
+    // That check is made in the agent's own process (the same file);
+    // another copy of the program is started instead, with the same
+    // outcome and the same output.
+    let copied = tmp.path().join("copied");
+    std::fs::create_dir_all(copied.join("bin")).unwrap();
+    std::fs::copy(agent_bin(), copied.join("bin/cf-promises")).unwrap();
+    let (copy_out, n) = runs(&copied);
+    assert_eq!((copy_out.code, n), (Some(0), 2), "{copy_out:?}");
+    assert_eq!(
+        (&copy_out.stdout, &copy_out.stderr),
+        (&out.stdout, &out.stderr)
+    );
     // A check that fails: nothing runs.
     let refused = tmp.path().join("refused");
     std::fs::create_dir_all(refused.join("bin")).unwrap();
@@ -454,4 +466,29 @@ fn a_policy_outside_inputs_is_checked_by_cf_promises_first() {
         format!("{}{}", out.stdout, out.stderr).contains("Policy failed validation with command"),
         "{out:?}"
     );
+    // A policy the check refuses, checked in the agent's process or by a
+    // copy of the program: its errors said once, the same way, and
+    // nothing run.
+    std::fs::create_dir_all(tmp.path().join("broken")).unwrap();
+    let broken = write_policy(
+        &tmp.path().join("broken"),
+        "bundle agent main\n{\n  reports:\n      \"x\" if => ;\n}\n",
+    );
+    let outs: Vec<_> = [&checked, &copied]
+        .iter()
+        .map(|wd| {
+            let out = run(Command::new(agent_bin())
+                .env("CFENGINE_TEST_OVERRIDE_WORKDIR", wd)
+                .arg("-K")
+                .arg("-f")
+                .arg(&broken));
+            assert_eq!(out.code, Some(1), "{out:?}");
+            assert_eq!(out.stderr.matches("expected a value").count(), 1, "{out:?}");
+            (
+                out.stdout.replace(&wd.display().to_string(), "WD"),
+                out.stderr,
+            )
+        })
+        .collect();
+    assert_eq!(outs[0], outs[1]);
 }
