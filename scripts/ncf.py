@@ -34,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 # The ncf commit these results are for (branches/rudder/8.3).
@@ -101,6 +102,18 @@ def env_for(acc, tree, workdir=None):
     return env
 
 
+# Seconds each agent spent in each stage, for the timing line at the end: ncf is a
+# generic-method library as real policies use one (every test loads the whole tree).
+SPENT = {}
+
+
+def timed_run(key, cmd, cwd, env):
+    start = time.perf_counter()
+    out = run(cmd, cwd, env)
+    SPENT[key] = SPENT.get(key, 0.0) + time.perf_counter() - start
+    return out
+
+
 def run(cmd, cwd, env):
     try:
         p = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
@@ -117,8 +130,9 @@ class Agent:
         self.name, self.agent, self.promises = name, agent, promises
 
     def check(self, acc, tree, test, scratch):
-        rc, out = run([self.promises, "-w", os.path.join(scratch, "check"), "-c", "-f", test],
-                      acc, env_for(acc, tree))
+        rc, out = timed_run((self.name, "check"),
+                            [self.promises, "-w", os.path.join(scratch, "check"), "-c", "-f",
+                             test], acc, env_for(acc, tree))
         return rc == 0, out
 
     def run_test(self, acc, tree, test, scratch):
@@ -132,8 +146,9 @@ class Agent:
         os.symlink(self.promises, os.path.join(workdir, "bin", "cf-promises"))
         with open(os.path.join(workdir, "inputs", "ignore_interfaces.rx"), "w") as f:
             f.write(".*\n")
-        rc, out = run([os.path.join(workdir, "bin", "cf-agent"), "-Kf", test, "-D", "AUTO,DEBUG"],
-                      acc, env_for(acc, tree, workdir))
+        rc, out = timed_run((self.name, "run"),
+                            [os.path.join(workdir, "bin", "cf-agent"), "-Kf", test, "-D",
+                             "AUTO,DEBUG"], acc, env_for(acc, tree, workdir))
         if test.endswith(".x.cf"):
             passed = rc not in (0, None)
         else:
@@ -242,6 +257,13 @@ def main():
     for name, missed in not_loaded.items():
         if name != "cf-agent":
             say("%s -c loads %d of %d test files" % (name, len(tests) - len(missed), len(tests)))
+    for stage, theirs in (("check", "cf-promises"), ("run", "cf-agent")):
+        if ("ours", stage) in SPENT:
+            line = "time of the %s stage: ours %.2f s" % (stage, SPENT[("ours", stage)])
+            if (theirs, stage) in SPENT:
+                line += ", %s %.2f s (%.1fx)" % (theirs, SPENT[(theirs, stage)],
+                                                 SPENT[(theirs, stage)] / SPENT[("ours", stage)])
+            say(line)
     bad = bool(not_loaded["ours"])
     if not args.check_only:
         for name, got in passed.items():
