@@ -370,6 +370,12 @@ pub fn preliminary_convergence(ctx: &mut EvalContext, policy: &PolicySet) {
                             continue;
                         }
                     }
+                    // Without a function call or a body to evaluate, the
+                    // expansion would find only what the run finds again:
+                    // it is left to the run (`-v` still tells every step).
+                    if !crate::report::log::verbose() && !calls_anything(promise) {
+                        continue;
+                    }
                     let line = file.source.line_of(promise.promiser.span.start);
                     // A promiser that does not resolve does not keep its
                     // attributes from being evaluated.
@@ -389,6 +395,20 @@ pub fn preliminary_convergence(ctx: &mut EvalContext, policy: &PolicySet) {
     }
     // A fatal error met here is met again, and placed, by the run.
     ctx.fatal = None;
+}
+
+/// Whether expanding a promise may call a function: one of its
+/// attributes holds a call, or names a body (whose attributes may).
+fn calls_anything(promise: &crate::syntax::ast::Promise) -> bool {
+    fn calls(r: &crate::syntax::ast::Rval) -> bool {
+        use crate::syntax::ast::Rval;
+        match r {
+            Rval::Call(_) | Rval::Symbol(_) => true,
+            Rval::List { items, .. } => items.iter().any(calls),
+            Rval::String(_) | Rval::NakedVar { .. } => false,
+        }
+    }
+    promise.attributes.iter().any(|a| calls(&a.value))
 }
 
 /// The `meta` promises of every bundle, as the variables of its
