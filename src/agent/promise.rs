@@ -72,7 +72,9 @@ impl AgentRun<'_> {
         match ptype {
             "vars" => {
                 self.ctx.announce_vars = true;
-                let (r, msgs) = self.ctx.eval_vars_promise(file, promise, Some(self.policy));
+                let (r, msgs) = self
+                    .settled_vars
+                    .eval_vars(self.ctx, self.policy, file, promise);
                 self.ctx.announce_vars = false;
                 if self.ctx.fatal.is_some() {
                     return self.take_evaluation_fatal(file, ptype, promise);
