@@ -192,6 +192,13 @@ pub struct AgentRun<'a> {
     /// that changed since: each pass resolves a bundle's variables twice,
     /// three passes, and such a promise would give the same again.
     settled_vars: crate::eval::preeval::Settled,
+    /// The acting promises whose every iteration is done for the run, by
+    /// the promise's address: what their last expansion read from the
+    /// variables and the classes. While none of it changes, expanding
+    /// them again would only find each iteration done.
+    settled_acting: HashMap<usize, (crate::eval::reads::Reads, crate::eval::reads::Reads)>,
+    /// Set by `gate` when it passes over an iteration already done.
+    gate_found_done: bool,
     /// The promise just met ended without an outcome as cf-agent's
     /// "skipped" (its actuator's [`crate::promises::Actuator::skipped`]):
     /// it is done for the run all the same.
@@ -335,6 +342,8 @@ impl<'a> AgentRun<'a> {
             modules: setup.modules,
             again_next_pass: false,
             settled_vars: crate::eval::preeval::Settled::for_the_run(),
+            settled_acting: HashMap::new(),
+            gate_found_done: false,
             skipped_here: false,
             last_changes: Vec::new(),
             packages: Default::default(),

@@ -350,7 +350,7 @@ impl Settled {
 /// Whether every function a promise calls (its value, its conditions)
 /// gives the same for the same arguments and stores, and says nothing
 /// else: no file, command, clock, randomness or network.
-fn calls_only_pure_functions(promise: &Promise) -> bool {
+pub fn calls_only_pure_functions(promise: &Promise) -> bool {
     fn pure(r: &crate::syntax::ast::Rval) -> bool {
         use crate::syntax::ast::Rval;
         match r {
