@@ -188,10 +188,11 @@ pub struct AgentRun<'a> {
     modules: PromiseModules,
     /// The promise just acted ended before its once-per-run lock.
     again_next_pass: bool,
-    /// The vars promises whose last evaluation in the passes read nothing
-    /// that changed since: each pass resolves a bundle's variables twice,
-    /// three passes, and such a promise would give the same again.
-    settled_vars: crate::eval::preeval::Settled,
+    /// The vars and classes promises whose last evaluation in the passes
+    /// read nothing that changed since: each pass resolves a bundle's
+    /// variables twice, three passes, and such a promise would give the
+    /// same again.
+    settled: crate::eval::preeval::Settled,
     /// The acting promises whose every iteration is done for the run, by
     /// the promise's address: what their last expansion read from the
     /// variables and the classes. While none of it changes, expanding
@@ -341,7 +342,7 @@ impl<'a> AgentRun<'a> {
             abort_bundle: false,
             modules: setup.modules,
             again_next_pass: false,
-            settled_vars: crate::eval::preeval::Settled::for_the_run(),
+            settled: crate::eval::preeval::Settled::for_the_run(),
             settled_acting: HashMap::new(),
             gate_found_done: false,
             skipped_here: false,
@@ -382,7 +383,7 @@ impl<'a> AgentRun<'a> {
     /// promise modules the run started are told to terminate at its end,
     /// however it ends.
     pub fn run(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
-        // Changes are stamped for the whole run, for `settled_vars`.
+        // Changes are stamped for the whole run, for `settled`.
         self.ctx.vars.reads.set_tracking(true);
         self.ctx.classes.reads.set_tracking(true);
         let r = self.run_sequence(seq);
@@ -973,9 +974,10 @@ impl<'a> AgentRun<'a> {
             for (_, promises) in order.iter().filter(|s| s.0 == *round) {
                 for promise in *promises {
                     let (r, _) = if *round == "vars" {
-                        self.settled_vars.eval_vars(self.ctx, policy, file, promise)
+                        self.settled.eval_vars(self.ctx, policy, file, promise)
                     } else {
-                        self.ctx.eval_classes_promise(file, promise, true)
+                        self.settled
+                            .eval_classes(self.ctx, policy, file, promise, true)
                     };
                     changed |= r.changed;
                 }

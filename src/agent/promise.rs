@@ -72,9 +72,7 @@ impl AgentRun<'_> {
         match ptype {
             "vars" => {
                 self.ctx.announce_vars = true;
-                let (r, msgs) = self
-                    .settled_vars
-                    .eval_vars(self.ctx, self.policy, file, promise);
+                let (r, msgs) = self.settled.eval_vars(self.ctx, self.policy, file, promise);
                 self.ctx.announce_vars = false;
                 if self.ctx.fatal.is_some() {
                     return self.take_evaluation_fatal(file, ptype, promise);
@@ -102,7 +100,9 @@ impl AgentRun<'_> {
                 }
             }
             "classes" => {
-                let (r, msgs) = self.ctx.eval_classes_promise(file, promise, common);
+                let (r, msgs) =
+                    self.settled
+                        .eval_classes(self.ctx, self.policy, file, promise, common);
                 if self.ctx.fatal.is_some() {
                     return self.take_evaluation_fatal(file, ptype, promise);
                 }

@@ -305,6 +305,33 @@ impl Settled {
         file: &LoadedFile,
         promise: &Promise,
     ) -> (PromiseResult, Vec<EvalMessage>) {
+        self.settle(ctx, policy, promise, |ctx| {
+            ctx.eval_vars_promise(file, promise, Some(policy))
+        })
+    }
+
+    /// The same for a classes promise: one that defined nothing and read
+    /// nothing changed since would define nothing again.
+    pub fn eval_classes(
+        &mut self,
+        ctx: &mut EvalContext,
+        policy: &PolicySet,
+        file: &LoadedFile,
+        promise: &Promise,
+        common: bool,
+    ) -> (PromiseResult, Vec<EvalMessage>) {
+        self.settle(ctx, policy, promise, |ctx| {
+            ctx.eval_classes_promise(file, promise, common)
+        })
+    }
+
+    fn settle(
+        &mut self,
+        ctx: &mut EvalContext,
+        policy: &PolicySet,
+        promise: &Promise,
+        eval: impl FnOnce(&mut EvalContext) -> (PromiseResult, Vec<EvalMessage>),
+    ) -> (PromiseResult, Vec<EvalMessage>) {
         let id = promise as *const Promise as usize;
         if let Some((vars, classes)) = self.reads.get(&id)
             && ctx.vars.reads.unchanged_since(vars)
@@ -326,7 +353,7 @@ impl Settled {
             ctx.vars.reads.start();
             ctx.classes.reads.start();
         }
-        let (result, msgs) = ctx.eval_vars_promise(file, promise, Some(policy));
+        let (result, msgs) = eval(ctx);
         if logged {
             let read = (ctx.vars.reads.finish(), ctx.classes.reads.finish());
             match read {
