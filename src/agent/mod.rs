@@ -188,6 +188,18 @@ pub struct AgentRun<'a> {
     modules: PromiseModules,
     /// The promise just acted ended before its once-per-run lock.
     again_next_pass: bool,
+    /// The vars and classes promises whose last evaluation in the passes
+    /// read nothing that changed since: each pass resolves a bundle's
+    /// variables twice, three passes, and such a promise would give the
+    /// same again.
+    settled: crate::eval::preeval::Settled,
+    /// The acting promises whose every iteration is done for the run, by
+    /// the promise's address: what their last expansion read from the
+    /// variables and the classes. While none of it changes, expanding
+    /// them again would only find each iteration done.
+    settled_acting: HashMap<usize, (crate::eval::reads::Reads, crate::eval::reads::Reads)>,
+    /// Set by `gate` when it passes over an iteration already done.
+    gate_found_done: bool,
     /// The promise just met ended without an outcome as cf-agent's
     /// "skipped" (its actuator's [`crate::promises::Actuator::skipped`]):
     /// it is done for the run all the same.
@@ -330,6 +342,9 @@ impl<'a> AgentRun<'a> {
             abort_bundle: false,
             modules: setup.modules,
             again_next_pass: false,
+            settled: crate::eval::preeval::Settled::for_the_run(),
+            settled_acting: HashMap::new(),
+            gate_found_done: false,
             skipped_here: false,
             last_changes: Vec::new(),
             packages: Default::default(),
@@ -368,7 +383,12 @@ impl<'a> AgentRun<'a> {
     /// promise modules the run started are told to terminate at its end,
     /// however it ends.
     pub fn run(&mut self, seq: &[BundleCall]) -> Result<(), RunError> {
+        // Changes are stamped for the whole run, for `settled`.
+        self.ctx.vars.reads.set_tracking(true);
+        self.ctx.classes.reads.set_tracking(true);
         let r = self.run_sequence(seq);
+        self.ctx.vars.reads.set_tracking(false);
+        self.ctx.classes.reads.set_tracking(false);
         self.modules.terminate_all();
         // As cf-agent waits for the children it forked for promises with
         // `background` before its end-of-run reports.
@@ -954,9 +974,10 @@ impl<'a> AgentRun<'a> {
             for (_, promises) in order.iter().filter(|s| s.0 == *round) {
                 for promise in *promises {
                     let (r, _) = if *round == "vars" {
-                        self.ctx.eval_vars_promise(file, promise, Some(policy))
+                        self.settled.eval_vars(self.ctx, policy, file, promise)
                     } else {
-                        self.ctx.eval_classes_promise(file, promise, true)
+                        self.settled
+                            .eval_classes(self.ctx, policy, file, promise, true)
                     };
                     changed |= r.changed;
                 }

@@ -72,7 +72,7 @@ impl AgentRun<'_> {
         match ptype {
             "vars" => {
                 self.ctx.announce_vars = true;
-                let (r, msgs) = self.ctx.eval_vars_promise(file, promise, Some(self.policy));
+                let (r, msgs) = self.settled.eval_vars(self.ctx, self.policy, file, promise);
                 self.ctx.announce_vars = false;
                 if self.ctx.fatal.is_some() {
                     return self.take_evaluation_fatal(file, ptype, promise);
@@ -100,7 +100,9 @@ impl AgentRun<'_> {
                 }
             }
             "classes" => {
-                let (r, msgs) = self.ctx.eval_classes_promise(file, promise, common);
+                let (r, msgs) =
+                    self.settled
+                        .eval_classes(self.ctx, self.policy, file, promise, common);
                 if self.ctx.fatal.is_some() {
                     return self.take_evaluation_fatal(file, ptype, promise);
                 }
@@ -165,6 +167,19 @@ impl AgentRun<'_> {
         if crate::report::log::verbose() {
             self.ctx.held_skips = Some(Vec::new());
         }
+        let id = promise as *const Promise as usize;
+        let memo = settles(ptype, promise);
+        if memo
+            && let Some((vars, classes)) = self.settled_acting.get(&id)
+            && self.ctx.vars.reads.unchanged_since(vars)
+            && self.ctx.classes.reads.unchanged_since(classes)
+        {
+            return;
+        }
+        if memo {
+            self.ctx.vars.reads.start();
+            self.ctx.classes.reads.start();
+        }
         let mut expansion = expand_iterations(
             self.ctx,
             self.policy,
@@ -176,6 +191,25 @@ impl AgentRun<'_> {
             unresolved,
         );
         self.ctx.held_skips = None;
+        let reads = if memo {
+            match (
+                self.ctx.vars.reads.finish(),
+                self.ctx.classes.reads.finish(),
+            ) {
+                (Some(v), Some(c))
+                    if !expansion.deferred
+                        && expansion.failures.is_empty()
+                        && expansion.fatal.is_none() =>
+                {
+                    Some((v, c))
+                }
+                _ => None,
+            }
+        } else {
+            None
+        };
+        self.settled_acting.remove(&id);
+        let mut all_done = true;
         let mut held = std::mem::take(&mut expansion.held).into_iter().peekable();
         let mut tell_held = |before: usize| {
             while let Some((_, l)) = held.next_if(|(at, _)| *at <= before) {
@@ -211,9 +245,12 @@ impl AgentRun<'_> {
             if self.fatal.is_some() {
                 return;
             }
+            self.gate_found_done = false;
             let Some(keys) = self.gate(&site, &ep, state) else {
+                all_done &= self.gate_found_done;
                 continue;
             };
+            let done = keys.done;
             // A report that returns a value to its method is not shown.
             let returns_value =
                 ptype == "reports" && ep.attrs.contains_key("bundle_return_value_index");
@@ -250,8 +287,15 @@ impl AgentRun<'_> {
                 self.note_acting(&ep, &keys.lock, false);
             }
             self.record(&site, &ep, keys, acted, state);
+            all_done &= self.done.contains(&done);
         }
         tell_held(usize::MAX);
+        if let Some(reads) = reads
+            && all_done
+            && self.fatal.is_none()
+        {
+            self.settled_acting.insert(id, reads);
+        }
     }
 
     /// Under -v, cf-agent's banner of a promise about to be looked at.
@@ -352,6 +396,7 @@ impl AgentRun<'_> {
         }
         let early_banner = verbose::shown_before_lock(ptype);
         if self.done.contains(&done) {
+            self.gate_found_done = true;
             if early_banner && self.unmet_dependencies(ep).is_none() {
                 self.promise_banner(site.promise, ep);
             }
@@ -1031,4 +1076,17 @@ fn refused_attribute(ep: &ExpandedPromise) -> Option<String> {
         }
     }
     None
+}
+
+/// Whether an acting promise whose every iteration is done may be passed
+/// over while what its expansion read stays the same: not under -v or -d
+/// (which tell each pass), not a type that checks or speaks in every pass
+/// or that a module carries out, not a report returning a value (set again
+/// each pass), and with no function that reads more than its arguments and
+/// the stores.
+fn settles(ptype: &str, promise: &Promise) -> bool {
+    !crate::report::log::verbose()
+        && actuator(ptype).is_some_and(|a| !a.speaks_each_pass())
+        && promise.attribute("bundle_return_value_index").is_none()
+        && crate::eval::preeval::calls_only_pure_functions(promise)
 }

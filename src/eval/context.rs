@@ -315,11 +315,29 @@ impl EvalContext {
     // ---- frames --------------------------------------------------------
 
     pub fn push_frame(&mut self, frame: Frame) {
+        self.note_local_classes_moved();
         self.frames.push(frame);
+        self.note_local_classes_moved();
     }
 
     pub fn pop_frame(&mut self) -> Option<Frame> {
-        self.frames.pop()
+        self.note_local_classes_moved();
+        let popped = self.frames.pop();
+        self.note_local_classes_moved();
+        popped
+    }
+
+    /// The local classes in sight change with the frame on top: those of
+    /// the frames on either side of a push or pop count as changed, for
+    /// an evaluation that read them (by name, whatever the frame) to be
+    /// done again.
+    fn note_local_classes_moved(&mut self) {
+        let Some(f) = self.frames.last() else {
+            return;
+        };
+        for name in f.local_classes.keys() {
+            self.classes.reads.note_change(|| local_class_entry(name));
+        }
     }
 
     pub fn frame(&self) -> Option<&Frame> {

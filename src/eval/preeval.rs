@@ -5,7 +5,7 @@
 //! over all files, so that definitions in later files reach earlier ones.
 
 use super::context::{EvalContext, Frame};
-use super::promises::EvalMessage;
+use super::promises::{EvalMessage, PromiseResult};
 use super::reads::Reads;
 use super::vars::Variable;
 use crate::load::{LoadError, LoadedFile, PolicySet, load_file};
@@ -259,7 +259,7 @@ fn preevaluate_file(
             {
                 for promise in &section.promises {
                     let msgs = if kind == "vars" {
-                        settled.eval_vars(ctx, policy, file, promise)
+                        settled.eval_vars(ctx, policy, file, promise).1
                     } else {
                         ctx.eval_classes_promise(file, promise, true).1
                     };
@@ -276,26 +276,69 @@ fn preevaluate_file(
 /// them again in a later sweep would give the same, so they are left as
 /// they are (the sweeps over every file are most of a check's work).
 #[derive(Default)]
-struct Settled {
+pub struct Settled {
     /// By the promise's address in the loaded policy, which stays put:
     /// what its last evaluation read from the variables and the classes.
     reads: FastMap<usize, (Reads, Reads)>,
+    /// Only promises whose functions compute from their arguments and the
+    /// stores alone are kept: the agent's passes act between two
+    /// evaluations (a file read, a command run, the clock may differ).
+    pure_only: bool,
 }
 
 impl Settled {
-    fn eval_vars(
+    /// For the agent's passes: the caller keeps both stores' change
+    /// tracking on while it runs.
+    pub fn for_the_run() -> Settled {
+        Settled {
+            reads: FastMap::default(),
+            pure_only: true,
+        }
+    }
+
+    /// Evaluates a vars promise unless its last evaluation read only what
+    /// has not changed since (then nothing changes and nothing is said).
+    pub fn eval_vars(
         &mut self,
         ctx: &mut EvalContext,
         policy: &PolicySet,
         file: &LoadedFile,
         promise: &Promise,
-    ) -> Vec<EvalMessage> {
+    ) -> (PromiseResult, Vec<EvalMessage>) {
+        self.settle(ctx, policy, promise, |ctx| {
+            ctx.eval_vars_promise(file, promise, Some(policy))
+        })
+    }
+
+    /// The same for a classes promise: one that defined nothing and read
+    /// nothing changed since would define nothing again.
+    pub fn eval_classes(
+        &mut self,
+        ctx: &mut EvalContext,
+        policy: &PolicySet,
+        file: &LoadedFile,
+        promise: &Promise,
+        common: bool,
+    ) -> (PromiseResult, Vec<EvalMessage>) {
+        self.settle(ctx, policy, promise, |ctx| {
+            ctx.eval_classes_promise(file, promise, common)
+        })
+    }
+
+    fn settle(
+        &mut self,
+        ctx: &mut EvalContext,
+        policy: &PolicySet,
+        promise: &Promise,
+        eval: impl FnOnce(&mut EvalContext) -> (PromiseResult, Vec<EvalMessage>),
+    ) -> (PromiseResult, Vec<EvalMessage>) {
         let id = promise as *const Promise as usize;
         if let Some((vars, classes)) = self.reads.get(&id)
             && ctx.vars.reads.unchanged_since(vars)
             && ctx.classes.reads.unchanged_since(classes)
+            && !crate::report::log::verbose()
         {
-            return Vec::new();
+            return (PromiseResult::default(), Vec::new());
         }
         // Bodies come from the policy, which grows as files load, and -v
         // tells each evaluation: such promises are evaluated every time.
@@ -303,12 +346,14 @@ impl Settled {
             .iter()
             .any(|a| promise.attribute(a).is_some())
             || policy.has_bodies_in("bodydefault");
-        let logged = !bodies && !crate::report::log::verbose();
+        let logged = !bodies
+            && !crate::report::log::verbose()
+            && (!self.pure_only || calls_only_pure_functions(promise));
         if logged {
             ctx.vars.reads.start();
             ctx.classes.reads.start();
         }
-        let (result, msgs) = ctx.eval_vars_promise(file, promise, Some(policy));
+        let (result, msgs) = eval(ctx);
         if logged {
             let read = (ctx.vars.reads.finish(), ctx.classes.reads.finish());
             match read {
@@ -325,9 +370,107 @@ impl Settled {
                 }
             }
         }
-        msgs
+        (result, msgs)
     }
 }
+
+/// Whether every function a promise calls (its value, its conditions)
+/// gives the same for the same arguments and stores, and says nothing
+/// else: no file, command, clock, randomness or network.
+pub fn calls_only_pure_functions(promise: &Promise) -> bool {
+    fn pure(r: &crate::syntax::ast::Rval) -> bool {
+        use crate::syntax::ast::Rval;
+        match r {
+            Rval::Call(c) => {
+                PURE_FUNCTIONS.contains(&c.name.name.as_str()) && c.args.iter().all(pure)
+            }
+            Rval::List { items, .. } => items.iter().all(pure),
+            Rval::String(_) | Rval::NakedVar { .. } | Rval::Symbol(_) => true,
+        }
+    }
+    promise.attributes.iter().all(|a| pure(&a.value))
+}
+
+/// Functions whose result depends on their arguments and the variables and
+/// classes they read (which the stores' read logs follow) alone (`mapdata`
+/// is not: its `json_pipe` runs a command).
+const PURE_FUNCTIONS: &[&str] = &[
+    "and",
+    "basename",
+    "canonify",
+    "concat",
+    "data_expand",
+    "data_regextract",
+    "difference",
+    "escape",
+    "eval",
+    "every",
+    "expandrange",
+    "filter",
+    "format",
+    "getindices",
+    "getvalues",
+    "grep",
+    "hash",
+    "hash_to_int",
+    "ifelse",
+    "int",
+    "intersection",
+    "irange",
+    "isgreaterthan",
+    "islessthan",
+    "isvariable",
+    "join",
+    "lastnode",
+    "length",
+    "maparray",
+    "maplist",
+    "max",
+    "mean",
+    "mergedata",
+    "min",
+    "none",
+    "not",
+    "nth",
+    "or",
+    "parseintarray",
+    "parsejson",
+    "parserealarray",
+    "parsestringarray",
+    "parsestringarrayidx",
+    "parseyaml",
+    "product",
+    "regarray",
+    "regcmp",
+    "regex_replace",
+    "regextract",
+    "reglist",
+    "reverse",
+    "rrange",
+    "some",
+    "sort",
+    "splitstring",
+    "storejson",
+    "strcmp",
+    "string",
+    "string_downcase",
+    "string_head",
+    "string_length",
+    "string_mustache",
+    "string_replace",
+    "string_reverse",
+    "string_split",
+    "string_tail",
+    "string_trim",
+    "string_upcase",
+    "sublist",
+    "sum",
+    "type",
+    "unique",
+    "validdata",
+    "validjson",
+    "variance",
+];
 
 /// cf-agent's "preliminary convergence", done by the agent alone (not by
 /// cf-promises) before the bundlesequence runs: every promise of every
@@ -370,6 +513,12 @@ pub fn preliminary_convergence(ctx: &mut EvalContext, policy: &PolicySet) {
                             continue;
                         }
                     }
+                    // Without a function call or a body to evaluate, the
+                    // expansion would find only what the run finds again:
+                    // it is left to the run (`-v` still tells every step).
+                    if !crate::report::log::verbose() && !calls_anything(promise) {
+                        continue;
+                    }
                     let line = file.source.line_of(promise.promiser.span.start);
                     // A promiser that does not resolve does not keep its
                     // attributes from being evaluated.
@@ -389,6 +538,20 @@ pub fn preliminary_convergence(ctx: &mut EvalContext, policy: &PolicySet) {
     }
     // A fatal error met here is met again, and placed, by the run.
     ctx.fatal = None;
+}
+
+/// Whether expanding a promise may call a function: one of its
+/// attributes holds a call, or names a body (whose attributes may).
+fn calls_anything(promise: &crate::syntax::ast::Promise) -> bool {
+    fn calls(r: &crate::syntax::ast::Rval) -> bool {
+        use crate::syntax::ast::Rval;
+        match r {
+            Rval::Call(_) | Rval::Symbol(_) => true,
+            Rval::List { items, .. } => items.iter().any(calls),
+            Rval::String(_) | Rval::NakedVar { .. } => false,
+        }
+    }
+    promise.attributes.iter().any(|a| calls(&a.value))
 }
 
 /// The `meta` promises of every bundle, as the variables of its
