@@ -74,7 +74,8 @@ impl Meta {
 #[derive(Debug)]
 pub struct Stamp {
     seen: Seen,
-    _lock: std::os::fd::OwnedFd,
+    /// The file read, open: its `flock` is held while it is.
+    lock: std::os::fd::OwnedFd,
 }
 
 /// A file's identity, size and times, to tell whether it changed.
@@ -423,7 +424,7 @@ impl Host {
             let data = read_sized(&mut f, st.st_size)?;
             let stamp = Stamp {
                 seen,
-                _lock: f.into(),
+                lock: f.into(),
             };
             return Ok((data, Some(stamp)));
         }
@@ -835,8 +836,16 @@ impl Host {
                     let (u, g) = uid_gid(Some(st.st_uid), Some(st.st_gid));
                     rustix::fs::fchown(&f, u, g).map_err(safe::errno)?;
                 }
-                if let Ok(from) = l.open(OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY) {
-                    copy_xattrs(&from, &f);
+                // An edit holds the file it read open (its lock): that
+                // one, which the check below says is still there.
+                match read {
+                    Some(stamp) => copy_xattrs(&stamp.lock, &f),
+                    None => {
+                        if let Ok(from) = l.open(OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY)
+                        {
+                            copy_xattrs(&from, &f);
+                        }
+                    }
                 }
             }
             rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(safe::errno)?;

@@ -77,6 +77,10 @@ pub struct Verdict {
     /// [`content_at_creation`]); the content step reports it without
     /// writing again.
     content_made: bool,
+    /// The promiser's `lstat` as the promise's start saw it (or made it),
+    /// when nothing since may have changed it: its steps need not look
+    /// again.
+    seen: Option<(PathBuf, Meta)>,
 }
 
 impl Verdict {
@@ -265,11 +269,23 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
     // cf-agent makes a missing promiser (`create`, or `touch`) before
     // anything else the promise does: a copy or a link then finds it
     // in the way (10_files/02_maintain/001.cf, 101.cf).
-    if creates_first(p) && act.host.lstat(&target).ok().flatten().is_none() {
-        let is_dir = is_dir_promise || p.body("depth_search").is_some();
-        let content = content_at_creation(act, p, is_dir, &v);
-        if create_with(act, p, &target, is_dir, content, &mut v).is_none() {
-            return finish(act, p, v);
+    if creates_first(p) {
+        let mut seen = act.host.lstat(&target).ok().flatten();
+        if seen.is_none() {
+            let is_dir = is_dir_promise || p.body("depth_search").is_some();
+            let content = content_at_creation(act, p, is_dir, &v);
+            seen = create_with(act, p, &target, is_dir, content, &mut v);
+            if seen.is_none() {
+                return finish(act, p, v);
+            }
+        }
+        // What stands there now, for the promise's steps when nothing
+        // comes between that may change it (a copy, a link, a search).
+        let nothing_between = ["copy_from", "link_from", "depth_search"]
+            .iter()
+            .all(|a| !p.attrs.contains_key(*a));
+        if nothing_between {
+            v.seen = seen.map(|m| (target.clone(), m));
         }
     }
     if let Some(ds) = p.body("depth_search") {
@@ -532,7 +548,12 @@ fn leaf(
         }
         return;
     }
-    let meta = match act.host.lstat(target) {
+    let handed = v.seen.take().filter(|(path, _)| path == target);
+    let looked = match handed {
+        Some((_, m)) => Ok(Some(m)),
+        None => act.host.lstat(target),
+    };
+    let meta = match looked {
         Ok(m) => m,
         Err(e) => {
             tracing::error!("Cannot stat '{shown}': {e}");
