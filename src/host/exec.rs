@@ -128,6 +128,8 @@ pub fn run_env(key: &str) -> Option<String> {
 /// whole group; the umask; the chroot). Standard streams are the caller's
 /// business.
 pub(crate) fn command_for(spec: &CommandSpec) -> std::io::Result<Command> {
+    // What the command does to the file system is not ours to know.
+    super::safe::forget_checks();
     let mut cmd = if spec.shell {
         let mut c = Command::new("/bin/sh");
         c.arg("-c").arg(spec.argv.join(" "));
@@ -318,6 +320,7 @@ impl super::Host {
     /// output. In a rooted host the command still runs on the real system:
     /// commands are the policy's own business.
     pub fn run(&self, spec: &CommandSpec) -> std::io::Result<CommandResult> {
+        let _moves = super::safe::MayMove;
         run_in(spec, self.command_dir(spec))
     }
 
@@ -354,6 +357,15 @@ impl super::Host {
 /// The commands started in the background, not yet waited for.
 static BACKGROUND: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>> =
     std::sync::Mutex::new(Vec::new());
+
+/// Whether commands started in the background may still be running (they
+/// may move directories at any moment).
+pub fn background_started() -> bool {
+    !BACKGROUND
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .is_empty()
+}
 
 /// Waits until every command started in the background has ended and its
 /// result was handled (see [`super::Host::run_in_background`]).

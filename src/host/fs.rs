@@ -74,7 +74,8 @@ impl Meta {
 #[derive(Debug)]
 pub struct Stamp {
     seen: Seen,
-    _lock: std::os::fd::OwnedFd,
+    /// The file read, open: its `flock` is held while it is.
+    lock: std::os::fd::OwnedFd,
 }
 
 /// A file's identity, size and times, to tell whether it changed.
@@ -161,11 +162,15 @@ const MAX_PENDING_DIRS: usize = 256;
 
 impl PendingDirs {
     fn add(&self, l: &safe::Located) -> io::Result<()> {
-        let fd = l.dir_for_sync()?;
-        let st = rustix::fs::fstat(&fd).map_err(safe::errno)?;
+        // The walk's descriptor tells which directory; one that can be
+        // synced is opened once per directory.
+        let st = rustix::fs::fstat(&*l.dir).map_err(safe::errno)?;
+        let key = safe::identity(&st);
         let full = {
             let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-            m.entry((st.st_dev, st.st_ino)).or_insert(fd);
+            if let std::collections::hash_map::Entry::Vacant(e) = m.entry(key) {
+                e.insert(l.dir_for_sync()?);
+            }
             m.len() >= MAX_PENDING_DIRS
         };
         if full { self.sync() } else { Ok(()) }
@@ -232,6 +237,17 @@ impl Host {
     /// Walks to `p` safely (see [`safe`]), or takes its directory from the
     /// walks of this run when it is still the same (see [`safe::DirCache`]).
     pub(super) fn locate(&self, p: &Path, last: Final) -> io::Result<Located> {
+        self.locate_seen(p, last).map(|(l, _)| l)
+    }
+
+    /// [`Host::locate`], with the entry's `lstat` when the way there
+    /// already made it (`None`: not made; `Some(None)`: nothing there), so
+    /// that a caller does not make it again.
+    fn locate_seen(
+        &self,
+        p: &Path,
+        last: Final,
+    ) -> io::Result<(Located, Option<Option<rustix::fs::Stat>>)> {
         if let Some(c) = &self.chroot {
             c.mirror(p);
         }
@@ -240,19 +256,20 @@ impl Host {
             _ => None,
         };
         if let Some((real_dir, name)) = &parent
-            && let Some(dir) = self.dirs.lock().ok().and_then(|c| c.lookup(real_dir))
+            && let Some(dir) = self.dirs.lock().ok().and_then(|mut c| c.lookup(real_dir))
         {
             let found = Located {
                 dir,
                 name: name.to_os_string(),
             };
+            if last == Final::Keep {
+                return Ok((found, None));
+            }
             // A link to follow at the end takes the whole walk.
-            let ends_in_link = last == Final::Follow
-                && found
-                    .lstat()?
-                    .is_some_and(|st| Meta::from_stat(&st).kind == FileKind::Symlink);
+            let st = found.lstat()?;
+            let ends_in_link = st.is_some_and(|st| Meta::from_stat(&st).kind == FileKind::Symlink);
             if !ends_in_link {
-                return Ok(found);
+                return Ok((found, Some(st)));
             }
         }
         let (found, in_parent) = safe::locate(self.root(), p, last)?;
@@ -262,13 +279,30 @@ impl Host {
         {
             c.remember(real_dir, &found.dir);
         }
-        Ok(found)
+        Ok((found, None))
+    }
+
+    /// Opens a settled stretch (one files promise): a directory the walks
+    /// reached is checked once, not at each look at a file in it, until
+    /// something may have moved it (see [`safe::DirCache`]). It ends when
+    /// the guard is dropped.
+    pub fn settle(&self) -> Settled {
+        // Commands running beside us may move a directory at any moment.
+        let settles = !super::exec::background_started();
+        if settles && let Ok(mut c) = self.dirs.lock() {
+            c.settle();
+        }
+        Settled {
+            dirs: std::sync::Arc::clone(&self.dirs),
+            settles,
+        }
     }
 
     /// `lstat`: the link itself for symlinks. `None` when nothing is there.
     pub fn lstat(&self, p: &Path) -> io::Result<Option<Meta>> {
-        let m = match not_found_is_none(self.locate(p, Final::Keep))? {
-            Some(l) => l.lstat()?.as_ref().map(Meta::from_stat),
+        let m = match not_found_is_none(self.locate_seen(p, Final::Keep))? {
+            Some((_, Some(seen))) => seen.as_ref().map(Meta::from_stat),
+            Some((l, None)) => l.lstat()?.as_ref().map(Meta::from_stat),
             None => None,
         };
         Ok(self.with_simulated(p, m))
@@ -277,8 +311,9 @@ impl Host {
     /// `stat`: follows symlinks that cf-agent would follow (an error names
     /// one it would not). `None` when nothing (or a dangling link) is there.
     pub fn stat(&self, p: &Path) -> io::Result<Option<Meta>> {
-        let m = match not_found_is_none(self.locate(p, Final::Follow))? {
-            Some(l) => l.lstat()?.as_ref().map(Meta::from_stat),
+        let m = match not_found_is_none(self.locate_seen(p, Final::Follow))? {
+            Some((_, Some(seen))) => seen.as_ref().map(Meta::from_stat),
+            Some((l, None)) => l.lstat()?.as_ref().map(Meta::from_stat),
             None => None,
         };
         // A dangling link is not followed to anything.
@@ -320,9 +355,13 @@ impl Host {
         if let Some((data, _)) = self.simulated(p) {
             return Ok(data);
         }
-        let mut data = Vec::new();
-        self.open_regular(p)?.read_to_end(&mut data)?;
-        Ok(data)
+        let l = self.locate(p, Final::Follow)?;
+        let fd = l.open(OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK)?;
+        let st = rustix::fs::fstat(&fd).map_err(safe::errno)?;
+        if Meta::from_stat(&st).kind != FileKind::File {
+            return Err(super::local::not_regular());
+        }
+        read_sized(&mut File::from(fd), st.st_size)
     }
 
     /// Opens a regular file for reading through the safe walk.
@@ -382,11 +421,10 @@ impl Host {
                 continue;
             }
             let mut f = File::from(fd);
-            let mut data = Vec::new();
-            f.read_to_end(&mut data)?;
+            let data = read_sized(&mut f, st.st_size)?;
             let stamp = Stamp {
                 seen,
-                _lock: f.into(),
+                lock: f.into(),
             };
             return Ok((data, Some(stamp)));
         }
@@ -428,6 +466,49 @@ impl Host {
         rustix::fs::fsync(&fd).map_err(safe::errno)
     }
 
+    /// Creates a file that must not exist yet, with exactly `mode` and
+    /// `data` in it: written to a file without a name (`O_TMPFILE`), then
+    /// linked at its name, which fails when something is there. Nobody
+    /// sees the file before it is whole. Where the file system has no
+    /// `O_TMPFILE`, or `/proc` is missing, it is created exclusively and
+    /// filled.
+    pub fn create_with_content(&self, p: &Path, mode: u32, data: &[u8]) -> io::Result<()> {
+        self.before_change(p)?;
+        let l = self.locate(p, Final::Keep)?;
+        let unnamed = rustix::fs::openat(
+            &*l.dir,
+            ".",
+            OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        );
+        if let Ok(fd) = unnamed {
+            let mut f = File::from(fd);
+            f.write_all(data)?;
+            rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(safe::errno)?;
+            f.sync_all()?;
+            let proc_path = format!("/proc/self/fd/{}", f.as_raw_fd());
+            match rustix::fs::linkat(
+                rustix::fs::CWD,
+                proc_path.as_str(),
+                &*l.dir,
+                &l.name,
+                AtFlags::SYMLINK_FOLLOW,
+            ) {
+                Ok(()) => return self.pending_dirs.add(&l),
+                Err(rustix::io::Errno::EXIST) => {
+                    return Err(safe::errno(rustix::io::Errno::EXIST));
+                }
+                // No /proc: the named way below.
+                Err(_) => {}
+            }
+        }
+        let mut f = File::from(l.open_new(mode)?);
+        rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(safe::errno)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        self.pending_dirs.add(&l)
+    }
+
     /// Creates a FIFO with `mode`.
     pub fn create_fifo(&self, p: &Path, mode: u32) -> io::Result<()> {
         self.before_change(p)?;
@@ -439,6 +520,7 @@ impl Host {
     /// Creates a directory and its missing parents, each with `mode`.
     /// Returns the directories it created, outermost first.
     pub fn mkdir_all(&self, p: &Path, mode: u32) -> io::Result<Vec<PathBuf>> {
+        let _moves = safe::MayMove;
         let mut missing = Vec::new();
         let mut cur = Some(p);
         while let Some(c) = cur {
@@ -464,6 +546,7 @@ impl Host {
     /// Sets the mode of `p`, or of what a link there points to when
     /// cf-agent would follow it.
     pub fn chmod(&self, p: &Path, mode: u32) -> io::Result<()> {
+        let _moves = safe::MayMove;
         self.before_change(p)?;
         let l = self.locate(p, Final::Follow)?;
         self.before_change_located(&l)?;
@@ -475,6 +558,7 @@ impl Host {
 
     /// Changes owner and group without following a final symlink.
     pub fn lchown(&self, p: &Path, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+        let _moves = safe::MayMove;
         self.before_change(p)?;
         let l = self.locate(p, Final::Keep)?;
         let (u, g) = uid_gid(uid, gid);
@@ -484,6 +568,7 @@ impl Host {
     /// Changes owner and group of `p`, or of what a link there points to
     /// when cf-agent would follow it.
     pub fn chown(&self, p: &Path, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+        let _moves = safe::MayMove;
         self.before_change(p)?;
         let l = self.locate(p, Final::Follow)?;
         self.before_change_located(&l)?;
@@ -492,6 +577,7 @@ impl Host {
     }
 
     pub fn remove_file(&self, p: &Path) -> io::Result<()> {
+        let _moves = safe::MayMove;
         self.before_change(p)?;
         let l = self.locate(p, Final::Keep)?;
         // Under an override, a removed file stays removed.
@@ -500,6 +586,7 @@ impl Host {
     }
 
     pub fn remove_dir(&self, p: &Path) -> io::Result<()> {
+        let _moves = safe::MayMove;
         self.before_change(p)?;
         let l = self.locate(p, Final::Keep)?;
         rustix::fs::unlinkat(&l.dir, &l.name, AtFlags::REMOVEDIR).map_err(safe::errno)
@@ -520,6 +607,7 @@ impl Host {
     }
 
     pub fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let _moves = safe::MayMove;
         self.before_change(from)?;
         self.before_change(to)?;
         let f = self.locate(from, Final::Keep)?;
@@ -538,12 +626,14 @@ impl Host {
     /// Creates a symlink at `link` whose target is `target` as written
     /// (not mapped: a link's text is what the policy says).
     pub fn symlink(&self, target: &Path, link: &Path) -> io::Result<()> {
+        let _moves = safe::MayMove;
         self.before_change(link)?;
         let l = self.locate(link, Final::Keep)?;
         rustix::fs::symlinkat(target, &l.dir, &l.name).map_err(safe::errno)
     }
 
     pub fn hard_link(&self, existing: &Path, link: &Path) -> io::Result<()> {
+        let _moves = safe::MayMove;
         self.before_change(link)?;
         let e = self.locate(existing, Final::Keep)?;
         let l = self.locate(link, Final::Keep)?;
@@ -746,8 +836,16 @@ impl Host {
                     let (u, g) = uid_gid(Some(st.st_uid), Some(st.st_gid));
                     rustix::fs::fchown(&f, u, g).map_err(safe::errno)?;
                 }
-                if let Ok(from) = l.open(OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY) {
-                    copy_xattrs(&from, &f);
+                // An edit holds the file it read open (its lock): that
+                // one, which the check below says is still there.
+                match read {
+                    Some(stamp) => copy_xattrs(&stamp.lock, &f),
+                    None => {
+                        if let Ok(from) = l.open(OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY)
+                        {
+                            copy_xattrs(&from, &f);
+                        }
+                    }
                 }
             }
             rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(safe::errno)?;
@@ -840,6 +938,23 @@ impl Host {
     }
 }
 
+/// A settled stretch of the safe walk's cache (see [`Host::settle`]).
+#[derive(Debug)]
+pub struct Settled {
+    dirs: std::sync::Arc<Mutex<safe::DirCache>>,
+    settles: bool,
+}
+
+impl Drop for Settled {
+    fn drop(&mut self) {
+        if self.settles
+            && let Ok(mut c) = self.dirs.lock()
+        {
+            c.unsettle();
+        }
+    }
+}
+
 /// Why [`Host::write_atomic_streamed`] failed: writing the file, or
 /// what was to fill it.
 #[derive(Debug)]
@@ -860,6 +975,31 @@ impl Located {
         )
         .map_err(safe::errno)
     }
+}
+
+/// The rest of a file whose size `fstat` gave, in a buffer of that size
+/// (one byte more, for the read that sees the end): the size is known, so
+/// nothing asks the kernel for it again (`read_to_end` does, twice).
+#[allow(clippy::useless_conversion)]
+fn read_sized(f: &mut File, size: impl Into<i64>) -> io::Result<Vec<u8>> {
+    // Capped, so that a size that lies costs no more than reading does.
+    const HINT_CAP: usize = 64 << 20;
+    let hint = usize::try_from(size.into()).unwrap_or(0).min(HINT_CAP);
+    let mut data = vec![0u8; hint + 1];
+    let mut n = 0;
+    loop {
+        if n == data.len() {
+            data.resize(n * 2, 0);
+        }
+        match f.read(&mut data[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    data.truncate(n);
+    Ok(data)
 }
 
 /// Reads until `buf` is full or the file ends.
@@ -1004,5 +1144,54 @@ mod tests {
         assert_eq!(h.stat(Path::new("/a/b")).unwrap().unwrap().mode, 0o700);
         assert!(h.mkdir_all(Path::new("/a/b/c"), 0o700).unwrap().is_empty());
         assert!(h.lstat(Path::new("/nope")).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_file_made_with_content_appears_whole_and_never_over_another() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = Host::rooted(tmp.path());
+        h.mkdir_all(Path::new("/etc"), 0o755).unwrap();
+        let p = Path::new("/etc/new.conf");
+        h.create_with_content(p, 0o640, b"a\nb\n").unwrap();
+        assert_eq!(h.read(p).unwrap(), b"a\nb\n");
+        assert_eq!(h.lstat(p).unwrap().unwrap().mode, 0o640);
+        let e = h.create_with_content(p, 0o600, b"other").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(h.read(p).unwrap(), b"a\nb\n");
+        // Not through a link either.
+        std::os::unix::fs::symlink(tmp.path().join("etc/new.conf"), tmp.path().join("etc/l"))
+            .unwrap();
+        assert!(
+            h.create_with_content(Path::new("/etc/l"), 0o600, b"x")
+                .is_err()
+        );
+        assert_eq!(
+            h.read_dir(Path::new("/etc")).unwrap(),
+            vec!["l".to_string(), "new.conf".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_settled_stretch_walks_again_after_a_directory_moved() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = Host::rooted(tmp.path());
+        h.mkdir_all(Path::new("/d"), 0o755).unwrap();
+        h.create_with_content(Path::new("/d/f"), 0o644, b"first")
+            .unwrap();
+        let _settled = h.settle();
+        assert_eq!(h.read(Path::new("/d/f")).unwrap(), b"first");
+        // Our own move of the directory: the next look walks again.
+        h.rename(Path::new("/d"), Path::new("/old")).unwrap();
+        h.mkdir_all(Path::new("/d"), 0o755).unwrap();
+        assert!(h.lstat(Path::new("/d/f")).unwrap().is_none());
+        h.create_with_content(Path::new("/d/f"), 0o644, b"second")
+            .unwrap();
+        assert_eq!(h.read(Path::new("/old/f")).unwrap(), b"first");
+        // Moved by another program (a command, which forgets the checks
+        // as it starts): the next look walks again.
+        std::fs::rename(tmp.path().join("d"), tmp.path().join("d2")).unwrap();
+        std::fs::create_dir(tmp.path().join("d")).unwrap();
+        crate::host::safe::forget_checks();
+        assert!(h.lstat(Path::new("/d/f")).unwrap().is_none());
     }
 }

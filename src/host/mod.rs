@@ -168,7 +168,12 @@ impl Host {
     /// A directory that is not there is not entered (the chdir fails; the
     /// last one entered stays).
     pub fn enter_dir(&self, policy_dir: &Path) {
-        if !policy_dir.is_absolute() || !local::is_dir(self.map(policy_dir)) {
+        if !policy_dir.is_absolute() {
+            return;
+        }
+        let real = self.map(policy_dir);
+        let known = self.dirs.lock().is_ok_and(|c| c.known_dir(&real));
+        if !known && !local::is_dir(&real) {
             return;
         }
         if let Ok(mut cwd) = self.cwd.lock() {

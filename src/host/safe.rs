@@ -257,9 +257,54 @@ impl Walk {
 /// a directory moved, removed or replaced by a link since gives another
 /// identity and is walked again. An open descriptor keeps its inode, so an
 /// identity is never reused while it is cached.
+///
+/// Within a settled stretch (a files promise, see [`DirCache::settle`])
+/// a directory checked once is not checked again: a promise looks at its
+/// file several times (lstat, stat, read, write), and each check walked
+/// the whole path in the kernel. Whatever of ours may move a directory
+/// ends the trust: a change other than a regular file's content, and any
+/// command started ([`forget_checks`]). Another process may move one at
+/// any moment, checked or not: what is then used is still the directory
+/// the walk safely reached, as it is when the move comes just after the
+/// check.
 #[derive(Debug, Default)]
 pub struct DirCache {
-    dirs: std::collections::HashMap<std::path::PathBuf, (Arc<OwnedFd>, (u64, u64))>,
+    dirs: std::collections::HashMap<std::path::PathBuf, CachedDir>,
+    /// How many settled stretches are open (they nest).
+    settled: usize,
+}
+
+#[derive(Debug)]
+struct CachedDir {
+    fd: Arc<OwnedFd>,
+    id: (u64, u64),
+    /// The [`CHECKS`] generation in which the path was last seen to name
+    /// this directory.
+    checked: u64,
+}
+
+/// Bumped whenever a directory may have moved; a check made in an
+/// earlier generation is made again.
+static CHECKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Says that directories may have moved since they were checked (a
+/// command started, a directory made, removed, renamed, a link made).
+pub fn forget_checks() {
+    CHECKS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Held over a change that may move a directory: when it ends (however
+/// it ends), the checks made before and during it are forgotten.
+pub struct MayMove;
+
+impl Drop for MayMove {
+    fn drop(&mut self) {
+        forget_checks();
+    }
+}
+
+fn generation() -> u64 {
+    CHECKS.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// Descriptors held at most (well under the usual limit of 1024).
@@ -273,10 +318,29 @@ pub(crate) fn identity(st: &Stat) -> (u64, u64) {
 impl DirCache {
     /// The directory the walk reached for `real_dir`, if it still is what
     /// that path names.
-    pub fn lookup(&self, real_dir: &Path) -> Option<Arc<OwnedFd>> {
-        let (fd, id) = self.dirs.get(real_dir)?;
+    pub fn lookup(&mut self, real_dir: &Path) -> Option<Arc<OwnedFd>> {
+        let settled = self.settled > 0;
+        let entry = self.dirs.get_mut(real_dir)?;
+        let now_gen = generation();
+        if settled && entry.checked == now_gen {
+            return Some(Arc::clone(&entry.fd));
+        }
         let now = rustix::fs::stat(real_dir).ok()?;
-        (identity(&now) == *id).then(|| Arc::clone(fd))
+        if identity(&now) != entry.id {
+            return None;
+        }
+        entry.checked = now_gen;
+        Some(Arc::clone(&entry.fd))
+    }
+
+    /// Whether `real_dir` was seen to be a directory this settled stretch
+    /// (so that nothing need look again).
+    pub fn known_dir(&self, real_dir: &Path) -> bool {
+        self.settled > 0
+            && self
+                .dirs
+                .get(real_dir)
+                .is_some_and(|e| e.checked == generation())
     }
 
     pub fn remember(&mut self, real_dir: &Path, fd: &Arc<OwnedFd>) {
@@ -286,8 +350,27 @@ impl DirCache {
         if self.dirs.len() >= DIR_CACHE_MAX {
             self.dirs.clear();
         }
-        self.dirs
-            .insert(real_dir.to_path_buf(), (Arc::clone(fd), identity(&st)));
+        self.dirs.insert(
+            real_dir.to_path_buf(),
+            CachedDir {
+                fd: Arc::clone(fd),
+                id: identity(&st),
+                checked: generation(),
+            },
+        );
+    }
+
+    /// Opens a settled stretch: until [`DirCache::unsettle`], a directory
+    /// is checked once per generation. A check made in an earlier
+    /// stretch still holds when nothing of ours may have moved a
+    /// directory since (the files promises of one directory, one after
+    /// the other, check it once).
+    pub fn settle(&mut self) {
+        self.settled += 1;
+    }
+
+    pub fn unsettle(&mut self) {
+        self.settled = self.settled.saturating_sub(1);
     }
 }
 

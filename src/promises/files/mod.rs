@@ -73,6 +73,14 @@ pub struct Verdict {
     /// there without a word, as cf-agent's does), or a regex promiser
     /// said it for each file it matched, or it matched nothing.
     no_action_said: bool,
+    /// The file was created with the promised content already in it (see
+    /// [`content_at_creation`]); the content step reports it without
+    /// writing again.
+    content_made: bool,
+    /// The promiser's `lstat` as the promise's start saw it (or made it),
+    /// when nothing since may have changed it: its steps need not look
+    /// again.
+    seen: Option<(PathBuf, Meta)>,
 }
 
 impl Verdict {
@@ -155,6 +163,9 @@ impl Verdict {
 
 impl Actuator for Files {
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
+        // The promise looks at its file many times; its directory is
+        // checked once (see `Host::settle`).
+        let _settled = act.host.settle();
         let outcome = evaluate(act, p);
         // An override of the immutable bit ends with its promise, however
         // the promise ended.
@@ -258,10 +269,23 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
     // cf-agent makes a missing promiser (`create`, or `touch`) before
     // anything else the promise does: a copy or a link then finds it
     // in the way (10_files/02_maintain/001.cf, 101.cf).
-    if creates_first(p) && act.host.lstat(&target).ok().flatten().is_none() {
-        let is_dir = is_dir_promise || p.body("depth_search").is_some();
-        if create(act, p, &target, is_dir, &mut v).is_none() {
-            return finish(act, p, v);
+    if creates_first(p) {
+        let mut seen = act.host.lstat(&target).ok().flatten();
+        if seen.is_none() {
+            let is_dir = is_dir_promise || p.body("depth_search").is_some();
+            let content = content_at_creation(act, p, is_dir, &v);
+            seen = create_with(act, p, &target, is_dir, content, &mut v);
+            if seen.is_none() {
+                return finish(act, p, v);
+            }
+        }
+        // What stands there now, for the promise's steps when nothing
+        // comes between that may change it (a copy, a link, a search).
+        let nothing_between = ["copy_from", "link_from", "depth_search"]
+            .iter()
+            .all(|a| !p.attrs.contains_key(*a));
+        if nothing_between {
+            v.seen = seen.map(|m| (target.clone(), m));
         }
     }
     if let Some(ds) = p.body("depth_search") {
@@ -524,7 +548,12 @@ fn leaf(
         }
         return;
     }
-    let meta = match act.host.lstat(target) {
+    let handed = v.seen.take().filter(|(path, _)| path == target);
+    let looked = match handed {
+        Some((_, m)) => Ok(Some(m)),
+        None => act.host.lstat(target),
+    };
+    let meta = match looked {
         Ok(m) => m,
         Err(e) => {
             tracing::error!("Cannot stat '{shown}': {e}");
@@ -551,7 +580,10 @@ fn leaf(
     let wants_create = creates_first(p) || (p.scalar("content").is_some() && !create_refused(p));
     let meta = match meta {
         Some(m) => Some(m),
-        None if wants_create => create(act, p, target, is_dir_promise, v),
+        None if wants_create => {
+            let content = content_at_creation(act, p, is_dir_promise, v);
+            create_with(act, p, target, is_dir_promise, content, v)
+        }
         None => None,
     };
     let existed = meta.is_some();
@@ -920,6 +952,49 @@ fn create(
     is_dir: bool,
     v: &mut Verdict,
 ) -> Option<Meta> {
+    create_with(act, p, target, is_dir, None, v)
+}
+
+/// The content a missing file may be created with at once, rather than
+/// created empty and then rewritten (two files made, one thrown away):
+/// when nothing of the promise looks at the file between its creation and
+/// its content (a transformer, an ACL, a copy or link, a search, an
+/// immutable bit), and the change is made, not only said. The end is
+/// the same file, with the same words said.
+fn content_at_creation<'p>(
+    act: &ActContext<'_>,
+    p: &'p ExpandedPromise,
+    is_dir: bool,
+    v: &Verdict,
+) -> Option<&'p str> {
+    let content = p.scalar("content")?;
+    let alone = !is_dir
+        && act.changes.mode() == crate::report::change::Mode::Apply
+        && v.immutable.is_none()
+        && p.scalar("file_type") != Some("fifo")
+        && [
+            "transformer",
+            "acl",
+            "copy_from",
+            "link_from",
+            "depth_search",
+        ]
+        .iter()
+        .all(|a| !p.attrs.contains_key(*a))
+        && !search::is_regex_promiser(p);
+    alone.then_some(content)
+}
+
+/// [`create`]; a regular file gets `content` at once when given (see
+/// [`content_at_creation`]).
+fn create_with(
+    act: &mut ActContext<'_>,
+    p: &ExpandedPromise,
+    target: &Path,
+    is_dir: bool,
+    content: Option<&str>,
+    v: &mut Verdict,
+) -> Option<Meta> {
     let mode = creation_mode(p, is_dir, dir_mode(act));
     // A regex promiser names each file it matched; others as written.
     let shown = if search::is_regex_promiser(p) {
@@ -972,6 +1047,8 @@ fn create(
             h.mkdir_all(target, mode).map(|_| ())
         } else if fifo {
             h.create_fifo(target, mode)
+        } else if let Some(c) = content {
+            h.create_with_content(target, mode, c.as_bytes())
         } else {
             h.create_empty(target, mode)
         }
@@ -979,6 +1056,7 @@ fn create(
     match made {
         Applied::Made(()) => {
             v.repaired();
+            v.content_made = content.is_some() && !is_dir && !fifo;
             act.host.lstat(target).ok().flatten()
         }
         Applied::Withheld {
@@ -1142,6 +1220,17 @@ fn set_content(
     just_created: bool,
     v: &mut Verdict,
 ) {
+    if v.content_made {
+        // Written when the file was made: said now, as cf-agent says it.
+        v.content_made = false;
+        let change = Change::new("content", shown)
+            .after(content)
+            .done(format!("Updated file '{shown}' with content '{content}'"));
+        let change = act.changes.with_content(change, b"", content.as_bytes());
+        let made = act.change(change, |_| Ok::<(), std::io::Error>(()));
+        v.settle(made, |_| {});
+        return;
+    }
     let current = match act.host.read(target) {
         Ok(c) => c,
         Err(e) => {
