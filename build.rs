@@ -25,6 +25,49 @@ fn main() {
     if os == "linux" && env == "gnu" {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
+    // The functions a check and a short run execute, placed side by side
+    // (scripts/startup-symbols.py makes the list): the kernel maps 64 KB
+    // around each page the agent touches, so scattered functions put most
+    // of the 10 MB of text in its memory. Only LLD reads the list; names it
+    // does not find (renamed since) are passed over.
+    println!("cargo:rerun-if-changed=scripts/startup-symbols.txt");
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
+    println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
+    let list = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default())
+        .join("scripts/startup-symbols.txt");
+    if links_with_rust_lld() && list.exists() {
+        println!(
+            "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
+            list.display()
+        );
+        println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+    }
+}
+
+/// Whether rustc links the binaries with its own LLD: its default on
+/// x86_64 Linux (GNU) since 1.90, unless the build names another linker.
+fn links_with_rust_lld() -> bool {
+    let target = std::env::var("TARGET").unwrap_or_default();
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    if target != "x86_64-unknown-linux-gnu"
+        || std::env::var_os("RUSTC_LINKER").is_some()
+        || flags.contains("linker")
+    {
+        return false;
+    }
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string());
+    let Ok(out) = Command::new(rustc).arg("-vV").output() else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let Some(release) = text.lines().find_map(|l| l.strip_prefix("release: ")) else {
+        return false;
+    };
+    let mut parts = release
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (1, 90)
 }
 
 /// The checkout's commit, abbreviated to 12 digits; watched so that a new

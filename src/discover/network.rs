@@ -211,11 +211,26 @@ pub(crate) fn parse_if_inet6(text: &str) -> Vec<Inet6Addr> {
 /// An IPv6 address with every group in hex and no compression
 /// (`fd00:0:0:0:0:0:0:2`), as `sys.inet6` prints them.
 fn ipv6_full(a: &Ipv6Addr) -> String {
-    a.segments()
-        .iter()
-        .map(|s| format!("{s:x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    use std::fmt::Write;
+    let mut out = String::with_capacity(39);
+    for (i, s) in a.segments().iter().enumerate() {
+        let sep = if i == 0 { "" } else { ":" };
+        let _ = write!(out, "{sep}{s:x}");
+    }
+    out
+}
+
+/// `pairs` sorted by name into a JSON object of strings; of a name given
+/// twice the last value is kept, in the first one's place. Sorting the
+/// borrowed pairs and copying each text once costs a third of collecting
+/// owned pairs and sorting those (discovery reads ~350 of them).
+fn sorted_text_object<'a>(mut pairs: Vec<(&'a str, &'a str)>) -> Map<String, Json> {
+    pairs.sort_by(|a, b| a.0.cmp(b.0));
+    let mut out = Map::with_capacity(pairs.len());
+    for (name, value) in pairs {
+        out.insert(name.to_string(), Json::String(value.to_string()));
+    }
+    out
 }
 
 /// The interface names of `/proc/net/dev`, in file order.
@@ -501,25 +516,26 @@ pub(crate) fn parse_ipv4_routes(text: &str) -> (Vec<Json>, Option<usize>) {
 /// `/proc/net/netstat` (and `/proc/net/snmp`-style) header/value line
 /// pairs as `{ "TcpExt": { "SyncookiesSent": "0", ... } }`, keys sorted.
 pub(crate) fn parse_netstat(text: &str) -> Map<String, Json> {
-    let mut out: Vec<(String, Map<String, Json>)> = Vec::new();
-    let lines: Vec<&str> = text.lines().collect();
-    for pair in lines.chunks(2) {
-        let [names, values] = pair else { continue };
+    let mut sections: Vec<(&str, Vec<(&str, &str)>)> = Vec::new();
+    let mut lines = text.lines();
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
         let (Some((prefix, names)), Some((_, values))) =
             (names.split_once(':'), values.split_once(':'))
         else {
             continue;
         };
-        let mut kv: Vec<(String, Json)> = names
+        let kv = names
             .split_ascii_whitespace()
             .zip(values.split_ascii_whitespace())
-            .map(|(n, v)| (n.to_string(), Json::String(v.to_string())))
             .collect();
-        kv.sort_by(|a, b| a.0.cmp(&b.0));
-        out.push((prefix.trim().to_string(), kv.into_iter().collect()));
+        sections.push((prefix.trim(), kv));
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out.into_iter().map(|(k, v)| (k, Json::Object(v))).collect()
+    sections.sort_by(|a, b| a.0.cmp(b.0));
+    let mut out = Map::with_capacity(sections.len());
+    for (prefix, kv) in sections {
+        out.insert(prefix.to_string(), Json::Object(sorted_text_object(kv)));
+    }
+    out
 }
 
 /// `/proc/net/ipv6_route` as `sys.inet6` routes.
@@ -566,17 +582,21 @@ pub(crate) fn parse_ipv6_routes(text: &str) -> Vec<Json> {
 
 /// `/proc/net/snmp6` as `{ "Ip6InReceives": 1, ... }`, keys sorted.
 pub(crate) fn parse_snmp6(text: &str) -> Map<String, Json> {
-    let mut kv: Vec<(String, Json)> = text
+    let mut kv: Vec<(&str, i64)> = text
         .lines()
         .filter_map(|l| {
             let mut f = l.split_ascii_whitespace();
             let name = f.next()?;
             let value: i64 = f.next()?.parse().ok()?;
-            Some((name.to_string(), Json::from(value)))
+            Some((name, value))
         })
         .collect();
-    kv.sort_by(|a, b| a.0.cmp(&b.0));
-    kv.into_iter().collect()
+    kv.sort_by(|a, b| a.0.cmp(b.0));
+    let mut out = Map::with_capacity(kv.len());
+    for (name, value) in kv {
+        out.insert(name.to_string(), Json::from(value));
+    }
+    out
 }
 
 /// `/proc/net/dev` as `sys.interfaces_data`.
@@ -599,23 +619,26 @@ pub(crate) fn parse_net_dev(text: &str) -> Map<String, Json> {
         "transmit_compressed",
         "transmit_multicast",
     ];
-    let mut out: Vec<(String, Json)> = Vec::new();
+    let mut devices: Vec<(&str, Vec<(&str, &str)>)> = Vec::new();
     for line in text.lines().skip(2) {
         let Some((name, values)) = line.split_once(':') else {
             continue;
         };
-        let name = name.trim().to_string();
-        let mut kv: Vec<(String, Json)> = FIELDS
+        let name = name.trim();
+        let mut kv: Vec<(&str, &str)> = FIELDS
             .iter()
+            .copied()
             .zip(values.split_ascii_whitespace())
-            .map(|(k, v)| (k.to_string(), Json::String(v.to_string())))
             .collect();
-        kv.push(("device".to_string(), Json::String(name.clone())));
-        kv.sort_by(|a, b| a.0.cmp(&b.0));
-        out.push((name, Json::Object(kv.into_iter().collect())));
+        kv.push(("device", name));
+        devices.push((name, kv));
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out.into_iter().collect()
+    devices.sort_by(|a, b| a.0.cmp(b.0));
+    let mut out = Map::with_capacity(devices.len());
+    for (name, kv) in devices {
+        out.insert(name.to_string(), Json::Object(sorted_text_object(kv)));
+    }
+    out
 }
 
 /// `sys.inet`, `sys.inet6`, `sys.interfaces_data` and the default gateway

@@ -12,6 +12,7 @@ use crate::load::{LoadError, LoadedFile, PolicySet, load_file};
 use crate::syntax::ast::{Body, BodyKind, Promise, Rval};
 use crate::values::hash::FastMap;
 use crate::values::value::{DataType, Origin, Value};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// How many times inputs are recomputed before giving up on ones that
@@ -61,11 +62,11 @@ pub fn load_and_preevaluate(
 fn load_input(
     policy: &mut PolicySet,
     path: PathBuf,
-    failed_paths: &mut Vec<PathBuf>,
+    read: &mut ReadPaths,
     report: &mut PreEvalReport,
     refuse_writable: bool,
 ) {
-    if already_read(policy, failed_paths, &path) {
+    if read.already_read(policy, &path) {
         return;
     }
     let loaded = match refuse_writable {
@@ -81,7 +82,7 @@ fn load_input(
             policy.add(f);
         }
         Err(e) => {
-            failed_paths.push(normalize(&path));
+            read.failed.push(normalize(&path));
             report.load_errors.push(e);
         }
     }
@@ -100,7 +101,7 @@ pub fn preevaluate_entry(
     policy.add(file);
     let mut report = PreEvalReport::default();
     let mut done = 0;
-    let mut failed_paths: Vec<PathBuf> = Vec::new();
+    let mut read_paths = ReadPaths::default();
     let refuse = ctx.settings.refuse_writable_policy;
     let mut settled = Settled::default();
     ctx.vars.reads.set_tracking(true);
@@ -114,7 +115,7 @@ pub fn preevaluate_entry(
                 ctx.default_inventory = entry_inventory(ctx, &file);
             }
             for path in file_inputs(ctx, &file, &entry_dir, &mut false, &mut Vec::new()) {
-                load_input(policy, path, &mut failed_paths, &mut report, refuse);
+                load_input(policy, path, &mut read_paths, &mut report, refuse);
             }
             done += 1;
         }
@@ -131,7 +132,7 @@ pub fn preevaluate_entry(
             let file = policy.files[i].clone();
             let texts = &mut report.unresolved_inputs;
             for path in file_inputs(ctx, &file, &entry_dir, &mut unresolved, texts) {
-                load_input(policy, path, &mut failed_paths, &mut report, refuse);
+                load_input(policy, path, &mut read_paths, &mut report, refuse);
             }
         }
         report.inputs_incomplete = unresolved;
@@ -807,23 +808,32 @@ fn file_inputs(
     out
 }
 
-/// Whether an input is read already, or failed to be: one file named two
-/// ways (`x.cf`, `./x.cf`) is read once.
-fn already_read(policy: &PolicySet, failed: &[PathBuf], path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let key = normalize(path);
-    let key_text = key.as_os_str().as_bytes();
-    failed.contains(&key)
-        || policy.files.iter().any(|f| {
+/// The inputs read already, or that failed to be, by their normal paths:
+/// one file named two ways (`x.cf`, `./x.cf`) is read once. Asked for every
+/// input of every file in each round, so the policy's paths are normalised
+/// once each, as its files are added.
+#[derive(Default)]
+struct ReadPaths {
+    read: HashSet<PathBuf>,
+    /// How many of the policy's files `read` holds (files are only added).
+    upto: usize,
+    failed: Vec<PathBuf>,
+}
+
+impl ReadPaths {
+    fn already_read(&mut self, policy: &PolicySet, path: &Path) -> bool {
+        for f in policy.files.iter().skip(self.upto) {
             let p = &f.source.path;
-            // A plain name is its own normal form: compared as text, with
-            // no path built (this runs for every input of every file).
-            if is_plain(p) {
-                p.as_bytes() == key_text
-            } else {
-                normalize(Path::new(p)) == key
-            }
-        })
+            // A plain name is its own normal form.
+            self.read.insert(match is_plain(p) {
+                true => PathBuf::from(p),
+                false => normalize(Path::new(p)),
+            });
+        }
+        self.upto = policy.files.len();
+        let key = normalize(path);
+        self.failed.contains(&key) || self.read.contains(&key)
+    }
 }
 
 /// Whether `normalize` would give `p` back unchanged: no `.`, `..` or empty
