@@ -180,6 +180,9 @@ impl AgentRun<'_> {
             self.ctx.vars.reads.start();
             self.ctx.classes.reads.start();
         }
+        // An expansion that logs (a function's error) logs again in each
+        // pass, as cf-agent's does: it is not kept.
+        let said = crate::report::log::said();
         let mut expansion = expand_iterations(
             self.ctx,
             self.policy,
@@ -198,6 +201,7 @@ impl AgentRun<'_> {
             ) {
                 (Some(v), Some(c))
                     if !expansion.deferred
+                        && crate::report::log::said() == said
                         && expansion.failures.is_empty()
                         && expansion.fatal.is_none() =>
                 {

@@ -354,12 +354,16 @@ impl Settled {
             ctx.vars.reads.start();
             ctx.classes.reads.start();
         }
+        // What an evaluation logs (a function's error) is said again in
+        // each pass, as cf-agent says it: such a promise is not kept.
+        let said = crate::report::log::said();
         let (result, msgs) = eval(ctx);
         if logged {
             let read = (ctx.vars.reads.finish(), ctx.classes.reads.finish());
             match read {
                 (Some(vars), Some(classes))
                     if msgs.is_empty()
+                        && crate::report::log::said() == said
                         && !result.deferred
                         && !result.failed
                         && ctx.fatal.is_none() =>

@@ -212,6 +212,17 @@ pub fn init(max: LogLevel, style: LineStyle, target: LogTarget) {
     let _ = tracing::subscriber::set_global_default(subscriber);
 }
 
+/// How many lines (errors to info, printed or not at the run's level) were
+/// said so far: a caller that keeps an evaluation's result instead of
+/// making it again asks whether the evaluation said anything, which it
+/// would say again.
+static SAID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The count of lines said so far (see [`SAID`]).
+pub fn said() -> u64 {
+    SAID.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The run's `error:` lines, kept for its events and its exit code.
 static ERRORS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
@@ -236,6 +247,7 @@ pub fn take_errors() -> Vec<String> {
 /// diagnostics, which have their own shape): counted as one of the run's
 /// errors and sent to the system log.
 pub fn record_error(message: &str) {
+    SAID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if let Ok(mut e) = ERRORS.lock() {
         e.push(message.to_string());
     }
@@ -314,6 +326,7 @@ impl<S: Subscriber> tracing_subscriber::Layer<S> for Observe {
         if level >= LogLevel::Verbose {
             return;
         }
+        SAID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut msg = String::new();
         event.record(&mut MessageVisitor(&mut msg));
         if level == LogLevel::Error
