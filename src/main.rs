@@ -958,7 +958,7 @@ fn check_as_cf_promises(argv: &[String]) -> bool {
         }
     };
     convergent::report::log::as_separate_program(config.log_level, || {
-        check_policy_then(&config, Prepared::release)
+        check_policy_then(&config, drop)
     }) == ExitCode::SUCCESS
 }
 

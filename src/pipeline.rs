@@ -70,12 +70,6 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Frees the policy and what its evaluation holds, for a process
-    /// that goes on (`release_at_exit` is for one that ends).
-    pub fn release(self) {
-        drop(self);
-    }
-
     /// Lets go of the policy and the variable and class stores without
     /// freeing them, for a process about to exit: freeing every node of
     /// a large policy costs more than the rest of a quick check's ending.
