@@ -112,7 +112,7 @@ fn ignore_patterns(root: &Root, layout: &super::Layout) -> Vec<String> {
 
 fn ignored(patterns: &[String], name: &str) -> bool {
     patterns.iter().any(|p| {
-        p == name || regex::Regex::new(&format!("^(?:{p})$")).is_ok_and(|re| re.is_match(name))
+        p == name || crate::values::regex::Regex::new(p).is_ok_and(|re| re.is_full_match(name))
     })
 }
 

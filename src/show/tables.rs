@@ -3,7 +3,7 @@
 
 use crate::eval::EvalContext;
 use crate::values::Value;
-use regex::Regex;
+use crate::values::regex::{Regex, RegexError};
 use std::fmt::Write as _;
 
 /// A value as the table shows it: scalars with `"` escaped, lists as
@@ -52,7 +52,7 @@ fn render_with_calls(v: &Value, calls: Option<&[bool]>) -> String {
 
 /// A filter: unanchored, as cf-promises matches it. An empty pattern
 /// matches everything.
-pub fn compile_filter(pattern: &str) -> Result<Option<Regex>, regex::Error> {
+pub fn compile_filter(pattern: &str) -> Result<Option<Regex>, RegexError> {
     if pattern.is_empty() {
         Ok(None)
     } else {

@@ -23,6 +23,7 @@ use crate::eval::expanded::{AttrValue, ExpandedPromise};
 use crate::eval::vars::Variable;
 use crate::report::Outcome;
 use crate::report::change::{Change, Decision};
+use crate::values::regex::Regex;
 use crate::values::value::{DataType, Origin, Value};
 use std::collections::HashSet;
 use std::path::Path;
@@ -223,11 +224,10 @@ fn doctype_of(text: &str) -> Option<String> {
 
 /// The encoding a document's declaration names, kept when it is saved.
 fn declared_encoding(text: &str) -> Option<String> {
-    static DECL: LazyLock<regex::Regex> = LazyLock::new(|| {
-        regex::Regex::new(r#"^\s*<\?xml[^>]*?\sencoding\s*=\s*["']([^"']+)["']"#)
-            .expect("valid pattern")
-    });
-    DECL.captures(text).map(|c| c[1].to_string())
+    static DECL: LazyLock<Regex> =
+        LazyLock::new(|| re(r#"\A\s*<\?xml[^>]*?\sencoding\s*=\s*["']([^"']+)["']"#));
+    DECL.captures(text)
+        .and_then(|c| c.into_iter().nth(1).flatten())
 }
 
 /// One promise's iteration being kept: what it is and how it went.
@@ -962,23 +962,26 @@ fn would(done: &str) -> String {
 
 // --- cf-agent's build_xpath syntax ---------------------------------------
 
-fn re(pattern: &str) -> regex::Regex {
-    regex::Regex::new(pattern).expect("valid pattern")
+/// One of the fixed patterns below, in PCRE as cf-agent matches them;
+/// `\A` and `\z` anchor at the ends of the whole text (our patterns are
+/// compiled multi-line, where `^` and `$` also match at line breaks).
+fn re(pattern: &str) -> Regex {
+    Regex::new(pattern).expect("valid pattern")
 }
 
 /// The paths build_xpath accepts: `/name[ @attr = value | child = value ]/...`.
-static BUILD_SYNTAX: LazyLock<regex::Regex> = LazyLock::new(|| {
+static BUILD_SYNTAX: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
-        r#"^(/(( |\t)*(\w|-|\.)+( |\t)*)"#,
+        r#"\A(/(( |\t)*(\w|-|\.)+( |\t)*)"#,
         r#"(\[( |\t)*@?(\w|-|\.)+( |\t)*=( |\t)*('|")?(\w|-|\.)+('|")?( |\t)*"#,
-        r#"(\|( |\t)*@?(\w|-|\.)+( |\t)*=( |\t)*('|")?(\w|-|\.)+('|")?( |\t)*)*\])?)*$"#
+        r#"(\|( |\t)*@?(\w|-|\.)+( |\t)*=( |\t)*('|")?(\w|-|\.)+('|")?( |\t)*)*\])?)*\z"#
     ))
 });
 
 /// cf-agent refuses paths that name a position among siblings
 /// (`[2]`, `[last()]`, `position() = 1`, `following-sibling::`...).
 fn convergent(xpath: &str) -> bool {
-    static POSITIONAL: LazyLock<regex::Regex> = LazyLock::new(|| {
+    static POSITIONAL: LazyLock<Regex> = LazyLock::new(|| {
         re(concat!(
             r"\[\s*([^\[\]]*\s*(\||(or)|(and)))?\s*",
             r"((position)\s*\(\s*\)\s*((=)|(!=)|(<)|(<=)|(>)|(>=))\s*)?\s*",
@@ -991,8 +994,9 @@ fn convergent(xpath: &str) -> bool {
 }
 
 fn has_tail(xpath: &str) -> bool {
-    static TAIL: LazyLock<regex::Regex> =
-        LazyLock::new(|| re(r"^\s*/?\s*(\w|-|\.)+(\s*::\s*(\w|-|\.)+\s*)*\s*(\[[^\[\]/]*\])?\s*/"));
+    static TAIL: LazyLock<Regex> = LazyLock::new(|| {
+        re(r"\A\s*/?\s*(\w|-|\.)+(\s*::\s*(\w|-|\.)+\s*)*\s*(\[[^\[\]/]*\])?\s*/")
+    });
     TAIL.is_match(xpath)
 }
 
@@ -1062,21 +1066,21 @@ fn next_token<'a>(s: &mut &'a str, delims: &str) -> &'a str {
 /// attributes and the child elements (with their text) its predicate
 /// names.
 fn segment_node<'d>(doc: Document<'d>, segment: &str) -> Option<Element<'d>> {
-    static HAS_NODE: LazyLock<regex::Regex> =
-        LazyLock::new(|| re(r"^(/)?(\w|-|\.)+((\s*::\s*)?(\w|-|\.)+)*"));
-    static HAS_PREDICATE: LazyLock<regex::Regex> = LazyLock::new(|| {
+    static HAS_NODE: LazyLock<Regex> =
+        LazyLock::new(|| re(r"\A(/)?(\w|-|\.)+((\s*::\s*)?(\w|-|\.)+)*"));
+    static HAS_PREDICATE: LazyLock<Regex> = LazyLock::new(|| {
         re(concat!(
-            r#"^\s*/?\s*(\w|-|\.)+(\s*::\s*(\w|-|\.)+)*\s*"#,
+            r#"\A\s*/?\s*(\w|-|\.)+(\s*::\s*(\w|-|\.)+)*\s*"#,
             r#"\[\s*@?\s*(\w|-|\.)+\s*=\s*("|')?(\w|-|\.)+("|')?\s*(\s*\|\s*)?(\s*@?\s*(\w|-|\.)+\s*=\s*("|')?(\w|-|\.)+("|')?\s*)*\]"#
         ))
     });
-    static PRED_TAIL: LazyLock<regex::Regex> =
-        LazyLock::new(|| re(r#"^\s*\[?\s*@?\s*(\w|-|\.)+\s*=\s*("|')?(\w|-|\.)+("|')?\s*\|"#));
-    static PRED_ATTR: LazyLock<regex::Regex> = LazyLock::new(|| {
-        re(r#"^\s*\[?\|?(\s*@\s*(\w|-|\.)+\s*=\s*("|')?(\w|-|\.)+("|')?)(\s*(\||\]))?"#)
+    static PRED_TAIL: LazyLock<Regex> =
+        LazyLock::new(|| re(r#"\A\s*\[?\s*@?\s*(\w|-|\.)+\s*=\s*("|')?(\w|-|\.)+("|')?\s*\|"#));
+    static PRED_ATTR: LazyLock<Regex> = LazyLock::new(|| {
+        re(r#"\A\s*\[?\|?(\s*@\s*(\w|-|\.)+\s*=\s*("|')?(\w|-|\.)+("|')?)(\s*(\||\]))?"#)
     });
-    static PRED_NODE: LazyLock<regex::Regex> = LazyLock::new(|| {
-        re(r#"^\s*\[?\|?(\s*(\w|-|\.)+\s*=\s*("|')?(\w|-|\.)+("|')?)(\s*(\||\]))?"#)
+    static PRED_NODE: LazyLock<Regex> = LazyLock::new(|| {
+        re(r#"\A\s*\[?\|?(\s*(\w|-|\.)+\s*=\s*("|')?(\w|-|\.)+("|')?)(\s*(\||\]))?"#)
     });
     if !HAS_NODE.is_match(segment) {
         return None;
