@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Regenerate scripts/startup-symbols.txt: the agent's functions that a policy
-check and a short run execute, hottest first.
+check and a short run execute, in tiers: those a check of a one-report policy
+executes first, then those its run adds, then those of the bigger policies;
+hottest first within a tier.
 
 build.rs hands the list to the linker (LLD's --symbol-ordering-file), which
 places these functions side by side at the start of the text: a check then
 touches a few hundred KB of the 10 MB binary instead of pages all over it
 (the kernel maps 64 KB around each page fault, and every mapped page counts
-in the process's memory).
+in the process's memory). Tiers keep the smallest check's functions on the
+fewest pages: a short check faults in only the first part of the list.
 
     python3 scripts/startup-symbols.py --agent target/release/agent \
         [--workdir DIR] [POLICY...]
@@ -17,7 +20,10 @@ callgrind; so are a one-report policy and, when installed, the MPF's
 promises.cf. Use policies like the ones to be fast (the bench's
 classes-heavy and files-10000 were given for the list here). Names the linker
 does not find later (a function renamed or gone) are passed over, so a stale
-list only lays out less.
+list only lays out less. Make the list from a binary that `cargo build
+--release` linked: one that `cargo test` linked has other symbol hashes
+(the dev-dependencies change its features), and the list made from it
+finds a quarter of the functions of the real build.
 """
 
 import argparse
@@ -43,9 +49,10 @@ bundle agent main
 """
 
 
-def costs(callgrind_file, binary, acc):
+def costs(callgrind_file, binary, acc, tier, tiers):
     """Adds each function of `binary` in one callgrind output to `acc`,
-    with its own instruction count."""
+    with its own instruction count, and notes in `tiers` the first run
+    (`tier`) that executed it."""
     obj = fn = None
     with open(callgrind_file, errors="replace") as f:
         for line in f:
@@ -56,6 +63,7 @@ def costs(callgrind_file, binary, acc):
                 fn = name if obj and os.path.realpath(obj) == binary else None
                 if fn:
                     acc[fn] += 0
+                    tiers.setdefault(fn, tier)
             elif fn and line[:1].isdigit():
                 parts = line.split()
                 if len(parts) >= 2 and parts[1].isdigit():
@@ -85,23 +93,26 @@ def main():
             link = os.path.join(workdir, "bin", name)
             if not os.path.lexists(link):
                 os.symlink(binary, link)
+        # The order of the runs is the order of the tiers.
         runs = []
         for policy in policies:
-            for flags in ([], ["-c"], ["--show-vars"]):
+            for flags in ([], ["-c"]):
                 runs.append([names["cf-promises"]] + flags + ["-w", workdir, "-f", policy])
             runs.append([names["cf-agent"], "-K", "-n", "-w", workdir, "-f", policy])
+            runs.append([names["cf-promises"], "--show-vars", "-w", workdir, "-f", policy])
+        tiers = {}
         for i, cmd in enumerate(runs):
             out = os.path.join(tmp, "cg.%d" % i)
             subprocess.run(["valgrind", "--tool=callgrind", "--demangle=no",
                             "--compress-strings=no", "--callgrind-out-file=" + out] + cmd,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
             if os.path.exists(out):
-                costs(out, binary, acc)
+                costs(out, binary, acc, i, tiers)
     nm = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True,
                         check=True).stdout
     defined = {f[2] for f in (l.split() for l in nm.splitlines())
                if len(f) == 3 and f[1] in "tTwW"}
-    hot = sorted((s for s in acc if s in defined), key=lambda s: (-acc[s], s))
+    hot = sorted((s for s in acc if s in defined), key=lambda s: (tiers[s], -acc[s], s))
     with open(OUT, "w") as f:
         f.write("".join(s + "\n" for s in hot))
     print("startup-symbols.py: %d functions from %d runs -> %s" % (len(hot), len(runs), OUT),
