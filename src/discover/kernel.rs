@@ -19,6 +19,9 @@ pub(crate) struct Uname {
 
 impl Uname {
     pub(crate) fn read(root: &Root) -> Uname {
+        if root.is_host() {
+            return Uname::of_kernel();
+        }
         let field = |name: &str| {
             root.read(&format!("/proc/sys/kernel/{name}"))
                 .map(|s| s.trim_end_matches('\n').to_string())
@@ -35,6 +38,20 @@ impl Uname {
             machine: field("arch")
                 .unwrap_or_else(|| std::env::consts::ARCH.to_string())
                 .to_lowercase(),
+        }
+    }
+
+    /// The same five strings from uname(2): one call where the files of
+    /// `/proc/sys/kernel` take five opens and ten reads.
+    fn of_kernel() -> Uname {
+        let u = rustix::system::uname();
+        let text = |s: &std::ffi::CStr| s.to_string_lossy().into_owned();
+        Uname {
+            sysname: text(u.sysname()).to_lowercase(),
+            nodename: text(u.nodename()),
+            release: text(u.release()),
+            version: text(u.version()),
+            machine: text(u.machine()).to_lowercase(),
         }
     }
 }

@@ -3,18 +3,31 @@
 //! discovery defines what it finds.
 
 use crate::host::local;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Root {
     base: PathBuf,
+    /// The `/proc/net` files read so far, shared by the clones of a root:
+    /// discovery reads some twice (ifconfig's view, then `sys.inet6`), and
+    /// the kernel formats them anew at each read.
+    proc_net: Rc<RefCell<HashMap<String, Option<String>>>>,
 }
 
 impl Root {
     pub(crate) fn new(base: &Path) -> Root {
         Root {
             base: base.to_path_buf(),
+            proc_net: Rc::default(),
         }
+    }
+
+    /// Whether this is the host's own root (`/`), not a test's fake tree.
+    pub(crate) fn is_host(&self) -> bool {
+        self.base == Path::new("/")
     }
 
     /// The real location of an absolute host path.
@@ -23,6 +36,20 @@ impl Root {
     }
 
     pub(crate) fn read(&self, host_path: &str) -> Option<String> {
+        if !host_path.starts_with("/proc/net/") {
+            return self.read_now(host_path);
+        }
+        if let Some(text) = self.proc_net.borrow().get(host_path) {
+            return text.clone();
+        }
+        let text = self.read_now(host_path);
+        self.proc_net
+            .borrow_mut()
+            .insert(host_path.to_string(), text.clone());
+        text
+    }
+
+    fn read_now(&self, host_path: &str) -> Option<String> {
         let bytes = local::read(self.path(host_path)).ok()?;
         Some(String::from_utf8_lossy(&bytes).into_owned())
     }
