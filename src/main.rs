@@ -2,6 +2,14 @@
 //! exit code. Invoked through a link named `cf-promises` it takes
 //! cf-promises' flags; through one named `cf-key`, cf-key's.
 
+// The C library calls our `main` directly: Rust's start-up for `fn main`
+// reads /proc/self/maps to find the main thread's stack and sets up a
+// signal stack, a tenth of a short check's system time, for a message on
+// stack overflow (which becomes a plain SIGSEGV). What else it does is
+// done below: the standard descriptors, SIGPIPE, and exit code 101 for a
+// panic.
+#![no_main]
+
 use clap::Parser;
 use convergent::cli::{AgentArgs, KeyArgs, PromisesArgs};
 use convergent::config::{Config, Mode, PolicyFormat};
@@ -17,7 +25,24 @@ use convergent::show::explain::explain;
 use convergent::show::policy::{cf_promises_shape, cf_text, json_text, paths_as_given};
 use convergent::show::tables::{classes_table, compile_filter, vars_table};
 use convergent::syntax::json::policy_json;
-use std::process::ExitCode;
+
+/// How the process ends (the C entry point exits with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ExitCode(u8);
+
+impl ExitCode {
+    const SUCCESS: ExitCode = ExitCode(0);
+    const FAILURE: ExitCode = ExitCode(1);
+}
+
+impl From<u8> for ExitCode {
+    fn from(code: u8) -> ExitCode {
+        ExitCode(code)
+    }
+}
+
+/// Rust's code for a program that panicked.
+const EXIT_PANIC: i32 = 101;
 
 /// Exit codes (see README): 0 success, 1 the policy has errors, could not
 /// be loaded, or the run could not start; 2 bad command line (clap's own
@@ -30,7 +55,18 @@ const EXIT_NOT_KEPT: u8 = 4;
 /// agent control's `abortclasses` stopped the run (cf-agent's code).
 const EXIT_ABORTED: u8 = 6;
 
-fn main() -> ExitCode {
+#[unsafe(no_mangle)]
+extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    convergent::host::local::ensure_standard_descriptors();
+    let code = match std::panic::catch_unwind(agent_main) {
+        Ok(code) => i32::from(code.0),
+        Err(_) => EXIT_PANIC,
+    };
+    // exit, not a return: it flushes what Rust's stdout still holds.
+    std::process::exit(code)
+}
+
+fn agent_main() -> ExitCode {
     // Die quietly when the reader of our output goes away (`agent | head`),
     // as command-line tools do, instead of panicking on a write.
     // SAFETY: setting a signal disposition to its default before any thread

@@ -30,6 +30,25 @@ pub const PRIVATE_DIR_MODE: u32 = 0o700;
 /// The mode of the files the agent writes for itself.
 pub const PRIVATE_FILE_MODE: u32 = 0o600;
 
+// ---------------------------------------------------------------- start
+
+/// Opens `/dev/null` on any of the standard descriptors (0, 1, 2) that is
+/// closed, as Rust's own start-up does for a program with `fn main`: else
+/// the first file the agent opens takes that number, and what it prints
+/// (or a child's output) lands in that file.
+pub fn ensure_standard_descriptors() {
+    for fd in 0..=2 {
+        // SAFETY: F_GETFD only asks whether the descriptor is open.
+        let closed = unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1
+            && io::Error::last_os_error().raw_os_error() == Some(libc::EBADF);
+        if closed {
+            // The lowest free number is the closed one. SAFETY: a C string
+            // constant and flags; the descriptor is kept for the process's life.
+            unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+        }
+    }
+}
+
 // ---------------------------------------------------------------- reads
 
 /// The whole content of a regular file. Anything else (a device such as
