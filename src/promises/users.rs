@@ -510,6 +510,12 @@ fn plaintext_matches(plain: &str, hash: &str) -> bool {
     let (Ok(k), Ok(s)) = (std::ffi::CString::new(plain), std::ffi::CString::new(hash)) else {
         return false;
     };
+    let Some(crypt) = crypt_function() else {
+        tracing::error!(
+            "Cannot check the password: the C library's crypt (libcrypt.so.1) is missing"
+        );
+        return false;
+    };
     // SAFETY: crypt reads two C strings and returns static storage that we
     // copy at once.
     let out = unsafe { crypt(k.as_ptr(), s.as_ptr()) };
@@ -520,9 +526,26 @@ fn plaintext_matches(plain: &str, hash: &str) -> bool {
     unsafe { std::ffi::CStr::from_ptr(out) }.to_string_lossy() == hash
 }
 
-#[link(name = "crypt")]
-unsafe extern "C" {
-    fn crypt(key: *const libc::c_char, salt: *const libc::c_char) -> *mut libc::c_char;
+type CryptFn = unsafe extern "C" fn(*const libc::c_char, *const libc::c_char) -> *mut libc::c_char;
+
+/// crypt(3), loaded the first time a password is checked: linked, its
+/// library would be loaded (and relocated) at every start of the agent,
+/// for the few runs that check a plaintext password.
+fn crypt_function() -> Option<CryptFn> {
+    static CRYPT: std::sync::OnceLock<Option<CryptFn>> = std::sync::OnceLock::new();
+    *CRYPT.get_or_init(|| {
+        // SAFETY: dlopen and dlsym take C string constants; the library is
+        // never closed, so the function stays valid, and the symbol is
+        // crypt(3), whose signature CryptFn spells.
+        unsafe {
+            let lib = libc::dlopen(c"libcrypt.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+            if lib.is_null() {
+                return None;
+            }
+            let sym = libc::dlsym(lib, c"crypt".as_ptr());
+            (!sym.is_null()).then(|| std::mem::transmute::<*mut libc::c_void, CryptFn>(sym))
+        }
+    })
 }
 
 #[cfg(test)]
@@ -542,6 +565,7 @@ mod tests {
     #[test]
     fn crypt_checks_plaintext() {
         // The hash of "secret" with an MD5 salt.
+        let crypt = crypt_function().expect("libcrypt.so.1");
         let out = unsafe {
             let k = std::ffi::CString::new("secret").unwrap();
             let s = std::ffi::CString::new("$1$saltsalt$").unwrap();
