@@ -716,7 +716,7 @@ impl<'a> Parser<'a> {
         Some(Promise {
             guard,
             promiser,
-            promisee,
+            promisee: promisee.map(Box::new),
             attributes,
             span: t.span.to(end),
         })
@@ -987,11 +987,11 @@ impl<'a> Parser<'a> {
                 Some(t) if t.kind == Tok::RParen => {
                     self.pos += 1;
                     args.shrink_to_fit();
-                    return Some(Rval::Call(FnCall {
+                    return Some(Rval::Call(Box::new(FnCall {
                         span: name.span.to(t.span),
                         name,
                         args,
-                    }));
+                    })));
                 }
                 Some(t) if t.kind == Tok::Comma => {
                     if !reported {
@@ -1053,11 +1053,11 @@ impl<'a> Parser<'a> {
     /// After a mistake inside a call's arguments: skips to its `)`.
     fn partial_call(&mut self, name: Ident, args: Vec<Rval>) -> Rval {
         let end = self.skip_bracketed(Tok::RParen).unwrap_or(name.span);
-        Rval::Call(FnCall {
+        Rval::Call(Box::new(FnCall {
             span: name.span.to(end),
             name,
             args,
-        })
+        }))
     }
 
     /// Skips to the bracket `close` that matches one already open and
