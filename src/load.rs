@@ -48,7 +48,7 @@ impl LoadedFile {
     pub fn from_text(path: &str, text: String) -> LoadedFile {
         let parsed = parse(path, &text);
         LoadedFile {
-            source: SourceFile::new(path, text),
+            source: SourceFile::with_line_starts(path, text, parsed.line_starts),
             tree: parsed.file,
             diagnostics: parsed.diagnostics,
         }

@@ -42,7 +42,9 @@ pub enum Rval {
         items: Vec<Rval>,
         span: Span,
     },
-    Call(FnCall),
+    /// Boxed, so that every value (most are strings) is not as large as a
+    /// call: each attribute of a big policy carried the difference.
+    Call(Box<FnCall>),
 }
 
 impl Rval {
@@ -110,7 +112,9 @@ impl ClassGuard {
 pub struct Promise {
     pub guard: ClassGuard,
     pub promiser: StringLit,
-    pub promisee: Option<Rval>,
+    /// Boxed: few promises have one, and every promise of a big policy
+    /// carried the room for a value inline.
+    pub promisee: Option<Box<Rval>>,
     pub attributes: Vec<Attribute>,
     pub span: Span,
 }

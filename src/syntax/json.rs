@@ -285,7 +285,7 @@ fn rval_from(v: &Value) -> Result<Rval, JsonShapeError> {
                 .collect::<Result<_, _>>()?,
             span,
         },
-        "functionCall" => Rval::Call(FnCall {
+        "functionCall" => Rval::Call(Box::new(FnCall {
             name: Ident {
                 name: str_field(v, "name")?,
                 span: span_from(field(v, "nameSpan")?)?,
@@ -295,7 +295,7 @@ fn rval_from(v: &Value) -> Result<Rval, JsonShapeError> {
                 .map(rval_from)
                 .collect::<Result<_, _>>()?,
             span,
-        }),
+        })),
         other => return Err(JsonShapeError(format!("unknown rval type '{other}'"))),
     })
 }
@@ -393,7 +393,7 @@ pub fn from_json(v: &Value) -> Result<Vec<PolicyFile>, JsonShapeError> {
                             quote: quote_from(&str_field(p, "promiserQuote")?),
                             span: span_from(field(p, "promiserSpan")?)?,
                         },
-                        promisee: p.get("promisee").map(rval_from).transpose()?,
+                        promisee: p.get("promisee").map(rval_from).transpose()?.map(Box::new),
                         attributes: arr_field(p, "attributes")?
                             .iter()
                             .map(attr_from)

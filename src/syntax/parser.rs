@@ -14,6 +14,9 @@ use super::source::Span;
 pub struct Parsed {
     pub file: PolicyFile,
     pub diagnostics: Vec<Diagnostic>,
+    /// Where each line starts, made for the parser's messages and handed
+    /// on so that the file's source need not scan its text again.
+    pub line_starts: Vec<u32>,
 }
 
 impl Parsed {
@@ -32,14 +35,7 @@ pub fn parse(path: &str, src: &str) -> Parsed {
         depth: 0,
         diags: lexed.diagnostics,
         namespace: "default".to_string(),
-        line_starts: std::iter::once(0)
-            .chain(
-                src.bytes()
-                    .enumerate()
-                    .filter(|(_, b)| *b == b'\n')
-                    .map(|(i, _)| i as u32 + 1),
-            )
-            .collect(),
+        line_starts: super::source::line_starts(src),
         ends_unterminated: lexed
             .tokens
             .last()
@@ -47,6 +43,7 @@ pub fn parse(path: &str, src: &str) -> Parsed {
     };
     p.check_reference_nesting();
     let blocks = p.file();
+    let line_starts = std::mem::take(&mut p.line_starts);
     let mut diagnostics = p.diags;
     diagnostics.sort_by_key(|d| d.span.start);
     Parsed {
@@ -55,6 +52,7 @@ pub fn parse(path: &str, src: &str) -> Parsed {
             blocks,
         },
         diagnostics,
+        line_starts,
     }
 }
 
@@ -718,7 +716,7 @@ impl<'a> Parser<'a> {
         Some(Promise {
             guard,
             promiser,
-            promisee,
+            promisee: promisee.map(Box::new),
             attributes,
             span: t.span.to(end),
         })
@@ -989,11 +987,11 @@ impl<'a> Parser<'a> {
                 Some(t) if t.kind == Tok::RParen => {
                     self.pos += 1;
                     args.shrink_to_fit();
-                    return Some(Rval::Call(FnCall {
+                    return Some(Rval::Call(Box::new(FnCall {
                         span: name.span.to(t.span),
                         name,
                         args,
-                    }));
+                    })));
                 }
                 Some(t) if t.kind == Tok::Comma => {
                     if !reported {
@@ -1055,11 +1053,11 @@ impl<'a> Parser<'a> {
     /// After a mistake inside a call's arguments: skips to its `)`.
     fn partial_call(&mut self, name: Ident, args: Vec<Rval>) -> Rval {
         let end = self.skip_bracketed(Tok::RParen).unwrap_or(name.span);
-        Rval::Call(FnCall {
+        Rval::Call(Box::new(FnCall {
             span: name.span.to(end),
             name,
             args,
-        })
+        }))
     }
 
     /// Skips to the bracket `close` that matches one already open and

@@ -41,11 +41,31 @@ pub struct SourceFile {
     line_starts: Vec<u32>,
 }
 
+/// Where each line of `text` starts. memchr finds the line ends a word at
+/// a time (a filter over the bytes took a step per byte: 3% of a 5 MB
+/// check), and counting them first sizes the table exactly: a file's
+/// table lives as long as the run.
+pub fn line_starts(text: &str) -> Vec<u32> {
+    let ends = || memchr::memchr_iter(b'\n', text.as_bytes());
+    let mut starts = Vec::with_capacity(ends().count() + 1);
+    starts.push(0);
+    starts.extend(ends().map(|i| (i + 1) as u32));
+    starts
+}
+
 impl SourceFile {
     pub fn new(path: impl Into<String>, text: impl Into<String>) -> SourceFile {
         let text = text.into();
-        let mut line_starts = vec![0u32];
-        line_starts.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| (i + 1) as u32));
+        let line_starts = line_starts(&text);
+        SourceFile::with_line_starts(path, text, line_starts)
+    }
+
+    /// A source whose line table is made already (the parser's).
+    pub fn with_line_starts(
+        path: impl Into<String>,
+        text: String,
+        line_starts: Vec<u32>,
+    ) -> SourceFile {
         SourceFile {
             path: path.into(),
             text,
