@@ -700,8 +700,12 @@ fn save_why(state_dir: &std::path::Path, config: &Config, why: &mut crate::agent
     why.dry_run = config.dry_run;
     let path = state_dir.join(crate::agent::why::WHY_FILE);
     // Streamed: the text of a big run's record would double its memory.
+    // serde_json writes in small pieces: a buffer of our own takes them
+    // without a dynamic call each.
     let written = crate::host::local::write_private_with(&path, |w| {
-        serde_json::to_writer(w, why).map_err(std::io::Error::other)
+        let mut w = std::io::BufWriter::with_capacity(64 * 1024, w);
+        serde_json::to_writer(&mut w, why).map_err(std::io::Error::other)?;
+        std::io::Write::flush(&mut w)
     });
     if let Err(e) = written {
         tracing::error!(

@@ -317,6 +317,7 @@ impl<'a> AgentRun<'a> {
         sink: &'a mut dyn Sink,
         setup: RunSetup<'a>,
     ) -> AgentRun<'a> {
+        let preeval_settled = ctx.preeval_settled.take();
         AgentRun {
             ctx,
             policy,
@@ -342,7 +343,7 @@ impl<'a> AgentRun<'a> {
             abort_bundle: false,
             modules: setup.modules,
             again_next_pass: false,
-            settled: crate::eval::preeval::Settled::for_the_run(),
+            settled: crate::eval::preeval::Settled::for_the_run_after(preeval_settled),
             settled_acting: HashMap::new(),
             gate_found_done: false,
             skipped_here: false,

@@ -382,13 +382,27 @@ impl AgentRun<'_> {
         // promiser and the attributes, not where the promise is written:
         // two identical promises act once, and a bundle called again does
         // not repeat what it did.
-        let done_text = format!(
-            "{}:{}\u{1}{ptype}\u{1}{}\u{1}{}",
-            ep.namespace,
-            ep.bundle,
-            ep.promiser,
-            attrs_key(&ep.attrs)
+        // Built by hand, not with `format!`: this runs for every iteration
+        // of every acting promise.
+        let attrs = attrs_key(&ep.attrs);
+        let mut done_text = String::with_capacity(
+            ep.namespace.len()
+                + ep.bundle.len()
+                + ptype.len()
+                + ep.promiser.len()
+                + attrs.len()
+                + 4,
         );
+        for (part, sep) in [
+            (ep.namespace.as_str(), ":"),
+            (ep.bundle.as_str(), "\u{1}"),
+            (ptype.as_str(), "\u{1}"),
+            (ep.promiser.as_str(), "\u{1}"),
+            (attrs.as_str(), ""),
+        ] {
+            done_text.push_str(part);
+            done_text.push_str(sep);
+        }
         let lock_hash = fnv1a(&done_text);
         let done = done_key(&done_text, lock_hash);
         drop(done_text);
@@ -432,7 +446,19 @@ impl AgentRun<'_> {
         if early_banner {
             self.promise_banner(site.promise, ep);
         }
-        let lock = format!("{}:{}/{ptype}/{:016x}", ep.namespace, ep.bundle, lock_hash);
+        let mut lock =
+            String::with_capacity(ep.namespace.len() + ep.bundle.len() + ptype.len() + 19);
+        for part in [
+            ep.namespace.as_str(),
+            ":",
+            ep.bundle.as_str(),
+            "/",
+            ptype.as_str(),
+            "/",
+        ] {
+            lock.push_str(part);
+        }
+        push_hex16(&mut lock, lock_hash);
         if let Some(reason) = self
             .lock_held(ep, &lock)
             .or_else(|| self.still_running(ep, &lock))
@@ -1093,4 +1119,25 @@ fn settles(ptype: &str, promise: &Promise) -> bool {
         && actuator(ptype).is_some_and(|a| !a.speaks_each_pass())
         && promise.attribute("bundle_return_value_index").is_none()
         && crate::eval::preeval::calls_only_pure_functions(promise)
+}
+
+/// Appends `n` as 16 lowercase hex digits (`{:016x}` without the
+/// formatting machinery).
+fn push_hex16(s: &mut String, n: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for shift in (0..16).rev() {
+        s.push(char::from(DIGITS[((n >> (shift * 4)) & 0xf) as usize]));
+    }
+}
+
+#[cfg(test)]
+mod hex_tests {
+    #[test]
+    fn push_hex16_is_016x() {
+        for n in [0u64, 1, 0xdead_beef, u64::MAX, 0x0123_4567_89ab_cdef] {
+            let mut s = String::from("x/");
+            super::push_hex16(&mut s, n);
+            assert_eq!(s, format!("x/{n:016x}"));
+        }
+    }
 }

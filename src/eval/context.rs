@@ -205,6 +205,9 @@ pub struct EvalContext {
     /// vars and classes promises, evaluated): a promise whose `depends_on`
     /// names a handle not in here is skipped, as cf-agent skips it.
     pub done_handles: std::collections::HashSet<String>,
+    /// The vars promises pre-evaluation left settled, for the agent's
+    /// first pass (keyed by promise address: valid with this policy only).
+    pub preeval_settled: Option<super::preeval::Settled>,
     /// The edit_xml operations that acted this run, by cf-agent's lock
     /// (operation, promiser, file and the promise): each acts once per
     /// run, whichever files promise edits the file.

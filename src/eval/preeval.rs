@@ -142,6 +142,9 @@ pub fn preevaluate_entry(
     }
     ctx.vars.reads.set_tracking(false);
     ctx.classes.reads.set_tracking(false);
+    // The run's first pass would evaluate each of them again for the
+    // same value: the run starts from what is settled here.
+    ctx.preeval_settled = Some(settled);
     // With ignore_missing_inputs, cf-agent runs the policy without the
     // inputs it cannot read (missing files, directories), and says nothing.
     if ctx.common_control_flag("ignore_missing_inputs") {
@@ -276,11 +279,12 @@ fn preevaluate_file(
 /// only variables and classes that have not changed since: evaluating
 /// them again in a later sweep would give the same, so they are left as
 /// they are (the sweeps over every file are most of a check's work).
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Settled {
     /// By the promise's address in the loaded policy, which stays put:
-    /// what its last evaluation read from the variables and the classes.
-    reads: FastMap<usize, (Reads, Reads)>,
+    /// what its last evaluation read from the variables and the classes,
+    /// and whether it calls only pure functions.
+    reads: FastMap<usize, (Reads, Reads, bool)>,
     /// Only promises whose functions compute from their arguments and the
     /// stores alone are kept: the agent's passes act between two
     /// evaluations (a file read, a command run, the clock may differ).
@@ -295,6 +299,18 @@ impl Settled {
             reads: FastMap::default(),
             pure_only: true,
         }
+    }
+
+    /// `for_the_run`, starting from what pre-evaluation settled (its
+    /// promises whose functions are pure): the stores' change tracking
+    /// tells whether anything changed since.
+    pub fn for_the_run_after(preeval: Option<Settled>) -> Settled {
+        let mut run = Settled::for_the_run();
+        if let Some(mut p) = preeval {
+            p.reads.retain(|_, (_, _, pure)| *pure);
+            run.reads = p.reads;
+        }
+        run
     }
 
     /// Evaluates a vars promise unless its last evaluation read only what
@@ -334,7 +350,7 @@ impl Settled {
         eval: impl FnOnce(&mut EvalContext) -> (PromiseResult, Vec<EvalMessage>),
     ) -> (PromiseResult, Vec<EvalMessage>) {
         let id = promise as *const Promise as usize;
-        if let Some((vars, classes)) = self.reads.get(&id)
+        if let Some((vars, classes, _)) = self.reads.get(&id)
             && ctx.vars.reads.unchanged_since(vars)
             && ctx.classes.reads.unchanged_since(classes)
             && !crate::report::log::verbose()
@@ -347,9 +363,8 @@ impl Settled {
             .iter()
             .any(|a| promise.attribute(a).is_some())
             || policy.has_bodies_in("bodydefault");
-        let logged = !bodies
-            && !crate::report::log::verbose()
-            && (!self.pure_only || calls_only_pure_functions(promise));
+        let pure = !bodies && calls_only_pure_functions(promise);
+        let logged = !bodies && !crate::report::log::verbose() && (!self.pure_only || pure);
         if logged {
             ctx.vars.reads.start();
             ctx.classes.reads.start();
@@ -368,7 +383,7 @@ impl Settled {
                         && !result.failed
                         && ctx.fatal.is_none() =>
                 {
-                    self.reads.insert(id, (vars, classes));
+                    self.reads.insert(id, (vars, classes, pure));
                 }
                 _ => {
                     self.reads.remove(&id);

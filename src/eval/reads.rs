@@ -21,9 +21,15 @@ pub fn entry_hash<K: Hash>(key: K) -> u64 {
 /// of what the evaluation under way read.
 #[derive(Debug, Default, Clone)]
 pub struct ReadLog {
-    /// Whether changes are stamped at all (only while pre-evaluating).
+    /// Whether changes are stamped at all (while pre-evaluating and while
+    /// the agent runs).
     tracking: bool,
     clock: u64,
+    /// Something changed while changes were not stamped: what was read
+    /// before then cannot be told unchanged.
+    changed_untracked: bool,
+    /// Reads that ended before this clock may have missed a change.
+    valid_from: u64,
     stamps: FastMap<u64, u64>,
     /// Whether reads are being logged.
     logging: Cell<bool>,
@@ -41,11 +47,17 @@ pub struct Reads {
 }
 
 impl ReadLog {
+    /// Stamps are kept while tracking is off, so that what was read
+    /// before can still be told unchanged when tracking resumes, unless
+    /// something changed in between.
     pub fn set_tracking(&mut self, on: bool) {
-        self.tracking = on;
-        if !on {
+        if on && !self.tracking && self.changed_untracked {
             self.stamps = FastMap::default();
+            self.clock += 1;
+            self.valid_from = self.clock;
         }
+        self.changed_untracked = false;
+        self.tracking = on;
     }
 
     /// The entry named `h` was read.
@@ -66,7 +78,11 @@ impl ReadLog {
     /// read too, so that a later writer of the same entry is noticed).
     pub fn note_change(&mut self, h: impl FnOnce() -> u64) {
         if !self.tracking && !self.logging.get() {
+            self.changed_untracked = true;
             return;
+        }
+        if !self.tracking {
+            self.changed_untracked = true;
         }
         let h = h();
         if self.tracking {
@@ -104,6 +120,7 @@ impl ReadLog {
     /// Whether nothing `reads` names has changed since.
     pub fn unchanged_since(&self, reads: &Reads) -> bool {
         self.tracking
+            && reads.clock >= self.valid_from
             && reads
                 .keys
                 .iter()
@@ -127,6 +144,22 @@ mod tests {
         assert!(log.unchanged_since(&reads));
         // An entry read while it did not exist, defined later.
         log.note_change(|| 2);
+        assert!(!log.unchanged_since(&reads));
+    }
+
+    #[test]
+    fn a_change_while_not_tracking_is_seen() {
+        let mut log = ReadLog::default();
+        log.set_tracking(true);
+        log.start();
+        log.note_read(|| 1);
+        let reads = log.finish().unwrap();
+        log.set_tracking(false);
+        log.set_tracking(true);
+        assert!(log.unchanged_since(&reads));
+        log.set_tracking(false);
+        log.note_change(|| 2);
+        log.set_tracking(true);
         assert!(!log.unchanged_since(&reads));
     }
 

@@ -306,11 +306,13 @@ pub fn to_syslog(level: LogLevel, message: &str) {
 /// A report line to the system log (if it is open), as a notice whatever
 /// the levels say: cf-agent sends each report there itself
 /// (libpromises/verify_reports.c), past `system_log_level`.
-pub fn report_to_syslog(line: &str) {
+/// A report's text goes as `R: <text>`; it is only formatted when the
+/// system log is on (every report line of a run comes here).
+pub fn report_to_syslog(text: &str) {
     if SYSLOG.load(std::sync::atomic::Ordering::Relaxed) {
         crate::host::syslog::send(
             crate::host::syslog::Severity::Notice,
-            &format!("CFEngine(agent)  {line}\n"),
+            &format!("CFEngine(agent)  R: {text}\n"),
         );
     }
 }

@@ -190,7 +190,7 @@ impl Sink for Observed<'_> {
     fn report_line(&mut self, text: &str) {
         self.flush_errors();
         // cf-agent sends its reports to the system log as notices.
-        log::report_to_syslog(&format!("R: {text}"));
+        log::report_to_syslog(text);
         self.inner.report_line(text);
     }
 
