@@ -187,7 +187,14 @@ fn install_discovery(ctx: &mut EvalContext, found: Discovery) {
     }
     for v in found.vars {
         let var = Variable::new(v.value, v.dtype, Origin::Agent).with_tags(v.tags);
-        ctx.vars.put("default", v.scope, &v.name, var);
+        match v.deferred {
+            Some(make) => ctx
+                .vars
+                .put_deferred("default", v.scope, &v.name, var, make),
+            None => {
+                ctx.vars.put("default", v.scope, &v.name, var);
+            }
+        }
     }
 }
 

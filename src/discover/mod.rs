@@ -50,7 +50,7 @@ pub fn is_own_address(ip: std::net::IpAddr) -> bool {
 
 use crate::values::canon::canonify;
 use crate::values::hash::FastMap;
-use crate::values::value::{DataType, Value};
+use crate::values::value::{DataType, Deferred, Value};
 use root::Root;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -126,6 +126,16 @@ pub struct DiscoveredVar {
     pub value: Value,
     pub dtype: DataType,
     pub tags: Vec<String>,
+    /// Made at the first read instead of `value` (which is then `Null`
+    /// data): the big data containers few policies read.
+    pub deferred: Option<Deferred>,
+}
+
+impl DiscoveredVar {
+    /// The value, made now if it is deferred.
+    pub fn value(&self) -> &Value {
+        self.deferred.as_ref().map_or(&self.value, Deferred::get)
+    }
 }
 
 /// Everything discovery found, in definition order.
@@ -269,13 +279,37 @@ impl Collector {
         dtype: DataType,
         tags: &str,
     ) {
-        let var = DiscoveredVar {
+        self.put_var(DiscoveredVar {
             scope,
             name: name.to_string(),
             value,
             dtype,
             tags: split_tags(tags),
-        };
+            deferred: None,
+        });
+    }
+
+    /// Defines (or redefines) a data variable whose value `make` makes at
+    /// its first read.
+    pub(crate) fn deferred_data(
+        &mut self,
+        scope: &'static str,
+        name: &str,
+        tags: &str,
+        make: impl Fn() -> Value + Send + Sync + 'static,
+    ) {
+        self.put_var(DiscoveredVar {
+            scope,
+            name: name.to_string(),
+            value: Value::data(serde_json::Value::Null),
+            dtype: DataType::Data,
+            tags: split_tags(tags),
+            deferred: Some(Deferred::new(make)),
+        });
+    }
+
+    fn put_var(&mut self, var: DiscoveredVar) {
+        let (scope, name) = (var.scope, var.name.as_str());
         match self.var_index.get(&(scope, name.to_string())) {
             Some(&i) => self.vars[i] = var,
             None => {

@@ -642,88 +642,97 @@ pub(crate) fn parse_net_dev(text: &str) -> Map<String, Json> {
 }
 
 /// `sys.inet`, `sys.inet6`, `sys.interfaces_data` and the default gateway
-/// class.
+/// class. The class is defined now; the three containers are made from
+/// the files at their first read (most policies read none of them), and
+/// each is defined when one of its files exists, as when made at once.
 pub(crate) fn networking(c: &mut Collector, root: &Root) {
     let route = root.read("/proc/net/route");
-    let netstat = root.read("/proc/net/netstat");
-    if route.is_some() || netstat.is_some() {
-        let mut inet = Map::new();
-        if let Some(text) = &route {
-            let (routes, best) = parse_ipv4_routes(text);
-            if let Some(i) = best {
-                let gw = routes[i]["gateway"].as_str().unwrap_or("").to_string();
-                c.class(
-                    &format!("ipv4_gw_{gw}"),
-                    "inventory,networking,/proc,source=agent,attribute_name=none,procfs",
-                );
-                inet.insert("default_gateway".into(), Json::String(gw));
-                inet.insert("default_route".into(), routes[i].clone());
-            }
-            inet.insert("routes".into(), Json::Array(routes));
-        }
-        if let Some(text) = &netstat {
-            inet.insert("stats".into(), Json::Object(parse_netstat(text)));
-        }
-        c.var(
-            "sys",
-            "inet",
-            Value::data(Json::Object(inet)),
-            DataType::Data,
-            PROC_TAGS,
+    if let Some(text) = &route
+        && let (routes, Some(i)) = parse_ipv4_routes(text)
+    {
+        let gw = routes[i]["gateway"].as_str().unwrap_or("");
+        c.class(
+            &format!("ipv4_gw_{gw}"),
+            "inventory,networking,/proc,source=agent,attribute_name=none,procfs",
         );
     }
+    let base = root.base().to_path_buf();
+    if route.is_some() || root.exists("/proc/net/netstat") {
+        let base = base.clone();
+        c.deferred_data("sys", "inet", PROC_TAGS, move || {
+            Value::data(Json::Object(inet(&Root::new(&base), route.as_deref())))
+        });
+    }
+    let inet6_files = [
+        "/proc/net/if_inet6",
+        "/proc/net/ipv6_route",
+        "/proc/net/snmp6",
+    ];
+    if inet6_files.iter().any(|f| root.exists(f)) {
+        let base = base.clone();
+        c.deferred_data("sys", "inet6", PROC_TAGS, move || {
+            Value::data(Json::Object(inet6(&Root::new(&base))))
+        });
+    }
+    if root.exists("/proc/net/dev") {
+        c.deferred_data("sys", "interfaces_data", PROC_TAGS, move || {
+            let text = Root::new(&base).read("/proc/net/dev").unwrap_or_default();
+            Value::data(Json::Object(parse_net_dev(&text)))
+        });
+    }
+}
 
-    let if_inet6 = root.read("/proc/net/if_inet6");
-    let ipv6_route = root.read("/proc/net/ipv6_route");
-    let snmp6 = root.read("/proc/net/snmp6");
-    if if_inet6.is_some() || ipv6_route.is_some() || snmp6.is_some() {
-        let mut inet6 = Map::new();
-        if let Some(text) = &if_inet6 {
-            let mut addrs: Vec<(String, Json)> = Vec::new();
-            for a in parse_if_inet6(text) {
-                // cf-agent keys the addresses by interface, so of several
-                // addresses of one interface the last one listed is kept.
-                addrs.retain(|(n, _)| n != &a.name);
-                addrs.push((
-                    a.name.clone(),
-                    json!({
-                        "address": ipv6_full(&a.addr),
-                        "device_number": a.ifindex,
-                        "interface": a.name,
-                        "prefix_length": a.prefix,
-                        "raw_flags": a.raw_flags,
-                        "scope": a.scope,
-                    }),
-                ));
-            }
-            addrs.sort_by(|a, b| a.0.cmp(&b.0));
-            inet6.insert(
-                "addresses".into(),
-                Json::Object(addrs.into_iter().collect()),
-            );
+/// `sys.inet`: IPv4 routes (of `route`, the text of `/proc/net/route` read
+/// at discovery) and `/proc/net/netstat`'s counters.
+fn inet(root: &Root, route: Option<&str>) -> Map<String, Json> {
+    let mut inet = Map::new();
+    if let Some(text) = route {
+        let (routes, best) = parse_ipv4_routes(text);
+        if let Some(i) = best {
+            let gw = routes[i]["gateway"].as_str().unwrap_or("").to_string();
+            inet.insert("default_gateway".into(), Json::String(gw));
+            inet.insert("default_route".into(), routes[i].clone());
         }
-        if let Some(text) = &ipv6_route {
-            inet6.insert("routes".into(), Json::Array(parse_ipv6_routes(text)));
-        }
-        if let Some(text) = &snmp6 {
-            inet6.insert("stats".into(), Json::Object(parse_snmp6(text)));
-        }
-        c.var(
-            "sys",
-            "inet6",
-            Value::data(Json::Object(inet6)),
-            DataType::Data,
-            PROC_TAGS,
-        );
+        inet.insert("routes".into(), Json::Array(routes));
     }
+    if let Some(text) = root.read("/proc/net/netstat") {
+        inet.insert("stats".into(), Json::Object(parse_netstat(&text)));
+    }
+    inet
+}
 
-    if let Some(text) = root.read("/proc/net/dev") {
-        c.var(
-            "sys",
-            "interfaces_data",
-            Value::data(Json::Object(parse_net_dev(&text))),
-            DataType::Data,
-            PROC_TAGS,
+/// `sys.inet6`: addresses, routes and counters of `/proc/net`.
+fn inet6(root: &Root) -> Map<String, Json> {
+    let mut inet6 = Map::new();
+    if let Some(text) = root.read("/proc/net/if_inet6") {
+        let mut addrs: Vec<(String, Json)> = Vec::new();
+        for a in parse_if_inet6(&text) {
+            // cf-agent keys the addresses by interface, so of several
+            // addresses of one interface the last one listed is kept.
+            addrs.retain(|(n, _)| n != &a.name);
+            addrs.push((
+                a.name.clone(),
+                json!({
+                    "address": ipv6_full(&a.addr),
+                    "device_number": a.ifindex,
+                    "interface": a.name,
+                    "prefix_length": a.prefix,
+                    "raw_flags": a.raw_flags,
+                    "scope": a.scope,
+                }),
+            ));
+        }
+        addrs.sort_by(|a, b| a.0.cmp(&b.0));
+        inet6.insert(
+            "addresses".into(),
+            Json::Object(addrs.into_iter().collect()),
         );
     }
+    if let Some(text) = root.read("/proc/net/ipv6_route") {
+        inet6.insert("routes".into(), Json::Array(parse_ipv6_routes(&text)));
+    }
+    if let Some(text) = root.read("/proc/net/snmp6") {
+        inet6.insert("stats".into(), Json::Object(parse_snmp6(&text)));
+    }
+    inet6
 }

@@ -25,6 +25,11 @@ impl Root {
         }
     }
 
+    /// The directory this root reads below.
+    pub(crate) fn base(&self) -> &Path {
+        &self.base
+    }
+
     /// Whether this is the host's own root (`/`), not a test's fake tree.
     pub(crate) fn is_host(&self) -> bool {
         self.base == Path::new("/")

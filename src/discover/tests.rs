@@ -64,9 +64,9 @@ fn class_names(d: &Discovery) -> Vec<&str> {
 }
 
 fn sys<'a>(d: &'a Discovery, name: &str) -> &'a Value {
-    &d.var("sys", name)
+    d.var("sys", name)
         .unwrap_or_else(|| panic!("sys.{name} defined"))
-        .value
+        .value()
 }
 
 fn scalar<'a>(d: &'a Discovery, name: &str) -> &'a str {

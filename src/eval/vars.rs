@@ -3,7 +3,8 @@
 
 use super::reads::{ReadLog, entry_hash};
 use crate::values::hash::FastMap;
-use crate::values::value::{DataType, Origin, Value};
+use crate::values::value::{DataType, Deferred, Origin, Value};
+use std::sync::OnceLock;
 
 /// How a later definition of the same variable is treated (`policy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -100,6 +101,20 @@ pub struct VarStore {
     global_len: usize,
     /// What evaluations read, and when each variable last changed.
     pub reads: ReadLog,
+    /// The variables whose value is made at their first read. Each also
+    /// sits in `scopes` with a stand-in value, so that it takes its place
+    /// in the table when it is put, as the others do.
+    deferred: Vec<DeferredVar>,
+}
+
+/// A variable of `scopes` whose value is made at its first read.
+#[derive(Debug, Clone)]
+struct DeferredVar {
+    scope: ScopeKey,
+    name: String,
+    make: Deferred,
+    /// The variable with its value made, once read.
+    made: OnceLock<Variable>,
 }
 
 /// When a variable came into the store: its number in the order of
@@ -141,11 +156,81 @@ impl VarStore {
         self.scopes
             .get(&ScopeRef { ns, scope })
             .and_then(|m| m.get(name))
+            .map(|v| self.resolve(ns, scope, name, v))
+    }
+
+    /// The variable as read: `stored`, or its value made if it is deferred.
+    fn resolve<'a>(
+        &'a self,
+        ns: &str,
+        scope: &str,
+        name: &str,
+        stored: &'a Variable,
+    ) -> &'a Variable {
+        if self.deferred.is_empty() {
+            return stored;
+        }
+        match self.deferred_index(ns, scope, name) {
+            Some(i) => {
+                let d = &self.deferred[i];
+                d.made.get_or_init(|| {
+                    let mut made = stored.clone();
+                    made.value = d.make.get().clone();
+                    made
+                })
+            }
+            None => stored,
+        }
+    }
+
+    fn deferred_index(&self, ns: &str, scope: &str, name: &str) -> Option<usize> {
+        self.deferred
+            .iter()
+            .position(|d| d.name == name && d.scope.scope == scope && d.scope.ns == ns)
+    }
+
+    /// Puts a variable whose value `make` makes at its first read; `var`
+    /// gives its type, tags and origin (its value is not read).
+    pub fn put_deferred(
+        &mut self,
+        ns: &str,
+        scope: &str,
+        name: &str,
+        var: Variable,
+        make: Deferred,
+    ) {
+        self.put(ns, scope, name, var);
+        self.deferred.push(DeferredVar {
+            scope: ScopeKey::new(ns, scope),
+            name: name.to_string(),
+            make,
+            made: OnceLock::new(),
+        });
+    }
+
+    /// Gives a deferred variable its value in `scopes`, before it is
+    /// changed or replaced there.
+    fn settle_deferred(&mut self, ns: &str, scope: &str, name: &str) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        if let Some(i) = self.deferred_index(ns, scope, name) {
+            let d = self.deferred.swap_remove(i);
+            let value = d.make.get().clone();
+            if let Some(v) = self
+                .scopes
+                .get_mut(&ScopeRef { ns, scope })
+                .and_then(|m| m.get_mut(name))
+            {
+                v.value = value;
+            }
+        }
     }
 
     pub fn get_mut(&mut self, ns: &str, scope: &str, name: &str) -> Option<&mut Variable> {
         // Whoever takes a variable to change it may change it.
         self.reads.note_change(|| entry_hash((ns, scope, name)));
+        self.settle_deferred(ns, scope, name);
         self.scopes
             .get_mut(&ScopeRef { ns, scope })
             .and_then(|m| m.get_mut(name))
@@ -162,6 +247,7 @@ impl VarStore {
     }
 
     fn put_unlogged(&mut self, ns: &str, scope: &str, name: &str, var: Variable) -> PutResult {
+        self.settle_deferred(ns, scope, name);
         if !self.scopes.contains_key(&ScopeRef { ns, scope }) {
             self.scopes
                 .insert(ScopeKey::new(ns, scope), FastMap::default());
@@ -208,6 +294,7 @@ impl VarStore {
     }
 
     pub fn remove(&mut self, ns: &str, scope: &str, name: &str) -> Option<Variable> {
+        self.settle_deferred(ns, scope, name);
         let key = ScopeRef { ns, scope };
         let old = self.scopes.get_mut(&key).and_then(|m| m.remove(name))?;
         self.reads.note_change(|| entry_hash((ns, scope, name)));
@@ -256,17 +343,27 @@ impl VarStore {
         }
     }
 
-    pub fn scope(&self, ns: &str, scope: &str) -> Option<&FastMap<String, Variable>> {
+    /// The variables of one scope, by name, in no particular order.
+    pub fn scope<'a>(
+        &'a self,
+        ns: &'a str,
+        scope: &'a str,
+    ) -> Option<impl Iterator<Item = (&'a String, &'a Variable)> + 'a> {
         self.reads.note_unnamed();
-        self.scopes.get(&ScopeRef { ns, scope })
+        let vars = self.scopes.get(&ScopeRef { ns, scope })?;
+        Some(
+            vars.iter()
+                .map(move |(n, v)| (n, self.resolve(ns, scope, n, v))),
+        )
     }
 
     /// Every variable, as (scope, name, variable), in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&ScopeKey, &String, &Variable)> {
         self.reads.note_unnamed();
-        self.scopes
-            .iter()
-            .flat_map(|(k, m)| m.iter().map(move |(n, v)| (k, n, v)))
+        self.scopes.iter().flat_map(move |(k, m)| {
+            m.iter()
+                .map(move |(n, v)| (k, n, self.resolve(&k.ns, &k.scope, n, v)))
+        })
     }
 
     pub fn history(&self, ns: &str, scope: &str, name: &str) -> &[Overridden] {

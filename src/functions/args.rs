@@ -377,7 +377,6 @@ pub fn classic_array(ctx: &EvalContext, name: &str) -> Option<Value> {
     }
     let count = ctx.vars.global_table_len();
     let mut entries: Vec<(TableEntry, Vec<&str>, &Value)> = vars
-        .iter()
         .filter_map(|(k, var)| {
             let rest = k.strip_prefix(prefix.as_str())?;
             let idx = split_indices(rest)?;
