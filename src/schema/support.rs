@@ -40,27 +40,6 @@ pub fn rows() -> Result<Vec<(Key, Support)>, String> {
     parse_rows(TABLE.lines().enumerate())
 }
 
-/// The rows marked refused. Found with one search of the whole table for
-/// the status column's text, not a search per line: every check asks, and
-/// the per-line search cost an eighth of an empty policy's check.
-fn refused_rows() -> Result<Vec<(Key, Support)>, String> {
-    let text = TABLE;
-    let mut lines = Vec::new();
-    // The index of the line starting at `counted_to`, for error messages.
-    let (mut counted_to, mut index) = (0, 0);
-    for at in memchr::memmem::find_iter(text.as_bytes(), "\trefused\t") {
-        if at < counted_to {
-            continue;
-        }
-        let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-        let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
-        index += memchr::memchr_iter(b'\n', &text.as_bytes()[counted_to..start]).count();
-        lines.push((index, &text[start..end]));
-        counted_to = end;
-    }
-    parse_rows(lines.into_iter())
-}
-
 /// The rows among `lines` (with their 0-based index), comments and blank
 /// lines left out.
 fn parse_rows(
@@ -116,16 +95,16 @@ pub fn support(owner: Owner, type_name: &str, attr: &str) -> Option<Support> {
 
 /// Why an attribute is refused, if it is.
 pub fn refused(owner: Owner, type_name: &str, attr: &str) -> Option<&'static str> {
-    // Only the refused rows: every policy with a control body asks, and
-    // reading the whole table would cost more than checking the policy.
-    static REFUSED: OnceLock<FastMap<Key, Support>> = OnceLock::new();
-    let map: &FastMap<(Owner, &str, &str), Support> =
-        REFUSED.get_or_init(|| refused_rows().unwrap_or_default().into_iter().collect());
-    match map.get(&(owner, type_name, attr))? {
-        Support::Refused(why) => Some(why),
-        _ => None,
-    }
+    let key = (owner == Owner::Body, type_name, attr);
+    REFUSED
+        .binary_search_by(|(body, t, a, _)| (*body, *t, *a).cmp(&key))
+        .ok()
+        .map(|i| REFUSED[i].3)
 }
+
+/// The table's refused rows, `(is a body's, type, attribute, why)` sorted,
+/// taken out of it when the agent is built (build.rs).
+static REFUSED: &[(bool, &str, &str, &str)] = include!(concat!(env!("OUT_DIR"), "/refused.rs"));
 
 #[cfg(test)]
 mod tests {
@@ -144,8 +123,13 @@ mod tests {
             .iter()
             .filter(|(_, s)| matches!(s, Support::Refused(_)))
             .collect();
-        let found = refused_rows().unwrap();
-        assert_eq!(found.iter().collect::<Vec<_>>(), all_refused);
+        assert_eq!(REFUSED.len(), all_refused.len());
+        for ((owner, t, a), s) in all_refused {
+            let Support::Refused(why) = s else {
+                unreachable!()
+            };
+            assert_eq!(refused(*owner, t, a), Some(*why));
+        }
         assert_eq!(
             support(Owner::Body, "changes", "hash"),
             Some(Support::Tested("tests/agent/files_changes.cf"))
