@@ -92,7 +92,9 @@ fn agent_main() -> ExitCode {
         return cf_key(KeyArgs::parse_from(&argv));
     }
     let mut args = if invoked_as == "cf-promises" {
-        AgentArgs::from(PromisesArgs::parse_from(&argv))
+        AgentArgs::from(
+            PromisesArgs::parse_common(&argv).unwrap_or_else(|| PromisesArgs::parse_from(&argv)),
+        )
     } else {
         AgentArgs::parse_from(&argv)
     };
@@ -979,7 +981,9 @@ fn print_graph(config: &Config) -> ExitCode {
 /// level), without a second process. Its memory is freed before the run
 /// loads the policy again.
 fn check_as_cf_promises(argv: &[String]) -> bool {
-    let mut args = match PromisesArgs::try_parse_from(argv) {
+    let parsed =
+        PromisesArgs::parse_common(argv).map_or_else(|| PromisesArgs::try_parse_from(argv), Ok);
+    let mut args = match parsed {
         Ok(a) => AgentArgs::from(a),
         Err(e) => {
             eprintln!("   error: {e}");
