@@ -1133,7 +1133,7 @@ fn data_node_kind(ctx: &EvalContext, name: &str) -> Option<&'static str> {
         return None;
     };
     let mut cur: &Json = &d;
-    for idx in &r.indices {
+    for idx in &r.indices() {
         cur = match cur {
             Json::Object(m) => m.get(*idx)?,
             Json::Array(a) => a.get(idx.parse::<usize>().ok()?)?,
