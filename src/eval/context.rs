@@ -487,7 +487,7 @@ impl EvalContext {
     /// The node of a data container a reference with indices names
     /// (`d[k][0]`); None for a whole variable or a classic array entry.
     fn container_element<'s>(&'s self, ns: &str, scope: &str, r: &VarRef) -> Option<&'s Json> {
-        if r.indices.is_empty() {
+        if !r.has_indices() {
             return None;
         }
         let base = self.vars.get(ns, scope, r.base)?;
@@ -495,7 +495,7 @@ impl EvalContext {
             return None;
         };
         let mut cur: &Json = d;
-        for idx in &r.indices {
+        for idx in &r.indices() {
             cur = match cur {
                 Json::Object(m) => m.get(*idx)?,
                 Json::Array(a) => a.get(idx.parse::<usize>().ok()?)?,
@@ -512,7 +512,7 @@ impl EvalContext {
     /// variable, a classic array entry or nothing.
     pub fn lookup_container_element(&self, text: &str) -> Option<Json> {
         let r = VarRef::parse(text);
-        if r.indices.is_empty() {
+        if !r.has_indices() {
             return None;
         }
         let (ns, scope) = self.resolve_scope(&r);
@@ -551,7 +551,7 @@ impl EvalContext {
     /// that to the variable `text` names (a whole variable, not an element).
     pub fn sort_written_container(&mut self, text: &str) {
         let r = VarRef::parse(text);
-        if !r.indices.is_empty() {
+        if r.has_indices() {
             return;
         }
         let (ns, scope) = self.resolve_scope(&r);

@@ -539,6 +539,19 @@ pub fn preliminary_convergence(ctx: &mut EvalContext, policy: &PolicySet) {
                     if !crate::report::log::verbose() && !calls_anything(promise) {
                         continue;
                     }
+                    // Functions that neither act nor say anything give the
+                    // run nothing to find here: only the iteration is
+                    // walked, for the error a promise with too many
+                    // combinations gets (said here, as before).
+                    if !crate::report::log::debug()
+                        && !crate::report::log::verbose()
+                        && calls_only_quiet_functions(promise)
+                    {
+                        ctx.enter_promise(file, promise);
+                        let texts = ctx.promise_texts(promise, &["depends_on"]);
+                        ctx.for_each_promise_iteration(promise, &texts, &mut |_| {});
+                        continue;
+                    }
                     let line = file.source.line_of(promise.promiser.span.start);
                     // A promiser that does not resolve does not keep its
                     // attributes from being evaluated.
@@ -559,6 +572,30 @@ pub fn preliminary_convergence(ctx: &mut EvalContext, policy: &PolicySet) {
     // A fatal error met here is met again, and placed, by the run.
     ctx.fatal = None;
 }
+
+/// Whether every attribute of a promise is a call of a function that
+/// neither acts, nor caches, nor logs, whatever its arguments (an error is
+/// returned, not said), with only quoted strings and such calls as
+/// arguments: no body, no list (an `@(container)` in a list warns).
+fn calls_only_quiet_functions(promise: &crate::syntax::ast::Promise) -> bool {
+    fn quiet(r: &crate::syntax::ast::Rval) -> bool {
+        use crate::syntax::ast::Rval;
+        match r {
+            Rval::Call(c) => {
+                QUIET_FUNCTIONS.contains(&c.name.name.as_str()) && c.args.iter().all(quiet)
+            }
+            Rval::String(_) => true,
+            Rval::List { .. } | Rval::NakedVar { .. } | Rval::Symbol(_) => false,
+        }
+    }
+    promise
+        .attributes
+        .iter()
+        .all(|a| matches!(a.value, crate::syntax::ast::Rval::Call(_)) && quiet(&a.value))
+}
+
+/// Pure functions whose code logs nothing (checked in src/functions).
+const QUIET_FUNCTIONS: &[&str] = &["canonify", "concat", "isvariable", "regcmp", "strcmp"];
 
 /// Whether expanding a promise may call a function: one of its
 /// attributes holds a call, or names a body (whose attributes may).

@@ -272,56 +272,41 @@ impl EvalContext {
 
     /// Finds the first reference in `texts` that names a list or a data
     /// container not yet bound, looking inside nested references first.
+    #[cfg(test)]
     fn find_iterable(&self, texts: &[&str]) -> Wheel {
-        let mut special = false;
-        for t in texts {
-            match self.find_iterable_in(t, &mut special) {
-                Wheel::None => {}
-                w => return w,
-            }
-        }
-        Wheel::None
+        self.find_iterable_planned(&ScanPlan::new(texts))
+    }
+
+    #[cfg(test)]
+    fn find_iterable_in(&self, s: &str, special: &mut bool) -> Wheel {
+        self.scan_refs(&ScanPlan::new(&[s]).refs, special)
+    }
+
+    /// [`Self::find_iterable`] over texts already split into references:
+    /// the texts stay the same for every combination, so they are scanned
+    /// once per promise, not once per combination.
+    fn find_iterable_planned(&self, plan: &ScanPlan<'_>) -> Wheel {
+        self.scan_refs(&plan.refs, &mut false)
     }
 
     /// `special` is set once a reference to one of the variables mapping
     /// functions bind (`$(this.k)`, ...) is met: cf-agent never skips a
     /// combination for a wheel that comes after one of those, so
     /// `"$(a[$(this.k)])"` stays as written instead of being skipped.
-    fn find_iterable_in(&self, s: &str, special: &mut bool) -> Wheel {
-        // Recursive like the expansion, and bounded the same way: text
-        // nested too deeply is never expanded, so it iterates over nothing.
-        if crate::syntax::reference_too_deep(s).is_some() {
-            return Wheel::None;
-        }
-        let mut pos = 0;
-        while let Some(r) = next_ref(s, pos) {
-            pos = r.end;
-            let inner = &s[r.inner_start..r.inner_end];
-            // A plain name holds no reference to look into.
-            let nested = super::context::may_hold_reference(inner);
-            if nested {
-                match self.find_iterable_in(inner, special) {
-                    Wheel::None => {}
-                    w => return w,
-                }
-            }
-            // `@(x)` passes the list whole, but a list named inside it
-            // iterates: `"@($(bundles).d)"` once per bundle
-            // (01_vars/04_containers/pass_variable_container.cf).
-            if r.list_sigil {
-                continue;
-            }
+    fn scan_refs(&self, refs: &[ScanRef<'_>], special: &mut bool) -> Wheel {
+        for r in refs {
+            let inner = r.inner;
             let skip = if *special { Wheel::None } else { Wheel::Skip };
-            if is_mapping_variable(inner) && !self.is_bound(inner) {
+            if r.mapping && !self.is_bound(inner) {
                 *special = true;
             }
             // A reference whose name is built from other references
             // (`$(a[$(k)])`) is a wheel of its own in cf-agent: when its
             // name does not resolve to a variable, the iteration is skipped.
-            let dependent = super::context::has_reference(inner);
+            let dependent = r.dependent;
             // A plain name is taken as written, without a copy: this scan
             // runs again for every combination.
-            let name = if nested {
+            let name = if r.nested {
                 let e = self.expand(inner);
                 ScannedName {
                     text: std::borrow::Cow::Owned(e.text),
@@ -427,7 +412,8 @@ impl EvalContext {
         f: &mut dyn FnMut(&mut EvalContext),
     ) -> Result<(), TooManyIterations> {
         let mark = self.bindings_len();
-        let r = self.iterate(texts, f, 1, &mut 0);
+        let plan = ScanPlan::new(texts);
+        let r = self.iterate(&plan, f, 1, &mut 0);
         self.truncate_bindings(mark);
         r
     }
@@ -437,7 +423,7 @@ impl EvalContext {
     /// evaluated.
     fn iterate(
         &mut self,
-        texts: &[&str],
+        plan: &ScanPlan<'_>,
         f: &mut dyn FnMut(&mut EvalContext),
         planned: usize,
         done: &mut usize,
@@ -446,7 +432,7 @@ impl EvalContext {
         if self.out_of_time() {
             return Ok(());
         }
-        match self.find_iterable(texts) {
+        match self.find_iterable_planned(plan) {
             Wheel::None => {
                 *done += 1;
                 if *done > MAX_ITERATIONS {
@@ -468,7 +454,7 @@ impl EvalContext {
                 }
                 for e in elems {
                     self.bind(key.clone(), e);
-                    let r = self.iterate(texts, f, planned, done);
+                    let r = self.iterate(plan, f, planned, done);
                     self.unbind();
                     r?;
                 }
@@ -679,6 +665,63 @@ fn list_ref_text(item: &Rval) -> Option<&str> {
 struct ScannedName<'a> {
     text: std::borrow::Cow<'a, str>,
     unresolved: bool,
+}
+
+/// The references of a promise's texts in the order the iteration scan
+/// meets them: the references inside a reference's name first, then the
+/// reference itself (an `@(x)` only for what is inside it). Text nested too
+/// deeply is never expanded, so it holds nothing to iterate over.
+struct ScanPlan<'a> {
+    refs: Vec<ScanRef<'a>>,
+}
+
+struct ScanRef<'a> {
+    /// The name as written, between the brackets.
+    inner: &'a str,
+    /// The name holds a reference to expand first.
+    nested: bool,
+    /// The name is one the mapping functions bind (`this.k`, ...).
+    mapping: bool,
+    /// The name is built from other references (`a[$(k)]`).
+    dependent: bool,
+}
+
+impl<'a> ScanPlan<'a> {
+    fn new(texts: &[&'a str]) -> Self {
+        let mut refs = Vec::new();
+        for t in texts {
+            Self::add(t, &mut refs);
+        }
+        ScanPlan { refs }
+    }
+
+    fn add(s: &'a str, refs: &mut Vec<ScanRef<'a>>) {
+        if crate::syntax::reference_too_deep(s).is_some() {
+            return;
+        }
+        let mut pos = 0;
+        while let Some(r) = next_ref(s, pos) {
+            pos = r.end;
+            let inner = &s[r.inner_start..r.inner_end];
+            // A plain name holds no reference to look into.
+            let nested = super::context::may_hold_reference(inner);
+            if nested {
+                Self::add(inner, refs);
+            }
+            // `@(x)` passes the list whole, but a list named inside it
+            // iterates: `"@($(bundles).d)"` once per bundle
+            // (01_vars/04_containers/pass_variable_container.cf).
+            if r.list_sigil {
+                continue;
+            }
+            refs.push(ScanRef {
+                inner,
+                nested,
+                mapping: is_mapping_variable(inner),
+                dependent: super::context::has_reference(inner),
+            });
+        }
+    }
 }
 
 enum Wheel {

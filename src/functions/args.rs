@@ -370,7 +370,8 @@ pub fn classic_array(ctx: &EvalContext, name: &str) -> Option<Value> {
     let vars = ctx.vars.scope(ns, scope)?;
     // The name as stored: `base[i1][i2]` of the reference, then `[`.
     let mut prefix = r.base.to_string();
-    for idx in &r.indices {
+    let indices = r.indices();
+    for idx in &indices {
         prefix.push('[');
         prefix.push_str(idx);
         prefix.push(']');
@@ -380,7 +381,7 @@ pub fn classic_array(ctx: &EvalContext, name: &str) -> Option<Value> {
         .filter_map(|(k, var)| {
             let rest = k.strip_prefix(prefix.as_str())?;
             let idx = split_indices(rest)?;
-            let all: Vec<&str> = r.indices.iter().chain(idx.iter()).copied().collect();
+            let all: Vec<&str> = indices.iter().chain(idx.iter()).copied().collect();
             let place = ctx.vars.place(ns, scope, k)?;
             let entry = TableEntry {
                 hash: var_ref_hash(ns, scope, r.base, &all),

@@ -122,7 +122,10 @@ fn read_text_upto(
             args.fail(msg)
         }
     })?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    // Valid UTF-8 (the usual case) is checked a word at a time and kept
+    // without a copy; only invalid text pays for the replacement.
+    Ok(String::from_utf8(bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
 /// A file read as cf-agent reads it for `readfile` and the `read*list`,
@@ -1130,7 +1133,7 @@ fn data_node_kind(ctx: &EvalContext, name: &str) -> Option<&'static str> {
         return None;
     };
     let mut cur: &Json = &d;
-    for idx in &r.indices {
+    for idx in &r.indices() {
         cur = match cur {
             Json::Object(m) => m.get(*idx)?,
             Json::Array(a) => a.get(idx.parse::<usize>().ok()?)?,

@@ -826,7 +826,7 @@ fn matching_variables(
             let r = VarRef::parse(n);
             let place = ctx.vars.place(&scope.ns, &scope.scope, n)?;
             let entry = TableEntry {
-                hash: var_ref_hash(&scope.ns, &scope.scope, r.base, &r.indices),
+                hash: var_ref_hash(&scope.ns, &scope.scope, r.base, &r.indices()),
                 seq: place.seq,
                 load: place.load,
             };

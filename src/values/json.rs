@@ -23,7 +23,11 @@ pub fn parse(text: &str) -> Result<Json, String> {
     if text.contains("\\u") {
         return lenient().map_err(|e| e.to_string());
     }
-    serde_json::from_str(text.trim()).or_else(|strict| lenient().map_err(|_| strict.to_string()))
+    let text_trimmed = text.trim();
+    if let Some(j) = crate::values::json_fast::parse(text_trimmed) {
+        return Ok(j);
+    }
+    serde_json::from_str(text_trimmed).or_else(|strict| lenient().map_err(|_| strict.to_string()))
 }
 
 /// Brings every number to what CFEngine stores in a variable: integers

@@ -8,6 +8,7 @@ pub mod canon;
 pub mod digraph;
 pub mod hash;
 pub mod json;
+pub mod json_fast;
 pub mod lenient_json;
 pub mod number;
 pub mod refs;

@@ -141,7 +141,9 @@ pub struct VarRef<'a> {
     pub base: &'a str,
     /// The name with its indices as written, `a[x][y]`.
     pub name: &'a str,
-    pub indices: Vec<&'a str>,
+    /// The text from the first `[` on, split by [`VarRef::indices`] only
+    /// when asked: most lookups find the name as written.
+    index_text: &'a str,
 }
 
 /// Scopes that always live in the default namespace.
@@ -183,46 +185,58 @@ impl<'a> VarRef<'a> {
         };
         let name = &s[name_start..];
         let base = &s[name_start..bracket];
-        let indices = split_indices(&s[bracket..]);
+        let index_text = &s[bracket..];
         VarRef {
             ns,
             scope,
             base,
             name,
-            indices,
+            index_text,
         }
+    }
+
+    /// The indices, `a[x][y[z]]` → `["x", "y[z]"]`.
+    pub fn indices(&self) -> Vec<&'a str> {
+        split_indices(self.index_text)
+    }
+
+    /// Whether the reference has an index (a `[` that closes).
+    pub fn has_indices(&self) -> bool {
+        first_index_end(self.index_text.as_bytes(), 0).is_some()
     }
 }
 
 /// `[a][b[c]]` → `["a", "b[c]"]`, with bracket nesting respected.
 fn split_indices(s: &str) -> Vec<&str> {
-    let b = s.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
-    while i < b.len() && b[i] == b'[' {
-        let mut depth = 0usize;
-        let start = i + 1;
-        let mut j = i;
-        while j < b.len() {
-            match b[j] {
-                b'[' => depth += 1,
-                b']' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        break;
-                    }
-                }
-                _ => {}
-            }
-            j += 1;
-        }
-        if j >= b.len() {
-            break;
-        }
-        out.push(&s[start..j]);
+    while let Some(j) = first_index_end(s.as_bytes(), i) {
+        out.push(&s[i + 1..j]);
         i = j + 1;
     }
     out
+}
+
+/// Where the index that opens at `i` closes, if a `[` is there and its
+/// `]` is found.
+fn first_index_end(b: &[u8], i: usize) -> Option<usize> {
+    if b.get(i) != Some(&b'[') {
+        return None;
+    }
+    let mut depth = 0usize;
+    for (j, &c) in b.iter().enumerate().skip(i) {
+        match c {
+            b'[' => depth += 1,
+            b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(j);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -302,17 +316,17 @@ mod tests {
         assert_eq!(r.scope, Some("b"));
         assert_eq!(r.base, "v");
         assert_eq!(r.name, "v[x.y][0]");
-        assert_eq!(r.indices, vec!["x.y", "0"]);
+        assert_eq!(r.indices(), vec!["x.y", "0"]);
         let r = VarRef::parse("v");
         assert_eq!((r.ns, r.scope, r.base), (None, None, "v"));
         let r = VarRef::parse("sys.ipv4[eth0:1]");
         assert_eq!(r.scope, Some("sys"));
-        assert_eq!(r.indices, vec!["eth0:1"]);
+        assert_eq!(r.indices(), vec!["eth0:1"]);
         // A '.' before the namespace's ':' is part of the namespace; one
         // after the first '[' is part of an index.
         let r = VarRef::parse("a.b:c.d[e.f:g]");
         assert_eq!((r.ns, r.scope, r.base), (Some("a.b"), Some("c"), "d"));
-        assert_eq!(r.indices, vec!["e.f:g"]);
+        assert_eq!(r.indices(), vec!["e.f:g"]);
         let r = VarRef::parse("a:b:c.d");
         assert_eq!((r.ns, r.scope, r.base), (Some("a"), Some("b:c"), "d"));
         let r = VarRef::parse("x[1].y");
