@@ -82,7 +82,7 @@ fn condition_written(promise: &Promise, attr: &crate::syntax::ast::Attribute) ->
 fn guard_written(promise: &Promise) -> String {
     match promise.attribute("ifvarclass") {
         Some(attr) => condition_written(promise, attr),
-        None => promise.guard.expr.clone(),
+        None => promise.guard.expr.to_string(),
     }
 }
 
@@ -198,7 +198,7 @@ impl EvalContext {
             }
             std::borrow::Cow::Owned(e.text)
         } else {
-            std::borrow::Cow::Borrowed(promise.guard.expr.as_str())
+            std::borrow::Cow::Borrowed(&*promise.guard.expr)
         };
         if !self.class_text_true(&guard)? {
             if promise.guard.quoted {
@@ -412,7 +412,7 @@ impl EvalContext {
         // A quoted class guard naming a list iterates too ("$(l)":: holds
         // for the elements that are defined classes).
         if promise.guard.quoted {
-            texts.push(promise.guard.expr.as_str());
+            texts.push(&*promise.guard.expr);
         }
         texts
     }

@@ -597,13 +597,13 @@ impl<'a> Parser<'a> {
         if t.kind == Tok::QuotedGuard {
             ClassGuard {
                 // cf-promises takes a quoted guard's text as written.
-                expr: body[1..body.len() - 1].to_string(),
+                expr: body[1..body.len() - 1].into(),
                 span: t.span,
                 quoted: true,
             }
         } else {
             ClassGuard {
-                expr: body.to_string(),
+                expr: body.into(),
                 span: t.span,
                 quoted: false,
             }
@@ -1233,7 +1233,7 @@ mod tests {
         assert_eq!(b.params.len(), 2);
         assert_eq!(b.sections.len(), 2);
         let pr = &b.sections[0].promises[0];
-        assert_eq!(pr.guard.expr, "linux");
+        assert_eq!(&*pr.guard.expr, "linux");
         assert_eq!(pr.promiser.value, "x");
         assert!(pr.promisee.is_some());
         assert_eq!(pr.attributes.len(), 2);
