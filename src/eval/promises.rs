@@ -490,8 +490,11 @@ impl EvalContext {
         // `this.promiser` is the expanded name, which conditions may use
         // (the MPF's `unless => isvariable($(this.promiser))`).
         let name = self.expand_promiser(&promise.promiser.value);
-        if !name.unresolved {
-            self.set_this("promiser", Value::str(name.text.clone()));
+        if !name.unresolved
+            && let Some(frame) = self.frames.last_mut()
+        {
+            // Over the last promiser's text: no copy of the name a promise.
+            put_text(&mut frame.this, "promiser", &name.text);
         }
         if let Some(stop) = self.condition_stops(promise) {
             return (stop, vec![]);

@@ -882,7 +882,12 @@ impl<'a> Validator<'a> {
             .help = Some("join class names with an operator: '.', '&' or '|'".to_string());
             return;
         }
-        let compact: String = g.expr.chars().filter(|c| !c.is_whitespace()).collect();
+        // Most guards have no blank: no copy for them.
+        let compact: std::borrow::Cow<str> = if g.expr.contains(char::is_whitespace) {
+            g.expr.chars().filter(|c| !c.is_whitespace()).collect()
+        } else {
+            std::borrow::Cow::Borrowed(&g.expr)
+        };
         if let Err(e) = check_class_literal(&compact) {
             self.class_syntax_error(g.span, &compact, e);
         }
