@@ -26,6 +26,11 @@ pub struct Frame {
     pub this: crate::values::hash::FastMap<String, Value>,
     /// Parameters of a body being expanded, looked up before the bundle.
     pub body_params: Option<crate::values::hash::FastMap<String, Value>>,
+    /// The policy file whose promise last set the `this.*` entries that
+    /// stay the same for every promise of one file in one frame (file,
+    /// directory, bundle, namespace, process ids): only `enter_promise`
+    /// writes them, so the next promise of that file skips them.
+    pub this_fixed_for: Option<String>,
 }
 
 impl Frame {

@@ -243,13 +243,20 @@ fn preevaluate_file(
             eval_control_body(ctx, file, body);
         }
     }
+    // The `this.*` table of the last bundle's frame, for the next one: a
+    // fresh table and its dozen entries cost more than a bundle's vars.
+    let mut spare_this = None;
     for bundle in file.tree.bundles() {
         let common = bundle.bundle_type.name == "common";
-        ctx.push_frame(Frame::new(
+        let mut frame = Frame::new(
             &bundle.namespace,
             &bundle.name.name,
             &bundle.bundle_type.name,
-        ));
+        );
+        if let Some(this) = spare_this.take() {
+            frame.this = this;
+        }
+        ctx.push_frame(frame);
         let mut order: Vec<&str> = Vec::new();
         if common {
             order.extend(["vars", "classes"]);
@@ -271,8 +278,21 @@ fn preevaluate_file(
                 }
             }
         }
-        ctx.pop_frame();
+        if let Some(mut done) = ctx.pop_frame() {
+            spare_this = Some(recycled_this(&mut done));
+        }
     }
+}
+
+/// A popped frame's `this.*` table, made ready for the next frame: every
+/// promise sets its entries before anything reads them (`enter_promise`
+/// comes first, and `this_fixed_for` is not carried over, so the entries
+/// fixed per file are written again), except `this.promiser`, which a
+/// promise whose promiser does not resolve leaves unset: it goes.
+fn recycled_this(frame: &mut Frame) -> FastMap<String, Value> {
+    let mut this = std::mem::take(&mut frame.this);
+    this.remove("promiser");
+    this
 }
 
 /// The vars promises whose last evaluation defined what it had to and read

@@ -82,7 +82,7 @@ fn condition_written(promise: &Promise, attr: &crate::syntax::ast::Attribute) ->
 fn guard_written(promise: &Promise) -> String {
     match promise.attribute("ifvarclass") {
         Some(attr) => condition_written(promise, attr),
-        None => promise.guard.expr.clone(),
+        None => promise.guard.expr.to_string(),
     }
 }
 
@@ -128,23 +128,35 @@ impl EvalContext {
         if this.is_empty() {
             this.reserve(16);
         }
-        put_text(this, "promise_filename", path);
-        put_text(this, "promise_dirname", dir);
-        put_display(this, "promise_linenumber", line);
-        put_text(this, "bundle", &frame.bundle);
-        put_text(this, "namespace", &frame.ns);
-        // cf-agent tells every promise who runs it (ncf names its scratch
-        // files after this.promiser_pid).
-        for (name, id) in [
-            "promiser_uid",
-            "promiser_gid",
-            "promiser_pid",
-            "promiser_ppid",
-        ]
-        .iter()
-        .zip(process_ids())
-        {
-            put_text(this, name, id);
+        put_with(this, "promise_linenumber", |t| push_decimal(t, line));
+        // The rest change only with the file: a frame's promises mostly
+        // share one, and the ten lookups a promise were a tenth of a
+        // check's instructions.
+        if frame.this_fixed_for.as_deref() != Some(path.as_str()) {
+            put_text(this, "promise_filename", path);
+            put_text(this, "promise_dirname", dir);
+            put_text(this, "bundle", &frame.bundle);
+            put_text(this, "namespace", &frame.ns);
+            // cf-agent tells every promise who runs it (ncf names its scratch
+            // files after this.promiser_pid).
+            for (name, id) in [
+                "promiser_uid",
+                "promiser_gid",
+                "promiser_pid",
+                "promiser_ppid",
+            ]
+            .iter()
+            .zip(process_ids())
+            {
+                put_text(this, name, id);
+            }
+            match &mut frame.this_fixed_for {
+                Some(p) => {
+                    p.clear();
+                    p.push_str(path);
+                }
+                none => *none = Some(path.clone()),
+            }
         }
         // this.handle is the handle canonified, as expanded before any
         // iteration, or cf-agent's id for a promise without one.
@@ -158,8 +170,12 @@ impl EvalContext {
             _ => {
                 let base = self.promise_file.as_ref().map_or("", |f| f.2.as_str());
                 if let Some(frame) = self.frames.last_mut() {
-                    let handle = format_args!("promise_{base}_{line}");
-                    put_display(&mut frame.this, "handle", handle);
+                    put_with(&mut frame.this, "handle", |t| {
+                        t.push_str("promise_");
+                        t.push_str(base);
+                        t.push('_');
+                        push_decimal(t, line);
+                    });
                 }
             }
         }
@@ -182,7 +198,7 @@ impl EvalContext {
             }
             std::borrow::Cow::Owned(e.text)
         } else {
-            std::borrow::Cow::Borrowed(promise.guard.expr.as_str())
+            std::borrow::Cow::Borrowed(&*promise.guard.expr)
         };
         if !self.class_text_true(&guard)? {
             if promise.guard.quoted {
@@ -396,7 +412,7 @@ impl EvalContext {
         // A quoted class guard naming a list iterates too ("$(l)":: holds
         // for the elements that are defined classes).
         if promise.guard.quoted {
-            texts.push(promise.guard.expr.as_str());
+            texts.push(&*promise.guard.expr);
         }
         texts
     }
@@ -474,8 +490,11 @@ impl EvalContext {
         // `this.promiser` is the expanded name, which conditions may use
         // (the MPF's `unless => isvariable($(this.promiser))`).
         let name = self.expand_promiser(&promise.promiser.value);
-        if !name.unresolved {
-            self.set_this("promiser", Value::str(name.text.clone()));
+        if !name.unresolved
+            && let Some(frame) = self.frames.last_mut()
+        {
+            // Over the last promiser's text: no copy of the name a promise.
+            put_text(&mut frame.this, "promiser", &name.text);
         }
         if let Some(stop) = self.condition_stops(promise) {
             return (stop, vec![]);
@@ -1318,24 +1337,46 @@ fn put_text(this: &mut crate::values::hash::FastMap<String, Value>, name: &str, 
     }
 }
 
-/// Sets `this.NAME` to what `value` displays as, written over the old
-/// value's buffer: the line and the handle change with every promise, and
-/// formatting them into new strings cost two allocations a promise.
-fn put_display(
+/// Sets `this.NAME` to the text `write` appends to an empty string,
+/// written over the old value's buffer (without the formatting machinery:
+/// the line and the handle are set for every promise).
+fn put_with(
     this: &mut crate::values::hash::FastMap<String, Value>,
     name: &str,
-    value: impl std::fmt::Display,
+    write: impl FnOnce(&mut String),
 ) {
-    use std::fmt::Write;
     match this.get_mut(name) {
         Some(Value::Scalar(old)) => {
             old.clear();
-            let _ = write!(old, "{value}");
+            write(old);
         }
-        Some(other) => *other = Value::str(value.to_string()),
+        Some(other) => {
+            let mut text = String::new();
+            write(&mut text);
+            *other = Value::Scalar(text);
+        }
         None => {
-            this.insert(name.to_string(), Value::str(value.to_string()));
+            let mut text = String::new();
+            write(&mut text);
+            this.insert(name.to_string(), Value::Scalar(text));
         }
+    }
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut String, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        out.push(d as char);
     }
 }
 

@@ -179,7 +179,7 @@ fn true_parts(ctx: &EvalContext, e: &ClassExpr) -> String {
 pub fn unresolved_variables(ctx: &EvalContext, promise: &Promise) -> Vec<String> {
     let mut texts: Vec<&str> = vec![promise.promiser.value.as_str()];
     if promise.guard.quoted {
-        texts.push(promise.guard.expr.as_str());
+        texts.push(&*promise.guard.expr);
     }
     for a in &promise.attributes {
         iteration_texts(ctx.builtins(), &a.value, &mut texts);

@@ -632,10 +632,22 @@ fn names_mapping_variable(v: &Value) -> bool {
     let Value::Scalar(s) = v else {
         return false;
     };
-    ["this", "this.k", "this.k[1]", "this.v"]
-        .iter()
-        .any(|n| s.contains(&format!("$({n})")) || s.contains(&format!("${{{n}}}")))
+    MAPPING_REFERENCES.iter().any(|r| s.contains(r))
 }
+
+/// The references to the variables the mapping functions bind, in both
+/// spellings (written out: formatting them for each argument was most of
+/// the cost of a call whose arguments wait).
+const MAPPING_REFERENCES: [&str; 8] = [
+    "$(this)",
+    "${this}",
+    "$(this.k)",
+    "${this.k}",
+    "$(this.k[1])",
+    "${this.k[1]}",
+    "$(this.v)",
+    "${this.v}",
+];
 
 /// Whether one of a promise's attributes is written as an `ifelse` call.
 fn has_ifelse_attribute(promise: &crate::syntax::ast::Promise) -> bool {

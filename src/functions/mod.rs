@@ -64,8 +64,11 @@ fn families() -> &'static [&'static [FnSpec]] {
     FAMILIES
 }
 
-fn registry() -> &'static HashMap<&'static str, &'static FnSpec> {
-    static REGISTRY: OnceLock<HashMap<&'static str, &'static FnSpec>> = OnceLock::new();
+/// By name; looked up for every call evaluated, hence the faster hash.
+type Registry = HashMap<&'static str, &'static FnSpec, foldhash::fast::RandomState>;
+
+fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
     REGISTRY.get_or_init(|| {
         families()
             .iter()

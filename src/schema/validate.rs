@@ -49,6 +49,7 @@ use std::collections::{HashMap, HashSet};
 /// The sets asked once per promise (guards met, handles): foldhash hashes
 /// a number or two short names several times faster than SipHash.
 type FastSet<T> = HashSet<T, foldhash::fast::RandomState>;
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Checks `files` together (duplicates and references are looked for
 /// across all of them) and returns each diagnostic with the index of the
@@ -119,12 +120,12 @@ struct Validator<'a> {
     file: usize,
     regexes: RegexCache,
     /// Names declared by `promise agent NAME { ... }` blocks.
-    custom_types: HashSet<&'a str>,
+    custom_types: FastSet<&'a str>,
     /// Bodies by (type, name), with the namespace of each definition.
-    bodies: HashMap<(&'a str, &'a str), Vec<&'a str>>,
+    bodies: FastMap<(&'a str, &'a str), Vec<&'a str>>,
     /// Bundles of type agent or common by (namespace, name): their
     /// parameter count.
-    callable: HashMap<(&'a str, &'a str), usize>,
+    callable: FastMap<(&'a str, &'a str), usize>,
     /// The policy has `body common control`, so cf-promises checks that
     /// referenced bodies exist (and the files are the whole policy).
     runnable: bool,
@@ -142,9 +143,9 @@ impl<'a> Validator<'a> {
             out: Vec::new(),
             file: 0,
             regexes: RegexCache::default(),
-            custom_types: HashSet::new(),
-            bodies: HashMap::new(),
-            callable: HashMap::new(),
+            custom_types: FastSet::default(),
+            bodies: FastMap::default(),
+            callable: FastMap::default(),
             runnable: false,
             handles: FastSet::default(),
             require_comments: false,
@@ -209,8 +210,8 @@ impl<'a> Validator<'a> {
     /// same namespace, type and name, in any of the files. Every definition
     /// after the first is reported.
     fn duplicates(&mut self) {
-        let mut bundles: HashMap<(&str, &str, &str), usize> = HashMap::new();
-        let mut bodies: HashMap<(&str, &str, &str), usize> = HashMap::new();
+        let mut bundles: FastMap<(&str, &str, &str), usize> = FastMap::default();
+        let mut bodies: FastMap<(&str, &str, &str), usize> = FastMap::default();
         for (i, f) in self.files.iter().enumerate() {
             self.file = i;
             for b in f.bundles() {
@@ -882,7 +883,12 @@ impl<'a> Validator<'a> {
             .help = Some("join class names with an operator: '.', '&' or '|'".to_string());
             return;
         }
-        let compact: String = g.expr.chars().filter(|c| !c.is_whitespace()).collect();
+        // Most guards have no blank: no copy for them.
+        let compact: std::borrow::Cow<str> = if g.expr.contains(char::is_whitespace) {
+            g.expr.chars().filter(|c| !c.is_whitespace()).collect()
+        } else {
+            std::borrow::Cow::Borrowed(&g.expr)
+        };
         if let Err(e) = check_class_literal(&compact) {
             self.class_syntax_error(g.span, &compact, e);
         }
@@ -895,7 +901,7 @@ impl<'a> Validator<'a> {
             self.custom_promise_block(b);
             return;
         }
-        let mut guards_seen = HashSet::new();
+        let mut guards_seen = FastSet::default();
         for ba in &b.attributes {
             let g = &ba.guard;
             if g.span != Span::default() && guards_seen.insert(g.span.start) {

@@ -88,7 +88,8 @@ pub struct Attribute {
 /// `any` when none was written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClassGuard {
-    pub expr: String,
+    /// Shared: every promise under one guard carries a copy of it.
+    pub expr: std::sync::Arc<str>,
     pub span: Span,
     /// Written as a quoted string (`"$(x)"::`), so it may hold variables.
     pub quoted: bool,
@@ -97,14 +98,14 @@ pub struct ClassGuard {
 impl ClassGuard {
     pub fn any() -> ClassGuard {
         ClassGuard {
-            expr: "any".to_string(),
+            expr: "any".into(),
             span: Span::default(),
             quoted: false,
         }
     }
 
     pub fn is_any(&self) -> bool {
-        self.expr == "any"
+        &*self.expr == "any"
     }
 }
 

@@ -60,7 +60,7 @@ fn attr_json(a: &Attribute, src: &SourceFile) -> Value {
 
 fn guard_json(g: &ClassGuard, src: &SourceFile) -> Map<String, Value> {
     let mut m = Map::new();
-    m.insert("name".into(), Value::String(g.expr.clone()));
+    m.insert("name".into(), Value::String(g.expr.to_string()));
     m.insert("quoted".into(), Value::Bool(g.quoted));
     m.insert("span".into(), span_json(g.span, src));
     m
@@ -313,7 +313,7 @@ fn attr_from(v: &Value) -> Result<Attribute, JsonShapeError> {
 
 fn guard_from(v: &Value) -> Result<ClassGuard, JsonShapeError> {
     Ok(ClassGuard {
-        expr: str_field(v, "name")?,
+        expr: str_field(v, "name")?.into(),
         span: span_from(field(v, "span")?)?,
         quoted: field(v, "quoted")?.as_bool().unwrap_or(false),
     })

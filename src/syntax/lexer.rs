@@ -8,8 +8,6 @@
 
 use super::diagnostic::Diagnostic;
 use super::source::Span;
-use nom::IResult;
-use nom::bytes::complete::take_while1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tok {
@@ -65,23 +63,43 @@ pub const FEATURES: &[&str] = &[
 /// more: its buffers for names hold 1023 bytes and a terminator.
 const MAX_IDENTIFIER_LEN: usize = 1024;
 
+/// Per byte, which of the classes below it belongs to: one load instead
+/// of a chain of comparisons for each byte of the file.
+const WORD: u8 = 1;
+const CLASS: u8 = 2;
+const CLASS_RUN: u8 = 4;
+static BYTE_CLASSES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0usize;
+    while b < 256 {
+        let c = b as u8;
+        let word = c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80;
+        let class = word || matches!(c, b'.' | b'|' | b'&' | b'!' | b'(' | b')' | b':');
+        let run = class || c == b' ' || c == b'\t';
+        t[b] = ((word as u8) * WORD) | ((class as u8) * CLASS) | ((run as u8) * CLASS_RUN);
+        b += 1;
+    }
+    t
+};
+
 fn is_word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+    BYTE_CLASSES[b as usize] & WORD != 0
 }
 
 fn is_class_byte(b: u8) -> bool {
-    is_word_byte(b) || matches!(b, b'.' | b'|' | b'&' | b'!' | b'(' | b')' | b':')
+    BYTE_CLASSES[b as usize] & CLASS != 0
 }
 
 fn is_class_run_byte(b: u8) -> bool {
-    is_class_byte(b) || b == b' ' || b == b'\t'
+    BYTE_CLASSES[b as usize] & CLASS_RUN != 0
 }
 
 /// An identifier: ASCII letters, digits, `_` and any non-ASCII character
 /// (every byte of a multi-byte UTF-8 character is >= 0x80, so working on
-/// bytes never splits one).
-fn word(i: &[u8]) -> IResult<&[u8], &[u8]> {
-    take_while1(is_word_byte)(i)
+/// bytes never splits one). `None` when `i` does not start with one.
+fn word(i: &[u8]) -> Option<(&[u8], &[u8])> {
+    let len = i.iter().position(|&b| !is_word_byte(b)).unwrap_or(i.len());
+    (len > 0).then(|| (&i[len..], &i[..len]))
 }
 
 fn is_letters(w: &[u8]) -> bool {
@@ -102,18 +120,20 @@ fn quoted_len(i: &str) -> Option<usize> {
     let bytes = i.as_bytes();
     let q = bytes[0];
     let mut k = 1;
-    while k < bytes.len() {
-        let b = bytes[k];
-        if b == b'\\' && q != b'`' {
-            k += 2;
-            continue;
-        }
-        if b == q {
+    loop {
+        // Only the closing quote and (outside backquotes) a backslash
+        // matter: jump from one to the next.
+        let rest = bytes.get(k..)?;
+        let at = match q {
+            b'`' => memchr::memchr(q, rest),
+            _ => memchr::memchr2(q, b'\\', rest),
+        }?;
+        k += at;
+        if bytes[k] == q {
             return Some(k + 1);
         }
-        k += 1;
+        k += 2;
     }
-    None
 }
 
 /// Length of a naked variable reference `$(...)`/`@{...}` with balanced
@@ -241,7 +261,11 @@ pub fn lex(src: &str) -> Lexed {
             continue;
         }
         if b == b' ' || b == b'\t' {
+            // The whole run of blanks (indentation is much of a file).
             pos += 1;
+            while pos < bytes.len() && matches!(bytes[pos], b' ' | b'\t') {
+                pos += 1;
+            }
             continue;
         }
         at_line_start = false;
@@ -375,17 +399,17 @@ fn lex_wordlike(src: &str, pos: usize, out: &mut Lexed, guardless_until: &mut us
         }
         _ => {}
     }
-    if let Ok((after, w)) = word(rest) {
+    if let Some((after, w)) = word(rest) {
         let mut end = pos + w.len();
         if let Some(tail) = after.strip_prefix(b":") {
             match word(tail) {
                 // `ns:name` is longer than `ns:` as a promise type.
-                Ok((_, w2)) => end += 1 + w2.len(),
-                Err(_) if is_letters(w) => {
+                Some((_, w2)) => end += 1 + w2.len(),
+                None if is_letters(w) => {
                     out.push(Tok::PromiseType, pos, end + 1);
                     return end + 1;
                 }
-                Err(_) => {}
+                None => {}
             }
         }
         if end - pos >= MAX_IDENTIFIER_LEN {

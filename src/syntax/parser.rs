@@ -36,6 +36,8 @@ pub fn parse(path: &str, src: &str) -> Parsed {
         diags: lexed.diagnostics,
         namespace: "default".to_string(),
         line_starts: super::source::line_starts(src),
+        rval_scratch: Vec::new(),
+        attr_scratch: Vec::new(),
         ends_unterminated: lexed
             .tokens
             .last()
@@ -73,6 +75,13 @@ struct Parser<'a> {
     /// Where each line starts, so that the line of an offset is a binary
     /// search, not a scan of the text before it.
     line_starts: Vec<u32>,
+    /// The items of the lists and the arguments of the calls being read,
+    /// innermost last: each value is collected here and moved out in one
+    /// allocation of the right size, instead of a vector grown item by
+    /// item and shrunk at the end (three allocations for most values).
+    rval_scratch: Vec<Rval>,
+    /// The same for the attributes of the promise being read.
+    attr_scratch: Vec<Attribute>,
 }
 
 const BLOCK_KEYWORDS: [&str; 3] = ["bundle", "body", "promise"];
@@ -588,13 +597,13 @@ impl<'a> Parser<'a> {
         if t.kind == Tok::QuotedGuard {
             ClassGuard {
                 // cf-promises takes a quoted guard's text as written.
-                expr: body[1..body.len() - 1].to_string(),
+                expr: body[1..body.len() - 1].into(),
                 span: t.span,
                 quoted: true,
             }
         } else {
             ClassGuard {
-                expr: body.to_string(),
+                expr: body.into(),
                 span: t.span,
                 quoted: false,
             }
@@ -635,7 +644,7 @@ impl<'a> Parser<'a> {
                 return None;
             }
         }
-        let mut attributes = Vec::new();
+        self.attr_scratch.clear();
         let mut end = promisee.as_ref().map_or(promiser.span, Rval::span);
         loop {
             match self.peek() {
@@ -655,7 +664,7 @@ impl<'a> Parser<'a> {
                         return None;
                     };
                     end = attr.span;
-                    attributes.push(attr);
+                    self.attr_scratch.push(attr);
                     match self.peek_kind() {
                         Some(Tok::Comma) => {
                             let comma = self.bump()?;
@@ -703,7 +712,7 @@ impl<'a> Parser<'a> {
                     return None;
                 }
                 _ => {
-                    if attributes.is_empty() {
+                    if self.attr_scratch.is_empty() {
                         self.missing_semicolon_after(end, "the promiser");
                     } else {
                         self.missing_semicolon(end);
@@ -712,7 +721,7 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        attributes.shrink_to_fit();
+        let attributes: Vec<Attribute> = self.attr_scratch.drain(..).collect();
         Some(Promise {
             guard,
             promiser,
@@ -911,7 +920,7 @@ impl<'a> Parser<'a> {
 
     fn list_items(&mut self) -> Option<Rval> {
         let open = self.bump()?;
-        let mut items = Vec::new();
+        let start = self.rval_scratch.len();
         // One error per list: after a missing or doubled ',' the items go
         // on being read as if it were right.
         let mut reported = false;
@@ -919,7 +928,7 @@ impl<'a> Parser<'a> {
             match self.peek() {
                 Some(t) if t.kind == Tok::RBrace => {
                     self.pos += 1;
-                    items.shrink_to_fit();
+                    let items = self.rval_scratch.drain(start..).collect();
                     return Some(Rval::List {
                         items,
                         span: open.span.to(t.span),
@@ -936,9 +945,10 @@ impl<'a> Parser<'a> {
                 }
                 Some(_) => {
                     let Some(item) = self.rval(RvalContext::ListItem) else {
+                        let items = self.rval_scratch.drain(start..).collect();
                         return Some(self.partial_list(open, items));
                     };
-                    items.push(item);
+                    self.rval_scratch.push(item);
                     match self.peek_kind() {
                         Some(Tok::Comma) => self.pos += 1,
                         Some(Tok::RBrace) => {}
@@ -952,12 +962,14 @@ impl<'a> Parser<'a> {
                             if !reported {
                                 self.expected_after("',' or '}' in the list");
                             }
+                            let items = self.rval_scratch.drain(start..).collect();
                             return Some(self.partial_list(open, items));
                         }
                     }
                 }
                 None => {
                     self.expected_after("'}' to close the list");
+                    self.rval_scratch.truncate(start);
                     return None;
                 }
             }
@@ -978,7 +990,7 @@ impl<'a> Parser<'a> {
     fn call_args(&mut self, name_tok: Token) -> Option<Rval> {
         let name = self.ident(name_tok);
         self.pos += 1; // (
-        let mut args = Vec::new();
+        let start = self.rval_scratch.len();
         // One error per call: after a missing or doubled ',' the arguments
         // go on being read, so that the call keeps the arguments written.
         let mut reported = false;
@@ -986,7 +998,7 @@ impl<'a> Parser<'a> {
             match self.peek() {
                 Some(t) if t.kind == Tok::RParen => {
                     self.pos += 1;
-                    args.shrink_to_fit();
+                    let args = self.rval_scratch.drain(start..).collect();
                     return Some(Rval::Call(Box::new(FnCall {
                         span: name.span.to(t.span),
                         name,
@@ -1004,9 +1016,9 @@ impl<'a> Parser<'a> {
                 }
                 Some(_) => {
                     let Some(arg) = self.rval(RvalContext::Argument) else {
-                        return Some(self.partial_call(name, args));
+                        return Some(self.partial_call_from(name, start));
                     };
-                    args.push(arg);
+                    self.rval_scratch.push(arg);
                     match self.peek_kind() {
                         // One trailing ',' before ')' is CFEngine 3.28's
                         // syntax (CFE-664); 3.21 refused it.
@@ -1028,12 +1040,13 @@ impl<'a> Parser<'a> {
                                     name.name
                                 ));
                             }
-                            return Some(self.partial_call(name, args));
+                            return Some(self.partial_call_from(name, start));
                         }
                     }
                 }
                 None => {
                     self.expected_after(&format!("')' to close the call to '{}'", name.name));
+                    self.rval_scratch.truncate(start);
                     return None;
                 }
             }
@@ -1048,6 +1061,13 @@ impl<'a> Parser<'a> {
             items,
             span: open.span.to(end),
         }
+    }
+
+    /// `partial_call` with the arguments read so far, from `start` of the
+    /// scratch values.
+    fn partial_call_from(&mut self, name: Ident, start: usize) -> Rval {
+        let args = self.rval_scratch.drain(start..).collect();
+        self.partial_call(name, args)
     }
 
     /// After a mistake inside a call's arguments: skips to its `)`.
@@ -1213,7 +1233,7 @@ mod tests {
         assert_eq!(b.params.len(), 2);
         assert_eq!(b.sections.len(), 2);
         let pr = &b.sections[0].promises[0];
-        assert_eq!(pr.guard.expr, "linux");
+        assert_eq!(&*pr.guard.expr, "linux");
         assert_eq!(pr.promiser.value, "x");
         assert!(pr.promisee.is_some());
         assert_eq!(pr.attributes.len(), 2);

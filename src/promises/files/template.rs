@@ -122,7 +122,7 @@ fn insertion(text: String, context: &str, at: usize) -> Promise {
     };
     Promise {
         guard: ClassGuard {
-            expr: context.to_string(),
+            expr: context.into(),
             span,
             quoted: false,
         },
