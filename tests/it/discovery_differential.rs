@@ -198,7 +198,7 @@ fn discovery_matches_cf_promises() {
             continue;
         };
         let cf_value = value_part.trim_end();
-        let our_value = render_value(&var.value);
+        let our_value = render_value(var.value());
         let our_value = our_value.trim_end();
         if name == "sys.uptime" {
             let a: i64 = cf_value.parse().unwrap_or(-100);
