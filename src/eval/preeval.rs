@@ -418,17 +418,29 @@ impl Settled {
 /// gives the same for the same arguments and stores, and says nothing
 /// else: no file, command, clock, randomness or network.
 pub fn calls_only_pure_functions(promise: &Promise) -> bool {
-    fn pure(r: &crate::syntax::ast::Rval) -> bool {
-        use crate::syntax::ast::Rval;
-        match r {
-            Rval::Call(c) => {
-                PURE_FUNCTIONS.contains(&c.name.name.as_str()) && c.args.iter().all(pure)
-            }
-            Rval::List { items, .. } => items.iter().all(pure),
-            Rval::String(_) | Rval::NakedVar { .. } | Rval::Symbol(_) => true,
+    promise
+        .attributes
+        .iter()
+        .all(|a| calls_only(&a.value, PURE_FUNCTIONS, true))
+}
+
+/// Whether every call in `r` is of a function `allowed` names; lists and
+/// references (`@(x)`, symbols) only where `lists_and_refs`.
+fn calls_only(r: &crate::syntax::ast::Rval, allowed: &[&str], lists_and_refs: bool) -> bool {
+    use crate::syntax::ast::Rval;
+    match r {
+        Rval::Call(c) => {
+            allowed.contains(&c.name.name.as_str())
+                && c.args
+                    .iter()
+                    .all(|a| calls_only(a, allowed, lists_and_refs))
         }
+        Rval::List { items, .. } => {
+            lists_and_refs && items.iter().all(|i| calls_only(i, allowed, lists_and_refs))
+        }
+        Rval::String(_) => true,
+        Rval::NakedVar { .. } | Rval::Symbol(_) => lists_and_refs,
     }
-    promise.attributes.iter().all(|a| pure(&a.value))
 }
 
 /// Functions whose result depends on their arguments and the variables and
@@ -598,20 +610,10 @@ pub fn preliminary_convergence(ctx: &mut EvalContext, policy: &PolicySet) {
 /// returned, not said), with only quoted strings and such calls as
 /// arguments: no body, no list (an `@(container)` in a list warns).
 fn calls_only_quiet_functions(promise: &crate::syntax::ast::Promise) -> bool {
-    fn quiet(r: &crate::syntax::ast::Rval) -> bool {
-        use crate::syntax::ast::Rval;
-        match r {
-            Rval::Call(c) => {
-                QUIET_FUNCTIONS.contains(&c.name.name.as_str()) && c.args.iter().all(quiet)
-            }
-            Rval::String(_) => true,
-            Rval::List { .. } | Rval::NakedVar { .. } | Rval::Symbol(_) => false,
-        }
-    }
-    promise
-        .attributes
-        .iter()
-        .all(|a| matches!(a.value, crate::syntax::ast::Rval::Call(_)) && quiet(&a.value))
+    promise.attributes.iter().all(|a| {
+        matches!(a.value, crate::syntax::ast::Rval::Call(_))
+            && calls_only(&a.value, QUIET_FUNCTIONS, false)
+    })
 }
 
 /// Pure functions whose code logs nothing (checked in src/functions).
