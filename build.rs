@@ -24,6 +24,7 @@ fn main() {
     let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
     if os == "linux" && env == "gnu" {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+        static_unwinder();
     }
     refused_table();
     // The functions a check and a short run execute, placed side by side
@@ -43,6 +44,39 @@ fn main() {
         );
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
+}
+
+/// Links GCC's unwinder (libgcc_eh.a) into the agent, so that it does not
+/// load libgcc_s.so.1 at every start: the loader's symbol searches grow
+/// with each library, and libgcc_s's constructor asks the CPU for its
+/// features (cpuid, which traps in a virtual machine). Panics unwind the
+/// same (they are still caught in main). Left out when the C compiler does
+/// not know the archive, or when the C library is static (Rust links the
+/// unwinder statically then).
+fn static_unwinder() {
+    println!("cargo:rerun-if-env-changed=CC");
+    let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
+    if features.split(',').any(|f| f == "crt-static") {
+        return;
+    }
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let Ok(out) = Command::new(cc)
+        .arg("-print-file-name=libgcc_eh.a")
+        .output()
+    else {
+        return;
+    };
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    // Not found, the compiler prints the bare name back.
+    if !out.status.success() || !std::path::Path::new(&path).is_absolute() {
+        return;
+    }
+    // Whole, because libgcc_s (which Rust names first) would otherwise
+    // answer the unwinder's symbols and the archive would add nothing;
+    // once the agent defines them, --as-needed drops libgcc_s.
+    println!("cargo:rustc-link-arg-bins=-Wl,--push-state,--whole-archive");
+    println!("cargo:rustc-link-arg-bins={path}");
+    println!("cargo:rustc-link-arg-bins=-Wl,--pop-state");
 }
 
 /// The rows of src/schema/support.tsv marked `refused`, as a sorted Rust
