@@ -5,11 +5,10 @@
 
 use crate::config::LogLevel;
 use std::fmt;
+use std::io::Write as _;
 use tracing::field::{Field, Visit};
-use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
-use tracing_subscriber::registry::LookupSpan;
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
 
 pub const NOTICE_TARGET: &str = "cf_notice";
 
@@ -68,40 +67,26 @@ fn color_of(level: &Level) -> &'static str {
     }
 }
 
-struct CfFormat {
-    style: LineStyle,
-}
-
-impl<S, N> FormatEvent<S, N> for CfFormat
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-    N: for<'a> FormatFields<'a> + 'static,
-{
-    fn format_event(
-        &self,
-        _ctx: &FmtContext<'_, S, N>,
-        mut w: Writer<'_>,
-        event: &Event<'_>,
-    ) -> fmt::Result {
-        let meta = event.metadata();
-        let mut msg = String::new();
-        event.record(&mut MessageVisitor(&mut msg));
-        if self.style.color {
-            write!(w, "{}", color_of(meta.level()))?;
-        }
-        if self.style.timestamps {
-            // cf-agent's -l: the local time, ISO 8601 with the offset.
-            let now = crate::host::clock::now_secs();
-            let stamp = crate::host::clock::local_text(now, "%Y-%m-%dT%H:%M:%S%z");
-            write!(w, "{} ", stamp.unwrap_or_default())?;
-        }
-        writeln!(w, "{}: {}", prefix(meta.level(), meta.target()), msg)?;
-        if self.style.color {
-            // After the newline, as cf-agent resets it.
-            write!(w, "\x1b[0m")?;
-        }
-        Ok(())
+/// The text of an event's line as cf-agent prints it: colour, time stamp,
+/// level word, message, newline.
+fn format_line(style: LineStyle, level: &Level, target: &str, msg: &str) -> String {
+    use fmt::Write as _;
+    let mut line = String::with_capacity(msg.len() + 16);
+    if style.color {
+        line.push_str(color_of(level));
     }
+    if style.timestamps {
+        // cf-agent's -l: the local time, ISO 8601 with the offset.
+        let now = crate::host::clock::now_secs();
+        let stamp = crate::host::clock::local_text(now, "%Y-%m-%dT%H:%M:%S%z");
+        let _ = write!(line, "{} ", stamp.unwrap_or_default());
+    }
+    let _ = writeln!(line, "{}: {}", prefix(level, target), msg);
+    if style.color {
+        // After the newline, as cf-agent resets it.
+        line.push_str("\x1b[0m");
+    }
+    line
 }
 
 /// Whether an event at (level, target) passes the configured level.
@@ -192,24 +177,8 @@ pub fn as_separate_program<T>(level: LogLevel, f: impl FnOnce() -> T) -> T {
 
 /// Installs the global subscriber. Calling it twice is harmless.
 pub fn init(max: LogLevel, style: LineStyle, target: LogTarget) {
-    use tracing_subscriber::layer::SubscriberExt;
     LEVEL.store(max as u8, std::sync::atomic::Ordering::Relaxed);
-    let filter = RunLevel;
-    let format = CfFormat { style };
-    let fmt = match target {
-        LogTarget::Stdout => tracing_subscriber::fmt::layer()
-            .event_format(format)
-            .with_writer(std::io::stdout as fn() -> std::io::Stdout)
-            .with_filter(filter)
-            .boxed(),
-        LogTarget::Stderr => tracing_subscriber::fmt::layer()
-            .event_format(format)
-            .with_writer(std::io::stderr as fn() -> std::io::Stderr)
-            .with_filter(filter)
-            .boxed(),
-    };
-    let subscriber = tracing_subscriber::registry().with(fmt).with(Observe);
-    let _ = tracing::subscriber::set_global_default(subscriber);
+    let _ = tracing::subscriber::set_global_default(CfLog { style, target });
 }
 
 /// How many lines (errors to info, printed or not at the run's level) were
@@ -317,53 +286,66 @@ pub fn report_to_syslog(text: &str) {
     }
 }
 
-/// Sees every event, whatever the terminal's level: keeps errors and
-/// feeds the system log.
-struct Observe;
+/// The run's subscriber. It prints the lines the run's level shows, and
+/// sees every line up to info whatever that level: keeps errors, counts
+/// what was said, feeds the system log.
+///
+/// Written here rather than built from tracing-subscriber's registry and
+/// fmt layer: the policy's log has no spans, and the registry's slab of
+/// span slots (allocated and zeroed at start) plus its layers were a
+/// measurable part of a small check's start-up.
+struct CfLog {
+    style: LineStyle,
+    target: LogTarget,
+}
 
-impl<S: Subscriber> tracing_subscriber::Layer<S> for Observe {
-    fn on_event(&self, event: &Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+impl Subscriber for CfLog {
+    /// Never cached per callsite: the run's level changes while it goes
+    /// (agent control's `inform`, `verbose`, a promise's `report_level`).
+    fn register_callsite(&self, _: &'static Metadata<'static>) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+
+    fn enabled(&self, m: &Metadata<'_>) -> bool {
+        level_of(m.level(), m.target()) < LogLevel::Verbose
+            || enabled(current_level(), m.level(), m.target())
+    }
+
+    fn event(&self, event: &Event<'_>) {
         let meta = event.metadata();
         let level = level_of(meta.level(), meta.target());
+        let mut msg = String::new();
+        event.record(&mut MessageVisitor(&mut msg));
+        if enabled(current_level(), meta.level(), meta.target()) {
+            let line = format_line(self.style, meta.level(), meta.target(), &msg);
+            // One write per line, errors ignored, as a terminal log does.
+            let _ = match self.target {
+                LogTarget::Stdout => std::io::stdout().lock().write_all(line.as_bytes()),
+                LogTarget::Stderr => std::io::stderr().lock().write_all(line.as_bytes()),
+            };
+        }
         if level >= LogLevel::Verbose {
             return;
         }
         SAID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut msg = String::new();
-        event.record(&mut MessageVisitor(&mut msg));
-        if level == LogLevel::Error
-            && let Ok(mut e) = ERRORS.lock()
-        {
-            e.push(msg.clone());
-        }
         let critical = meta.target() == CRITICAL_TARGET;
         // A critical line is an error to the system log too.
         to_syslog(if critical { LogLevel::Error } else { level }, &msg);
-    }
-}
-
-use tracing_subscriber::Layer as _;
-
-/// Lets through what the run's current level shows. The level changes while
-/// the run goes (agent control's `inform`, `verbose`), so no callsite's
-/// answer may be cached: each event is asked again.
-struct RunLevel;
-
-impl<S> tracing_subscriber::layer::Filter<S> for RunLevel {
-    fn enabled(
-        &self,
-        m: &tracing::Metadata<'_>,
-        _: &tracing_subscriber::layer::Context<'_, S>,
-    ) -> bool {
-        m.is_span() || enabled(current_level(), m.level(), m.target())
+        if level == LogLevel::Error
+            && let Ok(mut e) = ERRORS.lock()
+        {
+            e.push(msg);
+        }
     }
 
-    fn callsite_enabled(
-        &self,
-        _: &'static tracing::Metadata<'static>,
-    ) -> tracing::subscriber::Interest {
-        tracing::subscriber::Interest::sometimes()
+    // The log has no spans: each gets the same id and nothing is kept.
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
     }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
 }
 
 #[cfg(test)]
