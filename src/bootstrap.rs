@@ -122,18 +122,18 @@ pub fn prepare(
         workdir: workdir.to_path_buf(),
     };
     if b.am_hub {
-        tracing::info!(
+        crate::info!(
             "Assuming role as policy server, with policy distribution point at '{}'",
             workdir.join("masterfiles").display()
         );
     } else {
-        tracing::info!("Assuming role as regular client, bootstrapping to policy server: {hub}");
+        crate::info!("Assuming role as regular client, bootstrapping to policy server: {hub}");
     }
 
     // Trust first: a hub we cannot reach or trust changes nothing here.
     if !b.am_hub {
         if trust_server {
-            tracing::info!(
+            crate::info!(
                 target: crate::report::log::NOTICE_TARGET,
                 "Bootstrap mode: implicitly trusting server, use --trust-server=no if server trust is already established"
             );
@@ -149,7 +149,7 @@ pub fn prepare(
     }
 
     let inputs = b.inputs();
-    tracing::info!("Removing all files in '{}'", inputs.display());
+    crate::info!("Removing all files in '{}'", inputs.display());
     clear_dir(host, &inputs)?;
     let write = |path: &Path, text: &str, mode: u32| {
         if let Some(parent) = path.parent() {
@@ -172,7 +172,7 @@ pub fn prepare(
         } else if host.lstat(&b.hub_marker()).ok().flatten().is_some() {
             let _ = host.remove_file(&b.hub_marker());
         }
-        tracing::info!(
+        crate::info!(
             "Writing built-in failsafe policy to '{}'",
             b.failsafe().display()
         );
@@ -195,10 +195,10 @@ pub fn prepare(
 pub fn finish(host: &Host, b: &Bootstrap) -> bool {
     let promises = b.inputs().join("promises.cf");
     if host.lstat(&promises).ok().flatten().is_some() {
-        tracing::info!("Bootstrap to '{}' completed successfully!", b.hub);
+        crate::info!("Bootstrap to '{}' completed successfully!", b.hub);
         return true;
     }
-    tracing::error!(
+    crate::error!(
         "Bootstrapping failed, no input file at '{}' after bootstrap",
         promises.display()
     );
@@ -211,7 +211,7 @@ fn undo(host: &Host, b: &Bootstrap) {
         if host.lstat(&p).ok().flatten().is_some()
             && let Err(e) = host.remove_file(&p)
         {
-            tracing::error!(
+            crate::error!(
                 "Could not remove '{}': {}",
                 p.display(),
                 crate::host::strerror(&e)
@@ -258,7 +258,7 @@ pub fn ensure_failsafe(host: &Host, path: &Path) -> Result<(), BootstrapError> {
     if host.lstat(path).ok().flatten().is_some() {
         return Ok(());
     }
-    tracing::info!("Writing built-in failsafe policy to '{}'", path.display());
+    crate::info!("Writing built-in failsafe policy to '{}'", path.display());
     let parent = path.parent().unwrap_or(Path::new("/"));
     host.mkdir_all(parent, 0o700)
         .and_then(|_| host.write_atomic(path, FAILSAFE_POLICY.as_bytes(), 0o600))

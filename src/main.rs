@@ -140,7 +140,7 @@ fn agent_main() -> ExitCode {
         },
         log_target,
     );
-    tracing::trace!(
+    convergent::trace!(
         "Work directory '{}', policy entry '{}', mode {:?}",
         config.workdir.display(),
         config.entry.display(),
@@ -152,15 +152,15 @@ fn agent_main() -> ExitCode {
         convergent::report::log::open_syslog(&invoked_as);
     }
     for name in &unknown_log_modules {
-        tracing::warn!("Unknown debug logging module '{name}'");
+        convergent::warn!("Unknown debug logging module '{name}'");
     }
     if config.no_extensions {
-        tracing::debug!(
+        convergent::debug!(
             "-E/--no-extensions: this agent loads no extensions, so there are none to leave out"
         );
     }
     if config.skip_db_check {
-        tracing::debug!(
+        convergent::debug!(
             "--skip-db-check: the state database is SQLite, which checks itself; nothing to skip"
         );
     }
@@ -445,7 +445,7 @@ fn run(config: &Config) -> ExitCode {
             ExitCode::from(1)
         }
         Mode::RetiredDiagnostic => {
-            tracing::error!("Self-diagnostic functionality is retired.");
+            convergent::error!("Self-diagnostic functionality is retired.");
             ExitCode::SUCCESS
         }
     }
@@ -644,7 +644,7 @@ fn run_policy(config: &Config) -> ExitCode {
         Ok(r) => (Some(r), false),
         Err(e) => {
             if !matches!(e, PipelineError::PolicyErrors) {
-                tracing::error!("{e}");
+                convergent::error!("{e}");
             }
             let load_failed = matches!(
                 e,
@@ -665,7 +665,7 @@ fn run_policy(config: &Config) -> ExitCode {
         }
     }
     if config.timing {
-        tracing::debug!(
+        convergent::debug!(
             "T: This measurement event, alias 'agent run', took {:.6} seconds",
             started.elapsed().as_secs_f64()
         );
@@ -713,7 +713,7 @@ fn run_policy(config: &Config) -> ExitCode {
         let text = prometheus_text(&m, env!("CARGO_PKG_VERSION"), convergent::COMMIT);
         // 0644: node_exporter reads it as its own user.
         if let Err(e) = convergent::host::local::write_atomic(path, text.as_bytes(), 0o644) {
-            tracing::error!("Could not write the metrics file '{}': {e}", path.display());
+            convergent::error!("Could not write the metrics file '{}': {e}", path.display());
         }
     }
     let Some(report) = report else {
@@ -733,14 +733,14 @@ fn run_policy(config: &Config) -> ExitCode {
         if let Err(e) = convergent::host::local::open_append_private(&path)
             .and_then(|mut f| f.append_synced(line.as_bytes()))
         {
-            tracing::error!("Could not append to '{}': {e}", path.display());
+            convergent::error!("Could not append to '{}': {e}", path.display());
         }
     }
     log_summary(&c);
     if let Some(chroot) = &report.changes_chroot {
         let mut out = std::io::stdout().lock();
         if let Err(e) = chroot.report(&mut out, &config.workdir.join("bin")) {
-            tracing::error!("Failed to report the simulated changes: {e}");
+            convergent::error!("Failed to report the simulated changes: {e}");
         }
         chroot.remove();
     }
@@ -780,7 +780,7 @@ fn bootstrap(config: &Config, hub: &str) -> ExitCode {
     let b = match convergent::bootstrap::prepare(&host, &config.workdir, hub, config.trust_server) {
         Ok(b) => b,
         Err(e) => {
-            tracing::error!("{e}");
+            convergent::error!("{e}");
             return ExitCode::from(EXIT_POLICY_ERROR);
         }
     };
@@ -816,17 +816,17 @@ fn failsafe(config: &Config) -> ExitCode {
         return ExitCode::from(EXIT_POLICY_ERROR);
     };
     if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
-        tracing::error!(
+        convergent::error!(
             "Failsafe condition triggered. Interactive session detected, skipping failsafe.cf execution."
         );
         return ExitCode::from(EXIT_POLICY_ERROR);
     }
-    tracing::error!(
+    convergent::error!(
         "CFEngine was not able to get confirmation of promises from cf-promises, so going to failsafe"
     );
     if let Err(e) = convergent::bootstrap::ensure_failsafe(&convergent::host::Host::real(), &entry)
     {
-        tracing::error!("{e}");
+        convergent::error!("{e}");
         return ExitCode::from(EXIT_POLICY_ERROR);
     }
     let mut run = config.clone();
@@ -853,7 +853,7 @@ fn report_loaded(p: &Prepared) {
     // An input that cannot be read comes first, as in cf-agent: what
     // follows from it (bodies it would define) is not reported.
     for e in &p.report.load_errors {
-        tracing::error!("{e}");
+        convergent::error!("{e}");
     }
     let diagnostics = p.render_diagnostics();
     eprint!("{diagnostics}");
@@ -877,7 +877,7 @@ fn report_loaded(p: &Prepared) {
     for m in &p.report.messages {
         // A fatal one is told with the policy's diagnostics.
         if p.report.fatal.as_ref() != Some(&m.message) {
-            tracing::error!("{} ({}:{})", m.message, m.file, m.line);
+            convergent::error!("{} ({}:{})", m.message, m.file, m.line);
         }
     }
 }
@@ -887,7 +887,7 @@ fn report_loaded(p: &Prepared) {
 fn log_run_failures(report: &RunReport) {
     for m in &report.summary.messages {
         if !report.prepared.report.messages.contains(m) {
-            tracing::error!("{} ({}:{})", m.message, m.file, m.line);
+            convergent::error!("{} ({}:{})", m.message, m.file, m.line);
         }
     }
 }
@@ -897,7 +897,7 @@ fn log_run_failures(report: &RunReport) {
 fn write_report_file(path: &std::path::Path, file: JsonSink<Vec<u8>>) {
     // 0600: the report holds expanded command lines.
     if let Err(e) = convergent::host::local::write_private(path, &file.into_inner()) {
-        tracing::error!("Could not write the report file '{}': {e}", path.display());
+        convergent::error!("Could not write the report file '{}': {e}", path.display());
     }
 }
 
@@ -907,7 +907,7 @@ fn log_summary(c: &Counts) {
     // and cron mails or scripts may count those lines.
     if c.total() > 0 {
         let pct = |n: usize| 100.0 * n as f64 / c.total() as f64;
-        tracing::debug!(
+        convergent::debug!(
             "Summary: {} promises: {} kept ({:.2}%), {} repaired ({:.2}%), {} not kept ({:.2}%)",
             c.total(),
             c.kept,
@@ -1071,7 +1071,7 @@ fn check_prepared(config: &Config, prepared: &mut Prepared) -> ExitCode {
         } else if config.note_unresolved {
             eprintln!(" warning: {}:{}: {}", m.file, m.line, m.message);
         } else {
-            tracing::debug!("{}:{}: {}", m.file, m.line, m.message);
+            convergent::debug!("{}:{}: {}", m.file, m.line, m.message);
         }
     }
     if config.unresolved_are_errors && !prepared.report.unresolved.is_empty() {
@@ -1079,10 +1079,10 @@ fn check_prepared(config: &Config, prepared: &mut Prepared) -> ExitCode {
     }
     if let Some(dir) = &config.tag_release {
         match convergent::pipeline::tag_release(dir) {
-            Ok(()) => tracing::debug!("Release tagging done!"),
+            Ok(()) => convergent::debug!("Release tagging done!"),
             Err(e) => {
-                tracing::error!("{e}");
-                tracing::error!("The given directory could not be tagged, sorry.");
+                convergent::error!("{e}");
+                convergent::error!("The given directory could not be tagged, sorry.");
                 return ExitCode::from(EXIT_POLICY_ERROR);
             }
         }

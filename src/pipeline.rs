@@ -256,7 +256,7 @@ fn prepare_with(
     // loading (on its log's stream, which tests filter with grep): errors
     // that do not stop the check.
     for text in &report.unresolved_inputs {
-        tracing::error!("Unresolved variable '{text}' in input list, cannot parse");
+        crate::error!("Unresolved variable '{text}' in input list, cannot parse");
     }
     let files: Vec<&LoadedFile> = policy.files.iter().map(|f| f.as_ref()).collect();
     // cf-promises checks that referenced bodies exist over what it could
@@ -314,7 +314,7 @@ fn load_persistent_classes(ctx: &mut EvalContext, st: &mut StateStore, negates: 
                     .define(&c.name, ClassInfo::soft(Origin::Persistent, tags));
             }
         }
-        Err(e) => tracing::error!("{e}"),
+        Err(e) => crate::error!("{e}"),
     }
 }
 
@@ -384,7 +384,7 @@ pub fn run_agent(
             let dir = state_dir.join(format!("{}.changes", std::process::id()));
             let c = ChangesChroot::create(dir.clone(), mode)
                 .map_err(|source| PipelineError::ChangesChroot { path: dir, source })?;
-            tracing::warn!(
+            crate::warn!(
                 "All changes in files will be made in the '{}' chroot",
                 c.dir().display()
             );
@@ -454,7 +454,7 @@ pub fn run_agent(
         let ran = run.run(&seq);
         // The renames of the run made durable, once per directory.
         if let Err(e) = synced.sync_pending_dirs() {
-            tracing::error!("Could not sync the directories the run wrote to: {e}");
+            crate::error!("Could not sync the directories the run wrote to: {e}");
         }
         ran.map_err(|e| removed_on_error(e.into()))?;
         save_why(&state_dir, config, run.why_mut());
@@ -496,19 +496,19 @@ fn scheduled_start(config: &Config) -> Result<Start, PipelineError> {
     }
     let schedule = crate::agent::schedule::Schedule::of(&prepared.ctx);
     let Some(class) = schedule.due(&mut prepared.ctx) else {
-        tracing::info!(
+        crate::info!(
             "Not scheduled now: none of the schedule's classes ({}) is defined",
             schedule.classes.join(", ")
         );
         return Ok(Start::NotDue(Box::new(prepared)));
     };
-    tracing::debug!("Scheduled by class '{class}'");
+    crate::debug!("Scheduled by class '{class}'");
     crate::host::procs::lead_own_process_group();
     let secs = schedule.splay.as_secs();
     if config.dry_run {
-        tracing::info!("Would sleep for splaytime {secs} seconds");
+        crate::info!("Would sleep for splaytime {secs} seconds");
     } else if secs > 0 {
-        tracing::info!("Sleeping for splaytime {secs} seconds");
+        crate::info!("Sleeping for splaytime {secs} seconds");
         std::thread::sleep(schedule.splay);
     }
     let exec = prepared
@@ -534,15 +534,15 @@ fn run_exec_command(command: &str, limit: std::time::Duration) {
         output: crate::host::exec::OutputSelect::Inherit,
         ..Default::default()
     };
-    tracing::info!("Running exec_command '{command}'");
+    crate::info!("Running exec_command '{command}'");
     match Host::real().run(&spec) {
-        Ok(r) if r.timed_out => tracing::error!(
+        Ok(r) if r.timed_out => crate::error!(
             "exec_command '{command}' ran longer than agent_expireafter ({} minutes): killed it \
              and its process group",
             limit.as_secs() / 60
         ),
         Ok(r) if r.code == Some(0) => {}
-        Ok(r) => tracing::error!(
+        Ok(r) => crate::error!(
             "exec_command '{command}' ended with {}",
             match (r.code, r.signal) {
                 (Some(c), _) => format!("exit code {c}"),
@@ -550,7 +550,7 @@ fn run_exec_command(command: &str, limit: std::time::Duration) {
                 _ => "an unknown status".to_string(),
             }
         ),
-        Err(e) => tracing::error!("Could not run exec_command '{command}': {e}"),
+        Err(e) => crate::error!("Could not run exec_command '{command}': {e}"),
     }
 }
 
@@ -588,7 +588,7 @@ fn precheck_with_cf_promises(
         .access(&cf_promises, crate::host::exec::Access::Execute)
         .is_err()
     {
-        tracing::trace!(
+        crate::trace!(
             "No '{}' to check the policy with; it is validated in this process only",
             cf_promises.display()
         );
@@ -614,11 +614,11 @@ fn precheck_with_cf_promises(
         .map(|a| format!("\"{a}\""))
         .collect::<Vec<_>>()
         .join(" ");
-    tracing::debug!("Checking policy with command '{shown}'");
+    crate::debug!("Checking policy with command '{shown}'");
     if let Some(check) = check_here
         && host.is_this_program(&cf_promises)
     {
-        tracing::trace!(
+        crate::trace!(
             "'{}' is this program: checking in this process",
             cf_promises.display()
         );
@@ -636,7 +636,7 @@ fn precheck_with_cf_promises(
         Ok(r) if r.code == Some(0) => Ok(()),
         Ok(_) => Err(PipelineError::Validation(shown)),
         Err(e) => {
-            tracing::error!("Cannot run '{}': {e}", cf_promises.display());
+            crate::error!("Cannot run '{}': {e}", cf_promises.display());
             Err(PipelineError::Validation(shown))
         }
     }
@@ -649,7 +649,7 @@ fn open_setuid_log(host: &Host, workdir: &std::path::Path) {
     let node = match host.read(std::path::Path::new("/proc/sys/kernel/hostname")) {
         Ok(b) => String::from_utf8_lossy(&b).trim_end().to_lowercase(),
         Err(e) => {
-            tracing::trace!("Could not read the node name for the setuid log: {e}");
+            crate::trace!("Could not read the node name for the setuid log: {e}");
             return;
         }
     };
@@ -662,7 +662,7 @@ fn open_setuid_log(host: &Host, workdir: &std::path::Path) {
             .to_lowercase(),
     );
     if let Err(e) = host.append(&path, b"") {
-        tracing::trace!("Could not open the setuid log '{}': {e}", path.display());
+        crate::trace!("Could not open the setuid log '{}': {e}", path.display());
     }
 }
 
@@ -678,16 +678,16 @@ fn recover_transactions(state_dir: &std::path::Path, sink: &mut dyn Sink) {
             "the run that started it (pid {pid}, at {started}) was killed before the \
              transaction ended"
         );
-        tracing::warn!(
+        crate::warn!(
             "Recovered an unfinished transaction '{namespace}:{bundle}': {reason}; undoing its \
              changes to {} path(s)",
             undo.restored.len() + undo.failed.len()
         );
         for r in &undo.restored {
-            tracing::warn!("Rolled back ({namespace}:{bundle}): {r}");
+            crate::warn!("Rolled back ({namespace}:{bundle}): {r}");
         }
         for f in &undo.failed {
-            tracing::error!("Could not roll back ({namespace}:{bundle}): {f}");
+            crate::error!("Could not roll back ({namespace}:{bundle}): {f}");
         }
         sink.event(&crate::report::json::JsonEvent::Rollback {
             bundle,
@@ -715,7 +715,7 @@ fn save_why(state_dir: &std::path::Path, config: &Config, why: &mut crate::agent
         std::io::Write::flush(&mut w)
     });
     if let Err(e) = written {
-        tracing::error!(
+        crate::error!(
             "Cannot save the run's record for --why in '{}': {e}",
             path.display()
         );
@@ -856,7 +856,7 @@ fn tag_validated_masterfiles(config: &Config) {
     }
     let masterdir = config.workdir.join("masterfiles");
     if let Err(e) = tag_release(&masterdir) {
-        tracing::error!("{e}");
+        crate::error!("{e}");
     }
 }
 
@@ -895,13 +895,13 @@ pub fn tag_release(dir: &std::path::Path) -> Result<(), TagError> {
         let text = format!("{{\n  \"releaseId\": \"{id}\"\n}}");
         local::write_private(&id_file, text.as_bytes())
             .map_err(|e| TagError::Write(id_file.display().to_string(), e))?;
-        tracing::debug!("Saved policy release ID file '{}'", id_file.display());
+        crate::debug!("Saved policy release ID file '{}'", id_file.display());
     }
     let validated = dir.join("cf_promises_validated");
     let text = format!("{{\n  \"timestamp\": {}\n}}", now_secs());
     local::write_private(&validated, text.as_bytes())
         .map_err(|e| TagError::Write(validated.display().to_string(), e))?;
-    tracing::debug!(
+    crate::debug!(
         "Saved policy validated marker file '{}'",
         validated.display()
     );

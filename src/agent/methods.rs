@@ -17,7 +17,7 @@ impl AgentRun<'_> {
         // Borrowed from the policy (which outlives the run), not copied.
         let policy = self.policy;
         let Some((file, bundle)) = policy.bundle(&ep.namespace, &name) else {
-            tracing::error!(
+            crate::error!(
                 "A method attempted to use a bundle '{name}' that was apparently not defined ({}:{})",
                 ep.file,
                 ep.line
@@ -28,7 +28,7 @@ impl AgentRun<'_> {
         // Only warning: the bundle is not run, and the promise is not kept
         // (cf-agent's WARN outcome, which sets repair_failed classes).
         if ep.warn_only() {
-            tracing::warn!(
+            crate::warn!(
                 "Bundle '{name}' should be invoked, but only a warning was promised! ({}:{})",
                 ep.file,
                 ep.line
@@ -40,7 +40,7 @@ impl AgentRun<'_> {
         // A method naming a bundle without arguments runs it with its
         // parameters unset, as cf-agent does; other counts are fatal.
         if !args.is_empty() && bundle.params.len() != args.len() {
-            tracing::error!(
+            crate::error!(
                 "Bundle '{name}' takes {} arguments, but the method at {}:{} gives {}",
                 bundle.params.len(),
                 ep.file,
@@ -55,7 +55,7 @@ impl AgentRun<'_> {
             return None;
         }
         if self.bundle_outcomes.len() >= MAX_CALL_DEPTH {
-            tracing::error!(
+            crate::error!(
                 "methods nest deeper than {MAX_CALL_DEPTH} bundles at {}:{}; not calling '{name}'",
                 ep.file,
                 ep.line
@@ -85,16 +85,16 @@ impl AgentRun<'_> {
         // cf-agent's verdict on the call, in its words.
         match outcome {
             Some(Outcome::Warned) => {
-                tracing::warn!(
+                crate::warn!(
                     "Method '{}' invoked repairs, but only warnings promised",
                     bundle.name.name
                 )
             }
             Some(Outcome::Failed | Outcome::Denied) => {
-                tracing::error!("Method '{}' failed in some repairs", bundle.name.name)
+                crate::error!("Method '{}' failed in some repairs", bundle.name.name)
             }
             Some(Outcome::Timeout | Outcome::Interrupted) => {
-                tracing::info!("Method '{}' aborted in some repairs", bundle.name.name)
+                crate::info!("Method '{}' aborted in some repairs", bundle.name.name)
             }
             _ => {}
         }

@@ -418,7 +418,7 @@ impl<'a> AgentRun<'a> {
             text.push('\n');
         }
         if let Err(e) = self.host.write_atomic(&path, text.as_bytes(), 0o600) {
-            tracing::info!(
+            crate::info!(
                 "Could not open allclasses cache file '{}' (fopen: {e})",
                 path.display()
             );
@@ -437,7 +437,7 @@ impl<'a> AgentRun<'a> {
                 // cf-agent skips such a bundle when told to (the loop below
                 // runs only the bundles that exist).
                 if ignore_missing {
-                    tracing::info!("Ignoring missing bundle '{}'", call.name);
+                    crate::info!("Ignoring missing bundle '{}'", call.name);
                     continue;
                 }
                 return Err(RunError::UndefinedBundle(call.name.clone()));
@@ -548,7 +548,7 @@ impl<'a> AgentRun<'a> {
         let Some(class) = hit else {
             return false;
         };
-        tracing::info!(
+        crate::info!(
             target: crate::report::log::NOTICE_TARGET,
             "cf-agent aborted on defined class '{class}'"
         );
@@ -596,13 +596,13 @@ impl<'a> AgentRun<'a> {
         match crate::promises::files::perms::ModeSpec::parse(&mode) {
             Ok(spec) => {
                 let m = spec.apply(0o700);
-                tracing::debug!(
+                crate::debug!(
                     "Changed default directory create mode to {m:o} \
                      (default_directory_create_mode => \"{mode}\")"
                 );
                 self.ctx.agent_control.default_dir_mode = Some(m);
             }
-            Err(e) => tracing::error!(
+            Err(e) => crate::error!(
                 "Failed to parse mode string for overriding default directory create mode \
                  (default_directory_create_mode => \"{mode}\"): {e}"
             ),
@@ -679,7 +679,7 @@ impl<'a> AgentRun<'a> {
         };
         for class in fresh {
             if matches(self.ctx, &control.abortclasses, &class) {
-                tracing::info!(
+                crate::info!(
                     target: crate::report::log::NOTICE_TARGET,
                     "cf-agent aborted on defined class '{class}'"
                 );
@@ -692,7 +692,7 @@ impl<'a> AgentRun<'a> {
                     .frame()
                     .map(|f| f.bundle.clone())
                     .unwrap_or_default();
-                tracing::error!("Bundle '{bundle}' aborted on defined class '{class}'");
+                crate::error!("Bundle '{bundle}' aborted on defined class '{class}'");
                 self.abort_bundle = true;
             }
             // An entry is also a class expression, checked whenever a
@@ -704,7 +704,7 @@ impl<'a> AgentRun<'a> {
                     .iter()
                     .find(|p| self.ctx.eval_class_expr(p).unwrap_or(false))
             {
-                tracing::error!("Setting abort for '{p}' when setting class '{class}'");
+                crate::error!("Setting abort for '{p}' when setting class '{class}'");
                 self.abort_bundle = true;
             }
         }
@@ -995,13 +995,13 @@ impl<'a> AgentRun<'a> {
         }
         let name = format!("{}:{}", bundle.namespace, bundle.name.name);
         if self.dry_run {
-            tracing::info!(
+            crate::info!(
                 "Bundle '{name}' is a transaction; a dry run changes nothing, so nothing is journaled"
             );
             return TxStart::No;
         }
         let Some(dir) = self.state_dir.clone() else {
-            tracing::error!(
+            crate::error!(
                 "Bundle '{name}' is a transaction, but this run has no state directory for its \
                  undo journal; it is not run"
             );
@@ -1029,7 +1029,7 @@ impl<'a> AgentRun<'a> {
                 TxStart::Started
             }
             Err(e) => {
-                tracing::error!(
+                crate::error!(
                     "Cannot start the undo journal of the transaction '{name}' in '{}': {e}; \
                      the bundle is not run",
                     dir.display()
@@ -1048,20 +1048,20 @@ impl<'a> AgentRun<'a> {
         let name = format!("{}:{}", tx.namespace, tx.bundle);
         let Some(reason) = tx.failure else {
             if let Err(e) = tx.journal.commit() {
-                tracing::error!("Cannot remove the undo journal of '{name}': {e}");
+                crate::error!("Cannot remove the undo journal of '{name}': {e}");
             }
             return;
         };
-        tracing::error!(
+        crate::error!(
             "Transaction '{name}' failed: {reason}; undoing its changes to {} path(s)",
             tx.journal.len()
         );
         let undo = tx.journal.rollback();
         for r in &undo.restored {
-            tracing::info!(target: crate::report::log::NOTICE_TARGET, "Rolled back ({name}): {r}");
+            crate::info!(target: crate::report::log::NOTICE_TARGET, "Rolled back ({name}): {r}");
         }
         for f in &undo.failed {
-            tracing::error!("Could not roll back ({name}): {f}");
+            crate::error!("Could not roll back ({name}): {f}");
         }
         self.sink.event(&JsonEvent::Rollback {
             bundle: tx.bundle,
@@ -1125,14 +1125,14 @@ impl AgentRun<'_> {
                 tags,
             };
             if let Err(e) = st.persist_class(&class, reset) {
-                tracing::error!("{e}");
+                crate::error!("{e}");
             }
         }
         for name in std::mem::take(&mut self.ctx.persist_cancels) {
             if let Some(st) = self.state.as_deref_mut()
                 && let Err(e) = st.forget_class(&name)
             {
-                tracing::error!("{e}");
+                crate::error!("{e}");
             }
         }
     }

@@ -217,7 +217,7 @@ impl AgentRun<'_> {
         let mut held = std::mem::take(&mut expansion.held).into_iter().peekable();
         let mut tell_held = |before: usize| {
             while let Some((_, l)) = held.next_if(|(at, _)| *at <= before) {
-                tracing::debug!("{l}");
+                crate::debug!("{l}");
             }
         };
         let site = why::Site {
@@ -318,7 +318,7 @@ impl AgentRun<'_> {
         }
         let guard = promise.guard.expr.trim();
         if !self.ctx.eval_class_expr(guard).unwrap_or(false) {
-            tracing::trace!(
+            crate::trace!(
                 "Skipping {ptype} promise expansion with promiser '{}' due to class guard '{guard}::' (pass {})",
                 promise.promiser.value,
                 self.ctx.pass
@@ -347,7 +347,7 @@ impl AgentRun<'_> {
                 && reason.starts_with(crate::eval::iterations::PROMISER_UNRESOLVED)
                 && crate::report::log::verbose()
             {
-                tracing::debug!("Skipping promise '{shown}' because {reason}");
+                crate::debug!("Skipping promise '{shown}' because {reason}");
             }
             let status = Status::Skipped { reason };
             self.why
@@ -355,7 +355,7 @@ impl AgentRun<'_> {
         }
         for (shown, f) in failures {
             if last {
-                tracing::error!(
+                crate::error!(
                     "{f} (in a {} promise at {}:{})",
                     site.promise_type,
                     site.file,
@@ -649,7 +649,7 @@ impl AgentRun<'_> {
         match st.lock_status(lock_key, self.now, ifelapsed) {
             LockStatus::Free => None,
             LockStatus::TooSoon { minutes_left } => {
-                tracing::info!(
+                crate::info!(
                     "Skipping {} promise '{}' in bundle '{}': it ran less than {ifelapsed} minute(s) ago (ifelapsed), {minutes_left} minute(s) left",
                     ep.promise_type,
                     ep.promiser,
@@ -684,13 +684,13 @@ impl AgentRun<'_> {
             .unwrap_or(DEFAULT_EXPIREAFTER_MINUTES);
         let elapsed = (self.now - started).max(0) as u64 / 60;
         if elapsed >= expireafter {
-            tracing::info!("Lock expired after {elapsed}/{expireafter} minutes: {lock_key}");
+            crate::info!("Lock expired after {elapsed}/{expireafter} minutes: {lock_key}");
             if let Err(e) = st.finished(lock_key) {
-                tracing::error!("{e}");
+                crate::error!("{e}");
             }
             return None;
         }
-        tracing::debug!("Couldn't obtain lock for {lock_key} (already running!)");
+        crate::debug!("Couldn't obtain lock for {lock_key} (already running!)");
         Some(format!(
             "an agent began it {elapsed} minute(s) ago and did not finish; its lock expires after \
              {expireafter} minute(s) (expireafter; -K ignores locks)"
@@ -712,7 +712,7 @@ impl AgentRun<'_> {
             st.finished(lock_key)
         };
         if let Err(e) = r {
-            tracing::error!("{e}");
+            crate::error!("{e}");
             return false;
         }
         true
@@ -836,7 +836,7 @@ impl AgentRun<'_> {
             return Some(Outcome::Kept);
         }
         if self.ctx.settings.sandbox && refused_in_sandbox(&ep.promise_type) {
-            tracing::error!(
+            crate::error!(
                 "promises of type '{}' are refused in the sandbox: they could run programs \
                  ({}:{})",
                 ep.promise_type,
@@ -846,7 +846,7 @@ impl AgentRun<'_> {
             return Some(Outcome::Failed);
         }
         if let Some(why) = refused_attribute(ep) {
-            tracing::error!("{why} {}", ep.located());
+            crate::error!("{why} {}", ep.located());
             return Some(Outcome::Failed);
         }
         if crate::schema::promise_type(&ep.promise_type).is_none() {
@@ -866,7 +866,7 @@ impl AgentRun<'_> {
         }
         let Some(act) = actuator(&ep.promise_type) else {
             if self.unsupported.insert(ep.promise_type.clone()) {
-                tracing::error!(
+                crate::error!(
                     "promise type '{}' is not supported yet; its promises are skipped ({}:{})",
                     ep.promise_type,
                     ep.file,
@@ -898,7 +898,7 @@ impl AgentRun<'_> {
                     .insert("inherit".into(), AttrValue::Value(Value::str("true")));
             }
             let called = self.eval_method(&call);
-            tracing::info!("{}", f.then_inform);
+            crate::info!("{}", f.then_inform);
             if let Some(called) = called {
                 let mut all = reported.take().unwrap_or_else(|| vec![outcome]);
                 all.push(called);
@@ -945,19 +945,19 @@ impl AgentRun<'_> {
             return;
         };
         match dest {
-            "stdout" => tracing::info!("L: {text}"),
-            "udp_syslog" => tracing::error!(
+            "stdout" => crate::info!("L: {text}"),
+            "udp_syslog" => crate::error!(
                 "{attr} => \"udp_syslog\" is not supported yet; '{text}' is not logged {}",
                 ep.located()
             ),
             path => {
-                tracing::debug!("Logging string '{text}' to '{path}'");
+                crate::debug!("Logging string '{text}' to '{path}'");
                 let line = format!("{text}\n");
                 if let Err(e) = self
                     .host
                     .append(std::path::Path::new(path), line.as_bytes())
                 {
-                    tracing::error!("Unable to open private log '{path}': {e}");
+                    crate::error!("Unable to open private log '{path}': {e}");
                 }
             }
         }
@@ -1042,7 +1042,7 @@ fn return_value_constraints(ep: &ExpandedPromise) {
         .any(|a| ep.attrs.contains_key(*a))
         || lastseen != 0
     {
-        tracing::error!(
+        crate::error!(
             "bundle_return_value promise for '{}' in bundle '{}' with too many constraints (ignored)",
             ep.promiser,
             ep.bundle

@@ -18,9 +18,9 @@ pub(super) fn banner(title: &str) {
     if !verbose() {
         return;
     }
-    tracing::debug!("----------------------------------------------------------------");
-    tracing::debug!(" {title} ");
-    tracing::debug!("----------------------------------------------------------------");
+    crate::debug!("----------------------------------------------------------------");
+    crate::debug!(" {title} ");
+    crate::debug!("----------------------------------------------------------------");
 }
 
 /// The bundlesequence about to run, as cf-agent writes a list.
@@ -29,7 +29,7 @@ pub(super) fn bundlesequence(names: &[String]) {
         return;
     }
     let items: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
-    tracing::debug!("Using bundlesequence =>  {{{}}}", items.join(","));
+    crate::debug!("Using bundlesequence =>  {{{}}}", items.join(","));
 }
 
 /// How cf-agent shows a written argument, when not as its value: a whole
@@ -91,12 +91,12 @@ pub(super) fn bundle_begin(name: &str, args: Option<&str>) {
     if !verbose() {
         return;
     }
-    tracing::debug!("B: *****************************************************************");
+    crate::debug!("B: *****************************************************************");
     match args {
-        Some(a) => tracing::debug!("B: BEGIN bundle {name}({a})"),
-        None => tracing::debug!("B: BEGIN bundle {name}"),
+        Some(a) => crate::debug!("B: BEGIN bundle {name}({a})"),
+        None => crate::debug!("B: BEGIN bundle {name}"),
     }
-    tracing::debug!("B: *****************************************************************");
+    crate::debug!("B: *****************************************************************");
 }
 
 /// `B: END bundle name`.
@@ -104,9 +104,9 @@ pub(super) fn bundle_end(name: &str) {
     if !verbose() {
         return;
     }
-    tracing::debug!("B: *****************************************************************");
-    tracing::debug!("B: END bundle {name}");
-    tracing::debug!("B: *****************************************************************");
+    crate::debug!("B: *****************************************************************");
+    crate::debug!("B: END bundle {name}");
+    crate::debug!("B: *****************************************************************");
 }
 
 /// The start of a pass over a bundle's variables or classes; other
@@ -117,12 +117,12 @@ pub(super) fn pass_begin(promise_type: &str, pass: usize) {
     }
     match promise_type {
         "vars" => {
-            tracing::debug!("V: .........................................................");
-            tracing::debug!("V: BEGIN variables (pass {pass})");
+            crate::debug!("V: .........................................................");
+            crate::debug!("V: BEGIN variables (pass {pass})");
         }
         "classes" => {
-            tracing::debug!("C: .........................................................");
-            tracing::debug!("C: BEGIN classes / conditions (pass {pass})");
+            crate::debug!("C: .........................................................");
+            crate::debug!("C: BEGIN classes / conditions (pass {pass})");
         }
         _ => {}
     }
@@ -147,7 +147,7 @@ pub(super) fn parameter(
         (None, Value::List(_)) => 'l',
         (None, Value::Data(_)) => 'c',
     };
-    tracing::debug!(
+    crate::debug!(
         "V:     +  Private parameter: '{name}' in scope '{bundle}' (type: {kind}) in pass {pass}"
     );
 }
@@ -259,14 +259,14 @@ pub(super) fn promise_end(promise_type: &str, promiser: &str, outcome: Outcome) 
         Outcome::Denied => "A: Promise NOT KEPT - denied",
         Outcome::Kept => "A: Promise was KEPT",
     };
-    tracing::debug!("{said}");
+    crate::debug!("{said}");
     let short: String = promiser.chars().take(30).collect();
     let more = if promiser.chars().count() > 30 {
         "..."
     } else {
         ""
     };
-    tracing::debug!("P: END {promise_type} promise ({short}{more})");
+    crate::debug!("P: END {promise_type} promise ({short}{more})");
 }
 
 /// A promiser as cf-agent writes it in a stack path.

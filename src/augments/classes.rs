@@ -132,7 +132,7 @@ pub(crate) fn install(
         if ctx.classes.is_defined(&key) {
             continue;
         }
-        tracing::debug!(
+        crate::debug!(
             "installing augments class '{key}' from '{}'",
             file.display()
         );

@@ -30,7 +30,7 @@ pub(crate) fn load(ctx: &mut EvalContext, path: &Path, report: &mut AugmentsRepo
     let (text, root) = match read_json(path) {
         Ok(Some(x)) => x,
         Ok(None) => {
-            tracing::debug!("no host-specific data at '{}'", path.display());
+            crate::debug!("no host-specific data at '{}'", path.display());
             return;
         }
         Err(e) => {

@@ -216,7 +216,7 @@ fn read_json(path: &Path) -> Result<Option<(String, Node)>, AugmentsError> {
 pub fn apply(ctx: &mut EvalContext, input: &AugmentsInput) -> AugmentsReport {
     let mut report = AugmentsReport::default();
     if input.no_host_specific {
-        tracing::debug!("--no-host-specific-data: host_specific.json not read");
+        crate::debug!("--no-host-specific-data: host_specific.json not read");
     } else {
         cmdb::load(
             ctx,
@@ -232,7 +232,7 @@ pub fn apply(ctx: &mut EvalContext, input: &AugmentsInput) -> AugmentsReport {
         input.entry_dir.join("def.json")
     };
     if input.no_def {
-        tracing::debug!("--no-augments: '{}' not read", def.display());
+        crate::debug!("--no-augments: '{}' not read", def.display());
     } else if local::is_file(&def) {
         let mut chain = Vec::new();
         if let Err(reason) = load_def_file(
@@ -244,10 +244,10 @@ pub fn apply(ctx: &mut EvalContext, input: &AugmentsInput) -> AugmentsReport {
             &mut report,
         ) {
             // Already reported; the run goes on without this file.
-            tracing::debug!("augments file '{}' not installed: {reason}", def.display());
+            crate::debug!("augments file '{}' not installed: {reason}", def.display());
         }
     } else {
-        tracing::debug!("no augments file at '{}'", def.display());
+        crate::debug!("no augments file at '{}'", def.display());
     }
 
     // Properties are merged last: group conditions see every class the
@@ -272,10 +272,10 @@ pub fn apply(ctx: &mut EvalContext, input: &AugmentsInput) -> AugmentsReport {
             .collect();
     }
     for e in &report.errors {
-        tracing::error!("{e}");
+        crate::error!("{e}");
     }
     for w in &report.warnings {
-        tracing::warn!("{w}");
+        crate::warn!("{w}");
     }
     report
 }
@@ -319,7 +319,7 @@ fn load_def_file(
         ));
         return Err("not a JSON object".to_string());
     };
-    tracing::debug!("installing augments file '{}'", path.display());
+    crate::debug!("installing augments file '{}'", path.display());
     report.files_loaded.push(path.to_path_buf());
     chain.push(canonical(path));
 
@@ -355,7 +355,7 @@ fn load_def_file(
                 m.key.as_str(),
                 "vars" | "variables" | "classes" | "inputs" | "augments" | "properties"
             ) {
-                tracing::debug!(
+                crate::debug!(
                     "unknown augments key '{}' in '{}' skipped",
                     m.key,
                     path.display()
@@ -528,7 +528,7 @@ pub(crate) fn put_var(
         )
     {
         // cf-agent's words (00_basics/06_host_specific_data/11-augments-no-override.cf).
-        tracing::debug!(
+        crate::debug!(
             "Cannot set variable {ns}:{scope}.{name} from augments, already defined from \
              host-specific data"
         );

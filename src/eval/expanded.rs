@@ -308,7 +308,7 @@ pub fn expand_attributes(
                         this("promise_linenumber")
                     );
                     if ctx.note_refused_iteration(&format!("with {at} {m}")) {
-                        tracing::error!("{m} (in the 'with' of a promise at {at})");
+                        crate::error!("{m} (in the 'with' of a promise at {at})");
                     }
                     continue;
                 }
@@ -399,7 +399,7 @@ pub fn define_outcome_classes(
                 tags: Vec::new(),
             };
             if let Err(e) = st.persist_class(&class, reset) {
-                tracing::error!("{e}");
+                crate::error!("{e}");
             }
         }
         // cf-agent tags outcome classes with nothing at all.
@@ -412,7 +412,7 @@ pub fn define_outcome_classes(
         if let Some(st) = state.as_deref_mut()
             && let Err(e) = st.forget_class(&name)
         {
-            tracing::error!("{e}");
+            crate::error!("{e}");
         }
     }
     changed

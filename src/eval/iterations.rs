@@ -101,7 +101,7 @@ pub fn expand_iterations(
         // (01_vars/01_basic/this_promiser_ifvarclass.cf).
         let promiser = ctx.expand_promiser(&promise.promiser.value);
         if crate::report::log::debug() && promiser.text != promise.promiser.value {
-            tracing::trace!(
+            crate::trace!(
                 "Expanded promiser '{}' to '{}' (iteration {iteration})",
                 promise.promiser.value,
                 promiser.text

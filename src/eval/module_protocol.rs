@@ -86,14 +86,14 @@ pub fn apply(
                     {
                         scope = canonify(c);
                     } else {
-                        tracing::error!(
+                        crate::error!(
                             "Module protocol was given an unacceptable ^context directive '{c}', skipping"
                         );
                     }
                 } else if let Some(m) = rest.strip_prefix("meta=") {
                     // A set, as cf-agent keeps them: each tag once, an
                     // empty one (`a,,b`) included.
-                    tracing::debug!("Module set meta tags to '{m}'");
+                    crate::debug!("Module set meta tags to '{m}'");
                     tags.clear();
                     for t in m.split(',').map(str::trim) {
                         if !tags.iter().any(|x| x == t) {
@@ -103,10 +103,10 @@ pub fn apply(
                 } else if let Some(p) = rest.strip_prefix("persistence=") {
                     persistence = p.trim().parse().ok().filter(|&m| m > 0);
                     if let Some(m) = persistence {
-                        tracing::debug!("Module set persistence to {m} minutes");
+                        crate::debug!("Module set persistence to {m} minutes");
                     }
                 } else {
-                    tracing::info!("Unknown extended module command '{line}'");
+                    crate::info!("Unknown extended module command '{line}'");
                 }
             }
             '+' => {
@@ -119,7 +119,7 @@ pub fn apply(
                 // Stored with the run's other persistent classes when it
                 // ends.
                 if let Some(m) = persistence {
-                    tracing::debug!("Module set persistent class '{name}' for {m} minutes");
+                    crate::debug!("Module set persistent class '{name}' for {m} minutes");
                     ctx.persist_requests
                         .push((name.clone(), m as i64, module_tags()));
                 }
@@ -149,7 +149,7 @@ pub fn apply(
                             .with_tags(module_tags());
                         ctx.vars.put("default", &scope, name, var);
                     }
-                    Err(e) => tracing::error!("could not load module file '{path}': {e}"),
+                    Err(e) => crate::error!("could not load module file '{path}': {e}"),
                 }
             }
             '=' | '@' | '%' => {
@@ -162,7 +162,7 @@ pub fn apply(
                     '@' => (parse_list(text).map(Value::List), DataType::Slist),
                     _ => match serde_json::from_str::<serde_json::Value>(text) {
                         Ok(j) if !j.is_object() && !j.is_array() => {
-                            tracing::info!(
+                            crate::info!(
                                 "Module protocol JSON '{text}' should be object or array; wasn't"
                             );
                             continue;
@@ -174,8 +174,8 @@ pub fn apply(
                     // cf-agent's words for a list that does not parse; for
                     // data, its parser's reason.
                     if first == '@' {
-                        tracing::error!("Parsing error : Malformed string");
-                        tracing::error!(
+                        crate::error!("Parsing error : Malformed string");
+                        crate::error!(
                             "Module protocol could not parse variable {name}'s data content {text}"
                         );
                     } else {
@@ -183,9 +183,7 @@ pub fn apply(
                             .err()
                             .map(|e| e.to_string())
                             .unwrap_or_default();
-                        tracing::info!(
-                            "Failed to parse JSON '{text}' for module protocol: {reason}"
-                        );
+                        crate::info!("Failed to parse JSON '{text}' for module protocol: {reason}");
                     }
                     continue;
                 };

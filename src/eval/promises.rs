@@ -57,7 +57,7 @@ fn skipping(held: &mut Option<Vec<String>>, promise: &Promise, lval: &str, rval:
         );
         match held {
             Some(h) => h.push(line),
-            None => tracing::debug!("{line}"),
+            None => crate::debug!("{line}"),
         }
     }
 }
@@ -89,7 +89,7 @@ fn guard_written(promise: &Promise) -> String {
 /// Under -v, cf-agent's line for a promise waiting for a handle.
 pub fn skipping_for_dependency(promiser: &str, handle: &str) {
     if crate::report::log::verbose() {
-        tracing::debug!(
+        crate::debug!(
             "Skipping promise '{promiser}', as promise dependency '{handle}' has not yet been kept"
         );
     }
@@ -507,7 +507,7 @@ impl EvalContext {
         // cf-agent says it computes a variable whose name it cannot
         // resolve yet, then leaves it for a later pass.
         if self.announce_vars && crate::report::log::verbose() {
-            tracing::debug!("V:     Computing value of '{}'", name.text);
+            crate::debug!("V:     Computing value of '{}'", name.text);
         }
         if name.unresolved {
             res.deferred = true;
@@ -551,7 +551,7 @@ impl EvalContext {
             }
             Err(FnError::Quiet(m)) => {
                 res.failed = true;
-                tracing::debug!("{path}:{line}: {m}");
+                crate::debug!("{path}:{line}: {m}");
                 return (res, vec![]);
             }
         };
@@ -648,7 +648,7 @@ impl EvalContext {
         };
         let (tags, comment) = self.promise_meta(promise);
         if let Some(c) = &comment {
-            tracing::debug!("Added variable '{var_name}' with comment '{c}'");
+            crate::debug!("Added variable '{var_name}' with comment '{c}'");
         }
         if self.announce_vars && crate::report::log::debug() {
             let shown = match &value {
@@ -656,7 +656,7 @@ impl EvalContext {
                 Value::List(l) => l.join(", "),
                 Value::Data(j) => crate::values::json::write_compact(j),
             };
-            tracing::trace!("V: '{}' => '{shown}'", name.text);
+            crate::trace!("V: '{}' => '{shown}'", name.text);
         }
         let var = Variable {
             value,
@@ -682,8 +682,8 @@ impl EvalContext {
             } else {
                 ""
             };
-            tracing::debug!("A: Promise was KEPT");
-            tracing::debug!("P: END meta promise ({short}{more})");
+            crate::debug!("A: Promise was KEPT");
+            crate::debug!("P: END meta promise ({short}{more})");
         }
         (res, vec![])
     }
@@ -879,7 +879,7 @@ impl EvalContext {
         let acts_on_set_class =
             promise.attribute("cancel").is_some() || promise.attribute("timer_policy").is_some();
         if !name.unresolved && !acts_on_set_class && self.class_is_set(&canonify(&name.text)) {
-            tracing::trace!(
+            crate::trace!(
                 "Skipping evaluation of classes promise as class '{}' is already set",
                 canonify(&name.text)
             );
@@ -959,9 +959,9 @@ impl EvalContext {
             self.note_handle_done(promise);
             if on && self.class_is_set(&name) {
                 if self.is_hard_class(&name) {
-                    tracing::warn!("Cannot cancel reserved hard class '{name}'");
+                    crate::warn!("Cannot cancel reserved hard class '{name}'");
                 } else {
-                    tracing::debug!("C:     -  Cancelling class: {name}");
+                    crate::debug!("C:     -  Cancelling class: {name}");
                     self.undefine_class(&name);
                     self.persist_cancels.push(name.clone());
                 }
@@ -994,12 +994,12 @@ impl EvalContext {
             // promise is skipped, as cf-agent 3.21 skips it.
             let resets = timer_policy.as_deref() == Some("reset");
             if !resets {
-                tracing::trace!(
+                crate::trace!(
                     "Skipping evaluation of classes promise as class '{name}' is already set"
                 );
             }
             if resets && let Some(minutes) = self.persistence_minutes(promise) {
-                tracing::debug!(
+                crate::debug!(
                     "C:     +  Resetting persistent class timer: '{name}' ({minutes} minutes)"
                 );
                 let (tags, _) = self.promise_meta(promise);
@@ -1052,7 +1052,7 @@ impl EvalContext {
             self.define_class(&picked, !global && !common, picked_info);
         }
         if let Some(c) = &comment {
-            tracing::debug!("Added class '{name}' with comment '{c}'");
+            crate::debug!("Added class '{name}' with comment '{c}'");
         }
         if let Some(minutes) = persistence {
             if timer_policy.as_deref() == Some("absolute") {
@@ -1070,7 +1070,7 @@ impl EvalContext {
         res.changed = self.define_class(&name, local, info);
         if res.changed && crate::report::log::verbose() {
             let kind = if local { "Private" } else { "Global" };
-            tracing::debug!("C:     +  {kind} class: {name}");
+            crate::debug!("C:     +  {kind} class: {name}");
         }
         (res, vec![])
     }

@@ -92,7 +92,7 @@ impl EvalContext {
                         // `@(container)` splices nothing into a list:
                         // cf-agent warns that the variable is not a list.
                         Value::Data(_) if is_list_ref(item) => {
-                            tracing::warn!(
+                            crate::warn!(
                                 "'{}' failed - variable is not list but data",
                                 list_ref_text(item).unwrap_or_default()
                             );
@@ -575,7 +575,7 @@ impl EvalContext {
             let line = this("promise_linenumber").and_then(|v| v.as_scalar().map(str::to_string));
             let at = format!("{}:{}", file.unwrap_or_default(), line.unwrap_or_default());
             if self.note_refused_iteration(&at) {
-                tracing::error!(
+                crate::error!(
                     "{at}: the promise '{}' is refused: {e}",
                     promise.promiser.value
                 );
@@ -836,7 +836,7 @@ fn trace_call(name: &str, args: &[Value], result: Result<&Value, &FnError>, note
         Err(FnError::Defer) => "waits for a value that is not there yet".to_string(),
         Err(FnError::Failed(m) | FnError::Quiet(m)) => format!("failed: {m}"),
     };
-    tracing::trace!("Function call {name}({}) {said}{note}", args.join(","));
+    crate::trace!("Function call {name}({}) {said}{note}", args.join(","));
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ fn truth(ctx: &mut EvalContext, args: &Args, i: usize, param: &str) -> Result<bo
     // cf-agent tells an expression it cannot read with an error, in its
     // words, and takes it as not defined: the call goes on.
     if names_without_operator(expr) {
-        tracing::error!(
+        crate::error!(
             "class expressions can't be separated by whitespace without an intervening operator in expression '{expr}'"
         );
         return Ok(false);
@@ -64,8 +64,8 @@ fn truth(ctx: &mut EvalContext, args: &Args, i: usize, param: &str) -> Result<bo
     match ctx.eval_class_expr(expr) {
         Ok(b) => Ok(b),
         Err(e) => {
-            tracing::error!("Unable to parse class expression '{expr}'");
-            tracing::debug!("function '{}': class expression '{expr}': {e}", args.name);
+            crate::error!("Unable to parse class expression '{expr}'");
+            crate::debug!("function '{}': class expression '{expr}': {e}", args.name);
             Ok(false)
         }
     }

@@ -516,7 +516,7 @@ fn readcsv(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
 fn csv_file_data(args: &Args, text: &str, max: u64) -> FnResult {
     let rows = parse_csv_within(text, max);
     if rows.is_empty() {
-        tracing::warn!(
+        crate::warn!(
             "function '{}': nothing was parsed from CSV file '{}' (records end with CRLF)",
             args.name,
             args.str(0, "file")?
@@ -716,7 +716,7 @@ fn strip_comments(
     let re = match ctx.regexes.get(comment) {
         Ok(re) => re,
         Err(e) => {
-            tracing::error!("function '{}': parameter 'comment': {e}", args.name);
+            crate::error!("function '{}': parameter 'comment': {e}", args.name);
             return Ok(text.to_string());
         }
     };
@@ -832,7 +832,7 @@ fn read_array(
     let text = match read_text_chomped(ctx, &args, 1, None) {
         Ok(t) => t,
         Err(FnError::Failed(m)) => {
-            tracing::error!("{m}");
+            crate::error!("{m}");
             return Ok(Value::str("0"));
         }
         Err(e) => return Err(e),
@@ -1197,10 +1197,10 @@ fn classfiltercsv(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         }
     }
     match sort_col {
-        Some(s) if s == class_col => tracing::warn!(
+        Some(s) if s == class_col => crate::warn!(
             "classfiltercsv: sorting column ({s}) is the same as class expression column ({class_col}). Not sorting data container."
         ),
-        Some(s) if s >= columns => tracing::warn!(
+        Some(s) if s >= columns => crate::warn!(
             "classfiltercsv: sorting index {s} out of bounds. Not sorting data container."
         ),
         Some(s) => kept.sort_by(|x, y| x[s].cmp(&y[s])),
@@ -1239,7 +1239,7 @@ fn csv_rows_of_equal_length(fname: &str, rows: Vec<Vec<String>>) -> Vec<Vec<Stri
         if columns == 0 {
             columns = row.len();
         } else if row.len() != columns {
-            tracing::warn!(
+            crate::warn!(
                 "{fname}: Line {} has incorrect amount of elements, {} instead of {columns}. Line ignored.",
                 n + 1,
                 row.len()
@@ -1265,7 +1265,7 @@ fn string_mustache(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
             super::mustache::Level::Error => args.fail(e),
             // cf-agent warns and fails the call, or fails it without a word.
             super::mustache::Level::Warning => {
-                tracing::warn!("function 'string_mustache': {e}");
+                crate::warn!("function 'string_mustache': {e}");
                 args.fail_quietly(e)
             }
             super::mustache::Level::Quiet => args.fail_quietly(e),

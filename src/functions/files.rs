@@ -265,7 +265,7 @@ fn findfiles(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     for i in 0..p.len() {
         let pattern = p.str(i, "glob")?;
         if !pattern.starts_with('/') {
-            tracing::warn!("Non-absolute path in findfiles(), skipping: {pattern}");
+            crate::warn!("Non-absolute path in findfiles(), skipping: {pattern}");
             continue;
         }
         for pat in expand_double_star(pattern) {
@@ -365,7 +365,7 @@ fn lsdir(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
         match ctx.regexes.get(pattern) {
             Ok(r) => Some(r),
             Err(e) => {
-                tracing::error!("lsdir: {e}");
+                crate::error!("lsdir: {e}");
                 return Ok(Value::List(Vec::new()));
             }
         }
@@ -373,7 +373,7 @@ fn lsdir(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     // A directory that cannot be read gives an empty list (and an error
     // in the log), not a failed call.
     let names = ctx.host().plain().read_dir_raw(path).unwrap_or_else(|e| {
-        tracing::error!("Directory '{path}' could not be accessed in lsdir(): {e}");
+        crate::error!("Directory '{path}' could not be accessed in lsdir(): {e}");
         Vec::new()
     });
     // cf-agent builds the list by prepending: the reverse of readdir order.
@@ -500,7 +500,7 @@ fn diskfree(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     match ctx.host().plain().free_kilobytes(path) {
         Ok(kb) => Ok(int_value(kb.min(i64::MAX as u64) as i64)),
         Err(_) => {
-            tracing::error!("Couldn't get filesystem info for '{path}'");
+            crate::error!("Couldn't get filesystem info for '{path}'");
             Ok(int_value(0))
         }
     }

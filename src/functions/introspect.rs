@@ -64,7 +64,7 @@ fn all_classes(ctx: &EvalContext) -> Vec<(String, Vec<String>)> {
 fn matching_classes(ctx: &mut EvalContext, p: &Args) -> Result<Vec<String>, FnError> {
     let pattern = p.opt_str(0, "regex")?.unwrap_or(".*");
     let Ok(re) = ctx.regexes.get(pattern) else {
-        tracing::error!(
+        crate::error!(
             "function '{}': invalid regular expression '{pattern}'",
             p.name
         );
@@ -75,7 +75,7 @@ fn matching_classes(ctx: &mut EvalContext, p: &Args) -> Result<Vec<String>, FnEr
         let t = p.str(i, "tag_regex")?;
         match ctx.regexes.get(t) {
             Ok(r) => tag_res.push(r),
-            Err(e) => tracing::error!("function '{}': {e}", p.name),
+            Err(e) => crate::error!("function '{}': {e}", p.name),
         }
     }
     let tags_wanted = p.len() > 1;

@@ -617,7 +617,7 @@ fn mapdata(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
             // Text that is not JSON is left out, as cf-agent leaves it.
             "json" => match json::parse(&s) {
                 Ok(j) => out.push(j),
-                Err(e) => tracing::debug!("mapdata: '{s}' is not JSON ({e}); left out"),
+                Err(e) => crate::debug!("mapdata: '{s}' is not JSON ({e}); left out"),
             },
             "canonify" => out.push(Json::String(canonify(&s))),
             _ => out.push(Json::String(s)),
@@ -654,7 +654,7 @@ fn json_pipe(ctx: &mut EvalContext, args: &Args, command: &str, v: &Value) -> Fn
         ))
     })?;
     if f.code != Some(0) {
-        tracing::debug!("'{command}' returned with exit code {:?}", f.code);
+        crate::debug!("'{command}' returned with exit code {:?}", f.code);
     }
     if f.output.is_empty() {
         return Err(args.fail(format!(
@@ -787,7 +787,7 @@ fn matching_variables(
     let re = match args.regex(ctx, 0, "regex") {
         Ok(re) => re,
         Err(FnError::Failed(m)) => {
-            tracing::error!("{m}");
+            crate::error!("{m}");
             return Ok(Vec::new());
         }
         Err(e) => return Err(e),

@@ -30,7 +30,7 @@ fn eval(_: &mut EvalContext, a: &[Value]) -> FnResult {
         Ok(v) => Ok(Value::str(c_real(v))),
         // cf-agent says so at the info level and gives an empty string.
         Err(e) => {
-            tracing::info!("eval error: {e} (input '{expr}')");
+            crate::info!("eval error: {e} (input '{expr}')");
             Ok(Value::str(String::new()))
         }
     }

@@ -21,7 +21,7 @@ pub static FUNCTIONS: &[FnSpec] = &[
 fn apply(ctx: &mut EvalContext, module: &str, scope: &str, text: &str) {
     let r = module_protocol::apply(ctx, scope, text, &mut super::data::read_data_file);
     for l in r.other_lines {
-        tracing::info!("M '{module}': {l}");
+        crate::info!("M '{module}': {l}");
     }
 }
 

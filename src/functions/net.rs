@@ -72,7 +72,7 @@ fn ip2host(_: &mut EvalContext, a: &[Value]) -> FnResult {
     let p = Args::new("ip2host", a);
     let ip = p.str(0, "ip")?;
     let Ok(addr) = ip.parse::<IpAddr>() else {
-        tracing::error!("Unable to convert IP address '{ip}'");
+        crate::error!("Unable to convert IP address '{ip}'");
         return Ok(Value::str(ip));
     };
     Ok(Value::str(
@@ -432,7 +432,7 @@ fn readtcp(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     // says so at inform level (url_ping probes a port this way) and the
     // call fails.
     let mut s = TcpStream::connect_timeout(&addr, NET_TIMEOUT).map_err(|e| {
-        tracing::info!("readtcp: couldn't connect to {host}:{port}: {e}");
+        crate::info!("readtcp: couldn't connect to {host}:{port}: {e}");
         p.fail_quietly(format!("cannot connect to {host}:{port}: {e}"))
     })?;
     let _ = s.set_read_timeout(Some(NET_TIMEOUT));

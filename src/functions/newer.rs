@@ -49,7 +49,7 @@ fn getacls(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
             } else {
                 "default"
             };
-            tracing::error!("Failed to get {which} ACLs for '{path}': {e}");
+            crate::error!("Failed to get {which} ACLs for '{path}': {e}");
             Ok(Value::List(Vec::new()))
         }
     }

@@ -76,7 +76,7 @@ fn regextract(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let re = match args.regex(ctx, 0, "regex") {
         Ok(re) => re,
         Err(FnError::Failed(m)) => {
-            tracing::debug!("{m}");
+            crate::debug!("{m}");
             return Ok(class_result(false));
         }
         Err(e) => return Err(e),
@@ -264,7 +264,7 @@ fn countlinesmatching(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
             .filter(|l| re.is_full_match(l))
             .count(),
         Err(e) => {
-            tracing::error!("File '{path}' could not be read in countlinesmatching(): {e}");
+            crate::error!("File '{path}' could not be read in countlinesmatching(): {e}");
             0
         }
     };

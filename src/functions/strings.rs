@@ -82,7 +82,7 @@ fn splitstring(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     let re = match args.regex(ctx, 1, "regex") {
         Ok(re) => re,
         Err(FnError::Failed(m)) => {
-            tracing::error!("{m}");
+            crate::error!("{m}");
             let whole = (!s.is_empty() && max > 0).then(|| s.to_string());
             return Ok(Value::List(whole.into_iter().collect()));
         }

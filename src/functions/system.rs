@@ -98,7 +98,7 @@ fn returnszero(ctx: &mut EvalContext, a: &[Value]) -> FnResult {
     match exec::run(ctx.host(), line, shell, output, exec::DEFAULT_TIMEOUT) {
         Ok(f) => Ok(class_result(f.code == Some(0))),
         Err(e) => {
-            tracing::error!("returnszero {e}");
+            crate::error!("returnszero {e}");
             Ok(class_result(false))
         }
     }

@@ -141,7 +141,7 @@ impl ChangesChroot {
             done.own.insert(path.to_path_buf());
         }
         if let Err(e) = self.mirror_parents(path).and_then(|_| self.copy_node(path)) {
-            tracing::debug!(
+            crate::debug!(
                 "Could not mirror '{}' into the changes chroot: {e}",
                 path.display()
             );
@@ -367,7 +367,7 @@ impl ChangesChroot {
                 .output()?;
             out.write_all(&result.stdout)?;
             if result.status.code() == Some(2) {
-                tracing::error!("'diff -u {path} {}' failed", inside.display());
+                crate::error!("'diff -u {path} {}' failed", inside.display());
             }
             return Ok(());
         }
@@ -379,7 +379,7 @@ impl ChangesChroot {
     /// Removes the copy (at the end of the run).
     pub fn remove(&self) {
         if let Err(e) = std::fs::remove_dir_all(&self.dir) {
-            tracing::error!(
+            crate::error!(
                 "Could not remove the changes chroot '{}': {e}",
                 self.dir.display()
             );
@@ -483,7 +483,7 @@ fn details(out: &mut dyn Write, inside: &Path, meta: &std::fs::Metadata) -> io::
         let data = match std::fs::read(inside) {
             Ok(d) => d,
             Err(e) => {
-                tracing::error!("Failed to open file for reading: {}", super::strerror(&e));
+                crate::error!("Failed to open file for reading: {}", super::strerror(&e));
                 return Ok(());
             }
         };
@@ -506,7 +506,7 @@ fn details(out: &mut dyn Write, inside: &Path, meta: &std::fs::Metadata) -> io::
         let entries = match std::fs::read_dir(inside) {
             Ok(e) => e,
             Err(e) => {
-                tracing::error!("Failed to open the directory: {}", super::strerror(&e));
+                crate::error!("Failed to open the directory: {}", super::strerror(&e));
                 return Ok(());
             }
         };

@@ -226,13 +226,13 @@ impl NotExecutable {
     pub fn say(self, program: &str) {
         match self {
             NotExecutable::Missing => {
-                tracing::error!("Proposed executable file '{program}' doesn't exist")
+                crate::error!("Proposed executable file '{program}' doesn't exist")
             }
             NotExecutable::WorldWritable => {
-                tracing::error!(
+                crate::error!(
                     "SECURITY ALERT: promised executable '{program}' is world writable! "
                 );
-                tracing::error!(
+                crate::error!(
                     "SECURITY ALERT: CFEngine will not execute this - requires human inspection"
                 );
             }
@@ -375,7 +375,7 @@ pub fn wait_for_background() {
         match next {
             Some(h) => {
                 if h.join().is_err() {
-                    tracing::error!("A command run in the background ended its watcher abnormally");
+                    crate::error!("A command run in the background ended its watcher abnormally");
                 }
             }
             None => break,
@@ -546,7 +546,7 @@ fn collect(
         && read_some(Instant::now(), &mut output, &mut eof)
     {}
     if !eof {
-        tracing::debug!(
+        crate::debug!(
             "process {pid} {}; its output is still held open by a process it started, which is no longer read",
             if timed_out {
                 "was killed at its time limit"

@@ -222,7 +222,7 @@ fn fsync_all(fds: &[OwnedFd]) -> io::Result<()> {
 impl Drop for PendingDirs {
     fn drop(&mut self) {
         if let Err(e) = self.sync() {
-            tracing::error!("Could not sync the directories written to: {e}");
+            crate::error!("Could not sync the directories written to: {e}");
         }
     }
 }

@@ -67,7 +67,7 @@ fn set_on_fd(fd: impl AsFd, on: bool) -> Result<(), FsAttrsError> {
     if want == flags {
         return Ok(());
     }
-    tracing::trace!(
+    crate::trace!(
         "{} immutable bit in inode flags",
         if on { "Setting" } else { "Clearing" }
     );
@@ -169,7 +169,7 @@ impl Host {
         match was {
             Ok((flags, fd)) if flags.contains(IFlags::IMMUTABLE) => match set_on_fd(&fd, false) {
                 Ok(()) => {
-                    tracing::debug!("Temporarily cleared immutable bit for file '{shown}'");
+                    crate::debug!("Temporarily cleared immutable bit for file '{shown}'");
                     Unlocked {
                         cleared: true,
                         readable: true,
@@ -177,11 +177,11 @@ impl Host {
                 }
                 Err(e) => {
                     if e.is_failure() {
-                        tracing::error!(
+                        crate::error!(
                             "Failed to temporarily clear immutable bit for file '{shown}': {e}"
                         );
                     } else {
-                        tracing::debug!(
+                        crate::debug!(
                             "Could not temporarily clear immutable bit for file '{shown}': {e}"
                         );
                     }
@@ -189,7 +189,7 @@ impl Host {
                 }
             },
             Ok(_) => {
-                tracing::trace!("The immutable bit is not set on file '{shown}'");
+                crate::trace!("The immutable bit is not set on file '{shown}'");
                 Unlocked {
                     cleared: false,
                     readable: true,
@@ -197,9 +197,9 @@ impl Host {
             }
             Err(e) => {
                 if e.is_failure() {
-                    tracing::error!("Failed to get immutable bit from file '{shown}': {e}");
+                    crate::error!("Failed to get immutable bit from file '{shown}': {e}");
                 } else {
-                    tracing::debug!("Failed to get immutable bit from file '{shown}': {e}");
+                    crate::debug!("Failed to get immutable bit from file '{shown}': {e}");
                 }
                 Unlocked::default()
             }
@@ -229,12 +229,12 @@ fn relocked(p: &Path, done: Result<(), FsAttrsError>) {
     let shown = p.display();
     match done {
         Ok(()) => {
-            tracing::debug!("Reset immutable bit after temporarily clearing it from file '{shown}'")
+            crate::debug!("Reset immutable bit after temporarily clearing it from file '{shown}'")
         }
-        Err(e) if e.is_failure() => tracing::error!(
+        Err(e) if e.is_failure() => crate::error!(
             "Failed to reset immutable bit after temporarily clearing it from file '{shown}': {e}"
         ),
-        Err(e) => tracing::debug!(
+        Err(e) => crate::debug!(
             "Failed to reset immutable bit after temporarily clearing it from file '{shown}': {e}"
         ),
     }

@@ -49,33 +49,33 @@ impl Actuator for Processes {
         let signals = signals_of(p);
         if restart {
             if signals.iter().any(|s| s == "term" || s == "kill") {
-                tracing::warn!(
+                crate::warn!(
                     "Promise '{}' kills then restarts - never strictly converges",
                     p.promiser
                 );
-                tracing::info!("{}", p.reference());
+                crate::info!("{}", p.reference());
             }
             if p.body("process_count").is_some() {
-                tracing::error!(
+                crate::error!(
                     "process_count and restart_class should not be used in the same promise as this makes no sense"
                 );
-                tracing::info!("{}", p.reference());
+                crate::info!("{}", p.reference());
             }
             if count_range(p) == Some((0, 0)) {
-                tracing::error!(
+                crate::error!(
                     "Promise constraint conflicts - '{}' processes cannot have zero count if restarted",
                     p.promiser
                 );
-                tracing::error!("{}", p.reference());
+                crate::error!("{}", p.reference());
             }
         }
         if p.body("process_select")
             .is_some_and(|s| s.scalar("process_result").is_none())
         {
-            tracing::error!(
+            crate::error!(
                 "Process select constraint body promised no result (check body definition)"
             );
-            tracing::error!("{}", p.reference());
+            crate::error!("{}", p.reference());
         }
     }
 
@@ -83,7 +83,7 @@ impl Actuator for Processes {
         let re = match act.ctx.regex(&p.promiser) {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!(
+                crate::error!(
                     "processes promise '{}' ({}:{}): {e}",
                     p.promiser,
                     p.file,
@@ -116,7 +116,7 @@ impl Actuator for Processes {
             if pr.pid == me && !signals.is_empty() {
                 continue;
             }
-            tracing::debug!("Matched '{line}'");
+            crate::debug!("Matched '{line}'");
             found.push((pr, line));
         }
         // cf-agent signals the matches newest entry first.
@@ -140,10 +140,10 @@ impl Actuator for Processes {
                 );
             }
             if inside {
-                tracing::debug!("Process promise for '{}' is kept", p.promiser);
+                crate::debug!("Process promise for '{}' is kept", p.promiser);
                 return Outcome::Kept;
             }
-            tracing::debug!(
+            crate::debug!(
                 "Process count for '{}' was out of promised range ({matches} found)",
                 p.promiser
             );
@@ -162,7 +162,7 @@ impl Actuator for Processes {
             for (pr, line) in &found {
                 for sig in &signals {
                     let Some(num) = signal_number(sig) else {
-                        tracing::error!(
+                        crate::error!(
                             "Unknown signal '{sig}' in processes promise '{}' ({}:{})",
                             p.promiser,
                             p.file,
@@ -191,7 +191,7 @@ impl Actuator for Processes {
                         Applied::Withheld { .. } => {}
                         Applied::Failed(e) => {
                             killed |= num == libc::SIGKILL || num == libc::SIGTERM;
-                            tracing::debug!(
+                            crate::debug!(
                                 "Couldn't send promised signal '{sig}' ({num}) to pid {} (might be dead). (kill: {e})",
                                 pr.pid
                             );
@@ -226,7 +226,7 @@ impl Actuator for Processes {
             _ => {
                 // "No restart promised": cf-agent counts that step as kept,
                 // beside whatever else the promise did.
-                tracing::debug!("No restart promised for {}", p.promiser);
+                crate::debug!("No restart promised for {}", p.promiser);
                 if outcome != Outcome::Kept {
                     act.reported_outcomes = Some(vec![outcome, Outcome::Kept]);
                 }
@@ -259,9 +259,9 @@ impl Processes {
         let program = argv.first().cloned().unwrap_or_default();
         if let Err(e) = check_executable(&program) {
             if e == NotExecutable::Missing {
-                tracing::error!("Proposed executable file '{program}' doesn't exist");
+                crate::error!("Proposed executable file '{program}' doesn't exist");
             }
-            tracing::error!(
+            crate::error!(
                 "Process promise to stop '{}' could not be kept because '{stop}' is not executable",
                 p.promiser
             );
@@ -273,14 +273,14 @@ impl Processes {
         };
         match act.host.run(&spec) {
             Ok(r) if r.code == Some(0) => {
-                tracing::info!(
+                crate::info!(
                     "Promise to stop '{}' repaired, '{stop}' returned zero",
                     p.promiser
                 );
                 Some(Outcome::Repaired)
             }
             Ok(r) => {
-                tracing::error!(
+                crate::error!(
                     "Promise to stop '{}' not repaired, '{stop}' returned {}",
                     p.promiser,
                     r.code.map_or("a signal".to_string(), |c| c.to_string())
@@ -288,7 +288,7 @@ impl Processes {
                 Some(Outcome::Failed)
             }
             Err(e) => {
-                tracing::error!("Could not run stop command '{stop}': {e}");
+                crate::error!("Could not run stop command '{stop}': {e}");
                 Some(Outcome::Failed)
             }
         }
@@ -353,7 +353,7 @@ fn selected(act: &mut ActContext<'_>, body: &ResolvedBody, pr: &ProcessInfo) -> 
     // table, which its `ps` columns on Linux do not include: there a
     // `status` selects no process, whatever the pattern.
     if body.scalar("status").is_some() {
-        tracing::debug!(
+        crate::debug!(
             "process_select status: the process table has no state column on Linux, nothing is selected by it"
         );
         results.push(("status", false));

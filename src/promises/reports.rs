@@ -32,7 +32,7 @@ impl Actuator for Reports {
         if let Some(path) = p.scalar("report_to_file") {
             let line = format!("{}\n", p.promiser);
             if let Err(e) = act.host.append(Path::new(path), line.as_bytes()) {
-                tracing::error!(
+                crate::error!(
                     "Could not open log file '{path}', message '{}'. ({e})",
                     p.promiser
                 );
@@ -82,7 +82,7 @@ fn print_file(act: &mut ActContext<'_>, body: &crate::eval::bodies::ResolvedBody
             true
         }
         Err(e) => {
-            tracing::error!("Printing of file '{path}' was not possible. ({e})");
+            crate::error!("Printing of file '{path}' was not possible. ({e})");
             false
         }
     }

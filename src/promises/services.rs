@@ -142,8 +142,8 @@ impl Actuator for Services {
             _ => false,
         };
         if itself {
-            tracing::error!("Service promiser '{}' has itself as dependency", p.promiser);
-            tracing::error!("{}", p.reference());
+            crate::error!("Service promiser '{}' has itself as dependency", p.promiser);
+            crate::error!("{}", p.reference());
             return false;
         }
         true
@@ -157,7 +157,7 @@ impl Actuator for Services {
             .and_then(|b| b.scalar("service_type"))
             == Some("windows");
         if windows {
-            tracing::info!("Service type windows not supported on this platform.");
+            crate::info!("Service type windows not supported on this platform.");
         }
         windows
     }
@@ -169,14 +169,14 @@ impl Actuator for Services {
             policy,
             "start" | "stop" | "restart" | "reload" | "enable" | "disable"
         ) {
-            tracing::error!("Service '{name}': unknown service_policy '{policy}'");
+            crate::error!("Service '{name}': unknown service_policy '{policy}'");
             return Outcome::Failed;
         }
         let m = manager(act.host);
         let (running, enabled) = match state(act.host, m, name) {
             Ok(s) => s,
             Err(e) => {
-                tracing::error!("Service '{name}': {e}");
+                crate::error!("Service '{name}': {e}");
                 return Outcome::Failed;
             }
         };
@@ -204,7 +204,7 @@ impl Actuator for Services {
                 Applied::Made(()) => {}
                 Applied::Withheld { .. } => withheld = true,
                 Applied::Failed(e) => {
-                    tracing::error!("{e}");
+                    crate::error!("{e}");
                     return Outcome::Failed;
                 }
             }

@@ -63,7 +63,7 @@ impl Actuator for Storage {
     /// cf-agent checks a mount's specification each time it meets it.
     fn check_each_pass(&self, p: &ExpandedPromise) {
         if p.body("mount").is_some_and(insufficient) {
-            tracing::error!("Insufficient specification in mount promise - need source and server");
+            crate::error!("Insufficient specification in mount promise - need source and server");
         }
     }
 
@@ -122,7 +122,7 @@ fn mount(
                     != source =>
         {
             let (host, path) = m.source.split_once(':').unwrap_or(("localhost", &m.source));
-            tracing::info!(
+            crate::info!(
                 "A different file system '{host}:{path}' is mounted on '{target}' than what is promised"
             );
             false
@@ -132,7 +132,7 @@ fn mount(
     };
     match (correct, unmount) {
         (true, false) => {
-            tracing::info!("Filesystem '{target}' seems to be mounted as promised");
+            crate::info!("Filesystem '{target}' seems to be mounted as promised");
             reported.push(Outcome::Kept);
         }
         (true, true) => {
@@ -158,12 +158,12 @@ fn mount(
                 && let Applied::Failed(e) =
                     act.change(change, |h| h.mkdir_all(Path::new(target), 0o700))
             {
-                tracing::error!("Could not make the mount point '{target}': {e}");
+                crate::error!("Could not make the mount point '{target}': {e}");
             }
             if edit_fstab {
                 in_fstab(act, target, server, source, fstype, &options, reported);
             } else {
-                tracing::error!(
+                crate::error!(
                     "Filesystem '{target}' was not mounted as promised, and no edits were promised in '{FSTAB}'"
                 );
                 reported.push(Outcome::Failed);
@@ -197,12 +197,12 @@ fn run_mount_tool(act: &mut ActContext<'_>, argv: Vec<String>, saying: &str) -> 
     match act.change(change, |h| h.run(&spec)) {
         Applied::Made(r) if r.code == Some(0) => Outcome::Repaired,
         Applied::Made(r) => {
-            tracing::error!("'{shown}' failed: {}", r.output_text().trim());
+            crate::error!("'{shown}' failed: {}", r.output_text().trim());
             Outcome::Failed
         }
         Applied::Withheld { .. } => Outcome::Warned,
         Applied::Failed(e) => {
-            tracing::error!("Could not run '{shown}': {e}");
+            crate::error!("Could not run '{shown}': {e}");
             Outcome::Failed
         }
     }
@@ -231,7 +231,7 @@ fn write_fstab(act: &mut ActContext<'_>, change: Change, old: &str, new: &str) -
         Applied::Made(()) => Outcome::Repaired,
         Applied::Withheld { .. } => Outcome::Warned,
         Applied::Failed(e) => {
-            tracing::error!("Could not update '{FSTAB}': {e}");
+            crate::error!("Could not update '{FSTAB}': {e}");
             Outcome::Failed
         }
     }
@@ -289,7 +289,7 @@ fn in_fstab(
     if let Ok(r) = act.host.run(&spec)
         && r.code != Some(0)
     {
-        tracing::debug!("mount -a: {}", r.output_text().trim());
+        crate::debug!("mount -a: {}", r.output_text().trim());
     }
 }
 
@@ -406,7 +406,7 @@ fn volume(
         // cf-agent checks nothing it cannot stat, and says so only for the
         // free space.
         if body.scalar("freespace").is_some() {
-            tracing::error!(
+            crate::error!(
                 "Couldn't stat '{name}' while checking diskspace. (stat: No such file or directory)"
             );
         }
@@ -428,11 +428,11 @@ fn volume(
                 .map(|m| m.size as i64)
                 .sum();
             if size < int("sensible_size", SENSIBLE_SIZE) {
-                tracing::error!("File system '{name}' is suspiciously small! ({size} bytes)");
+                crate::error!("File system '{name}' is suspiciously small! ({size} bytes)");
                 break 'content false;
             }
             if (entries.len() as i64) < int("sensible_count", SENSIBLE_COUNT) {
-                tracing::error!(
+                crate::error!(
                     "Filesystem '{name}' has only {} files/directories.",
                     entries.len()
                 );
@@ -442,7 +442,7 @@ fn volume(
         true
     };
     if sensible {
-        tracing::info!("Filesystem '{name}' content seems to be sensible as promised");
+        crate::info!("Filesystem '{name}' content seems to be sensible as promised");
         reported.push(Outcome::Kept);
     } else {
         reported.push(Outcome::Interrupted);
@@ -455,11 +455,11 @@ fn volume(
         .and_then(crate::values::number::parse_bool)
         .unwrap_or(false);
     if !check_foreign && foreign(act, name, &meta) {
-        tracing::info!("Filesystem '{name}' is mounted from a foreign system, so skipping it");
+        crate::info!("Filesystem '{name}' is mounted from a foreign system, so skipping it");
         return;
     }
     let Some(want) = freespace(want) else {
-        tracing::error!(
+        crate::error!(
             "freespace '{want}' of the volume body '{}' is not a size ({}:{})",
             body.name,
             p.file,
@@ -471,7 +471,7 @@ fn volume(
     let usage = match act.host.disk_usage(Path::new(name)) {
         Ok(u) => u,
         Err(e) => {
-            tracing::error!("Couldn't stat '{name}' while checking diskspace. (statvfs: {e})");
+            crate::error!("Couldn't stat '{name}' while checking diskspace. (statvfs: {e})");
             return;
         }
     };
@@ -479,13 +479,13 @@ fn volume(
         let threshold = -want;
         let free = usage.free_percent();
         if free < threshold {
-            tracing::error!(
+            crate::error!(
                 "Free disk space is under {threshold}% for volume containing '{name}', {free}% free"
             );
             reported.push(Outcome::Failed);
         }
     } else if (usage.avail as i64) < want {
-        tracing::error!(
+        crate::error!(
             "Disk space under {} kB for volume containing '{name}' ({} kB free)",
             want / 1024,
             usage.avail / 1024

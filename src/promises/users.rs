@@ -223,7 +223,7 @@ fn changes(host: &Host, w: &Wanted, cur: &Account) -> Changes {
         c.group = match find_group(host, g) {
             Some((_, gid)) => gid != cur.gid,
             None => {
-                tracing::error!("No such group '{g}'.");
+                crate::error!("No such group '{g}'.");
                 true
             }
         };
@@ -281,14 +281,14 @@ fn user_command(
     action: &str,
 ) -> Result<(), ()> {
     let line = shown(&argv);
-    tracing::debug!("{action} user '{name}'. (command: '{line}')");
+    crate::debug!("{action} user '{name}'. (command: '{line}')");
     run_tool(act, argv, "").map_err(|e| {
-        tracing::error!(
+        crate::error!(
             "Command returned error while {} user '{name}'. (Command line: '{line}')",
             action.to_lowercase()
         );
         if !e.is_empty() {
-            tracing::error!("{e}");
+            crate::error!("{e}");
         }
     })
 }
@@ -300,7 +300,7 @@ fn set_password(act: &mut ActContext<'_>, name: &str, data: &str, plain: bool) -
         argv.push("-e".into());
     }
     run_tool(act, argv, &format!("{name}:{data}\n")).map_err(|e| {
-        tracing::error!("Could not change password for user '{name}'. ({e})");
+        crate::error!("Could not change password for user '{name}'. ({e})");
     })
 }
 
@@ -331,7 +331,7 @@ impl Actuator for Users {
     fn evaluate(&self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
         let name = p.promiser.as_str();
         if !valid_name(name) {
-            tracing::error!(
+            crate::error!(
                 "'{name}' is not a valid user name (letters, digits, '_', '-', '.', at most 32 characters, not starting with '-'), in the users promise at {}:{}",
                 p.file,
                 p.line
@@ -352,7 +352,7 @@ impl Actuator for Users {
                 }
                 let argv = vec![USERDEL.to_string(), name.to_string()];
                 if user_command(act, name, argv, "Removing").is_err() {
-                    tracing::error!("Failed to remove user '{name}'");
+                    crate::error!("Failed to remove user '{name}'");
                     return Outcome::Failed;
                 }
                 act.changes.made(change);
@@ -387,7 +387,7 @@ fn create(act: &mut ActContext<'_>, p: &ExpandedPromise, w: &Wanted, name: &str)
     // No home directory: home_bundle makes it, as with cf-agent.
     argv.extend(["-M".to_string(), name.to_string()]);
     let failed = |_| {
-        tracing::error!("Failed to create user '{name}'");
+        crate::error!("Failed to create user '{name}'");
         Outcome::Failed
     };
     if let Err(e) = user_command(act, name, argv, "Creating") {
@@ -476,7 +476,7 @@ fn modify(act: &mut ActContext<'_>, w: &Wanted, cur: &Account) -> Outcome {
         return outcome;
     }
     let failed = |_| {
-        tracing::error!("Failed to modify user '{name}'");
+        crate::error!("Failed to modify user '{name}'");
         Outcome::Failed
     };
     if c.password
@@ -511,7 +511,7 @@ fn plaintext_matches(plain: &str, hash: &str) -> bool {
         return false;
     };
     let Some(crypt) = crypt_function() else {
-        tracing::error!(
+        crate::error!(
             "Cannot check the password: the C library's crypt (libcrypt.so.1) is missing"
         );
         return false;

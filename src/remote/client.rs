@@ -420,7 +420,7 @@ impl Connection {
         tcp.set_write_timeout(Some(settings.timeout))
             .map_err(io_err)?;
         tcp.set_nodelay(true).map_err(io_err)?;
-        tracing::debug!("connected to {addr}");
+        crate::debug!("connected to {addr}");
 
         let identity = Identity::new(&keys).map_err(|reason| RemoteError::Tls {
             server: server.to_string(),
@@ -470,7 +470,7 @@ impl Connection {
         }
         c.check_trust(&ring, &key, &addr.ip().to_string(), settings)?;
         c.identify(&settings.user, &keys)?;
-        tracing::debug!(
+        crate::debug!(
             "connected to {} (protocol {}, key {})",
             c.server,
             c.protocol,
@@ -552,7 +552,7 @@ impl Connection {
             });
         }
         let stored = ring.trust(user, key)?;
-        tracing::info!(
+        crate::info!(
             "Trusting new key {digest} of {}, stored in {}",
             self.server,
             stored.display()

@@ -26,8 +26,8 @@ pub struct Banner<'a> {
 
 /// Prints the banner (the caller has checked that -v is on).
 pub fn promise_begin(b: &Banner) {
-    tracing::debug!("P: .........................................................");
-    tracing::debug!(
+    crate::debug!("P: .........................................................");
+    crate::debug!(
         "P: BEGIN promise '{}' of type \"{}\" (pass {})",
         b.id,
         b.promise_type,
@@ -39,16 +39,16 @@ pub fn promise_begin(b: &Banner) {
     while !promiser.is_char_boundary(cut) {
         cut -= 1;
     }
-    tracing::debug!("P:    Promiser/affected object: '{}'", &promiser[..cut]);
+    crate::debug!("P:    Promiser/affected object: '{}'", &promiser[..cut]);
     match b.bundle_args {
-        Some(a) => tracing::debug!("P:    From parameterized bundle: {}({a})", b.bundle),
-        None => tracing::debug!("P:    Part of bundle: {}", b.bundle),
+        Some(a) => crate::debug!("P:    From parameterized bundle: {}({a})", b.bundle),
+        None => crate::debug!("P:    Part of bundle: {}", b.bundle),
     }
-    tracing::debug!("P:    Base context class: {}", b.guard);
+    crate::debug!("P:    Base context class: {}", b.guard);
     if let Some((word, c)) = &b.condition {
-        tracing::debug!("P:    \"{word}\" class condition: {c}");
+        crate::debug!("P:    \"{word}\" class condition: {c}");
     }
-    tracing::debug!(
+    crate::debug!(
         "P:    Stack path: {}/{}/'{}'[{}]",
         b.stack,
         b.promise_type,
@@ -56,8 +56,8 @@ pub fn promise_begin(b: &Banner) {
         b.iteration
     );
     if let Some(c) = b.comment {
-        tracing::debug!("P:");
-        tracing::debug!("P:    Comment:  {c}");
+        crate::debug!("P:");
+        crate::debug!("P:    Comment:  {c}");
     }
 }
 

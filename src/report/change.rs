@@ -286,9 +286,9 @@ impl Changes {
         };
         for l in &lines {
             if change.as_error {
-                tracing::error!("{l}");
+                crate::error!("{l}");
             } else {
-                tracing::warn!("{l}");
+                crate::warn!("{l}");
             }
         }
         let mut record = change.clone();
@@ -309,7 +309,7 @@ impl Changes {
     /// A change made: says so in cf-agent's words and records it.
     pub fn made(&mut self, change: Change) {
         for l in &change.done {
-            tracing::info!("{l}");
+            crate::info!("{l}");
         }
         let mut record = change;
         record.applied = true;

@@ -147,7 +147,7 @@ impl Sink for HumanSink {
         // Where a promise that was not kept is written, in cf-agent's -v
         // words (its -I lines say what failed, not where).
         if event.outcome.is_not_kept() && event.outcome != Outcome::Warned {
-            tracing::debug!(
+            crate::debug!(
                 "Additional promise info: source path '{}' at line {}",
                 event.file,
                 event.line

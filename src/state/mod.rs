@@ -359,19 +359,19 @@ impl StateStore {
         let minutes = (class.expires - now + 59).div_euclid(60);
         match existing {
             Some(expires) if !reset => {
-                tracing::debug!(
+                crate::debug!(
                     "Persistent class '{}' is already in a preserved state --  {} minutes to go",
                     class.name,
                     (expires - now) / 60
                 );
                 return Ok(());
             }
-            Some(expires) => tracing::debug!(
+            Some(expires) => crate::debug!(
                 "Resetting persistent class '{}' timer to {minutes} minutes (was {} minutes remaining)",
                 class.name,
                 (expires - now) / 60
             ),
-            None => tracing::debug!(
+            None => crate::debug!(
                 "Creating persistent class '{}' ({minutes} minutes, policy {})",
                 class.name,
                 if reset { "reset" } else { "preserve" }
@@ -406,7 +406,7 @@ impl StateStore {
 impl Drop for StateStore {
     fn drop(&mut self) {
         if let Err(e) = self.flush() {
-            tracing::error!("{e}");
+            crate::error!("{e}");
         }
     }
 }

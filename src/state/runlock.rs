@@ -73,7 +73,7 @@ impl RunLock {
                 let age = now_secs().saturating_sub(started);
                 match stopping {
                     None if age > limit.as_secs() as i64 => {
-                        tracing::error!(
+                        crate::error!(
                             "The agent run of pid {pid} has run {age} seconds, longer than \
                              agent_expireafter ({} minutes): stopping it and its process group",
                             limit.as_secs() / 60

@@ -296,13 +296,13 @@ fn promise_log_level(value: &str) -> Level {
 /// Prints a log line at a CFEngine level.
 fn log_at(level: Level, message: &str) {
     match level {
-        Level::Critical => tracing::error!(target: CRITICAL_TARGET, "{message}"),
-        Level::Error => tracing::error!("{message}"),
-        Level::Warning => tracing::warn!("{message}"),
-        Level::Notice => tracing::info!(target: NOTICE_TARGET, "{message}"),
-        Level::Info => tracing::info!("{message}"),
-        Level::Verbose => tracing::debug!("{message}"),
-        Level::Debug => tracing::trace!("{message}"),
+        Level::Critical => crate::error!(target: CRITICAL_TARGET, "{message}"),
+        Level::Error => crate::error!("{message}"),
+        Level::Warning => crate::warn!("{message}"),
+        Level::Notice => crate::info!(target: NOTICE_TARGET, "{message}"),
+        Level::Info => crate::info!("{message}"),
+        Level::Verbose => crate::debug!("{message}"),
+        Level::Debug => crate::trace!("{message}"),
     }
 }
 
@@ -343,14 +343,14 @@ impl PromiseModules {
     /// to evaluate it.
     pub fn evaluate(&mut self, act: &mut ActContext<'_>, p: &ExpandedPromise) -> CustomOutcome {
         let Some(block) = definition(act.policy, &p.promise_type) else {
-            tracing::error!("Undefined promise type '{}'", p.promise_type);
+            crate::error!("Undefined promise type '{}'", p.promise_type);
             return CustomOutcome::retry(None);
         };
         // The block's values may name variables (`$(sys.workdir)`), which
         // are read where the promise is.
         let interpreter = block_value(&mut act.ctx, block, "interpreter");
         let Some(path) = block_value(&mut act.ctx, block, "path") else {
-            tracing::error!("Custom promise type '{}' missing path", p.promise_type);
+            crate::error!("Custom promise type '{}' missing path", p.promise_type);
             return CustomOutcome::retry(Some(Outcome::Failed));
         };
         let site = Site {
@@ -361,7 +361,7 @@ impl PromiseModules {
         };
         match self.modules.get(&path) {
             Some(ModuleState::Stopped { reason }) => {
-                tracing::error!(
+                crate::error!(
                     "Promise module '{path}' was stopped earlier in this run ({reason}); the {} promise with promiser '{}' is not evaluated ({})",
                     site.promise_type,
                     site.promiser,
@@ -371,7 +371,7 @@ impl PromiseModules {
             }
             Some(ModuleState::Running(m)) => {
                 if m.interpreter != interpreter {
-                    tracing::error!(
+                    crate::error!(
                         "Conflicting interpreter specifications for custom promise module '{path}' (started with '{}' and '{}' requested for promise '{}' of type '{}')",
                         m.interpreter.as_deref().unwrap_or("(null)"),
                         interpreter.as_deref().unwrap_or("(null)"),
@@ -396,7 +396,7 @@ impl PromiseModules {
         let attrs = Attributes::of(p);
         if !fully_resolved(p, &attrs, module.protocol == Protocol::Json) {
             if act.ctx.last_pass() {
-                tracing::error!(
+                crate::error!(
                     "{} promise with promiser '{}' has unresolved/unexpanded variables",
                     p.promise_type,
                     p.promiser
@@ -413,7 +413,7 @@ impl PromiseModules {
             Decision::Withheld { as_if_made, .. } => (false, as_if_made),
         };
         if !make_changes && !module.action_policy {
-            tracing::error!(
+            crate::error!(
                 "Not making changes to the system, but the custom promise module '{path}' doesn't support action_policy"
             );
             return CustomOutcome::done(Outcome::Failed);
@@ -452,14 +452,14 @@ impl PromiseModules {
             Exchange::Hung(reason) => return self.stop(&path, reason),
         };
         if response.result.as_deref() != Some("valid") {
-            tracing::debug!(
+            crate::debug!(
                 "{} promise with promiser '{}' failed validation ({})",
                 site.promise_type,
                 site.promiser,
                 site.at()
             );
             if !logged.error {
-                tracing::error!(
+                crate::error!(
                     target: CRITICAL_TARGET,
                     "Bug in promise module - No error(s) logged for invalid {} promise with promiser '{}' ({})",
                     site.promise_type,
@@ -467,7 +467,7 @@ impl PromiseModules {
                     site.at()
                 );
             }
-            tracing::debug!(
+            crate::debug!(
                 "{} promise with promiser '{}' will be skipped because it failed validation",
                 site.promise_type,
                 site.promiser
@@ -503,22 +503,22 @@ impl PromiseModules {
         if let Some(i) = &interpreter
             && !host.is_executable(i)
         {
-            tracing::error!("Promise module interpreter '{i}' is not an executable file");
+            crate::error!("Promise module interpreter '{i}' is not an executable file");
             return fail;
         }
         if interpreter.is_none() && !host.is_executable(path) {
-            tracing::error!("Promise module path '{path}' is not an executable file");
+            crate::error!("Promise module path '{path}' is not an executable file");
             return fail;
         }
         if !host.path_exists(path) {
-            tracing::error!("Promise module '{path}' does not exist");
+            crate::error!("Promise module '{path}' does not exist");
             return fail;
         }
         let command = match &interpreter {
             Some(i) => format!("{i} {path}"),
             None => path.to_string(),
         };
-        tracing::debug!("Starting custom promise module '{path}' with command '{command}'");
+        crate::debug!("Starting custom promise module '{path}' with command '{command}'");
         // Unlike commands, cf-agent runs modules with its own umask.
         let spec = CommandSpec {
             argv: split_command_line(&command),
@@ -527,7 +527,7 @@ impl PromiseModules {
         let mut process = match host.start_coprocess(&spec) {
             Ok(p) => p,
             Err(e) => {
-                tracing::error!(
+                crate::error!(
                     "Could not start promise module '{path}' with command '{command}': {e}"
                 );
                 return fail;
@@ -547,20 +547,20 @@ impl PromiseModules {
                 text,
                 newline: false,
             }) => {
-                tracing::error!(
+                crate::error!(
                     "Promise module '{shown}' sent an invalid header with no newline: '{text}'"
                 );
                 return fail;
             }
             Ok(ReadLine::Eof) | Err(_) => {
-                tracing::error!("Did not receive header from promise module '{path}'");
+                crate::error!("Did not receive header from promise module '{path}'");
                 return fail;
             }
             Ok(ReadLine::TimedOut) => {
                 return Err(self.stop_at_start(path, site));
             }
         };
-        tracing::trace!("Received header from promise module: '{header}'");
+        crate::trace!("Received header from promise module: '{header}'");
         match process.read_line(timeout) {
             Ok(ReadLine::Line {
                 text,
@@ -575,7 +575,7 @@ impl PromiseModules {
                     }
                     _ => String::new(),
                 };
-                tracing::error!(
+                crate::error!(
                     "Promise module '{shown}' failed to send empty line after header: '{got}'"
                 );
                 return fail;
@@ -587,10 +587,10 @@ impl PromiseModules {
             note,
         } = protocol::parse_header(&header);
         match note {
-            Some(ProtocolNote::Unspecified) => tracing::warn!(
+            Some(ProtocolNote::Unspecified) => crate::warn!(
                 "Custom promise module '{path}' didn't fully specify protocol. Using 'line_based' as the default. Please report this as a bug in the module"
             ),
-            Some(ProtocolNote::Ambiguous) => tracing::warn!(
+            Some(ProtocolNote::Ambiguous) => crate::warn!(
                 "Ambiguous protocol specification from the custom promise module '{path}'. Please report this as a bug in the module"
             ),
             None => {}
@@ -606,7 +606,7 @@ impl PromiseModules {
     /// A module that sent no header in time: stopped for the run.
     fn stop_at_start(&mut self, path: &str, site: &Site<'_>) -> CustomOutcome {
         let secs = self.settings.timeout.as_secs();
-        tracing::error!(
+        crate::error!(
             "Promise module '{path}' sent no header within {secs} seconds, so it was killed ({} promise with promiser '{}', {})",
             site.promise_type,
             site.promiser,
@@ -650,7 +650,7 @@ impl PromiseModules {
                 &mut |n| print_note(&n, &path, None, &mut Logged::default()),
             );
             if received == Received::TimedOut {
-                tracing::error!(
+                crate::error!(
                     "Promise module '{path}' did not answer 'terminate' within {} seconds, so it was killed",
                     timeout.as_secs()
                 );
@@ -658,7 +658,7 @@ impl PromiseModules {
                 continue;
             }
             if m.process.finish(EXIT_GRACE).is_none() {
-                tracing::debug!(
+                crate::debug!(
                     "Promise module '{path}' did not exit after 'terminate'; it was killed"
                 );
             }
@@ -720,7 +720,7 @@ impl Talk<'_> {
 
     fn hung(&self, operation: &str) -> Exchange {
         let secs = self.timeout.as_secs();
-        tracing::error!(
+        crate::error!(
             "Promise module '{}' gave no answer to '{operation}' within {secs} seconds, so it was killed ({} promise with promiser '{}', {})",
             self.path,
             self.site.promise_type,
@@ -754,13 +754,13 @@ fn print_note(note: &Note, path: &str, filter: Option<Level>, logged: &mut Logge
                 log_at(*level, message);
             }
         }
-        Note::UnknownLevel { line } => tracing::error!(
+        Note::UnknownLevel { line } => crate::error!(
             "Promise module '{path}' sent a log message with an unknown level: '{line}'"
         ),
-        Note::InvalidLogLine(l) => tracing::error!("Promise module sent invalid log line: '{l}'"),
-        Note::InvalidLine(l) => tracing::error!("Promise module sent invalid line: '{l}'"),
-        Note::InvalidJson => tracing::error!("Promise module '{path}' sent invalid JSON"),
-        Note::IncompleteJson => tracing::error!(
+        Note::InvalidLogLine(l) => crate::error!("Promise module sent invalid log line: '{l}'"),
+        Note::InvalidLine(l) => crate::error!("Promise module sent invalid line: '{l}'"),
+        Note::InvalidJson => crate::error!("Promise module '{path}' sent invalid JSON"),
+        Note::IncompleteJson => crate::error!(
             "The '{path}' promise module sent an invalid/incomplete response with JSON based protocol"
         ),
     }
@@ -777,27 +777,25 @@ fn judge(
 ) -> Outcome {
     let (t, promiser, at) = (site.promise_type, site.promiser, site.at());
     let bug =
-        |what: String| tracing::error!(target: CRITICAL_TARGET, "Bug in promise module - {what}");
+        |what: String| crate::error!(target: CRITICAL_TARGET, "Bug in promise module - {what}");
     if !make_changes && logged.info {
         bug(format!(
             "'info:' log messages reported for {t} promise with promiser '{promiser}' ({at}) while making changes on the system disabled"
         ));
     }
     let Some(result) = response.result.as_deref() else {
-        tracing::error!(
+        crate::error!(
             "Promise module did not return a result for promise evaluation ({t} promise, promiser: '{promiser}' module: '{path}')"
         );
         return Outcome::Failed;
     };
     match result {
         "kept" => {
-            tracing::debug!(
-                "Promise with promiser '{promiser}' was kept by promise module '{path}'"
-            );
+            crate::debug!("Promise with promiser '{promiser}' was kept by promise module '{path}'");
             Outcome::Kept
         }
         "not_kept" => {
-            tracing::debug!(
+            crate::debug!(
                 "Promise with promiser '{promiser}' was not kept by promise module '{path}'"
             );
             if !make_changes {
@@ -817,7 +815,7 @@ fn judge(
             Outcome::Failed
         }
         "repaired" => {
-            tracing::debug!(
+            crate::debug!(
                 "Promise with promiser '{promiser}' was repaired by promise module '{path}'"
             );
             if !make_changes {
@@ -833,13 +831,13 @@ fn judge(
             Outcome::Repaired
         }
         "error" => {
-            tracing::error!(
+            crate::error!(
                 "An unexpected error occured in promise module ({t} promise, promiser: '{promiser}' module: '{path}')"
             );
             Outcome::Failed
         }
         other => {
-            tracing::error!(
+            crate::error!(
                 "Promise module returned unacceptable result: '{other}' ({t} promise, promiser: '{promiser}' module: '{path}')"
             );
             Outcome::Failed

@@ -96,18 +96,18 @@ pub(super) fn apply_acl(
     let reference = p.reference();
 
     if !syntax_ok(default, is_dir, acl_type, &aces, &default_aces, &reference) {
-        tracing::error!("Syntax error in access control list for '{shown}'");
-        tracing::error!("{reference}");
+        crate::error!("Syntax error in access control list for '{shown}'");
+        crate::error!("{reference}");
         v.failed();
         return;
     }
     if acl_type == Type::Ntfs {
-        tracing::error!("NTFS ACLs are not supported on this system");
+        crate::error!("NTFS ACLs are not supported on this system");
         v.failed();
         return;
     }
     if !check_aces(act, &aces, method, shown, target, AclKind::Access, v) {
-        tracing::error!("{reference}");
+        crate::error!("{reference}");
         return;
     }
     if !is_dir {
@@ -115,7 +115,7 @@ pub(super) fn apply_acl(
     }
     let done = match default.unwrap_or(Default::NoChange) {
         Default::NoChange => {
-            tracing::debug!("No change required for '{shown}' with acl_default=nochange");
+            crate::debug!("No change required for '{shown}' with acl_default=nochange");
             v.kept_step();
             true
         }
@@ -132,7 +132,7 @@ pub(super) fn apply_acl(
         Default::Clear => clear_default(act, shown, target, v),
     };
     if !done {
-        tracing::error!("{reference}");
+        crate::error!("{reference}");
     }
 }
 
@@ -150,8 +150,8 @@ fn syntax_ok(
     reference: &str,
 ) -> bool {
     if default.is_some() && !is_dir {
-        tracing::error!("acl_default can only be set on directories.");
-        tracing::error!("{reference}");
+        crate::error!("acl_default can only be set on directories.");
+        crate::error!("{reference}");
         return false;
     }
     let (nperms, deny, mask) = match acl_type {
@@ -169,8 +169,8 @@ fn syntax_ok(
         valid = true;
         for ace in list {
             if !ace_ok(ace, nperms, deny, mask, reference) {
-                tracing::error!("ACL: The ACE '{ace}' contains errors");
-                tracing::error!("{reference}");
+                crate::error!("ACL: The ACE '{ace}' contains errors");
+                crate::error!("{reference}");
                 valid = false;
                 break;
             }
@@ -188,20 +188,20 @@ fn ace_ok(ace: &str, nperms: &str, deny: bool, mask: bool, reference: &str) -> b
         (r, false)
     } else if let Some(r) = ace.strip_prefix("mask:") {
         if !mask {
-            tracing::error!("This ACL type does not support mask ACE.");
-            tracing::error!("{reference}");
+            crate::error!("This ACL type does not support mask ACE.");
+            crate::error!("{reference}");
             return false;
         }
         (r, false)
     } else {
-        tracing::error!("ACL: ACE '{ace}' does not start with user:/group:/all");
-        tracing::error!("{reference}");
+        crate::error!("ACL: ACE '{ace}' does not start with user:/group:/all");
+        crate::error!("{reference}");
         return false;
     };
     let mut rest = rest;
     if has_id {
         if rest.starts_with(':') {
-            tracing::error!("ACL: ACE '{ace}': id cannot be empty or contain ':'");
+            crate::error!("ACL: ACE '{ace}': id cannot be empty or contain ':'");
             return false;
         }
         // The id is at least one character, whatever it is.
@@ -209,14 +209,14 @@ fn ace_ok(ace: &str, nperms: &str, deny: bool, mask: bool, reference: &str) -> b
         match chars.find(|&(_, c)| c == ':') {
             Some((i, _)) if !rest.is_empty() => rest = &rest[i + 1..],
             _ => {
-                tracing::error!("ACL: Nothing following id string in ACE '{ace}'");
+                crate::error!("ACL: Nothing following id string in ACE '{ace}'");
                 return false;
             }
         }
     }
     let Some(after) = mode_ok(rest, nperms, reference) else {
-        tracing::error!("ACL: Malformed mode-string in ACE '{ace}'");
-        tracing::error!("{reference}");
+        crate::error!("ACL: Malformed mode-string in ACE '{ace}'");
+        crate::error!("{reference}");
         return false;
     };
     let Some(perm_type) = after.strip_prefix(':') else {
@@ -226,14 +226,14 @@ fn ace_ok(ace: &str, nperms: &str, deny: bool, mask: bool, reference: &str) -> b
         "allow" => true,
         "deny" if deny => true,
         "deny" => {
-            tracing::error!("Deny permission not supported by this ACL type");
-            tracing::error!("{reference}");
+            crate::error!("Deny permission not supported by this ACL type");
+            crate::error!("{reference}");
             false
         }
         _ => false,
     };
     if !permt_ok {
-        tracing::error!("ACL: Malformed perm_type syntax in ACE '{ace}'");
+        crate::error!("ACL: Malformed perm_type syntax in ACE '{ace}'");
     }
     permt_ok
 }
@@ -260,10 +260,10 @@ fn mode_ok<'a>(mode: &'a str, nperms: &str, reference: &str) -> Option<&'a str> 
                 i += 1;
             } else {
                 let c = b.get(i).map_or(String::new(), |&c| (c as char).to_string());
-                tracing::error!(
+                crate::error!(
                     "ACL: Invalid native permission '{c}', or missing native end separator"
                 );
-                tracing::error!("{reference}");
+                crate::error!("{reference}");
                 return None;
             }
         }
@@ -271,8 +271,8 @@ fn mode_ok<'a>(mode: &'a str, nperms: &str, reference: &str) -> Option<&'a str> 
             None | Some(b':') => return Some(&mode[i..]),
             Some(b',') => i += 1,
             Some(_) => {
-                tracing::error!("ACL: Mode string contains invalid characters");
-                tracing::error!("{reference}");
+                crate::error!("ACL: Mode string contains invalid characters");
+                crate::error!("{reference}");
                 return None;
             }
         }
@@ -297,7 +297,7 @@ fn parse_entity(ace: &str) -> Result<(AclTag, u32, &str), String> {
         match uid_of_known(&id) {
             Some(uid) => Ok((AclTag::User, uid, rest)),
             None => {
-                tracing::error!("Could not get UID for user '{id}', (getpwnam: not found)");
+                crate::error!("Could not get UID for user '{id}', (getpwnam: not found)");
                 Err(rest.to_string())
             }
         }
@@ -310,7 +310,7 @@ fn parse_entity(ace: &str) -> Result<(AclTag, u32, &str), String> {
         match gid_of_known(&id) {
             Some(gid) => Ok((AclTag::Group, gid, rest)),
             None => {
-                tracing::error!("Could not get GID for group '{id}', (getgrnam: not found)");
+                crate::error!("Could not get GID for group '{id}', (getgrnam: not found)");
                 Err(rest.to_string())
             }
         }
@@ -319,7 +319,7 @@ fn parse_entity(ace: &str) -> Result<(AclTag, u32, &str), String> {
     } else if ace.starts_with("mask:") {
         Ok((AclTag::Mask, 0, &ace[4..]))
     } else {
-        tracing::error!("ACE does not start with user:/group:/all:/mask:");
+        crate::error!("ACE does not start with user:/group:/all:/mask:");
         Err(ace.to_string())
     }
 }
@@ -519,7 +519,7 @@ fn check_aces(
     let existing = match act.host.posix_acl(target, kind) {
         Ok(l) => l,
         Err(e) => {
-            tracing::error!(
+            crate::error!(
                 "No {name} ACL for '{shown}' could be read. (acl_get_file: {})",
                 crate::host::strerror(&e)
             );
@@ -536,7 +536,7 @@ fn check_aces(
         let (tag, id, rest) = match parse_entity(ace) {
             Ok(t) => t,
             Err(rest) => {
-                tracing::error!("ACL: Error parsing entity in '{rest}'");
+                crate::error!("ACL: Error parsing entity in '{rest}'");
                 v.failed();
                 return false;
             }
@@ -552,7 +552,7 @@ fn check_aces(
             }
         };
         let Some(mode) = rest.strip_prefix(':') else {
-            tracing::error!("ACL: No separator before mode-string '{rest}'");
+            crate::error!("ACL: No separator before mode-string '{rest}'");
             v.failed();
             return false;
         };
@@ -563,7 +563,7 @@ fn check_aces(
     }
     let new = sorted(&new);
     if equal(&existing, &new) {
-        tracing::debug!("'{name}' ACL on '{shown}' needs no modification.");
+        crate::debug!("'{name}' ACL on '{shown}' needs no modification.");
         v.kept_step();
         return true;
     }
@@ -588,7 +588,7 @@ fn check_aces(
     });
     let mut ok = true;
     v.settle(made, |e| {
-        tracing::error!("{e}");
+        crate::error!("{e}");
         ok = false;
     });
     ok
@@ -605,7 +605,7 @@ fn default_as_access(
     let access = match read(act, AclKind::Access) {
         Ok(l) => l,
         Err(e) => {
-            tracing::error!(
+            crate::error!(
                 "Could not find an ACL for '{shown}'. (acl_get_file: {})",
                 crate::host::strerror(&e)
             );
@@ -616,7 +616,7 @@ fn default_as_access(
     let default = match read(act, AclKind::Default) {
         Ok(l) => l,
         Err(e) => {
-            tracing::error!(
+            crate::error!(
                 "Could not find default ACL for '{shown}'. (acl_get_file: {})",
                 crate::host::strerror(&e)
             );
@@ -625,7 +625,7 @@ fn default_as_access(
         }
     };
     if equal(&access, &default) {
-        tracing::debug!("Default ACL on '{shown}' as promised");
+        crate::debug!("Default ACL on '{shown}' as promised");
         v.kept_step();
         return true;
     }
@@ -649,7 +649,7 @@ fn default_as_access(
     });
     let mut ok = true;
     v.settle(made, |e| {
-        tracing::error!("{e}");
+        crate::error!("{e}");
         ok = false;
     });
     ok
@@ -660,7 +660,7 @@ fn clear_default(act: &mut ActContext<'_>, shown: &str, target: &Path, v: &mut V
     let default = match act.host.posix_acl(target, AclKind::Default) {
         Ok(l) => l,
         Err(e) => {
-            tracing::error!(
+            crate::error!(
                 "Unable to read default acl for '{shown}'. (acl_get_file: {})",
                 crate::host::strerror(&e)
             );
@@ -669,7 +669,7 @@ fn clear_default(act: &mut ActContext<'_>, shown: &str, target: &Path, v: &mut V
         }
     };
     if default.is_empty() {
-        tracing::debug!("Default ACL on '{shown}' as promised");
+        crate::debug!("Default ACL on '{shown}' as promised");
         v.kept_step();
         return true;
     }
@@ -689,7 +689,7 @@ fn clear_default(act: &mut ActContext<'_>, shown: &str, target: &Path, v: &mut V
     // cf-agent says the list cleared even when clearing it failed.
     let mut ok = true;
     v.settle(made, |e| {
-        tracing::error!("{e}");
+        crate::error!("{e}");
         ok = false;
     });
     ok

@@ -105,7 +105,7 @@ fn log_event(
     if let Ok(Some(m)) = act.host.stat(&log)
         && m.mode & 0o022 != 0
     {
-        tracing::error!(
+        crate::error!(
             "File '{}' (owner {}) was writable by others (security exception)",
             log.display(),
             m.uid
@@ -115,7 +115,7 @@ fn log_event(
     match act.host.append(&log, line.as_bytes()) {
         Ok(()) => true,
         Err(e) => {
-            tracing::error!("Could not write to the hash change log. (fopen: {e})");
+            crate::error!("Could not write to the hash change log. (fopen: {e})");
             false
         }
     }
@@ -141,7 +141,7 @@ fn internal(
 
 /// A new entry of a watched directory, told before the entry is checked.
 pub(super) fn log_new_file(act: &mut ActContext<'_>, p: &ExpandedPromise, path: &str) {
-    tracing::info!(target: NOTICE_TARGET, "New file '{path}' found");
+    crate::info!(target: NOTICE_TARGET, "New file '{path}' found");
     log_event(act, p, path, 'N', "New file found");
 }
 
@@ -156,7 +156,7 @@ pub(super) fn check_leaf(
     v: &mut Verdict,
 ) {
     if act.state.is_none() {
-        tracing::error!("Unable to open the hash database!");
+        crate::error!("Unable to open the hash database!");
         v.failed();
         return;
     }
@@ -183,7 +183,7 @@ fn integrity(
     let data = match act.host.read(path) {
         Ok(d) => d,
         Err(e) => {
-            tracing::error!("Cannot read '{shown}' to hash it: {e}");
+            crate::error!("Cannot read '{shown}' to hash it: {e}");
             v.failed();
             return;
         }
@@ -217,15 +217,15 @@ fn integrity(
         act.ctx
             .persist_class("checksum_alerts", minutes, vec!["source=promise".into()]);
         if log_event(act, p, shown, 'C', "Content changed") {
-            tracing::info!("Recorded integrity changes in '{shown}'");
+            crate::info!("Recorded integrity changes in '{shown}'");
             v.repaired();
         } else {
-            tracing::error!("Failed to record integrity changes in '{shown}'");
+            crate::error!("Failed to record integrity changes in '{shown}'");
             v.failed();
         }
     }
     if w.report_diffs {
-        tracing::debug!("Logging file differences requires version Nova or above");
+        crate::debug!("Logging file differences requires version Nova or above");
     }
 }
 
@@ -245,7 +245,7 @@ fn check_hash(
     let recorded = match act.state.as_deref().map(|s| s.file_hash(shown, method)) {
         Some(Ok(r)) => r,
         Some(Err(e)) => {
-            tracing::error!("Unable to open the hash database! {e}");
+            crate::error!("Unable to open the hash database! {e}");
             v.failed();
             return false;
         }
@@ -253,11 +253,11 @@ fn check_hash(
     };
     let found = recorded.is_some();
     if recorded.as_deref() == Some(&digest[..]) {
-        tracing::debug!("File hash for {shown} is correct");
+        crate::debug!("File hash for {shown} is correct");
         return false;
     }
     if found {
-        tracing::info!("Hash '{method}' for '{shown}' changed!");
+        crate::info!("Hash '{method}' for '{shown}' changed!");
     }
     if !internal(
         act,
@@ -271,7 +271,7 @@ fn check_hash(
     if !found || w.update {
         let prefix = if method == "md5" { "MD5" } else { "SHA" };
         let action = if found { "Updated" } else { "Stored" };
-        tracing::info!(
+        crate::info!(
             "{action} {method} hash for '{shown}' ({prefix}={})",
             crate::functions::hex(&digest)
         );
@@ -281,11 +281,11 @@ fn check_hash(
             .as_deref()
             .map(|s| s.set_file_hash(shown, method, &digest))
         {
-            tracing::error!("{e}");
+            crate::error!("{e}");
         }
         found
     } else {
-        tracing::error!("Hash for file '{shown}' changed, but not updating the records");
+        crate::error!("Hash for file '{shown}' changed, but not updating the records");
         v.failed();
         true
     }
@@ -321,7 +321,7 @@ fn stats(
     let recorded = match act.state.as_deref().map(|s| s.file_stat(shown)) {
         Some(Ok(r)) => r,
         Some(Err(e)) => {
-            tracing::error!("Could not open changes database: {e}");
+            crate::error!("Could not open changes database: {e}");
             v.failed();
             return;
         }
@@ -343,11 +343,11 @@ fn stats(
         ) {
             match write(act) {
                 Ok(()) => {
-                    tracing::info!("Wrote stat information for '{shown}' to database");
+                    crate::info!("Wrote stat information for '{shown}' to database");
                     v.repaired();
                 }
                 Err(e) => {
-                    tracing::error!(
+                    crate::error!(
                         "Could not write stat information for '{shown}' to database: {e}"
                     );
                     v.failed();
@@ -357,7 +357,7 @@ fn stats(
         return;
     };
     if was == now {
-        tracing::debug!("No stat information change for '{shown}'");
+        crate::debug!("No stat information change for '{shown}'");
         return;
     }
     let mut events: Vec<(String, String, &str)> = Vec::new();
@@ -393,17 +393,17 @@ fn stats(
         ));
     }
     for (notice, msg, what) in events {
-        tracing::info!(target: NOTICE_TARGET, "{notice}");
+        crate::info!(target: NOTICE_TARGET, "{notice}");
         record_stat_event(act, p, shown, &msg, what, v);
     }
     // An inode change is told and not logged, as cf-agent does.
     if was.ino != now.ino {
-        tracing::info!(target: NOTICE_TARGET, "inode for '{shown}' changed {} -> {}", was.ino, now.ino);
+        crate::info!(target: NOTICE_TARGET, "inode for '{shown}' changed {} -> {}", was.ino, now.ino);
     }
     if was.mtime != now.mtime {
         let from = ctime(was.mtime);
         let to = ctime(now.mtime);
-        tracing::info!(target: NOTICE_TARGET, "Last modified time for '{shown}' changed '{from}' -> '{to}'");
+        crate::info!(target: NOTICE_TARGET, "Last modified time for '{shown}' changed '{from}' -> '{to}'");
         record_stat_event(
             act,
             p,
@@ -424,11 +424,11 @@ fn stats(
     {
         match write(act) {
             Ok(()) => {
-                tracing::info!("Wrote stat information changes for '{shown}' to database");
+                crate::info!("Wrote stat information changes for '{shown}' to database");
                 v.repaired();
             }
             Err(e) => {
-                tracing::error!("Failed to write stat information for '{shown}' to database: {e}");
+                crate::error!("Failed to write stat information for '{shown}' to database: {e}");
                 v.failed();
             }
         }
@@ -453,10 +453,10 @@ fn record_stat_event(
         return;
     }
     if log_event(act, p, shown, 'S', msg) {
-        tracing::info!("Recorded {what} changes in '{shown}'");
+        crate::info!("Recorded {what} changes in '{shown}'");
         v.repaired();
     } else {
-        tracing::error!("Failed to record {what} changes in '{shown}'");
+        crate::error!("Failed to record {what} changes in '{shown}'");
         v.failed();
     }
 }
@@ -498,7 +498,7 @@ pub(super) fn check_directory(
         .filter(|r| selected.binary_search(r).is_err())
     {
         let path = format!("{name}/{gone}");
-        tracing::info!(target: NOTICE_TARGET, "File '{path}' no longer exists");
+        crate::info!(target: NOTICE_TARGET, "File '{path}' no longer exists");
         if internal(
             act,
             v,
@@ -507,15 +507,15 @@ pub(super) fn check_directory(
             format!("Should record removal of '{path}'"),
         ) {
             if log_event(act, p, &path, 'R', "File removed") {
-                tracing::info!("Removal of '{path}' recorded");
+                crate::info!("Removal of '{path}' recorded");
                 v.repaired();
             } else {
-                tracing::error!("Failed to record removal of '{path}'");
+                crate::error!("Failed to record removal of '{path}'");
                 v.failed();
             }
         }
         if let Some(Err(e)) = act.state.as_deref().map(|s| s.forget_file(&path)) {
-            tracing::error!("{e}");
+            crate::error!("{e}");
         }
     }
     if !internal(
@@ -529,7 +529,7 @@ pub(super) fn check_directory(
     }
     if !w.update {
         // cf-agent words a listing it was told not to record as a failure.
-        tracing::info!("Failed to record directory listing for '{name}'");
+        crate::info!("Failed to record directory listing for '{name}'");
         v.failed();
         return;
     }
@@ -539,12 +539,12 @@ pub(super) fn check_directory(
         .map(|s| s.set_dir_listing(&name, &selected))
     {
         Some(Ok(true)) => {
-            tracing::info!("Recorded directory listing for '{name}'");
+            crate::info!("Recorded directory listing for '{name}'");
             v.repaired();
         }
-        Some(Ok(false)) => tracing::debug!("No changes in directory list"),
+        Some(Ok(false)) => crate::debug!("No changes in directory list"),
         Some(Err(e)) => {
-            tracing::error!("{e}");
+            crate::error!("{e}");
             v.failed();
         }
         None => {}

@@ -25,7 +25,7 @@ pub fn copy_from(
     v: &mut Verdict,
 ) {
     let Some(source) = body.scalar("source").map(PathBuf::from) else {
-        tracing::error!(
+        crate::error!(
             "copy_from body '{}' of '{}' has no source",
             body.name,
             p.promiser
@@ -55,13 +55,13 @@ pub fn copy_from(
     let Some(smeta) = act.host.stat(&source).ok().flatten() else {
         // missing_ok: a source that is not there keeps the promise.
         if body.scalar("missing_ok").and_then(parse_bool) == Some(true) {
-            tracing::debug!(
+            crate::debug!(
                 "Source '{}' is missing, and missing_ok is set: the copy is kept",
                 source.display()
             );
             return;
         }
-        tracing::error!(
+        crate::error!(
             "Can't stat file '{}' on 'localhost' in files.copy_from promise",
             source.display()
         );
@@ -146,7 +146,7 @@ pub(super) fn ensure_dir(
         .should(format!("Should create directory '{}'", dir.display()));
     let made = act.change(change, |h| h.mkdir_all(dir, mode));
     v.settle(made, |e| {
-        tracing::error!("Could not create directory '{}': {e}", dir.display())
+        crate::error!("Could not create directory '{}': {e}", dir.display())
     });
 }
 
@@ -244,7 +244,7 @@ fn dir_not_link(
     let shown = if shown.is_empty() { "/" } else { shown };
     let dst = Path::new(shown);
     if !p.flag("move_obstructions").unwrap_or(false) {
-        tracing::error!(
+        crate::error!(
             "Path '{shown}' is a symlink. Unable to move it aside without move_obstructions is set"
         );
         v.failed();
@@ -258,7 +258,7 @@ fn dir_not_link(
         .without_suffix();
     let made = act.change(change, |h| h.rename(dst, &backup));
     if v.settle(made, |e| {
-        tracing::error!("Unable to backup old '{shown}' ({e})")
+        crate::error!("Unable to backup old '{shown}' ({e})")
     })
     .is_none()
     {
@@ -272,7 +272,7 @@ fn dir_not_link(
         .without_suffix();
     let made = act.change(change, |h| h.mkdir_all(dst, mode));
     v.settle(made, |e| {
-        tracing::error!("Failed to make directory '{shown}'. (mkdir: {e})")
+        crate::error!("Failed to make directory '{shown}'. (mkdir: {e})")
     })
     .is_some()
 }
@@ -296,14 +296,14 @@ fn linked_instead(
         return false;
     }
     if name_matches(&body.list("copylink_patterns"), &name) {
-        tracing::debug!(
+        crate::debug!(
             "File {} matches both copylink_patterns and linkcopy_patterns - promise loop (skipping)!",
             src.display()
         );
         v.kept_step();
         return true;
     }
-    tracing::debug!("Copy item '{}' marked for linking", src.display());
+    crate::debug!("Copy item '{}' marked for linking", src.display());
     // cf-agent's LinkCopy says what its link steps do but returns the
     // copy's own result without theirs: the promise stays kept (no
     // "Errors encountered" for a link in the way), whatever the link became.
@@ -399,7 +399,7 @@ fn copy_file(
             .without_suffix();
         let made = act.change(change, |h| h.remove_file(dst));
         if v.settle(made, |e| {
-            tracing::error!("Couldn't remove link '{shown}'. (unlink: {e})")
+            crate::error!("Couldn't remove link '{shown}'. (unlink: {e})")
         })
         .is_none()
         {
@@ -472,11 +472,11 @@ fn types_match(
         return true;
     }
     if d.kind == FileKind::Symlink {
-        tracing::error!(
+        crate::error!(
             "File image exists but destination type is silly (file/dir/link doesn't match)"
         );
     } else {
-        tracing::error!(
+        crate::error!(
             "Promised file copy {} exists but type mismatch with source '{}'",
             dst.display(),
             src.display()
@@ -525,7 +525,7 @@ fn preserve_acl(
         .without_suffix();
     let made = act.change(change, |h| h.set_posix_acl(dst, AclKind::Access, &want));
     v.settle(made, |e| {
-        tracing::error!(
+        crate::error!(
             "Could not preserve extended attributes (ACLs and security contexts) on file '{}': {e}",
             dst.display()
         )
@@ -671,7 +671,7 @@ pub(super) fn land(
             None => Ok(()),
         }
     });
-    if v.settle(made, |e| tracing::error!("{e}")).is_none() {
+    if v.settle(made, |e| crate::error!("{e}")).is_none() {
         return;
     }
     if let Some(saved) = saved {
@@ -690,7 +690,7 @@ pub(super) fn single_copied(act: &mut ActContext<'_>, dst: &Path, v: &mut Verdic
     if !act.ctx.was_single_copied(&path) {
         return false;
     }
-    tracing::debug!("Skipping single-copied file '{path}'");
+    crate::debug!("Skipping single-copied file '{path}'");
     v.kept_step();
     true
 }
@@ -710,7 +710,7 @@ pub(super) fn size_permitted(body: &ResolvedBody, src: &str, size: u64, v: &mut 
     };
     let size = i64::try_from(size).unwrap_or(i64::MAX);
     if size < lo || size > hi {
-        tracing::debug!("Source file '{src}' size is not in the permitted safety range, skipping");
+        crate::debug!("Source file '{src}' size is not in the permitted safety range, skipping");
         v.kept_step();
         return false;
     }
@@ -747,7 +747,7 @@ fn auto_define(act: &mut ActContext<'_>, dst: &Path) {
         .any(|re| crate::values::regex::Regex::new(re).is_ok_and(|r| r.is_full_match(&path)));
     if matched {
         let class = crate::values::canon::canonify(&format!("auto_{path}"));
-        tracing::info!("Auto defining class '{class}'");
+        crate::info!("Auto defining class '{class}'");
         let info = crate::eval::classes::ClassInfo::soft(
             crate::values::value::Origin::Agent,
             vec!["source=promise".into()],
@@ -779,7 +779,7 @@ pub(super) fn purge_entry(act: &mut ActContext<'_>, d: &Path, is_dir: bool, v: &
         }
     });
     v.settle(made, |e| {
-        tracing::error!("Could not purge '{}': {e}", d.display())
+        crate::error!("Could not purge '{}': {e}", d.display())
     });
 }
 

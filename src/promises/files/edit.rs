@@ -147,7 +147,7 @@ pub(super) fn stat_editable(
     match act.host.stat(target) {
         Ok(Some(m)) => Some(m),
         _ => {
-            tracing::error!(
+            crate::error!(
                 "File '{}' was marked for editing but could not be opened",
                 p.promiser
             );
@@ -191,7 +191,7 @@ pub(crate) fn edit_file(
             return;
         };
         if !exists && super::create(act, p, target, false, v).is_none() {
-            tracing::error!(
+            crate::error!(
                 "Failed to create file '{}' for rendering cfengine template '{}'",
                 p.promiser,
                 p.scalar("edit_template").unwrap_or_default()
@@ -276,12 +276,12 @@ pub(super) fn read_editable(
         .or(act.ctx.agent_control().editfilesize)
         .unwrap_or(DEFAULT_MAX_FILE_SIZE);
     if max > 0 && meta.size > max {
-        tracing::info!(
+        crate::info!(
             "File '{}' is bigger than the edit limit. max_file_size = {} > {max} bytes",
             p.promiser,
             meta.size
         );
-        tracing::error!(
+        crate::error!(
             "File '{}' was marked for editing but could not be opened",
             p.promiser
         );
@@ -291,8 +291,8 @@ pub(super) fn read_editable(
     // A device, FIFO or directory is not edited (cf-agent's words): ncf's
     // tests expect an edit of /dev/zero to fail.
     if meta.kind != crate::host::fs::FileKind::File {
-        tracing::info!("{} is not a plain file", p.promiser);
-        tracing::error!(
+        crate::info!("{} is not a plain file", p.promiser);
+        crate::error!(
             "File '{}' was marked for editing but could not be opened",
             p.promiser
         );
@@ -302,7 +302,7 @@ pub(super) fn read_editable(
     let (original, read_stamp) = match act.host.read_for_edit(target) {
         Ok((b, stamp)) => (b, stamp),
         Err(_) => {
-            tracing::error!(
+            crate::error!(
                 "File '{}' was marked for editing but could not be opened",
                 p.promiser
             );
@@ -401,7 +401,7 @@ fn edit_kind(p: &ExpandedPromise, v: &mut Verdict) -> Option<EditKind> {
         }
     } else if method == "inline_mustache" {
         let Some(t) = p.scalar("edit_template_string") else {
-            tracing::error!(
+            crate::error!(
                 "'edit_template_string' not set for promiser: '{}'",
                 p.promiser
             );
@@ -438,7 +438,7 @@ fn edit_bundle(
     Some(match kind {
         EditKind::Bundle { name, args } => {
             let Some((file, bundle)) = act.policy.bundle(&p.namespace, &name) else {
-                tracing::error!(
+                crate::error!(
                     "edit_line bundle '{name}' of files promise '{}' is not defined",
                     p.promiser
                 );
@@ -451,7 +451,7 @@ fn edit_bundle(
             // More: cf-agent stops the whole run ("formal and actual
             // parameter mismatch is fatal"); we fail the promise.
             if bundle.params.len() < args.len() {
-                tracing::error!(
+                crate::error!(
                     "edit_line bundle '{name}' takes {} arguments, files promise '{}' gives {}",
                     bundle.params.len(),
                     p.promiser,
@@ -466,7 +466,7 @@ fn edit_bundle(
             match super::template::cfengine_bundle(act, Path::new(&path)) {
                 Ok((file, bundle)) => (Arc::new(file), Arc::new(bundle), Vec::new()),
                 Err(msg) => {
-                    tracing::error!("{}", msg.replace("{promiser}", &p.promiser));
+                    crate::error!("{}", msg.replace("{promiser}", &p.promiser));
                     v.failed();
                     return None;
                 }
@@ -493,7 +493,7 @@ fn render_mustache(
         match act.host.read(Path::new(template)) {
             Ok(b) => bytes::decode(&b),
             Err(_) => {
-                tracing::error!("Template file '{template}' could not be opened for reading");
+                crate::error!("Template file '{template}' could not be opened for reading");
                 v.failed();
                 return;
             }
@@ -503,7 +503,7 @@ fn render_mustache(
         Ok(Some(d)) => d,
         Ok(None) => act.ctx.datastate(),
         Err(()) => {
-            tracing::error!("No template data for the promise '{}'", p.promiser);
+            crate::error!("No template data for the promise '{}'", p.promiser);
             v.failed();
             return;
         }
@@ -511,7 +511,7 @@ fn render_mustache(
     let rendered = match crate::functions::mustache::render(&text, &data) {
         Ok(r) => r,
         Err(e) => {
-            tracing::error!("Error rendering mustache template '{label}': {e}");
+            crate::error!("Error rendering mustache template '{label}': {e}");
             v.failed();
             return;
         }
@@ -520,7 +520,7 @@ fn render_mustache(
         match act.host.read_for_edit(target) {
             Ok(c) => c,
             Err(e) => {
-                tracing::error!("Could not read '{}': {e}", p.promiser);
+                crate::error!("Could not read '{}': {e}", p.promiser);
                 v.failed();
                 return;
             }
@@ -552,7 +552,7 @@ fn render_mustache(
                 None => match super::create(act, p, target, false, v) {
                     Some(m) => m.mode,
                     None => {
-                        tracing::error!(
+                        crate::error!(
                             "Failed to create file '{}' for rendering mustache template '{label}'",
                             p.promiser
                         );
@@ -633,7 +633,7 @@ pub(super) fn write_with_backup(
             plain
         };
         if let Err(e) = act.host.copy_atomic(target, &dest, mode) {
-            tracing::error!("Unable to backup old '{}': {e}", p.promiser);
+            crate::error!("Unable to backup old '{}': {e}", p.promiser);
             v.failed();
             return false;
         }
@@ -641,7 +641,7 @@ pub(super) fn write_with_backup(
         if let Ok(Some(m)) = act.host.stat(target)
             && let Err(e) = act.host.chown(&dest, Some(m.uid), Some(m.gid))
         {
-            tracing::warn!(
+            crate::warn!(
                 "Could not give the backup '{}' the owner of '{}': {e}",
                 dest.display(),
                 p.promiser
@@ -657,7 +657,7 @@ pub(super) fn write_with_backup(
     {
         Ok(()) => true,
         Err(e) => {
-            tracing::error!("Unable to save file '{}' after editing: {e}", p.promiser);
+            crate::error!("Unable to save file '{}' after editing: {e}", p.promiser);
             v.failed();
             false
         }
@@ -817,7 +817,7 @@ impl Editor<'_> {
     /// promise that only warns says nothing here: the file's warning does.
     fn note(&mut self, act: &mut ActContext<'_>, sub: &mut Sub<'_>, done: String, would: String) {
         if sub.warn_only {
-            tracing::warn!("{would}, but only warning promised");
+            crate::warn!("{would}, but only warning promised");
             sub.set(Res::Warn);
             return;
         }
@@ -929,15 +929,15 @@ impl Editor<'_> {
             Res::Change => self
                 .pending
                 .push(format!("{shown} promise '{}' repaired", ep.promiser)),
-            Res::Fail => tracing::error!(
+            Res::Fail => crate::error!(
                 "Errors encountered when actuating {shown} promise '{}'",
                 ep.promiser
             ),
-            Res::Interrupted if sub.interrupted_acting => tracing::error!(
+            Res::Interrupted if sub.interrupted_acting => crate::error!(
                 "Errors encountered when actuating {shown} promise '{}'",
                 ep.promiser
             ),
-            Res::Warn => tracing::warn!(
+            Res::Warn => crate::warn!(
                 "Warnings encountered when actuating {shown} promise '{}'",
                 ep.promiser
             ),
@@ -1039,22 +1039,22 @@ impl Editor<'_> {
                         if flag(&body, "include_start_delimiter")
                             || flag(&body, "include_end_delimiter")
                         {
-                            tracing::error!(
+                            crate::error!(
                                 "The promised line deletion '{promiser}' could not select an edit region in '{f}' (this is a good thing, as policy suggests deleting the markers)"
                             );
                         } else {
-                            tracing::error!(
+                            crate::error!(
                                 "The promised line deletion '{promiser}' could not select an edit region in '{f}' (but the delimiters were expected in the file)"
                             );
                         }
                     }
-                    "insert" => tracing::error!(
+                    "insert" => crate::error!(
                         "The promised line insertion '{promiser}' could not select an edit region in '{f}'"
                     ),
-                    "replace" => tracing::error!(
+                    "replace" => crate::error!(
                         "The promised pattern replace '{promiser}' could not select an edit region in '{f}'"
                     ),
-                    _ => tracing::error!(
+                    _ => crate::error!(
                         "The promised column edit '{promiser}' could not select an edit region in '{f}'"
                     ),
                 }
@@ -1076,7 +1076,7 @@ impl Editor<'_> {
             .unwrap_or_default();
         let select = ep.body("insert_select").cloned();
         if !sanity_check_insert(&itype, &policy, select.as_ref()) {
-            tracing::error!(
+            crate::error!(
                 "The promised line insertion '{}' breaks its own promises",
                 ep.promiser
             );
@@ -1091,7 +1091,7 @@ impl Editor<'_> {
                 .body("select_region")
                 .and_then(|b| b.scalar("select_end"))
                 .unwrap_or("");
-            tracing::error!(
+            crate::error!(
                 "The promised end pattern '{end}' was not found when selecting region to insert in '{}'",
                 self.filename
             );
@@ -1140,7 +1140,7 @@ impl Editor<'_> {
                 };
                 match found {
                     None => {
-                        tracing::error!(
+                        crate::error!(
                             "The promised line insertion '{}' could not select a locator matching regex '{pattern}' in '{}'",
                             ep.promiser,
                             self.filename
@@ -1241,7 +1241,7 @@ impl Editor<'_> {
         let text = match act.host.read(Path::new(&path)) {
             Ok(b) => bytes::decode(&b),
             Err(e) => {
-                tracing::error!(
+                crate::error!(
                     "Could not read file '{path}'. (fopen: {})",
                     crate::host::strerror(&e)
                 );
@@ -1424,7 +1424,7 @@ impl Editor<'_> {
                 .body("select_region")
                 .and_then(|b| b.scalar("select_end"))
                 .unwrap_or("");
-            tracing::error!(
+            crate::error!(
                 "The promised end pattern '{end}' was not found when selecting region to delete in '{}'",
                 self.filename
             );
@@ -1454,7 +1454,7 @@ impl Editor<'_> {
             match compile(act, part) {
                 Ok(re) => chunk.push(re),
                 Err(e) => {
-                    tracing::error!("{e} {}", ep.located());
+                    crate::error!("{e} {}", ep.located());
                     sub.set(Res::Fail);
                     return true;
                 }
@@ -1501,7 +1501,7 @@ impl Editor<'_> {
             .and_then(|b| b.scalar("replace_value"))
             .map(str::to_string);
         let Some(value) = value else {
-            tracing::error!(
+            crate::error!(
                 "The promised pattern replace '{}' has no replacement string",
                 ep.promiser
             );
@@ -1523,12 +1523,12 @@ impl Editor<'_> {
             .and_then(|b| b.scalar("occurrences"))
             == Some("first");
         if once {
-            tracing::warn!("Setting replace-occurrences policy to 'first' is not convergent");
+            crate::warn!("Setting replace-occurrences policy to 'first' is not convergent");
         }
         let re = match compile(act, &ep.promiser) {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!("{e} {}", ep.located());
+                crate::error!("{e} {}", ep.located());
                 sub.set(Res::Fail);
                 return true;
             }
@@ -1581,13 +1581,13 @@ impl Editor<'_> {
                     None => true,
                 };
             if !anchored && re.is_match(&buf) && !converges_anyway {
-                tracing::error!(
+                crate::error!(
                     "Promised replacement '{buf}' on line '{}' for pattern '{}' is not convergent while editing '{}' (regular expression matches the replacement string)",
                     self.lines[i],
                     ep.promiser,
                     self.filename
                 );
-                tracing::error!("{}", ep.reference());
+                crate::error!("{}", ep.reference());
                 sub.set(Res::Fail);
                 break;
             }
@@ -1606,14 +1606,14 @@ impl Editor<'_> {
                 break;
             }
             if re.is_match(&self.lines[i]) && !converges_anyway {
-                tracing::error!(
+                crate::error!(
                     "Promised replacement '{}' for pattern '{}' is not properly convergent while editing '{}' (pattern still matches the end-state replacement string '{}', consider use of a negative look ahead)",
                     self.lines[i],
                     ep.promiser,
                     self.filename,
                     self.lines[i]
                 );
-                tracing::info!("{}", ep.reference());
+                crate::info!("{}", ep.reference());
                 sub.interrupt_acting();
             }
         }
@@ -1627,7 +1627,7 @@ impl Editor<'_> {
         let ep = sub.ep;
         let body = ep.body("edit_field").cloned().unwrap_or_default();
         let Some(sep) = body.scalar("field_separator").map(str::to_string) else {
-            tracing::error!(
+            crate::error!(
                 "No field_separator in promise to edit by column for '{}'",
                 ep.promiser
             );
@@ -1641,13 +1641,13 @@ impl Editor<'_> {
             .map(|n| if from_zero { n + 1 } else { n })
             .unwrap_or(0);
         if column <= 0 {
-            tracing::error!("No select_field in promise to edit '{}'", ep.promiser);
+            crate::error!("No select_field in promise to edit '{}'", ep.promiser);
             sub.set(Res::Warn);
             return true;
         }
         let column = column as usize;
         let Some(value) = body.scalar("field_value").map(str::to_string) else {
-            tracing::error!(
+            crate::error!(
                 "No field_value is promised to column_edit '{}'",
                 ep.promiser
             );
@@ -1669,7 +1669,7 @@ impl Editor<'_> {
         let (re, sep_re) = match (compile(act, &ep.promiser), compile(act, &sep)) {
             (Ok(re), Ok(sep_re)) => (re, sep_re),
             (Err(e), _) | (_, Err(e)) => {
-                tracing::error!("{e} {}", ep.located());
+                crate::error!("{e} {}", ep.located());
                 sub.set(Res::Fail);
                 return true;
             }
@@ -1704,7 +1704,7 @@ impl Editor<'_> {
                 // interrupted, and the next line edited, as cf-agent does
                 // (10_files/08_field_edits/030.cf).
                 if !extend {
-                    tracing::error!(
+                    crate::error!(
                         "The file {} has only {} fields, but there is a promise for field {column}",
                         self.filename,
                         fields.len()
@@ -1753,7 +1753,7 @@ impl Editor<'_> {
             self.lines[i] = fields.join(&joiner);
         }
         if !any {
-            tracing::error!(
+            crate::error!(
                 "No matched line to edit fields of for pattern '{}' in '{}'",
                 ep.promiser,
                 self.filename
@@ -1816,13 +1816,13 @@ fn sanity_check_insert(itype: &str, policy: &[String], select: Option<&ResolvedB
         .filter(|a| s.attrs.contains_key(**a))
         .count();
         if not > 1 {
-            tracing::error!(
+            crate::error!(
                 "Line insertion selection promise is meaningless - the alternatives are mutually exclusive (only one is allowed)"
             );
             ok = false;
         }
         if with > 0 && not > 0 {
-            tracing::error!(
+            crate::error!(
                 "Line insertion selection promise is meaningless - cannot mix positive and negative constraints"
             );
             ok = false;
@@ -1831,11 +1831,11 @@ fn sanity_check_insert(itype: &str, policy: &[String], select: Option<&ResolvedB
     let exact = policy.iter().any(|p| p == "exact_match");
     let other = policy.iter().any(|p| p != "exact_match");
     if other && itype == "preserve_block" {
-        tracing::error!("Line insertion should not use whitespace policy with preserve_block");
+        crate::error!("Line insertion should not use whitespace policy with preserve_block");
         ok = false;
     }
     if exact && other {
-        tracing::error!(
+        crate::error!(
             "Line insertion selection promise is meaningless - cannot mix exact_match with other ignore whitespace options"
         );
         ok = false;

@@ -29,9 +29,9 @@ pub(super) struct Immutable {
 /// debug (`debug_missing`) or verbose.
 fn log_unavailable(e: &FsAttrsError, debug_missing: bool, line: impl FnOnce() -> String) {
     match e {
-        FsAttrsError::Failure(_) => tracing::error!("{}", line()),
-        FsAttrsError::Missing if debug_missing => tracing::trace!("{}", line()),
-        _ => tracing::debug!("{}", line()),
+        FsAttrsError::Failure(_) => crate::error!("{}", line()),
+        FsAttrsError::Missing if debug_missing => crate::trace!("{}", line()),
+        _ => crate::debug!("{}", line()),
     }
 }
 
@@ -71,7 +71,7 @@ pub(super) fn begin(
                 || format!("Failed to clear the immutable bit on file '{shown}'"),
             );
         } else {
-            tracing::debug!("The immutable bit is not set on file '{shown}' as promised");
+            crate::debug!("The immutable bit is not set on file '{shown}' as promised");
         }
     }
     act.host.set_override_immutable(want && was);
@@ -95,7 +95,7 @@ pub(super) fn end(act: &mut ActContext<'_>, st: Immutable, v: &mut Verdict) {
         if matches!(act.host.immutable(&st.path), Ok(false)) {
             let _ = act.host.set_immutable(&st.path, true);
         }
-        tracing::debug!("The immutable bit is already set on file '{shown}' as promised");
+        crate::debug!("The immutable bit is already set on file '{shown}' as promised");
         return;
     }
     let change = Change::new("immutable", shown.as_str())
@@ -106,7 +106,7 @@ pub(super) fn end(act: &mut ActContext<'_>, st: Immutable, v: &mut Verdict) {
     // Nothing there (a file the promise did not make, or a dry run's):
     // nothing to set, said at debug level as cf-agent says it.
     if act.host.lstat(&st.path).ok().flatten().is_none() {
-        tracing::trace!("Failed to set the immutable bit on file '{shown}': File does not exist");
+        crate::trace!("Failed to set the immutable bit on file '{shown}': File does not exist");
         return;
     }
     let path = st.path.clone();
@@ -126,7 +126,7 @@ fn settle(made: Applied<(), FsAttrsError>, v: &mut Verdict, failed: impl Fn() ->
             log_unavailable(&e, true, || format!("{}: {e}", failed()));
         }
         made => {
-            v.settle(made, |e| tracing::error!("{}: {e}", failed()));
+            v.settle(made, |e| crate::error!("{}: {e}", failed()));
         }
     }
 }

@@ -20,7 +20,7 @@ pub fn link_from(
     v: &mut Verdict,
 ) {
     let Some(source) = body.scalar("source").map(PathBuf::from) else {
-        tracing::error!(
+        crate::error!(
             "link_from body '{}' of '{}' has no source",
             body.name,
             p.promiser
@@ -57,14 +57,14 @@ fn link_children(
                 ));
             let made = act.change(change, |h| h.remove_file(target));
             v.settle(made, |e| {
-                tracing::error!(
+                crate::error!(
                     "Failed to remove obstructing link '{}': {e}",
                     target.display()
                 )
             });
         }
         Some(m) if m.kind != FileKind::Dir => {
-            tracing::error!(
+            crate::error!(
                 "Cannot promise to link files to children of '{}' as it is not a directory",
                 target.display()
             );
@@ -77,7 +77,7 @@ fn link_children(
     let children = match act.host.read_dir(source) {
         Ok(c) => c,
         Err(e) => {
-            tracing::error!(
+            crate::error!(
                 "Can't open source of children to link '{}'. (opendir: {e})",
                 source.display()
             );
@@ -95,7 +95,7 @@ fn link_children(
             .flatten()
             .is_some_and(|m| m.kind != FileKind::Symlink && m.kind != FileKind::Dir);
         if taken && !override_files {
-            tracing::debug!(
+            crate::debug!(
                 "Have promised not to disturb existing content belonging to '{}'",
                 child.display()
             );
@@ -144,7 +144,7 @@ fn link_one(
                 return;
             }
             _ => {
-                tracing::error!(
+                crate::error!(
                     "Can't link '{}' to '{}': the source does not exist",
                     p.promiser,
                     source.display()
@@ -207,7 +207,7 @@ pub(super) fn link_instead_of_copy(
             .should(format!("Should create directory '{}'", dir.display()));
         let made = act.change(change, |h| h.mkdir_all(dir, mode));
         v.settle(made, |e| {
-            tracing::error!("Could not create directory '{}': {e}", dir.display())
+            crate::error!("Could not create directory '{}': {e}", dir.display())
         });
     }
     settle_link(
@@ -256,7 +256,7 @@ fn settle_link(
                 return;
             }
             if !moves_obstructions(p, body) {
-                tracing::error!(
+                crate::error!(
                     "Link '{}' points to '{}' not '{}', but not moving obstructions",
                     target.display(),
                     current.unwrap_or_default().display(),
@@ -308,8 +308,8 @@ fn replace(
         .flatten()
         .is_some_and(|m| m.kind == FileKind::Symlink);
     if !is_link && !moves_obstructions(p, body) {
-        tracing::error!("Object '{}' is obstructing promise", target.display());
-        tracing::error!(
+        crate::error!("Object '{}' is obstructing promise", target.display());
+        crate::error!(
             "Unable to create link '{}' -> '{}', failed to move obstruction",
             target.display(),
             text.display()
@@ -353,7 +353,7 @@ fn replace(
             return;
         }
         Applied::Failed(e) => {
-            tracing::error!("Could not remove '{}' to relink it: {e}", target.display());
+            crate::error!("Could not remove '{}' to relink it: {e}", target.display());
             v.failed();
             return;
         }
@@ -395,7 +395,7 @@ fn make(
         }
     });
     v.settle(made, |e| {
-        tracing::error!(
+        crate::error!(
             "Could not link '{}' -> '{}': {e}",
             target.display(),
             source.display()

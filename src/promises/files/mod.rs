@@ -179,7 +179,7 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
     let is_dir_promise = p.promiser.ends_with("/.") || p.promiser.ends_with('/');
     let target = promised_path(p);
     if !target.is_absolute() {
-        tracing::error!(
+        crate::error!(
             "File '{}' is not an absolute path; files promises need one",
             p.promiser
         );
@@ -247,7 +247,7 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
     // Data a template cannot use fails the promise before it makes
     // anything (10_files/templating/mustache_invalid_template_data.cf).
     if edit::template_data(p).is_err() {
-        tracing::error!("No template data for the promise '{}'", p.promiser);
+        crate::error!("No template data for the promise '{}'", p.promiser);
         v.failed();
         return finish(act, p, v);
     }
@@ -263,7 +263,7 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
         .iter()
         .any(|a| p.attrs.contains_key(*a))
     {
-        tracing::error!("Editing is not allowed on fifos {}", p.located());
+        crate::error!("Editing is not allowed on fifos {}", p.located());
         return Outcome::Failed;
     }
     // cf-agent makes a missing promiser (`create`, or `touch`) before
@@ -306,7 +306,7 @@ fn evaluate(act: &mut ActContext<'_>, p: &ExpandedPromise) -> Outcome {
         }
         let watch = changes::Watch::of(act, p);
         if watch.as_ref().is_some_and(changes::Watch::report_diffs) {
-            tracing::error!(
+            crate::error!(
                 "Difference reporting is not allowed during a depth_search {}",
                 p.located()
             );
@@ -444,7 +444,7 @@ fn archive_backups(act: &mut ActContext<'_>, p: &ExpandedPromise, v: &mut Verdic
     };
     for saved in backups {
         if repository::archive(act, &repo, &saved) {
-            tracing::info!("Archived backup '{}'", saved.display());
+            crate::info!("Archived backup '{}'", saved.display());
         }
     }
 }
@@ -513,9 +513,7 @@ fn leaf(
         // leaves that to a promise of its own, as ncf's directory_absent
         // does (its test 30_generic_methods/directory_absent.cf).
         if reach == Reach::Searched && target == promised_path(p) {
-            tracing::debug!(
-                "Skipping deletion of parent directory for recursive promise '{shown}'"
-            );
+            crate::debug!("Skipping deletion of parent directory for recursive promise '{shown}'");
             return;
         }
         delete(act, &shown, target, del, v);
@@ -556,7 +554,7 @@ fn leaf(
     let meta = match looked {
         Ok(m) => m,
         Err(e) => {
-            tracing::error!("Cannot stat '{shown}': {e}");
+            crate::error!("Cannot stat '{shown}': {e}");
             v.failed();
             return;
         }
@@ -570,7 +568,7 @@ fn leaf(
             Ok(Some(t)) => Some(t),
             Ok(None) => Some(m),
             Err(e) => {
-                tracing::error!("Cannot stat '{shown}': {e}");
+                crate::error!("Cannot stat '{shown}': {e}");
                 v.failed();
                 return;
             }
@@ -589,7 +587,7 @@ fn leaf(
     let existed = meta.is_some();
     let Some(meta) = meta else {
         if watch.is_some() && !v.warned {
-            tracing::error!("Promised to monitor '{shown}' for changes, but file does not exist");
+            crate::error!("Promised to monitor '{shown}' for changes, but file does not exist");
             v.failed();
         }
         if v.failed || v.warned {
@@ -604,9 +602,9 @@ fn leaf(
         }
         if create_refused(p) {
             // cf-agent renders nothing into a file it may not make.
-            tracing::debug!("Cannot render file '{shown}': file does not exist");
+            crate::debug!("Cannot render file '{shown}': file does not exist");
         } else if p.attrs.contains_key("edit_xml") && !p.attrs.contains_key("edit_line") {
-            tracing::error!("File '{shown}' was marked for editing but could not be opened");
+            crate::error!("File '{shown}' was marked for editing but could not be opened");
             v.failed();
         } else {
             // A template makes the file it renders into; an edit_line
@@ -673,7 +671,7 @@ fn leaf(
             .done(format!("Touched (updated time stamps) for path '{shown}'"))
             .should(format!("Should update time stamps for '{shown}'"));
         let made = act.change(change, |h| h.touch(target));
-        v.settle(made, |e| tracing::error!("Could not touch '{shown}': {e}"));
+        v.settle(made, |e| crate::error!("Could not touch '{shown}': {e}"));
     }
     // cf-agent verifies a regular file's attributes once more after all
     // its changes; an ACL it set may have changed the mode's group bits
@@ -735,7 +733,7 @@ fn rename(
             let _ = h.create_empty(target, meta.mode);
             Ok::<(), std::io::Error>(())
         });
-        v.settle(made, |e| tracing::error!("Could not rotate '{shown}': {e}"));
+        v.settle(made, |e| crate::error!("Could not rotate '{shown}': {e}"));
         return;
     }
     if again {
@@ -768,7 +766,7 @@ fn rename(
     if disabling {
         // cf-agent's order and words: the warning, the mode (disable_mode,
         // or the mode it has), then the rename.
-        tracing::warn!("File object '{shown}' exists, contrary to promise");
+        crate::warn!("File object '{shown}' exists, contrary to promise");
         let spec = body
             .scalar("disable_mode")
             .and_then(|m| ModeSpec::parse(m).ok());
@@ -786,7 +784,7 @@ fn rename(
             None => Ok(()),
         });
         if let Applied::Failed(e) = made {
-            tracing::error!("Could not change permissions of '{shown}': {e}");
+            crate::error!("Could not change permissions of '{shown}': {e}");
             v.failed();
             return;
         }
@@ -808,7 +806,7 @@ fn rename(
             ))
     };
     let made = act.change(change, |h| h.rename(target, &newname));
-    if v.settle(made, |e| tracing::error!("Could not rename '{shown}': {e}"))
+    if v.settle(made, |e| crate::error!("Could not rename '{shown}': {e}"))
         .is_some()
         && let Some(c) = act.host.changes_chroot()
     {
@@ -859,12 +857,12 @@ fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, mut v: Verdict) -> Outc
         warn_no_action(shown);
     }
     if v.failed {
-        tracing::error!(
+        crate::error!(
             "Errors encountered when actuating files promise '{}'",
             p.promiser
         );
     } else if v.warned {
-        tracing::warn!(
+        crate::warn!(
             "Warnings encountered when actuating files promise '{}'",
             p.promiser
         );
@@ -879,7 +877,7 @@ fn finish(act: &mut ActContext<'_>, p: &ExpandedPromise, mut v: Verdict) -> Outc
 }
 
 fn warn_no_action(path: &str) {
-    tracing::warn!("No action was requested for file '{path}'. Maybe a typo in the policy?");
+    crate::warn!("No action was requested for file '{path}'. Maybe a typo in the policy?");
 }
 
 /// Whether a files promise has none of the attributes cf-agent 3.21
@@ -1026,7 +1024,7 @@ fn create_with(
             let dmode = dir_mode(act);
             let made = act.change(change, |h| h.mkdir_all(parent, dmode));
             if let Applied::Failed(e) = made {
-                tracing::error!("Could not create directories for '{shown}': {e}");
+                crate::error!("Could not create directories for '{shown}': {e}");
                 v.failed();
                 return None;
             }
@@ -1080,7 +1078,7 @@ fn create_with(
             act.host.lstat(target).ok().flatten()
         }
         Applied::Failed(e) => {
-            tracing::error!("Error creating '{shown}': {e}");
+            crate::error!("Error creating '{shown}': {e}");
             v.failed();
             None
         }
@@ -1109,7 +1107,7 @@ pub(super) fn change_mode(
         .without_suffix();
     let made = act.change(change, |h| h.chmod(target, want));
     v.settle(made, |e| {
-        tracing::error!("Could not change permissions of '{shown}': {e}")
+        crate::error!("Could not change permissions of '{shown}': {e}")
     });
 }
 
@@ -1136,7 +1134,7 @@ fn apply_perms(
                 }
             }
             Err(e) => {
-                tracing::error!(
+                crate::error!(
                     "Invalid mode in perms body '{}' for '{}': {e}",
                     body.name,
                     shown
@@ -1178,7 +1176,7 @@ fn apply_perms(
         h.chown(target, want_uid, want_gid)
             .map_err(|e| format!("Could not change the owner or group of '{shown}': {e}"))
     });
-    v.settle(made, |e| tracing::error!("{e}"));
+    v.settle(made, |e| crate::error!("{e}"));
 }
 
 /// The id to change to, if the current one is not among the promised
@@ -1199,7 +1197,7 @@ fn pick_id(
         .filter_map(|n| {
             let id = lookup(n);
             if id.is_none() {
-                tracing::error!("Unknown {what} '{n}' in perms of '{}'", shown);
+                crate::error!("Unknown {what} '{n}' in perms of '{}'", shown);
                 v.failed();
             }
             id
@@ -1234,7 +1232,7 @@ fn set_content(
     let current = match act.host.read(target) {
         Ok(c) => c,
         Err(e) => {
-            tracing::error!("Could not read '{}': {e}", shown);
+            crate::error!("Could not read '{}': {e}", shown);
             v.failed();
             return;
         }
@@ -1266,7 +1264,7 @@ fn set_content(
     {
         act.host.simulate_file(target, content.as_bytes(), mode);
     }
-    v.settle(made, |e| tracing::error!("Could not write '{shown}': {e}"));
+    v.settle(made, |e| crate::error!("Could not write '{shown}': {e}"));
 }
 
 fn delete(
@@ -1280,7 +1278,7 @@ fn delete(
         Ok(Some(m)) => m,
         Ok(None) => return,
         Err(e) => {
-            tracing::error!("Cannot stat '{}': {e}", shown);
+            crate::error!("Cannot stat '{}': {e}", shown);
             v.failed();
             return;
         }
@@ -1314,10 +1312,10 @@ fn delete(
         && is_dir
         && matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST))
     {
-        tracing::debug!("Delete directory '{shown}' not empty, skipping");
+        crate::debug!("Delete directory '{shown}' not empty, skipping");
         return;
     }
-    v.settle(made, |e| tracing::error!("Could not delete '{shown}': {e}"));
+    v.settle(made, |e| crate::error!("Could not delete '{shown}': {e}"));
 }
 
 /// A copy_from body's `compare`, else agent control's `defaultcopytype`,
@@ -1344,7 +1342,7 @@ fn fips_check(act: &ActContext<'_>, p: &ExpandedPromise) {
     }
     let hash = p.body("changes").and_then(|b| b.scalar("hash"));
     if matches!(hash, None | Some("md5")) {
-        tracing::error!("FIPS mode is enabled, and md5 is not an approved algorithm");
-        tracing::error!("{}", p.reference());
+        crate::error!("FIPS mode is enabled, and md5 is not an approved algorithm");
+        crate::error!("{}", p.reference());
     }
 }

@@ -51,7 +51,7 @@ pub fn copy_from_servers(
     let settings = match settings(act, body) {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!("Cannot copy '{}' from a server: {e}", p.promiser);
+            crate::error!("Cannot copy '{}' from a server: {e}", p.promiser);
             v.failed();
             return Remote::Done;
         }
@@ -73,13 +73,13 @@ pub fn copy_from_servers(
                 break;
             }
             Err(e) => {
-                tracing::info!("Unable to establish connection with '{server}': {e}");
+                crate::info!("Unable to establish connection with '{server}': {e}");
                 failures.push(e.to_string());
             }
         }
     }
     let Some((mut conn, address)) = conn else {
-        tracing::error!(
+        crate::error!(
             "No server of {{{}}} could be reached to copy '{source}' to '{}': {}",
             servers.join(", "),
             target.display(),
@@ -112,12 +112,12 @@ fn copy_with(
             if body.scalar("missing_ok").and_then(parse_bool) == Some(true)
                 && matches!(e, RemoteError::AccessDenied { .. })
             {
-                tracing::debug!(
+                crate::debug!(
                     "Source '{source}' is missing on '{server}', and missing_ok is set: the copy is kept"
                 );
                 return;
             }
-            tracing::error!(
+            crate::error!(
                 "Can't stat file '{source}' on '{server}' in files.copy_from promise: {e}"
             );
             v.failed();
@@ -281,7 +281,7 @@ impl Copy<'_> {
         v: &mut Verdict,
     ) {
         if st.kind != RemoteKind::Regular {
-            tracing::error!(
+            crate::error!(
                 "'{src}' on '{}' is not a regular file ({:?}); it is not copied",
                 self.server,
                 st.kind
@@ -304,7 +304,7 @@ impl Copy<'_> {
             Ok(false) => return,
             Ok(true) => {}
             Err(e) => {
-                tracing::error!(
+                crate::error!(
                     "Could not compare '{}' with '{src}' on '{}': {e}",
                     dst.display(),
                     self.server
@@ -403,7 +403,7 @@ impl Copy<'_> {
         let names = match self.conn.list_dir(src) {
             Ok(n) => n,
             Err(e) => {
-                tracing::error!(
+                crate::error!(
                     "Could not list '{src}' on '{}' to copy it to '{}': {e}",
                     self.server,
                     dst.display()
@@ -430,7 +430,7 @@ impl Copy<'_> {
                 Err(e) => {
                     // As cf-agent: an entry the server will not describe
                     // is passed over (and kept from the purge).
-                    tracing::info!(
+                    crate::info!(
                         "Can't stat '{path}' on '{}' while copying it: {e}; it is passed over",
                         self.server
                     );
@@ -530,7 +530,7 @@ impl Copy<'_> {
                 }
                 Err(e) => {
                     // Fetched again, and its failure reported, by file().
-                    tracing::debug!("Could not stage '{}': {e:?}", new.display());
+                    crate::debug!("Could not stage '{}': {e:?}", new.display());
                     if conn.is_broken() {
                         break;
                     }
@@ -544,7 +544,7 @@ impl Copy<'_> {
         if !staged.is_empty()
             && let Err(e) = act.host.sync_files(&paths)
         {
-            tracing::info!(
+            crate::info!(
                 "Could not sync the files staged in '{}' ({}); they are copied one by one",
                 dst.display(),
                 crate::host::strerror(&e)

@@ -23,24 +23,24 @@ pub(super) fn archive(act: &mut ActContext<'_>, repo: &Path, backup: &Path) -> b
     let shown = backup.display().to_string();
     let dest = repo.join(crate::values::canon::canonify(&shown));
     let Ok(Some(meta)) = act.host.lstat(backup) else {
-        tracing::trace!("File '{shown}' promised to archive to the repository but it disappeared!");
+        crate::trace!("File '{shown}' promised to archive to the repository but it disappeared!");
         return true;
     };
     // As cf-agent, a repository that cannot be made is found out by the copy.
     let _ = act.host.mkdir_all(repo, dir_mode(act));
     match act.host.copy_atomic(backup, &dest, meta.mode) {
         Ok(()) => {
-            tracing::info!(
+            crate::info!(
                 "Moved '{shown}' to repository location '{}'",
                 dest.display()
             );
             if let Err(e) = act.host.remove_file(backup) {
-                tracing::error!("Failed to clean backup '{shown}' after archiving: {e}");
+                crate::error!("Failed to clean backup '{shown}' after archiving: {e}");
             }
             true
         }
         Err(e) => {
-            tracing::info!(
+            crate::info!(
                 "Failed to move '{shown}' to repository location '{}': {e}",
                 dest.display()
             );

@@ -65,7 +65,7 @@ pub fn regex_promiser_matches(ctx: &mut EvalPort<'_>, host: &Host, promiser: &st
 /// copied trees, regex promisers), with its warning.
 pub(super) fn suspicious(names: &[String], dir: &Path, name: &str, meta: &Meta) -> bool {
     if matches!(meta.kind, FileKind::File | FileKind::Symlink) && names.iter().any(|n| n == name) {
-        tracing::warn!(
+        crate::warn!(
             "Filename '{}/{name}' is classified as suspiscious, skipping",
             dir.display()
         );
@@ -397,7 +397,7 @@ pub fn selected(
                 ..Default::default()
             };
             host.run(&spec)
-                .map_err(|e| tracing::error!("Couldn't run '{line}' to select '{file}': {e}"))
+                .map_err(|e| crate::error!("Couldn't run '{line}' to select '{file}': {e}"))
                 .ok()
         };
         if let Some(regex) = body.scalar("exec_regex") {

@@ -15,9 +15,9 @@ pub(super) fn transform(act: &mut ActContext<'_>, shown: &str, command: &str, v:
     let program = argv.first().map(String::as_str).unwrap_or("");
     if !is_executable(act, program) {
         if act.host.lstat(Path::new(program)).ok().flatten().is_none() {
-            tracing::error!("Proposed executable file '{program}' doesn't exist");
+            crate::error!("Proposed executable file '{program}' doesn't exist");
         }
-        tracing::error!("Transformer '{command}' for file '{shown}' failed");
+        crate::error!("Transformer '{command}' for file '{shown}' failed");
         v.failed();
         return;
     }
@@ -50,27 +50,27 @@ pub(super) fn transform(act: &mut ActContext<'_>, shown: &str, command: &str, v:
             return;
         }
         Applied::Failed(e) => {
-            tracing::error!("Transformer '{command}' for file '{shown}' failed ({e})");
+            crate::error!("Transformer '{command}' for file '{shown}' failed ({e})");
             v.failed();
             return;
         }
     };
     let output = result.output_text();
-    tracing::info!(
+    crate::info!(
         "Transformed '{shown}' with '{command}' {}",
         output.trim_end()
     );
     match result.code {
         Some(0) => {
-            tracing::info!("Transformer '{shown}' => '{command}' seemed to work ok");
+            crate::info!("Transformer '{shown}' => '{command}' seemed to work ok");
             v.repaired();
         }
         code => {
             let code = code.map_or_else(|| "a signal".to_string(), |c| c.to_string());
-            tracing::error!(
+            crate::error!(
                 "Finished command related to promiser '{shown}' -- an error occurred, returned {code}"
             );
-            tracing::error!("Transformer '{shown}' => '{command}' returned error");
+            crate::error!("Transformer '{shown}' => '{command}' returned error");
             v.failed();
         }
     }

@@ -54,7 +54,7 @@ pub(crate) fn edit_xml(
     v: &mut Verdict,
 ) {
     let Some(AttrValue::Bundle { name, args }) = p.attrs.get("edit_xml") else {
-        tracing::error!(
+        crate::error!(
             "edit_xml of files promise '{}' does not name a bundle",
             p.promiser
         );
@@ -62,7 +62,7 @@ pub(crate) fn edit_xml(
         return;
     };
     let Some((file, bundle)) = act.policy.bundle(&p.namespace, name) else {
-        tracing::error!(
+        crate::error!(
             "edit_xml bundle '{name}' of files promise '{}' is not defined",
             p.promiser
         );
@@ -71,7 +71,7 @@ pub(crate) fn edit_xml(
     };
     let (file, bundle) = (file.clone(), Arc::new(bundle.clone()));
     if bundle.params.len() != args.len() {
-        tracing::error!(
+        crate::error!(
             "edit_xml bundle '{name}' takes {} arguments, files promise '{}' gives {}",
             bundle.params.len(),
             p.promiser,
@@ -95,7 +95,7 @@ pub(crate) fn edit_xml(
     let on_disk = match load(&text) {
         Ok(pk) => pk,
         Err(e) => {
-            tracing::error!("Document '{}' not parsed successfully: {e}", p.promiser);
+            crate::error!("Document '{}' not parsed successfully: {e}", p.promiser);
             v.failed();
             return;
         }
@@ -163,7 +163,7 @@ pub(crate) fn edit_xml(
     };
     let new = serialize(doc, encoding.as_deref(), kept_doctype);
     if old.as_deref() == Some(new.as_str()) {
-        tracing::debug!("No edit changes to xml file '{}' need saving", p.promiser);
+        crate::debug!("No edit changes to xml file '{}' need saving", p.promiser);
         v.kept_step();
         return;
     }
@@ -272,7 +272,7 @@ impl Sub<'_> {
 
     /// Fails the promise with an error.
     fn fail(&mut self, msg: String) {
-        tracing::error!("{msg}");
+        crate::error!("{msg}");
         self.set(Res::Fail);
     }
 }
@@ -328,17 +328,17 @@ impl<'d> XmlEditor<'d> {
         if summary {
             match sub.result {
                 Res::Noop => {
-                    tracing::debug!("No changes done for the {ptype} promise '{}'", ep.promiser)
+                    crate::debug!("No changes done for the {ptype} promise '{}'", ep.promiser)
                 }
                 Res::Change => self.pending.push(
                     Change::new("edit_promise", &ep.promiser)
                         .done(format!("{ptype} promise '{}' repaired", ep.promiser)),
                 ),
-                Res::Warn => tracing::warn!(
+                Res::Warn => crate::warn!(
                     "Warnings encountered when actuating {ptype} promise '{}'",
                     ep.promiser
                 ),
-                Res::Fail | Res::Interrupted => tracing::error!(
+                Res::Fail | Res::Interrupted => crate::error!(
                     "Errors encountered when actuating {ptype} promise '{}'",
                     ep.promiser
                 ),
@@ -443,17 +443,17 @@ impl<'d> XmlEditor<'d> {
     fn verify_build(&mut self, sub: &mut Sub<'_>) -> Option<bool> {
         let raw = sub.build_xpath().unwrap_or(&sub.ep.promiser).to_string();
         let sane = if sub.ptype == "build_xpath" && sub.build_xpath().is_some() {
-            tracing::error!("Attribute: build_xpath is not allowed within bundle: build_xpath");
+            crate::error!("Attribute: build_xpath is not allowed within bundle: build_xpath");
             false
         } else if sub.select_xpath().is_some() && sub.build_xpath().is_none() {
-            tracing::error!("XPath build does not require select_xpath to be specified");
+            crate::error!("XPath build does not require select_xpath to be specified");
             false
         } else if !convergent(&raw) {
-            tracing::error!("Promiser expression ({raw}) is not convergent");
+            crate::error!("Promiser expression ({raw}) is not convergent");
             sub.set(Res::Interrupted);
             false
         } else if !BUILD_SYNTAX.is_match(&raw) {
-            tracing::error!(
+            crate::error!(
                 "Promiser expression '{raw}' contains syntax that is not supported for xpath_build. Please refer to users manual for supported syntax specifications."
             );
             sub.set(Res::Interrupted);
@@ -577,7 +577,7 @@ impl<'d> XmlEditor<'d> {
     fn needs_select(sub: &Sub<'_>, missing: &str) -> bool {
         match sub.select_xpath() {
             None => {
-                tracing::error!("{missing}");
+                crate::error!("{missing}");
                 false
             }
             Some(x) => convergent(x),
@@ -595,7 +595,7 @@ impl<'d> XmlEditor<'d> {
         }
         let select = sub.select_xpath().unwrap_or_default().to_string();
         let Some(node) = self.edit_node(sub) else {
-            tracing::error!(
+            crate::error!(
                 "The promised XPath pattern '{select}', was NOT successful when selecting an edit node, in XML document '{})",
                 self.filename
             );
@@ -623,7 +623,7 @@ impl<'d> XmlEditor<'d> {
             return true;
         };
         let Some(found) = child_with_subset(tree, node) else {
-            tracing::debug!(
+            crate::debug!(
                 "The promised tree to be deleted '{p}' does not exist at XPath '{select}' in XML document '{}'",
                 self.filename
             );
@@ -646,12 +646,12 @@ impl<'d> XmlEditor<'d> {
         let has_select = sub.select_xpath().is_some();
         let has_build = sub.build_xpath().is_some();
         let sane = if has_select && !has_build && self.root_element().is_none() {
-            tracing::error!(
+            crate::error!(
                 "Tree insertion into an empty file, using select_xpath, does not make sense"
             );
             false
         } else if !has_select && has_build {
-            tracing::error!(
+            crate::error!(
                 "Tree insertion requires select_xpath to be specified, unless inserting into an empty file"
             );
             false
@@ -707,11 +707,11 @@ impl<'d> XmlEditor<'d> {
                         sub.fail(format!(
                             "The tree '{p}' requested to be inserted into the XML document '{fname}', however XML document is not empty and tree to be inserted does not match existing content"
                         ));
-                        tracing::info!(
+                        crate::info!(
                             "Specify select_xpath expression insert into a non-empty XML document"
                         );
                     } else {
-                        tracing::debug!(
+                        crate::debug!(
                             "The promised XML document '{fname}' already exists and contains the correct root element"
                         );
                     }
@@ -726,7 +726,7 @@ impl<'d> XmlEditor<'d> {
             }
             Some(node) => {
                 if child_with_subset(tree, node).is_some() {
-                    tracing::debug!(
+                    crate::debug!(
                         "The tree '{p}' already exists at XPath '{select}' in XML document '{fname}'"
                     );
                     return true;
@@ -773,7 +773,7 @@ impl<'d> XmlEditor<'d> {
             return false;
         }
         if node.attribute(p.as_str()).is_none() {
-            tracing::debug!(
+            crate::debug!(
                 "Attribute '{p}' (to be deleted at XPath '{select}' in the XML document '{fname}') does not exist"
             );
             return true;
@@ -820,7 +820,7 @@ impl<'d> XmlEditor<'d> {
             .unwrap_or_default()
             .to_string();
         if node.attribute_value(p.as_str()) == Some(value.as_str()) {
-            tracing::debug!(
+            crate::debug!(
                 "Attribute with name '{p}' and value '{value}' already exists at XPath '{select}' in XML document '{fname}'"
             );
             return true;
@@ -901,7 +901,7 @@ impl<'d> XmlEditor<'d> {
             ),
         };
         if done {
-            tracing::debug!("No {what} needed at XPath '{select}' in '{fname}'");
+            crate::debug!("No {what} needed at XPath '{select}' in '{fname}'");
             return true;
         }
         let children = node.children();

@@ -136,7 +136,7 @@ impl Env<'_> {
 
     fn store(&mut self, module: &str, which: Inventory, list: Vec<PackageRecord>) {
         if let Err(e) = write_module_inventory(&self.workdir, which, module, &list) {
-            tracing::error!(
+            crate::error!(
                 "Cannot write the package cache '{}': {e}",
                 module_inventory_path(&self.workdir, which, module).display()
             );
@@ -148,7 +148,7 @@ impl Env<'_> {
     /// what it says. False when the call failed or the reply held errors.
     pub fn update(&mut self, m: &Module, options: &[String], kind: ListKind) -> bool {
         let Ok(lines) = m.call(self.host, kind.command(), &options_text(options)) else {
-            tracing::debug!(
+            crate::debug!(
                 "Some error occurred while communicating with package module while updating cache."
             );
             return false;
@@ -156,7 +156,7 @@ impl Env<'_> {
         let (list, had_error) = parse_package_list(&lines, &m.name);
         self.store(&m.name, kind.inventory(), list);
         if had_error {
-            tracing::info!("Error updating packages cache.");
+            crate::info!("Error updating packages cache.");
         }
         !had_error
     }
@@ -165,7 +165,7 @@ impl Env<'_> {
     /// lock allows (or `force`); true unless asking failed.
     pub fn refresh(&mut self, m: &Module, body: &ModuleBody, kind: ListKind, force: bool) -> bool {
         if !force && (body.installed_ifelapsed == CF_NOINT || body.updates_ifelapsed == CF_NOINT) {
-            tracing::error!(
+            crate::error!(
                 "Invalid or missing arguments in package_module body '{}':  query_installed_ifelapsed = {} query_updates_ifelapsed = {}",
                 body.name,
                 body.installed_ifelapsed,
@@ -177,7 +177,7 @@ impl Env<'_> {
         let (mut kind, mut force, mut acquired) = (kind, force, false);
         if !force {
             if !self.cache_exists(&m.name, which) {
-                tracing::debug!("Forcing package list update due to missing database");
+                crate::debug!("Forcing package list update due to missing database");
                 force = true;
                 // A first look at the updates uses the network: the machine
                 // may not know of any yet.
@@ -192,7 +192,7 @@ impl Env<'_> {
             acquired = self.take_lock(&m.name, which, minutes);
         }
         if !force && !acquired {
-            tracing::debug!(
+            crate::debug!(
                 "Skipping {} package cache update.",
                 match which {
                     Inventory::Installed => "installed packages",
@@ -203,7 +203,7 @@ impl Env<'_> {
         }
         let dry_run = matches!(self.changes.mode(), Mode::DryRun | Mode::DryRunWarnOnly);
         if dry_run && kind == ListKind::Updates {
-            tracing::debug!(
+            crate::debug!(
                 "Dry run: asking package module '{}' for the updates it knows of (list-updates-local), not to fetch new lists",
                 m.name
             );
@@ -211,7 +211,7 @@ impl Env<'_> {
         }
         let ok = self.update(m, &body.default_options, kind);
         if !ok {
-            tracing::info!("Some error occurred while updating available updates cache.");
+            crate::info!("Some error occurred while updating available updates cache.");
         }
         if acquired && self.record_locks {
             let key = lock_key(&m.name, which);
@@ -259,7 +259,7 @@ impl Env<'_> {
         if let Some(body) = refresh
             && !self.refresh(m, body, ListKind::Installed, false)
         {
-            tracing::error!("Can not update cache.");
+            crate::error!("Can not update cache.");
         }
         let version = version.filter(|v| *v != "latest");
         self.list(&m.name, Inventory::Installed).iter().any(|r| {
@@ -278,7 +278,7 @@ impl Env<'_> {
         name: &str,
     ) -> Option<Vec<(String, String)>> {
         if !self.refresh(m, body, ListKind::Updates, false) {
-            tracing::info!("Can not update packages cache.");
+            crate::info!("Can not update packages cache.");
         }
         let found: Vec<(String, String)> = self
             .list(&m.name, Inventory::Updates)

@@ -119,7 +119,7 @@ type RegexFn<'r> = dyn FnMut(&str) -> Option<Arc<Regex>> + 'r;
 fn compiled(body: &MethodBody, p: &str, regex: &mut RegexFn<'_>) -> Option<Arc<Regex>> {
     let r = regex(p);
     if r.is_none() {
-        tracing::error!(
+        crate::error!(
             "The package_method body '{}' has an invalid regular expression '{p}'",
             body.name
         );
@@ -148,7 +148,7 @@ pub fn list_method(
     // has none (cf-agent's manager envelope and its empty list).
     let at = match lists.managers.iter().position(|m| m.command == command) {
         Some(i) if !lists.managers[i].installed.is_empty() => {
-            tracing::debug!("Already have a package list for this manager");
+            crate::debug!("Already have a package list for this manager");
             return true;
         }
         Some(i) => i,
@@ -180,7 +180,7 @@ pub fn list_method(
             })
             .collect();
         if !cached.is_empty() {
-            tracing::debug!("Already have a (cached) package list for this manager");
+            crate::debug!("Already have a (cached) package list for this manager");
             lists.managers[at].installed = cached;
             return true;
         }
@@ -193,7 +193,7 @@ pub fn list_method(
     let (installed, ok) = read_list(host, workdir, now, body, default_arch, dry_run, regex);
     lists.managers[at].installed = installed;
     if !ok {
-        tracing::error!("Could not get list of installed packages");
+        crate::error!("Could not get list of installed packages");
         return false;
     }
 
@@ -203,7 +203,7 @@ pub fn list_method(
         .flat_map(|m| m.installed.iter().cloned())
         .collect();
     if let Err(e) = write_inventory(workdir, Inventory::Installed, &all) {
-        tracing::error!(
+        crate::error!(
             "Cannot write the package inventory in '{}': {e}",
             workdir.display()
         );
@@ -220,7 +220,7 @@ pub fn list_method(
     {
         return false;
     }
-    tracing::debug!("Done checking packages and patches");
+    crate::debug!("Done checking packages and patches");
     true
 }
 
@@ -232,7 +232,7 @@ fn update_list(host: &Host, workdir: &Path, now: i64, body: &MethodBody, dry_run
         return true;
     };
     let Some(add) = &body.add_command else {
-        tracing::error!(
+        crate::error!(
             "package_add_command missing while trying to generate list of installed packages"
         );
         return false;
@@ -246,16 +246,16 @@ fn update_list(host: &Host, workdir: &Path, now: i64, body: &MethodBody, dry_run
         call = now - mtime >= horizon * 60;
     }
     if call {
-        tracing::debug!("Calling package list update command: '{update}'");
+        crate::debug!("Calling package list update command: '{update}'");
         if dry_run {
             // cf-agent touches the timestamp all the same.
         } else if let Err(e) =
             super::method::run_command(host, update, body.useshell, OutputSelect::Both)
         {
-            tracing::error!("Couldn't start command '{update}': {e}");
+            crate::error!("Couldn't start command '{update}': {e}");
         }
         if let Err(e) = crate::host::packages::touch_state_file(&stamp) {
-            tracing::error!(
+            crate::error!(
                 "Could not update timestamp file '{}'. ({e})",
                 stamp.display()
             );
@@ -292,12 +292,12 @@ fn read_list(
     ) else {
         return (Vec::new(), false);
     };
-    tracing::debug!("Reading package list from '{command}'");
+    crate::debug!("Reading package list from '{command}'");
     let result = match super::method::run_command(host, command, body.useshell, OutputSelect::Both)
     {
         Ok(r) => r,
         Err(e) => {
-            tracing::error!("Couldn't open the package list with command '{command}'. ({e})");
+            crate::error!("Couldn't open the package list with command '{command}'. ({e})");
             return (Vec::new(), false);
         }
     };
@@ -357,7 +357,7 @@ fn read_list(
         };
         for line in text.lines() {
             if !installed.is_full_match(line) {
-                tracing::debug!(
+                crate::debug!(
                     "Package line '{line}' did not match the package_installed_regex pattern"
                 );
                 continue;
@@ -374,7 +374,7 @@ fn read_list(
                 (Some(n), Some(v), Some(a)) if !n.is_empty() && !v.is_empty() && !a.is_empty() => {
                     packages.insert(0, record(n, v, a))
                 }
-                _ => tracing::debug!(
+                _ => crate::debug!(
                     "Package line '{line}' did not match one of the package_list_(name|version|arch)_regex patterns"
                 ),
             }
@@ -402,14 +402,14 @@ fn read_patches(
         )
         .is_err()
     {
-        tracing::error!("The proposed patch list command '{command}' was not executable");
+        crate::error!("The proposed patch list command '{command}' was not executable");
         return false;
     }
     let result = match super::method::run_command(host, command, body.useshell, OutputSelect::Both)
     {
         Ok(r) => r,
         Err(e) => {
-            tracing::error!("Couldn't open the patch list with command '{command}'. ({e})");
+            crate::error!("Couldn't open the patch list with command '{command}'. ({e})");
             return false;
         }
     };
@@ -439,7 +439,7 @@ fn read_patches(
             .iter()
             .any(|p| p.name == name && p.version == version && p.arch == arch)
         {
-            tracing::debug!(
+            crate::debug!(
                 "Patch for ({name},{version},{arch}) [name,version,arch] found, but it appears to be installed already"
             );
             continue;
@@ -465,6 +465,6 @@ pub fn invalidate_inventory(workdir: &Path) {
     if let Err(e) = crate::host::packages::invalidate_inventory(workdir, Inventory::Installed)
         && e.kind() != std::io::ErrorKind::NotFound
     {
-        tracing::error!("Cannot mark software cache as invalid. ({e})");
+        crate::error!("Cannot mark software cache as invalid. ({e})");
     }
 }

@@ -273,7 +273,7 @@ pub struct Decide<'a> {
 }
 
 fn sanity_fail(msg: &str, at: &str) -> bool {
-    tracing::error!("{msg} {at}");
+    crate::error!("{msg} {at}");
     false
 }
 
@@ -429,7 +429,7 @@ pub fn default_arch(host: &Host, command: Option<&str>) -> Option<String> {
     let Some(command) = command else {
         return Some("default".into());
     };
-    tracing::debug!("Obtaining default architecture for package manager '{command}'");
+    crate::debug!("Obtaining default architecture for package manager '{command}'");
     let r = host
         .run(&CommandSpec {
             argv: vec![command.to_string()],
@@ -440,7 +440,7 @@ pub fn default_arch(host: &Host, command: Option<&str>) -> Option<String> {
         .ok()?;
     let text = r.output_text();
     let line = text.lines().next()?.to_string();
-    tracing::debug!("Default architecture for package manager is '{line}'");
+    crate::debug!("Default architecture for package manager is '{line}'");
     Some(line)
 }
 
@@ -502,7 +502,7 @@ impl Decide<'_> {
             Select::Ge => self.versions_less(w, v1, v2).not(),
             Select::Le => self.versions_less(w, v2, v1).not(),
         };
-        tracing::debug!(
+        crate::debug!(
             "CompareVersions: Checked whether package version {v1} {} {v2}: {}",
             select.symbol(),
             match r {
@@ -536,10 +536,10 @@ impl Decide<'_> {
 
     fn cmp_command(&mut self, w: &Wish<'_>, command: &str, v1: &str, v2: &str) -> VerCmp {
         let line = expand_convention(command, &[("v1", v1), ("v2", v2)]);
-        tracing::debug!("Executing '{line}'");
+        crate::debug!("Executing '{line}'");
         match run_command(self.host, &line, w.body.useshell, OutputSelect::Inherit) {
             Ok(r) => {
-                tracing::debug!("returned: {}", r.code.unwrap_or(-1));
+                crate::debug!("returned: {}", r.code.unwrap_or(-1));
                 if r.code == Some(0) {
                     VerCmp::Match
                 } else {
@@ -547,7 +547,7 @@ impl Decide<'_> {
                 }
             }
             Err(e) => {
-                tracing::error!(
+                crate::error!(
                     "Can not start package version comparison command '{line}'. (cf_popen: {e}) {}",
                     w.promise.located()
                 );
@@ -604,7 +604,7 @@ impl Decide<'_> {
                 (newer, pi.version, pi.arch)
             }
             None => {
-                tracing::debug!("Package ({n},{a}) [name,arch] is not installed");
+                crate::debug!("Package ({n},{a}) [name,arch] is not installed");
                 (false, String::new(), String::new())
             }
         }
@@ -661,7 +661,7 @@ impl Decide<'_> {
         let installed = self.package_match(w, name, "*", "*", true);
         let matches = self.package_match(w, name, version, arch, true);
         if installed == VerCmp::Error || matches == VerCmp::Error {
-            tracing::error!(
+            crate::error!(
                 "Failure trying to compare package versions {}",
                 w.promise.located()
             );
@@ -704,8 +704,8 @@ impl Decide<'_> {
             installed = i as usize;
             matches = m as usize;
         }
-        tracing::debug!("{installed} patch(es) matching the name '{name}' already installed");
-        tracing::debug!("{matches} patch(es) match the promise body's criteria fully");
+        crate::debug!("{installed} patch(es) matching the name '{name}' already installed");
+        crate::debug!("{matches} patch(es) match the promise body's criteria fully");
         // cf-agent's patch promise is kept whatever it scheduled.
         let _ = self.schedule_op(
             w,
@@ -730,7 +730,7 @@ impl Decide<'_> {
     ) -> Outcome {
         let installed = self.package_match(w, name, "*", arch, false);
         if installed == VerCmp::Error {
-            tracing::error!(
+            crate::error!(
                 "Failure trying to compare installed package versions {}",
                 w.promise.located()
             );
@@ -738,7 +738,7 @@ impl Decide<'_> {
         }
         let matches = self.package_match(w, name, version, arch, false);
         if matches == VerCmp::Error {
-            tracing::error!(
+            crate::error!(
                 "Failure trying to compare available package versions {}",
                 w.promise.located()
             );
@@ -749,19 +749,19 @@ impl Decide<'_> {
         let schedule = match w.action {
             Action::Delete => {
                 if !(matches && installed) {
-                    tracing::debug!("Package {promiser} to be deleted does not exist anywhere");
+                    crate::debug!("Package {promiser} to be deleted does not exist anywhere");
                 }
                 matches && installed
             }
             Action::Reinstall => {
                 if !(matches && installed) {
-                    tracing::debug!("Package '{promiser}' already installed and matches criteria");
+                    crate::debug!("Package '{promiser}' already installed and matches criteria");
                 }
                 matches && installed
             }
             _ => {
                 if matches && installed {
-                    tracing::debug!("Package '{promiser}' already installed and matches criteria");
+                    crate::debug!("Package '{promiser}' already installed and matches criteria");
                 }
                 !(matches && installed)
             }
@@ -786,7 +786,7 @@ impl Decide<'_> {
     ) -> Outcome {
         let b = &w.body;
         let at = w.promise.located();
-        tracing::debug!(
+        crate::debug!(
             "Checking if package ({name},{version},{arch}) [name,version,arch] is at the desired state (installed={},matched={})",
             installed as i32,
             matched as i32
@@ -797,7 +797,7 @@ impl Decide<'_> {
             (_, Some(n)) => expand_convention(n, &vars),
             _ => name.to_string(),
         };
-        tracing::debug!("Package promises to refer to itself as '{id}' to the manager");
+        crate::debug!("Package promises to refer to itself as '{id}' to the manager");
         let in_range = matches!(
             w.select,
             Select::Eq | Select::Ge | Select::Le | Select::None
@@ -808,13 +808,13 @@ impl Decide<'_> {
             a => a,
         };
         let fail = |msg: &str| {
-            tracing::error!("{msg} {at}");
+            crate::error!("{msg} {at}");
             Outcome::Failed
         };
         match action {
             Action::Add => {
                 if installed {
-                    tracing::debug!(
+                    crate::debug!(
                         "Package '{}' already installed, so we never add it again",
                         w.promise.promiser
                     );
@@ -824,7 +824,7 @@ impl Decide<'_> {
                     match self.largest_in_repositories(w, name, version, arch) {
                         Some((file, _)) => id = file,
                         None => {
-                            tracing::debug!(
+                            crate::debug!(
                                 "No package in file repositories satisfy version constraint"
                             );
                             self.unreported += 1;
@@ -839,7 +839,7 @@ impl Decide<'_> {
             }
             Action::Delete => {
                 if !((matched && in_range) || (installed && no_version)) {
-                    tracing::debug!("Package deletion is as promised -- no match");
+                    crate::debug!("Package deletion is as promised -- no match");
                     return Outcome::Kept;
                 }
                 let Some(delete) = &b.delete_command else {
@@ -850,7 +850,7 @@ impl Decide<'_> {
                 {
                     match prefix_local_repository(&b.file_repositories, rest) {
                         Some(p) => id = p,
-                        None => tracing::error!(
+                        None => crate::error!(
                             "Package '{rest}' can't be found in any of the listed repositories"
                         ),
                     }
@@ -885,7 +885,7 @@ impl Decide<'_> {
                             v
                         }
                         None => {
-                            tracing::debug!(
+                            crate::debug!(
                                 "No package in file repositories satisfy version constraint"
                             );
                             self.unreported += 1;
@@ -898,7 +898,7 @@ impl Decide<'_> {
                     let (newer, v, a) = self.newer_than_installed(w, name, &largest, arch);
                     (inst_ver, inst_arch) = (v, a);
                     if !newer {
-                        tracing::debug!(
+                        crate::debug!(
                             "Installed packaged '{}' is up to date, not updating",
                             w.promise.promiser
                         );
@@ -942,7 +942,7 @@ impl Decide<'_> {
                     let command = b.patch_command.clone().unwrap_or_default();
                     self.add_to_schedule(w, &command, Action::Patch, &id, true)
                 } else {
-                    tracing::debug!(
+                    crate::debug!(
                         "Package patch state of '{}' is as promised -- already installed",
                         w.promise.promiser
                     );
@@ -954,7 +954,7 @@ impl Decide<'_> {
                     let command = b.verify_command.clone().unwrap_or_default();
                     self.add_to_schedule(w, &command, Action::Verify, &id, false)
                 } else {
-                    tracing::info!(
+                    crate::info!(
                         "Package '{}' cannot be verified -- no match {at}",
                         w.promise.promiser
                     );
@@ -994,7 +994,7 @@ impl Decide<'_> {
                     .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
                     .collect::<Vec<_>>(),
                 Err(e) => {
-                    tracing::error!("Can't open local directory '{dir}'. (opendir: {e})");
+                    crate::error!("Can't open local directory '{dir}'. (opendir: {e})");
                     continue;
                 }
             };
@@ -1120,7 +1120,7 @@ pub fn compare_internal(v1: &str, v2: &str, cmp: Select) -> VerCmp {
         }
     }
     if !compatible {
-        tracing::debug!("Versioning models for ({v1},{v2}) were incompatible");
+        crate::debug!("Versioning models for ({v1},{v2}) were incompatible");
         return VerCmp::Error;
     }
     let equal = v1 == v2;
@@ -1254,9 +1254,9 @@ fn execute_one(host: &Host, pm: &Scheduled, dry_run: bool, reported: &mut Vec<Re
     let pp = &first.promise;
     let short: String = pp.promiser.chars().take(39).collect();
     match pm.action {
-        Action::Add => tracing::info!("Installing {short}..."),
-        Action::Delete => tracing::info!("Deleting {short}..."),
-        Action::Update => tracing::info!("Updating {short}..."),
+        Action::Add => crate::info!("Installing {short}..."),
+        Action::Delete => crate::info!("Deleting {short}..."),
+        Action::Update => crate::info!("Updating {short}..."),
         _ => {}
     }
     let verify = pm.action == Action::Verify;
@@ -1269,14 +1269,12 @@ fn execute_one(host: &Host, pm: &Scheduled, dry_run: bool, reported: &mut Vec<Re
         }
     };
     if let Some(command) = pm.command.strip_suffix('$') {
-        tracing::debug!("Command does not allow arguments");
+        crate::debug!("Command does not allow arguments");
         let (ok, outcomes) = exec_package_command(host, command, verify, b, pp, dry_run);
         if ok {
-            tracing::debug!(
-                "Package schedule execution ok (outcome cannot be promised by cf-agent)"
-            );
+            crate::debug!("Package schedule execution ok (outcome cannot be promised by cf-agent)");
         } else {
-            tracing::error!("Package schedule execution failed");
+            crate::error!("Package schedule execution failed");
         }
         report(pp, outcomes);
         return;
@@ -1298,7 +1296,7 @@ fn execute_one(host: &Host, pm: &Scheduled, dry_run: bool, reported: &mut Vec<Re
         }
     };
     if pm.changes == ChangesPolicy::Unset {
-        tracing::debug!(
+        crate::debug!(
             "No package_changes: the scheduled command is not run, as cf-agent runs it not"
         );
         return;
@@ -1311,12 +1309,12 @@ fn execute_one(host: &Host, pm: &Scheduled, dry_run: bool, reported: &mut Vec<Re
             let (ok, outcomes) =
                 exec_package_command(host, &line, verify, &owner.body, &owner.promise, dry_run);
             if ok {
-                tracing::debug!(
+                crate::debug!(
                     "Package schedule execution ok for '{}' (outcome cannot be promised by cf-agent)",
                     item.name
                 );
             } else {
-                tracing::error!("Package schedule execution failed for '{}'", item.name);
+                crate::error!("Package schedule execution failed for '{}'", item.name);
             }
             report(&owner.promise, outcomes);
         }
@@ -1331,12 +1329,12 @@ fn execute_one(host: &Host, pm: &Scheduled, dry_run: bool, reported: &mut Vec<Re
     let (ok, outcomes) = exec_package_command(host, &line, verify, b, pp, dry_run);
     for item in &pm.items {
         if ok {
-            tracing::debug!(
+            crate::debug!(
                 "Bulk package schedule execution ok for '{}' (outcome cannot be promised by cf-agent)",
                 item.name
             );
         } else {
-            tracing::error!(
+            crate::error!(
                 "Bulk package schedule execution failed somewhere - unknown outcome for '{}'",
                 item.name
             );
@@ -1361,16 +1359,16 @@ pub fn run_quoted(
     shell: bool,
 ) -> std::io::Result<crate::host::exec::CommandResult> {
     if shell {
-        tracing::debug!("Running {command} in shell");
+        crate::debug!("Running {command} in shell");
     }
     let r = run_command(host, command, shell, OutputSelect::Both)?;
-    tracing::debug!(
+    crate::debug!(
         "Executing {}...",
         command.chars().take(60).collect::<String>()
     );
     let cmd: String = short_name(command).chars().take(20).collect();
     for line in r.output_text().lines() {
-        tracing::info!("Q:{cmd:>20} ...:{line}");
+        crate::info!("Q:{cmd:>20} ...:{line}");
     }
     Ok(r)
 }
@@ -1389,9 +1387,7 @@ fn exec_package_command(
     let at = pp.located();
     let at_verbose = pp.located_when_verbose();
     if !b.useshell && !executable(command) {
-        tracing::error!(
-            "The proposed package schedule command '{command}' was not executable {at}"
-        );
+        crate::error!("The proposed package schedule command '{command}' was not executable {at}");
         return (false, vec![Outcome::Failed]);
     }
     if dry_run {
@@ -1401,7 +1397,7 @@ fn exec_package_command(
         Ok(r) => r,
         Err(e) => {
             let short: String = command.chars().take(20).collect();
-            tracing::error!("Couldn't start command '{short}'. (cf_popen: {e}) {at}");
+            crate::error!("Couldn't start command '{short}'. (cf_popen: {e}) {at}");
             return (false, vec![Outcome::Failed]);
         }
     };
@@ -1413,7 +1409,7 @@ fn exec_package_command(
         let c40: String = tail.chars().take(40).collect();
         for line in r.output_text().lines() {
             if !line.is_empty() && re.is_full_match(line) {
-                tracing::info!("Package verification error in {c40} ... :{line}");
+                crate::info!("Package verification error in {c40} ... :{line}");
                 outcomes.push(Outcome::Failed);
                 ok = false;
             }
@@ -1422,16 +1418,16 @@ fn exec_package_command(
     let code = r.code.unwrap_or(-1);
     if verify && let Some(expected) = b.noverify_returncode {
         if i64::from(code) == expected {
-            tracing::info!("Package verification error (returned {code})");
+            crate::info!("Package verification error (returned {code})");
             outcomes.push(Outcome::Failed);
             ok = false;
         } else {
-            tracing::info!("Package verification succeeded (returned {code})");
+            crate::info!("Package verification succeeded (returned {code})");
             outcomes.push(Outcome::Kept);
         }
     } else if verify && b.noverify_regex.is_some() {
         if ok {
-            tracing::info!("Package verification succeeded (no match with package_noverify_regex)");
+            crate::info!("Package verification succeeded (no match with package_noverify_regex)");
             outcomes.push(Outcome::Kept);
         }
     } else {
@@ -1456,16 +1452,14 @@ pub fn evaluate(
 ) -> Outcome {
     let at = w.promise.located();
     if !sane(w, &at) {
-        tracing::debug!("Package promise {} failed sanity check", w.promise.promiser);
+        crate::debug!("Package promise {} failed sanity check", w.promise.promiser);
         return Outcome::Failed;
     }
     let Some(arch) = default_arch(host, w.body.default_arch_command.as_deref()) else {
-        tracing::error!(
-            "Unable to obtain default architecture for package manager - aborting {at}"
-        );
+        crate::error!("Unable to obtain default architecture for package manager - aborting {at}");
         return Outcome::Failed;
     };
-    tracing::debug!(
+    crate::debug!(
         "Default package architecture for promise {} is '{arch}'",
         w.promise.promiser
     );
@@ -1477,7 +1471,7 @@ pub fn evaluate(
         host, workdir, now, d.lists, &w.body, &arch, dry_run, d.regex,
     );
     if !listed {
-        tracing::error!("Unable to obtain a list of installed packages - aborting {at}");
+        crate::error!("Unable to obtain a list of installed packages - aborting {at}");
         return Outcome::Failed;
     }
     if w.action == Action::Patch {

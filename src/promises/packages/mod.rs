@@ -66,7 +66,7 @@ impl Actuator for Packages {
         let new = NEW_ATTRIBUTES.iter().any(|a| has(a));
         let old = OLD_ATTRIBUTES.iter().any(|a| has(a));
         if new && old {
-            tracing::error!(
+            crate::error!(
                 "Mixed old and new package promise attributes inside one package promise. {at}"
             );
             return Outcome::Failed;
@@ -83,13 +83,13 @@ impl Actuator for Packages {
                 return old_promise(act, p, &body);
             }
             if old {
-                tracing::error!("v1 package promise (package_method) failed sanity check. {at}");
+                crate::error!("v1 package promise (package_method) failed sanity check. {at}");
             } else {
-                tracing::error!(
+                crate::error!(
                     "Package promise '{}' has no policy (\"present\" or \"absent\")",
                     p.promiser
                 );
-                tracing::error!("Old package promise failed sanity check. {at}");
+                crate::error!("Old package promise failed sanity check. {at}");
             }
             return Outcome::Failed;
         }
@@ -98,11 +98,11 @@ impl Actuator for Packages {
             Some("absent") => Policy::Absent,
             _ => {
                 // cf-agent's words say nothing of the cause; ours first.
-                tracing::error!(
+                crate::error!(
                     "Package promise '{}' has no policy (\"present\" or \"absent\")",
                     p.promiser
                 );
-                tracing::error!("New package promise failed sanity check. {at}");
+                crate::error!("New package promise failed sanity check. {at}");
                 return Outcome::Failed;
             }
         };
@@ -111,31 +111,31 @@ impl Actuator for Packages {
             None => default_module(act),
         };
         let Some(body) = body else {
-            tracing::error!("Can not find package module body in policy.");
-            tracing::error!("New package promise failed sanity check. {at}");
+            crate::error!("Can not find package module body in policy.");
+            crate::error!("New package promise failed sanity check. {at}");
             return Outcome::Failed;
         };
         if body.installed_ifelapsed == module::CF_NOINT
             || body.updates_ifelapsed == module::CF_NOINT
         {
-            tracing::error!(
+            crate::error!(
                 "Invalid or missing arguments in package_module body '{}':  query_installed_ifelapsed = {} query_updates_ifelapsed = {}",
                 body.name,
                 body.installed_ifelapsed,
                 body.updates_ifelapsed
             );
-            tracing::error!("New package promise failed sanity check. {at}");
+            crate::error!("New package promise failed sanity check. {at}");
             return Outcome::Failed;
         }
         let Some(mut env) = env_of(act) else {
-            tracing::error!("The work directory (sys.workdir) is not known {at}");
+            crate::error!("The work directory (sys.workdir) is not known {at}");
             return Outcome::Failed;
         };
         let m = match Module::open(env.host, &body, &env.workdir) {
             Ok(m) => m,
             Err(e) => {
-                tracing::error!("{e}");
-                tracing::error!(
+                crate::error!("{e}");
+                crate::error!(
                     "Some error occurred while contacting package module for promise '{}' {at}",
                     p.promiser
                 );
@@ -172,10 +172,10 @@ impl Actuator for Packages {
         };
         let name = &p.promiser;
         match outcome {
-            Outcome::Failed => tracing::error!("{failed} package '{name}' {at}"),
-            Outcome::Repaired => tracing::info!("{done} package '{name}'"),
-            Outcome::Kept => tracing::debug!("Package '{name}' {kept}"),
-            _ => tracing::debug!("Package '{name}' {needs}, but only warning was promised"),
+            Outcome::Failed => crate::error!("{failed} package '{name}' {at}"),
+            Outcome::Repaired => crate::info!("{done} package '{name}'"),
+            Outcome::Kept => crate::debug!("Package '{name}' {kept}"),
+            _ => crate::debug!("Package '{name}' {needs}, but only warning was promised"),
         }
         outcome
     }
@@ -193,12 +193,12 @@ fn old_promise(
         .lookup("sys.workdir")
         .and_then(|v| v.as_scalar().map(std::path::PathBuf::from))
     else {
-        tracing::error!("The work directory (sys.workdir) is not known {at}");
+        crate::error!("The work directory (sys.workdir) is not known {at}");
         return Outcome::Failed;
     };
     for reserved in ["name", "version", "arch", "firstrepo"] {
         if act.ctx.lookup(&format!("this.{reserved}")).is_some() {
-            tracing::warn!(
+            crate::warn!(
                 "$({reserved}) variable has a special meaning in packages promises. Things may not work as expected if it is already defined."
             );
         }
@@ -206,7 +206,7 @@ fn old_promise(
     // A policy cf-agent does not know is its default, add.
     let action = method::Action::parse(p.scalar("package_policy")).unwrap_or(method::Action::Add);
     let Some(select) = method::Select::parse(p.scalar("package_select")) else {
-        tracing::error!(
+        crate::error!(
             "package_select '{}' is not one of ==, !=, <, >, <=, >= {at}",
             p.scalar("package_select").unwrap_or_default()
         );
@@ -284,7 +284,7 @@ fn package_data(env: &mut Env<'_>, m: &Module, w: &Wanted<'_>) -> Option<Package
     match m.call(env.host, "get-package-data", &request) {
         Ok(lines) => parse_package_data(&lines),
         Err(_) => {
-            tracing::info!(
+            crate::info!(
                 "Some error occurred while communicating with package module while collecting package data."
             );
             None
@@ -296,19 +296,19 @@ fn package_data(env: &mut Env<'_>, m: &Module, w: &Wanted<'_>) -> Option<Package
 /// CheckPolicyAndPackageInfoMatch).
 fn file_matches(w: &Wanted<'_>, info: &PackageInfo) -> bool {
     if w.version == Some("latest") {
-        tracing::warn!("Unsupported 'latest' version for package promise of type file.");
+        crate::warn!("Unsupported 'latest' version for package promise of type file.");
         return false;
     }
     if let (Some(a), Some(wa)) = (&info.arch, w.arch)
         && a != wa
     {
-        tracing::warn!("Package arch and one specified in policy doesn't match: {a} -> {wa}");
+        crate::warn!("Package arch and one specified in policy doesn't match: {a} -> {wa}");
         return false;
     }
     if let (Some(v), Some(wv)) = (&info.version, w.version)
         && v != wv
     {
-        tracing::warn!("Package version and one specified in policy doesn't match: {v} -> {wv}");
+        crate::warn!("Package version and one specified in policy doesn't match: {v} -> {wv}");
         return false;
     }
     true
@@ -316,13 +316,13 @@ fn file_matches(w: &Wanted<'_>, info: &PackageInfo) -> bool {
 
 fn present(env: &mut Env<'_>, m: &Module, body: &ModuleBody, w: &Wanted<'_>) -> Outcome {
     let Some(mut info) = package_data(env, m, w) else {
-        tracing::info!("Can not obtain package data for promise: {}", w.promiser);
+        crate::info!("Can not obtain package data for promise: {}", w.promiser);
         return Outcome::Failed;
     };
     match info.kind {
         PackageType::File => {
             if !file_matches(w, &info) {
-                tracing::error!("Package data and policy doesn't match");
+                crate::error!("Package data and policy doesn't match");
                 return Outcome::Failed;
             }
         }
@@ -330,14 +330,12 @@ fn present(env: &mut Env<'_>, m: &Module, body: &ModuleBody, w: &Wanted<'_>) -> 
             // Only the name counts for a repository package; the version
             // and architecture are the promise's.
             if info.arch.take().is_some() {
-                tracing::debug!(
+                crate::debug!(
                     "Unexpected package architecture received from package module. Ignoring."
                 );
             }
             if info.version.take().is_some() {
-                tracing::debug!(
-                    "Unexpected package version received from package module. Ignoring."
-                );
+                crate::debug!("Unexpected package version received from package module. Ignoring.");
             }
         }
     }
@@ -357,7 +355,7 @@ fn present(env: &mut Env<'_>, m: &Module, body: &ModuleBody, w: &Wanted<'_>) -> 
     match info.kind {
         PackageType::File => {
             if in_cache {
-                tracing::debug!("Package exists in cache. Skipping installation.");
+                crate::debug!("Package exists in cache. Skipping installation.");
                 return Outcome::Kept;
             }
             if !env.making_changes(&format!("install file type package: {}", w.promiser)) {
@@ -393,7 +391,7 @@ fn repo_install(
         // cf-agent looks at the updates first, though it then installs
         // whatever the module chooses.
         if !env.refresh(m, body, ListKind::Updates, false) {
-            tracing::info!("Can not update packages cache.");
+            crate::info!("Can not update packages cache.");
         }
         if !env.making_changes(&format!("install repo type package: {}", info.name)) {
             return Outcome::Warned;
@@ -407,11 +405,11 @@ fn repo_install(
         return o;
     }
     if !latest {
-        tracing::debug!("Package '{}' already installed", info.name);
+        crate::debug!("Package '{}' already installed", info.name);
         return Outcome::Kept;
     }
     let Some(updates) = env.updates_of(m, body, &info.name) else {
-        tracing::debug!(
+        crate::debug!(
             "Package '{}' is already in the latest version. Skipping installation.",
             info.name
         );
@@ -426,7 +424,7 @@ fn repo_install(
             continue;
         }
         if env.installed(m, Some(body), &info.name, Some(&version), Some(&arch)) {
-            tracing::debug!(
+            crate::debug!(
                 "Package version from updates matches one installed. Skipping package installation."
             );
             continue;
@@ -470,7 +468,7 @@ fn install(
     let request = options_text(&w.options) + packages;
     match m.call(env.host, command, &request) {
         Err(_) => {
-            tracing::info!(
+            crate::info!(
                 "Some error occurred while communicating with package module while installing package."
             );
             Outcome::Failed
@@ -486,11 +484,11 @@ fn install(
 
 fn absent(env: &mut Env<'_>, m: &Module, body: &ModuleBody, w: &Wanted<'_>) -> Outcome {
     if w.version == Some("latest") {
-        tracing::error!("Package version 'latest' not supported forabsent package promise");
+        crate::error!("Package version 'latest' not supported forabsent package promise");
         return Outcome::Failed;
     }
     if !env.installed(m, Some(body), w.promiser, w.version, w.arch) {
-        tracing::trace!("Package '{}' not installed. Skipping removing.", w.promiser);
+        crate::trace!("Package '{}' not installed. Skipping removing.", w.promiser);
         return Outcome::Kept;
     }
     if !env.making_changes(&format!("remove package '{}'", w.promiser)) {
@@ -499,7 +497,7 @@ fn absent(env: &mut Env<'_>, m: &Module, body: &ModuleBody, w: &Wanted<'_>) -> O
     let request = options_text(&w.options) + &triplet("Name", w.promiser, w.version, w.arch);
     let o = match m.call(env.host, "remove", &request) {
         Err(_) => {
-            tracing::info!("Error communicating package module while removing package.");
+            crate::info!("Error communicating package module while removing package.");
             Outcome::Failed
         }
         Ok(lines) if !lines.is_empty() => {
@@ -530,11 +528,11 @@ fn validate(
     policy: Policy,
 ) -> Outcome {
     if !env.update(m, &w.options, ListKind::Installed) {
-        tracing::info!("Can not update installed packages cache after package installation");
+        crate::info!("Can not update installed packages cache after package installation");
         return Outcome::Failed;
     }
     if !env.update(m, &w.options, ListKind::LocalUpdates) {
-        tracing::info!("Can not update available updates cache after package installation");
+        crate::info!("Can not update available updates cache after package installation");
         return Outcome::Failed;
     }
     let there = env.installed(
@@ -562,7 +560,7 @@ pub fn update_inventory(act: &mut ActContext<'_>) {
     };
     for name in modules {
         let Some(body) = named_module(act, &name) else {
-            tracing::error!("Can not find body for package module: {name}");
+            crate::error!("Can not find body for package module: {name}");
             continue;
         };
         let Some(mut env) = env_of(act) else {
@@ -571,8 +569,8 @@ pub fn update_inventory(act: &mut ActContext<'_>) {
         let m = match Module::open(env.host, &body, &env.workdir) {
             Ok(m) => m,
             Err(e) => {
-                tracing::error!("{e}");
-                tracing::error!("Can not set up wrapper for module: {name}");
+                crate::error!("{e}");
+                crate::error!("Can not set up wrapper for module: {name}");
                 continue;
             }
         };

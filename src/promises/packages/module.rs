@@ -181,7 +181,7 @@ impl Module {
             Ok(lines) if lines.len() == 1 => crate::values::number::parse_c_long(&lines[0]),
             Ok(_) => -1,
             Err(CallFailed) => {
-                tracing::info!("Error occurred while getting supported API version.");
+                crate::info!("Error occurred while getting supported API version.");
                 -1
             }
         }
@@ -199,7 +199,7 @@ impl Module {
         let mut argv = self.prefix.clone();
         argv.push(command.to_string());
         let line = argv.join(" ");
-        tracing::trace!("Calling package module: '{line}' with request [{request}]");
+        crate::trace!("Calling package module: '{line}' with request [{request}]");
         let spec = CommandSpec {
             argv,
             stdin: request.as_bytes().to_vec(),
@@ -209,7 +209,7 @@ impl Module {
         };
         match host.run(&spec) {
             Err(e) => {
-                tracing::info!("Some error occurred while communicating with {line}: {e}");
+                crate::info!("Some error occurred while communicating with {line}: {e}");
                 Err(CallFailed)
             }
             Ok(r) if r.code == Some(0) && !r.timed_out => Ok(r
@@ -227,7 +227,7 @@ impl Module {
                         None => format!("was killed by signal {}", r.signal.unwrap_or(0)),
                     }
                 };
-                tracing::debug!("Command '{line}' {how}");
+                crate::debug!("Command '{line}' {how}");
                 Err(CallFailed)
             }
         }
@@ -239,9 +239,9 @@ impl Module {
 pub fn log_reply_errors(lines: &[String]) {
     for l in lines {
         if l.starts_with("Error=") || l.starts_with("ErrorMessage=") {
-            tracing::error!("package module: {l}");
+            crate::error!("package module: {l}");
         } else {
-            tracing::debug!("Unsupported response from package module: {l}");
+            crate::debug!("Unsupported response from package module: {l}");
         }
     }
 }
@@ -261,7 +261,7 @@ pub fn parse_package_data(lines: &[String]) -> Option<PackageInfo> {
                 "file" => kind = Some(PackageType::File),
                 "repo" => kind = Some(PackageType::Repo),
                 _ => {
-                    tracing::debug!("unsupported package type: {t}");
+                    crate::debug!("unsupported package type: {t}");
                     return None;
                 }
             }
@@ -279,7 +279,7 @@ pub fn parse_package_data(lines: &[String]) -> Option<PackageInfo> {
         };
         let value = l.split_once('=').map_or("", |(_, v)| v);
         if let Some(prev) = slot {
-            tracing::error!("Extraneous package {what} line received: [{l}] {prev}");
+            crate::error!("Extraneous package {what} line received: [{l}] {prev}");
             return None;
         }
         *slot = Some(value.to_string());
@@ -292,7 +292,7 @@ pub fn parse_package_data(lines: &[String]) -> Option<PackageInfo> {
             arch,
         }),
         _ => {
-            tracing::info!("Unknown package name or type.");
+            crate::info!("Unknown package name or type.");
             None
         }
     }
@@ -321,7 +321,7 @@ pub fn parse_package_list(lines: &[String], module: &str) -> (Vec<PackageRecord>
                 match (version, arch) {
                     (Some(v), Some(a)) => push(prev, v, a),
                     _ => {
-                        tracing::debug!("Malformed response from package module for package {prev}")
+                        crate::debug!("Malformed response from package module for package {prev}")
                     }
                 }
                 version = None;
@@ -333,17 +333,17 @@ pub fn parse_package_list(lines: &[String], module: &str) -> (Vec<PackageRecord>
         } else if let Some(a) = l.strip_prefix("Architecture=") {
             arch = Some(a);
         } else if l.starts_with("Error=") || l.starts_with("ErrorMessage=") {
-            tracing::error!("package module: {l}");
+            crate::error!("package module: {l}");
             had_error = true;
         } else {
-            tracing::error!("Unsupported response from package module: {l}");
+            crate::error!("Unsupported response from package module: {l}");
             had_error = true;
         }
     }
     match (name, version, arch) {
         (Some(n), Some(v), Some(a)) => push(n, v, a),
         (None, None, None) => {}
-        (n, v, a) => tracing::debug!(
+        (n, v, a) => crate::debug!(
             "Malformed response from package manager: [{}:{}:{}]",
             n.unwrap_or(""),
             v.unwrap_or(""),
