@@ -831,7 +831,7 @@ fn unclosed_dollar(s: &str) -> Option<usize> {
 /// in, so a byte search for `$` rather than two substring searches.
 pub(crate) fn has_reference(s: &str) -> bool {
     let b = s.as_bytes();
-    memchr::memchr_iter(b'$', b).any(|i| matches!(b.get(i + 1), Some(b'(' | b'{')))
+    crate::scan::memchr_iter(b'$', b).any(|i| matches!(b.get(i + 1), Some(b'(' | b'{')))
 }
 
 /// The text a value has inside a string, if it is a scalar (or a data

@@ -10,11 +10,7 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};
 
-pub const NOTICE_TARGET: &str = "cf_notice";
-
-/// The target of critical messages (`CRITICAL: ...`), which cf-agent prints
-/// for bugs it detects in promise modules.
-pub const CRITICAL_TARGET: &str = "cf_critical";
+pub use crate::log::{CRITICAL_TARGET, NOTICE_TARGET, debug, verbose};
 
 /// The CFEngine level word of an event, right-aligned to eight columns as
 /// cf-agent prints it.
@@ -103,89 +99,12 @@ pub enum LogTarget {
     Stderr,
 }
 
-/// The agent's log macros: `crate::error!`, `warn!`, `info!` (with
-/// `target: NOTICE_TARGET` for notices), `debug!` (cf-agent's verbose) and
-/// `trace!` (its debug), each taking a format string as `tracing`'s do.
-///
-/// They go through a handful of `tracing` callsites in [`emit`] instead of
-/// one per line of code: each callsite is ~70 bytes of static metadata
-/// with pointers the loader relocates at every start, and the agent has
-/// ~700 log lines (100 KB, a quarter of all it relocates). Verbose and
-/// debug lines are not made when their level is off, as with `tracing`.
-#[macro_export]
-macro_rules! error {
-    (target: $target:expr, $($arg:tt)+) => {
-        $crate::report::log::emit(::tracing::Level::ERROR, $target, format_args!($($arg)+))
-    };
-    ($($arg:tt)+) => {
-        $crate::report::log::emit(::tracing::Level::ERROR, "", format_args!($($arg)+))
-    };
-}
+use crate::log::LEVEL;
 
-/// See [`error!`].
-#[macro_export]
-macro_rules! warn {
-    ($($arg:tt)+) => {
-        $crate::report::log::emit(::tracing::Level::WARN, "", format_args!($($arg)+))
-    };
-}
-
-/// See [`error!`].
-#[macro_export]
-macro_rules! info {
-    (target: $target:expr, $($arg:tt)+) => {
-        $crate::report::log::emit(::tracing::Level::INFO, $target, format_args!($($arg)+))
-    };
-    ($($arg:tt)+) => {
-        $crate::report::log::emit(::tracing::Level::INFO, "", format_args!($($arg)+))
-    };
-}
-
-/// See [`error!`]: a verbose line.
-#[macro_export]
-macro_rules! debug {
-    ($($arg:tt)+) => {
-        if $crate::report::log::verbose() {
-            $crate::report::log::emit(::tracing::Level::DEBUG, "", format_args!($($arg)+))
-        }
-    };
-}
-
-/// See [`error!`]: a debug line.
-#[macro_export]
-macro_rules! trace {
-    ($($arg:tt)+) => {
-        if $crate::report::log::debug() {
-            $crate::report::log::emit(::tracing::Level::TRACE, "", format_args!($($arg)+))
-        }
-    };
-}
-
-/// One log line through one of `tracing`'s callsites (see [`error!`]);
-/// `target` tells notices and critical lines apart, as before.
-pub fn emit(level: Level, target: &str, message: fmt::Arguments<'_>) {
-    match level {
-        Level::ERROR if target == CRITICAL_TARGET => {
-            tracing::error!(target: CRITICAL_TARGET, "{message}")
-        }
-        Level::ERROR => tracing::error!(target: "cf_agent", "{message}"),
-        Level::WARN => tracing::warn!(target: "cf_agent", "{message}"),
-        Level::INFO if target == NOTICE_TARGET => {
-            tracing::info!(target: NOTICE_TARGET, "{message}")
-        }
-        Level::INFO => tracing::info!(target: "cf_agent", "{message}"),
-        Level::DEBUG => tracing::debug!(target: "cf_agent", "{message}"),
-        Level::TRACE => tracing::trace!(target: "cf_agent", "{message}"),
-    }
-}
-
-/// The level lines are printed at, kept apart from tracing so that it can
-/// be raised once the policy is read (agent control's `inform`,
-/// `verbose`), and asked without tracing (`enabled!`, while a log line's
-/// text is being made, confuses the per-layer filter, which then drops
-/// that line).
-static LEVEL: std::sync::atomic::AtomicU8 =
-    std::sync::atomic::AtomicU8::new(LogLevel::Notice as u8);
+// The floor below keeps the level as LogLevel's number.
+const _: () = assert!(
+    LogLevel::Verbose as u8 == crate::log::VERBOSE && LogLevel::Debug as u8 == crate::log::DEBUG
+);
 
 fn current_level() -> LogLevel {
     level_from_u8(LEVEL.load(std::sync::atomic::Ordering::Relaxed))
@@ -200,16 +119,6 @@ fn level_from_u8(n: u8) -> LogLevel {
         4 => LogLevel::Verbose,
         _ => LogLevel::Debug,
     }
-}
-
-/// Whether verbose lines are printed (`-v`, `-d`).
-pub fn verbose() -> bool {
-    current_level() >= LogLevel::Verbose
-}
-
-/// Whether debug lines are printed (`-d`).
-pub fn debug() -> bool {
-    current_level() >= LogLevel::Debug
 }
 
 /// Raises the level to at least `level` (never lowers it): agent control's

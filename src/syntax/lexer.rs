@@ -125,8 +125,8 @@ fn quoted_len(i: &str) -> Option<usize> {
         // matter: jump from one to the next.
         let rest = bytes.get(k..)?;
         let at = match q {
-            b'`' => memchr::memchr(q, rest),
-            _ => memchr::memchr2(q, b'\\', rest),
+            b'`' => crate::scan::memchr(q, rest),
+            _ => crate::scan::memchr2(q, b'\\', rest),
         }?;
         k += at;
         if bytes[k] == q {

@@ -42,7 +42,7 @@ pub fn reference_too_deep(text: &str) -> Option<usize> {
     // there are more than MAX_NESTING of them in all.
     // memchr finds the rare `$` and `@` without a test per byte; the count
     // stops as soon as it passes the limit.
-    let openers = memchr::memchr2_iter(b'$', b'@', b)
+    let openers = crate::scan::memchr2_iter(b'$', b'@', b)
         .filter(|&i| matches!(b.get(i + 1), Some(b'(' | b'{')))
         .take(MAX_NESTING + 1)
         .count();

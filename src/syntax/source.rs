@@ -46,7 +46,7 @@ pub struct SourceFile {
 /// check), and counting them first sizes the table exactly: a file's
 /// table lives as long as the run.
 pub fn line_starts(text: &str) -> Vec<u32> {
-    let ends = || memchr::memchr_iter(b'\n', text.as_bytes());
+    let ends = || crate::scan::memchr_iter(b'\n', text.as_bytes());
     let mut starts = Vec::with_capacity(ends().count() + 1);
     starts.push(0);
     starts.extend(ends().map(|i| (i + 1) as u32));

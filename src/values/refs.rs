@@ -26,7 +26,7 @@ pub fn next_ref(s: &str, from: usize) -> Option<RefSpan> {
             .find_map(|(k, _)| ref_at(b, from + k));
     }
     // memchr skips to each `$`/`@` without a test per byte.
-    memchr::memchr2_iter(b'$', b'@', rest).find_map(|k| ref_at(b, from + k))
+    crate::scan::memchr2_iter(b'$', b'@', rest).find_map(|k| ref_at(b, from + k))
 }
 
 /// Texts up to this long are scanned byte by byte.
@@ -94,7 +94,7 @@ fn matching_close(b: &[u8], open: usize) -> Option<usize> {
 /// True if the text holds any `$(...)`/`${...}` reference.
 pub fn has_refs(s: &str) -> bool {
     let b = s.as_bytes();
-    memchr::memchr2_iter(b'$', b'@', b).any(|i| matches!(b.get(i + 1), Some(b'(' | b'{')))
+    crate::scan::memchr2_iter(b'$', b'@', b).any(|i| matches!(b.get(i + 1), Some(b'(' | b'{')))
 }
 
 /// Whether cf-agent 3.21 sees a variable reference in a finished string
