@@ -30,6 +30,10 @@ mod imp {
         two(a, b).find(hay)
     }
 
+    pub fn memchr_count(a: u8, hay: &[u8]) -> usize {
+        one(a).count(hay)
+    }
+
     pub fn memchr_iter(a: u8, hay: &[u8]) -> impl Iterator<Item = usize> + '_ {
         let finder = one(a);
         let mut at = 0;
@@ -54,9 +58,13 @@ mod imp {
 #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
 mod imp {
     pub use memchr::{memchr, memchr_iter, memchr2, memchr2_iter};
+
+    pub fn memchr_count(a: u8, hay: &[u8]) -> usize {
+        memchr_iter(a, hay).count()
+    }
 }
 
-pub use imp::{memchr, memchr_iter, memchr2, memchr2_iter};
+pub use imp::{memchr, memchr_count, memchr_iter, memchr2, memchr2_iter};
 
 #[cfg(test)]
 mod tests {
@@ -74,6 +82,7 @@ mod tests {
         for t in texts {
             assert_eq!(memchr(b'$', t), memchr::memchr(b'$', t));
             assert_eq!(memchr2(b'$', b'@', t), memchr::memchr2(b'$', b'@', t));
+            assert_eq!(memchr_count(b'$', t), memchr::memchr_iter(b'$', t).count());
             assert_eq!(
                 memchr_iter(b'$', t).collect::<Vec<_>>(),
                 memchr::memchr_iter(b'$', t).collect::<Vec<_>>()

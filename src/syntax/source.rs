@@ -46,10 +46,10 @@ pub struct SourceFile {
 /// check), and counting them first sizes the table exactly: a file's
 /// table lives as long as the run.
 pub fn line_starts(text: &str) -> Vec<u32> {
-    let ends = || crate::scan::memchr_iter(b'\n', text.as_bytes());
-    let mut starts = Vec::with_capacity(ends().count() + 1);
+    let bytes = text.as_bytes();
+    let mut starts = Vec::with_capacity(crate::scan::memchr_count(b'\n', bytes) + 1);
     starts.push(0);
-    starts.extend(ends().map(|i| (i + 1) as u32));
+    starts.extend(crate::scan::memchr_iter(b'\n', bytes).map(|i| (i + 1) as u32));
     starts
 }
 
