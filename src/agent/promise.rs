@@ -8,6 +8,7 @@ use super::{
     AgentRun, DEFAULT_IFELAPSED_MINUTES, FatalAt, PassState, RunError, done_key, fnv1a,
     refused_in_sandbox,
 };
+use crate::eval::call::Builtins;
 use crate::eval::context::Frame;
 use crate::eval::expanded::{AttrValue, ExpandedPromise};
 use crate::eval::expanded::{attrs_key, define_outcome_classes};
@@ -168,7 +169,7 @@ impl AgentRun<'_> {
             self.ctx.held_skips = Some(Vec::new());
         }
         let id = promise as *const Promise as usize;
-        let memo = settles(ptype, promise);
+        let memo = settles(self.ctx.builtins(), ptype, promise);
         if memo
             && let Some((vars, classes)) = self.settled_acting.get(&id)
             && self.ctx.vars.reads.unchanged_since(vars)
@@ -1114,11 +1115,11 @@ fn refused_attribute(ep: &ExpandedPromise) -> Option<String> {
 /// or that a module carries out, not a report returning a value (set again
 /// each pass), and with no function that reads more than its arguments and
 /// the stores.
-fn settles(ptype: &str, promise: &Promise) -> bool {
+fn settles(builtins: Builtins, ptype: &str, promise: &Promise) -> bool {
     !crate::report::log::verbose()
         && actuator(ptype).is_some_and(|a| !a.speaks_each_pass())
         && promise.attribute("bundle_return_value_index").is_none()
-        && crate::eval::preeval::calls_only_pure_functions(promise)
+        && crate::eval::preeval::calls_only_pure_functions(builtins, promise)
 }
 
 /// Appends `n` as 16 lowercase hex digits (`{:016x}` without the

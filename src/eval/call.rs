@@ -40,11 +40,35 @@ pub struct FnSpec {
     pub side_effects: bool,
     /// Run once per agent run for the same arguments.
     pub cached: bool,
+    /// Gives the same result for the same arguments and the variables and
+    /// classes it reads (which the stores' read logs follow) alone: no
+    /// file, command, clock, randomness or network (`mapdata` is not pure:
+    /// its `json_pipe` runs a command).
+    pub pure: bool,
+    /// Pure, and its code says nothing whatever its arguments (an error is
+    /// returned, not logged).
+    pub quiet: bool,
     /// Reads and parses the file named by this argument: the result is
     /// kept for the same arguments while the file stays the same (size,
     /// modification time and inode), so passes do not parse it again.
     pub parses_file: Option<usize>,
     pub imp: FnImpl,
+}
+
+impl FnSpec {
+    /// The same function, marked pure (see [`FnSpec::pure`]).
+    pub const fn pure(self) -> FnSpec {
+        FnSpec { pure: true, ..self }
+    }
+
+    /// The same function, marked pure and quiet (see [`FnSpec::quiet`]).
+    pub const fn quiet(self) -> FnSpec {
+        FnSpec {
+            pure: true,
+            quiet: true,
+            ..self
+        }
+    }
 }
 
 /// The table evaluation calls built-ins through.

@@ -4,6 +4,7 @@
 //! classes of common bundles and the vars of every bundle; then once more
 //! over all files, so that definitions in later files reach earlier ones.
 
+use super::call::{Builtins, FnSpec};
 use super::context::{EvalContext, Frame};
 use super::promises::{EvalMessage, PromiseResult};
 use super::reads::Reads;
@@ -383,7 +384,7 @@ impl Settled {
             .iter()
             .any(|a| promise.attribute(a).is_some())
             || policy.has_bodies_in("bodydefault");
-        let pure = !bodies && calls_only_pure_functions(promise);
+        let pure = !bodies && calls_only_pure_functions(ctx.builtins(), promise);
         let logged = !bodies && !crate::report::log::verbose() && (!self.pure_only || pure);
         if logged {
             ctx.vars.reads.start();
@@ -417,112 +418,33 @@ impl Settled {
 /// Whether every function a promise calls (its value, its conditions)
 /// gives the same for the same arguments and stores, and says nothing
 /// else: no file, command, clock, randomness or network.
-pub fn calls_only_pure_functions(promise: &Promise) -> bool {
+pub fn calls_only_pure_functions(builtins: Builtins, promise: &Promise) -> bool {
     promise
         .attributes
         .iter()
-        .all(|a| calls_only(&a.value, PURE_FUNCTIONS, true))
+        .all(|a| calls_only(builtins, &a.value, |f| f.pure, true))
 }
 
-/// Whether every call in `r` is of a function `allowed` names; lists and
-/// references (`@(x)`, symbols) only where `lists_and_refs`.
-fn calls_only(r: &crate::syntax::ast::Rval, allowed: &[&str], lists_and_refs: bool) -> bool {
+/// Whether every call in `r` is of a built-in that `allowed` accepts;
+/// lists and references (`@(x)`, symbols) only where `lists_and_refs`.
+fn calls_only(
+    builtins: Builtins,
+    r: &crate::syntax::ast::Rval,
+    allowed: fn(&FnSpec) -> bool,
+    lists_and_refs: bool,
+) -> bool {
     use crate::syntax::ast::Rval;
+    let only = |r| calls_only(builtins, r, allowed, lists_and_refs);
     match r {
         Rval::Call(c) => {
-            allowed.contains(&c.name.name.as_str())
-                && c.args
-                    .iter()
-                    .all(|a| calls_only(a, allowed, lists_and_refs))
+            (builtins.lookup)(&c.name.name).is_some_and(allowed) && c.args.iter().all(only)
         }
-        Rval::List { items, .. } => {
-            lists_and_refs && items.iter().all(|i| calls_only(i, allowed, lists_and_refs))
-        }
+        Rval::List { items, .. } => lists_and_refs && items.iter().all(only),
         Rval::String(_) => true,
         Rval::NakedVar { .. } | Rval::Symbol(_) => lists_and_refs,
     }
 }
 
-/// Functions whose result depends on their arguments and the variables and
-/// classes they read (which the stores' read logs follow) alone (`mapdata`
-/// is not: its `json_pipe` runs a command).
-const PURE_FUNCTIONS: &[&str] = &[
-    "and",
-    "basename",
-    "canonify",
-    "concat",
-    "data_expand",
-    "data_regextract",
-    "difference",
-    "escape",
-    "eval",
-    "every",
-    "expandrange",
-    "filter",
-    "format",
-    "getindices",
-    "getvalues",
-    "grep",
-    "hash",
-    "hash_to_int",
-    "ifelse",
-    "int",
-    "intersection",
-    "irange",
-    "isgreaterthan",
-    "islessthan",
-    "isvariable",
-    "join",
-    "lastnode",
-    "length",
-    "maparray",
-    "maplist",
-    "max",
-    "mean",
-    "mergedata",
-    "min",
-    "none",
-    "not",
-    "nth",
-    "or",
-    "parseintarray",
-    "parsejson",
-    "parserealarray",
-    "parsestringarray",
-    "parsestringarrayidx",
-    "parseyaml",
-    "product",
-    "regarray",
-    "regcmp",
-    "regex_replace",
-    "regextract",
-    "reglist",
-    "reverse",
-    "rrange",
-    "some",
-    "sort",
-    "splitstring",
-    "storejson",
-    "strcmp",
-    "string",
-    "string_downcase",
-    "string_head",
-    "string_length",
-    "string_mustache",
-    "string_replace",
-    "string_reverse",
-    "string_split",
-    "string_tail",
-    "string_trim",
-    "string_upcase",
-    "sublist",
-    "sum",
-    "type",
-    "unique",
-    "validdata",
-    "validjson",
-    "variance",
-];
 
 /// cf-agent's "preliminary convergence", done by the agent alone (not by
 /// cf-promises) before the bundlesequence runs: every promise of every
@@ -577,7 +499,7 @@ pub fn preliminary_convergence(ctx: &mut EvalContext, policy: &PolicySet) {
                     // combinations gets (said here, as before).
                     if !crate::report::log::debug()
                         && !crate::report::log::verbose()
-                        && calls_only_quiet_functions(promise)
+                        && calls_only_quiet_functions(ctx.builtins(), promise)
                     {
                         ctx.enter_promise(file, promise);
                         let texts = ctx.promise_texts(promise, &["depends_on"]);
@@ -609,15 +531,13 @@ pub fn preliminary_convergence(ctx: &mut EvalContext, policy: &PolicySet) {
 /// neither acts, nor caches, nor logs, whatever its arguments (an error is
 /// returned, not said), with only quoted strings and such calls as
 /// arguments: no body, no list (an `@(container)` in a list warns).
-fn calls_only_quiet_functions(promise: &crate::syntax::ast::Promise) -> bool {
+fn calls_only_quiet_functions(builtins: Builtins, promise: &crate::syntax::ast::Promise) -> bool {
     promise.attributes.iter().all(|a| {
         matches!(a.value, crate::syntax::ast::Rval::Call(_))
-            && calls_only(&a.value, QUIET_FUNCTIONS, false)
+            && calls_only(builtins, &a.value, |f| f.quiet, false)
     })
 }
 
-/// Pure functions whose code logs nothing (checked in src/functions).
-const QUIET_FUNCTIONS: &[&str] = &["canonify", "concat", "isvariable", "regcmp", "strcmp"];
 
 /// Whether expanding a promise may call a function: one of its
 /// attributes holds a call, or names a body (whose attributes may).

@@ -8,15 +8,15 @@ use crate::values::Value;
 use crate::values::canon::canonify;
 
 pub static FUNCTIONS: &[FnSpec] = &[
-    spec("strcmp", 2, Some(2), strcmp),
-    spec("regcmp", 2, Some(2), regcmp),
-    spec("isvariable", 1, Some(1), isvariable),
-    spec("canonify", 1, Some(1), canonify_fn),
-    spec("concat", 0, None, concat),
-    spec("and", 0, None, and),
-    spec("or", 0, None, or),
-    spec("not", 1, Some(1), not),
-    spec("ifelse", 1, None, ifelse),
+    spec("strcmp", 2, Some(2), strcmp).quiet(),
+    spec("regcmp", 2, Some(2), regcmp).quiet(),
+    spec("isvariable", 1, Some(1), isvariable).quiet(),
+    spec("canonify", 1, Some(1), canonify_fn).quiet(),
+    spec("concat", 0, None, concat).quiet(),
+    spec("and", 0, None, and).pure(),
+    spec("or", 0, None, or).pure(),
+    spec("not", 1, Some(1), not).pure(),
+    spec("ifelse", 1, None, ifelse).pure(),
 ];
 
 fn strcmp(_: &mut EvalContext, a: &[Value]) -> FnResult {

@@ -8,10 +8,10 @@ use crate::values::Value;
 use crate::values::number::{parse_c_double, parse_int, parse_real};
 
 pub static FUNCTIONS: &[FnSpec] = &[
-    spec("eval", 1, Some(3), eval),
-    spec("isgreaterthan", 2, Some(2), isgreaterthan),
-    spec("islessthan", 2, Some(2), islessthan),
-    spec("int", 1, Some(1), int),
+    spec("eval", 1, Some(3), eval).pure(),
+    spec("isgreaterthan", 2, Some(2), isgreaterthan).pure(),
+    spec("islessthan", 2, Some(2), islessthan).pure(),
+    spec("int", 1, Some(1), int).pure(),
     spec("randomint", 2, Some(2), randomint),
 ];
 

@@ -135,6 +135,8 @@ pub const fn spec(name: &'static str, min: usize, max: Option<usize>, imp: FnImp
         raw_args: &[],
         side_effects: false,
         cached: false,
+        pure: false,
+        quiet: false,
         parses_file: None,
         imp,
     }

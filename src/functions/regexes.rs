@@ -13,11 +13,11 @@ use crate::values::{DataType, Origin, Value};
 use serde_json::Value as Json;
 
 pub static FUNCTIONS: &[FnSpec] = &[
-    spec("regextract", 3, Some(3), regextract),
-    spec("regex_replace", 4, Some(4), regex_replace),
-    spec("regarray", 2, Some(2), regarray),
-    spec("reglist", 2, Some(2), reglist),
-    spec("data_regextract", 2, Some(2), data_regextract),
+    spec("regextract", 3, Some(3), regextract).pure(),
+    spec("regex_replace", 4, Some(4), regex_replace).pure(),
+    spec("regarray", 2, Some(2), regarray).pure(),
+    spec("reglist", 2, Some(2), reglist).pure(),
+    spec("data_regextract", 2, Some(2), data_regextract).pure(),
     spec("regline", 2, Some(2), regline),
     spec("countlinesmatching", 2, Some(2), countlinesmatching),
 ];
