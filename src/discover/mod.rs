@@ -3,12 +3,11 @@
 //!
 //! Everything is read below [`DiscoverInput::root`] (normally `/`), so tests
 //! can point discovery at a fake tree holding `etc/os-release`, `proc/...`
-//! and so on. Three facts come from the C library, because no file holds
-//! them or cf-agent asks the library for them: the IPv4 addresses of the
-//! interfaces (`getifaddrs`, the same kernel view as cf-agent's
-//! `SIOCGIFCONF`), the local time zone offset (`localtime_r`, which honours
-//! `TZ` and `/etc/localtime` exactly as cf-agent does) and the host's
-//! canonical name (`gethostbyname_r`, nsswitch and DNS included). All three
+//! and so on. Three facts come from the kernel or the C library, because
+//! no file holds them or cf-agent asks for them so: the IPv4 addresses of
+//! the interfaces (cf-agent's `SIOCGIFCONF`), the local time zone offset
+//! (`localtime_r`, which honours `TZ` and `/etc/localtime` exactly as
+//! cf-agent does) and the host's canonical name (`gethostbyname_r`, nsswitch and DNS included). All three
 //! can be injected or replaced through the input.
 //!
 //! cf-agent defines a hard class only once: the first definition keeps its
@@ -39,11 +38,11 @@ pub use paths::Layout;
 
 /// Whether `ip` is one of this host's interface addresses (as cf-agent
 /// decides, when bootstrapping, whether it is the policy server): the
-/// IPv4 addresses `getifaddrs` lists (127.0.0.1 on `lo`, not the rest of
+/// IPv4 addresses SIOCGIFCONF lists (127.0.0.1 on `lo`, not the rest of
 /// 127.0.0.0/8); of IPv6, the loopback only.
 pub fn is_own_address(ip: std::net::IpAddr) -> bool {
     match ip {
-        std::net::IpAddr::V4(v4) => network::kernel_ipv4().iter().any(|i| i.addr == v4),
+        std::net::IpAddr::V4(v4) => network::kernel_ipv4(None).iter().any(|i| i.addr == v4),
         std::net::IpAddr::V6(v6) => v6.is_loopback(),
     }
 }
@@ -79,7 +78,7 @@ pub struct DiscoverInput {
     pub root: PathBuf,
     pub role: Role,
     /// The interfaces with IPv4 addresses, in kernel order. `None` asks the
-    /// kernel (`getifaddrs`).
+    /// kernel (SIOCGIFCONF).
     pub ipv4: Option<Vec<Ipv4Iface>>,
     /// Seconds east of UTC of local time at `now`. `None` asks the C library
     /// (`localtime_r`).
@@ -186,11 +185,22 @@ pub fn discover(input: &DiscoverInput) -> Discovery {
     kernel::arch_classes(&mut c, &uname);
     host::alias_classes(&mut c, &names);
 
+    // One socket for the interface ioctls; on a fake root the tree's
+    // /sys/class/net tells the hardware facts instead.
+    let kernel = if input.ipv4.is_none() || root.is_host() {
+        crate::host::netif::Interfaces::open().ok()
+    } else {
+        None
+    };
     let ipv4 = match &input.ipv4 {
         Some(list) => list.clone(),
-        None => network::kernel_ipv4(),
+        None => network::kernel_ipv4(kernel.as_ref()),
     };
-    network::interfaces(&mut c, &root, &input.layout, &ipv4);
+    let links = network::Links {
+        root: &root,
+        kernel: kernel.as_ref().filter(|_| root.is_host()),
+    };
+    network::interfaces(&mut c, &links, &input.layout, &ipv4);
     let net_root = input
         .procdir
         .as_deref()

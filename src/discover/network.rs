@@ -3,16 +3,18 @@
 //! the `/proc/net` views `sys.inet`, `sys.inet6` and `sys.interfaces_data`.
 //!
 //! cf-agent lists the interfaces that have an IPv4 address with the
-//! SIOCGIFCONF ioctl; `getifaddrs` gives the same list in the same
-//! (interface index) order, so that is what we ask. Everything else comes
-//! from `/proc/net` and `/sys/class/net`. cf-agent 3.21 learns IPv6
-//! addresses, and the MAC addresses of interfaces without IPv4, by running
-//! `/sbin/ifconfig -a`; we read the same facts from `/proc/net/if_inet6`
-//! and `/sys/class/net`, but only when `/sbin/ifconfig` exists, since
-//! without it cf-agent finds none of them.
+//! SIOCGIFCONF ioctl and reads their MAC addresses with SIOCGIFHWADDR, and
+//! so do we (on a test's fake root, `/sys/class/net` stands in for the
+//! latter). Everything else comes from `/proc/net`. cf-agent 3.21 learns
+//! IPv6 addresses, and the MAC addresses of interfaces without IPv4, by
+//! running `/sbin/ifconfig -a`; we read the same facts from
+//! `/proc/net/if_inet6` and the devices' hardware facts as above, but
+//! only when `/sbin/ifconfig` exists, since without it cf-agent finds none
+//! of them.
 
 use super::Collector;
 use super::root::Root;
+use crate::host::netif::Interfaces;
 use crate::values::canon::canonify;
 use crate::values::value::{DataType, Value};
 use serde_json::{Map, Value as Json, json};
@@ -68,38 +70,80 @@ pub fn parse_iface_flags(flags: u32) -> String {
         .join(" ")
 }
 
-/// The kernel's IPv4 interface addresses, from `getifaddrs`.
-pub(crate) fn kernel_ipv4() -> Vec<Ipv4Iface> {
-    let mut out = Vec::new();
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `head` with a list we only read and then
-    // free with freeifaddrs; every pointer is checked for null before use,
-    // and `ifa_addr` is only cast to sockaddr_in when its family says so.
-    unsafe {
-        if libc::getifaddrs(&mut head) != 0 {
-            return out;
-        }
-        let mut cur = head;
-        while !cur.is_null() {
-            let ifa = &*cur;
-            if !ifa.ifa_addr.is_null()
-                && i32::from((*ifa.ifa_addr).sa_family) == libc::AF_INET
-                && !ifa.ifa_name.is_null()
-            {
-                let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                out.push(Ipv4Iface {
-                    name: std::ffi::CStr::from_ptr(ifa.ifa_name)
-                        .to_string_lossy()
-                        .into_owned(),
-                    addr: Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
-                    flags: ifa.ifa_flags,
-                });
+/// The kernel's IPv4 interface addresses, from SIOCGIFCONF as cf-agent
+/// asks (on the socket `kernel` when one is open already).
+pub(crate) fn kernel_ipv4(kernel: Option<&Interfaces>) -> Vec<Ipv4Iface> {
+    let opened;
+    let kernel = match kernel {
+        Some(k) => k,
+        None => match Interfaces::open() {
+            Ok(k) => {
+                opened = k;
+                &opened
             }
-            cur = ifa.ifa_next;
+            Err(_) => return Vec::new(),
+        },
+    };
+    kernel
+        .ipv4()
+        .into_iter()
+        .map(|a| Ipv4Iface {
+            name: a.name,
+            addr: a.addr,
+            flags: a.flags,
+        })
+        .collect()
+}
+
+/// Where the link facts of a device (hardware type, MAC address) come
+/// from: the kernel's SIOCGIFHWADDR on the host, which tells both in one
+/// call, or `/sys/class/net` below a test's fake root.
+pub(crate) struct Links<'a> {
+    pub(crate) root: &'a Root,
+    pub(crate) kernel: Option<&'a Interfaces>,
+}
+
+impl Links<'_> {
+    /// The MAC address as cf-agent prints SIOCGIFHWADDR's: the first six
+    /// bytes in lower-case hex, zeros for a device without one (tun,
+    /// wireguard).
+    fn mac(&self, device: &str) -> Option<String> {
+        if let Some(k) = self.kernel {
+            let hw = k.hardware(device)?;
+            return Some(
+                hw.addr[..6]
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(":"),
+            );
         }
-        libc::freeifaddrs(head);
+        let text = self
+            .root
+            .read(&format!("/sys/class/net/{device}/address"))?;
+        let mut bytes: Vec<String> = text
+            .trim()
+            .split(':')
+            .filter(|b| !b.is_empty())
+            .take(6)
+            .map(|b| format!("{:0>2}", b.to_lowercase()))
+            .collect();
+        bytes.resize(6, "00".to_string());
+        Some(bytes.join(":"))
     }
-    out
+
+    /// Whether the device is Ethernet (`ARPHRD_ETHER`).
+    fn is_ether(&self, device: &str) -> bool {
+        match self.kernel {
+            Some(k) => k
+                .hardware(device)
+                .is_some_and(|hw| hw.kind == libc::ARPHRD_ETHER),
+            None => self
+                .root
+                .read(&format!("/sys/class/net/{device}/type"))
+                .is_some_and(|t| t.trim() == "1"),
+        }
+    }
 }
 
 /// Interface name patterns to skip, from `WORKDIR/inputs/ignore_interfaces.rx`.
@@ -116,21 +160,9 @@ fn ignored(patterns: &[String], name: &str) -> bool {
     })
 }
 
-/// The MAC address of a device from `/sys/class/net/<dev>/address`, as
-/// SIOCGIFHWADDR reports it: the first six bytes, zeros for a device
-/// without one (tun, wireguard).
-fn mac_address(root: &Root, name: &str) -> Option<String> {
-    let device = name.split(':').next().unwrap_or(name);
-    let text = root.read(&format!("/sys/class/net/{device}/address"))?;
-    let mut bytes: Vec<String> = text
-        .trim()
-        .split(':')
-        .filter(|b| !b.is_empty())
-        .take(6)
-        .map(|b| format!("{:0>2}", b.to_lowercase()))
-        .collect();
-    bytes.resize(6, "00".to_string());
-    Some(bytes.join(":"))
+/// The MAC address of a device (of `eth0` for the label `eth0:1`).
+fn mac_address(links: &Links, name: &str) -> Option<String> {
+    links.mac(name.split(':').next().unwrap_or(name))
 }
 
 /// Compares interface names as ifconfig sorts them: digit runs by value.
@@ -288,15 +320,16 @@ fn set_list(c: &mut Collector, name: &str, items: Vec<String>, tags: &str) {
 /// The address classes and variables of the interfaces.
 pub(crate) fn interfaces(
     c: &mut Collector,
-    root: &Root,
+    links: &Links,
     layout: &super::Layout,
     ipv4: &[Ipv4Iface],
 ) {
+    let root = links.root;
     let patterns = ignore_patterns(root, layout);
     let mut lists = InterfaceLists::default();
-    ipv4_interfaces(c, root, &patterns, ipv4, &mut lists);
+    ipv4_interfaces(c, links, &patterns, ipv4, &mut lists);
     if root.exists("/sbin/ifconfig") {
-        ifconfig_interfaces(c, root, &mut lists);
+        ifconfig_interfaces(c, links, &mut lists);
     }
     lists.publish(c);
 }
@@ -305,7 +338,7 @@ pub(crate) fn interfaces(
 /// ones: their names, flags, addresses and MAC addresses.
 fn ipv4_interfaces(
     c: &mut Collector,
-    root: &Root,
+    links: &Links,
     patterns: &[String],
     ipv4: &[Ipv4Iface],
     lists: &mut InterfaceLists,
@@ -343,7 +376,7 @@ fn ipv4_interfaces(
 
         // No MAC address for loopback.
         if iface.flags & IFF_LOOPBACK == 0
-            && let Some(mac) = mac_address(root, &iface.name)
+            && let Some(mac) = mac_address(links, &iface.name)
         {
             c.sys(
                 &format!("hardware_mac[{canon}]"),
@@ -396,7 +429,8 @@ fn ipv4_address(c: &mut Collector, iface: &Ipv4Iface, canon: &str, primary: bool
 /// What cf-agent learns from `ifconfig -a`: the IPv6 addresses of every
 /// interface, and the MAC addresses of Ethernet devices the IPv4 walk did
 /// not give one.
-fn ifconfig_interfaces(c: &mut Collector, root: &Root, lists: &mut InterfaceLists) {
+fn ifconfig_interfaces(c: &mut Collector, links: &Links, lists: &mut InterfaceLists) {
+    let root = links.root;
     let dev_names = root
         .read("/proc/net/dev")
         .map(|t| proc_net_dev_names(&t))
@@ -416,12 +450,9 @@ fn ifconfig_interfaces(c: &mut Collector, root: &Root, lists: &mut InterfaceList
             lists.ips.push(txt);
         }
         let canon = canonify(name);
-        let is_ether = root
-            .read(&format!("/sys/class/net/{name}/type"))
-            .is_some_and(|t| t.trim() == "1");
-        if is_ether
+        if links.is_ether(name)
             && !lists.macs_known.contains(&canon)
-            && let Some(mac) = mac_address(root, name)
+            && let Some(mac) = mac_address(links, name)
         {
             c.sys(
                 &format!("hardware_mac[{canon}]"),
