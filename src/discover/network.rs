@@ -500,44 +500,87 @@ fn route_flags(flags: u64, default: Option<bool>) -> Vec<&'static str> {
     out
 }
 
+/// One well-formed line of `/proc/net/route`: its fields, and those of
+/// them that are addresses and flags.
+struct RouteLine<'a> {
+    fields: Vec<&'a str>,
+    dest: Ipv4Addr,
+    gateway: Ipv4Addr,
+    flags: u64,
+    mask: Ipv4Addr,
+    metric: i64,
+}
+
+/// The well-formed lines of `/proc/net/route`, in order.
+fn route_lines(text: &str) -> impl Iterator<Item = RouteLine<'_>> {
+    let ipv4 = |s: &str| hex_u64(s).map(|v| Ipv4Addr::from((v as u32).swap_bytes()));
+    text.lines().skip(1).filter_map(move |line| {
+        let f: Vec<&str> = line.split_ascii_whitespace().collect();
+        if f.len() < 11 {
+            return None;
+        }
+        let (Some(dest), Some(gateway), Some(flags), Some(mask)) =
+            (ipv4(f[1]), ipv4(f[2]), hex_u64(f[3]), ipv4(f[7]))
+        else {
+            return None;
+        };
+        Some(RouteLine {
+            metric: f[6].parse::<i64>().unwrap_or(0),
+            fields: f,
+            dest,
+            gateway,
+            flags,
+            mask,
+        })
+    })
+}
+
+/// The index among `lines` of the default route chosen: the first of
+/// lowest metric.
+fn best_default<'a>(lines: impl Iterator<Item = &'a RouteLine<'a>>) -> Option<usize> {
+    let mut best: Option<(usize, u64)> = None;
+    for (i, r) in lines.enumerate() {
+        if r.dest.is_unspecified() && best.is_none_or(|(_, m)| (r.metric as u64) < m) {
+            best = Some((i, r.metric as u64));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// The gateway of the default route `parse_ipv4_routes` marks active,
+/// without making the routes' JSON (the class is defined at every start;
+/// `sys.inet` is made only when read).
+pub(crate) fn default_gateway(text: &str) -> Option<Ipv4Addr> {
+    let lines: Vec<RouteLine> = route_lines(text).collect();
+    best_default(lines.iter()).map(|i| lines[i].gateway)
+}
+
 /// `/proc/net/route` as `sys.inet` routes, the default route first chosen
 /// by lowest metric.
 pub(crate) fn parse_ipv4_routes(text: &str) -> (Vec<Json>, Option<usize>) {
-    let ipv4 = |s: &str| hex_u64(s).map(|v| Ipv4Addr::from((v as u32).swap_bytes()));
-    let mut routes = Vec::new();
-    let mut best: Option<(usize, u64)> = None;
-    for line in text.lines().skip(1) {
-        let f: Vec<&str> = line.split_ascii_whitespace().collect();
-        if f.len() < 11 {
-            continue;
-        }
-        let (Some(dest), Some(gw), Some(flags), Some(mask)) =
-            (ipv4(f[1]), ipv4(f[2]), hex_u64(f[3]), ipv4(f[7]))
-        else {
-            continue;
-        };
-        let int = |s: &str| s.parse::<i64>().unwrap_or(0);
-        let metric = int(f[6]);
-        let is_default = dest.is_unspecified();
-        if is_default && best.is_none_or(|(_, m)| (metric as u64) < m) {
-            best = Some((routes.len(), metric as u64));
-        }
-        routes.push(json!({
-            "active_default_gateway": false,
-            "dest": dest.to_string(),
-            "flags": route_flags(flags, Some(is_default)),
-            "gateway": gw.to_string(),
-            "interface": f[0],
-            "irtt": int(f[10]),
-            "mask": mask.to_string(),
-            "metric": metric,
-            "mtu": int(f[8]),
-            "refcnt": int(f[4]),
-            "use": int(f[5]),
-            "window": int(f[9]),
-        }));
-    }
-    let best = best.map(|(i, _)| i);
+    let lines: Vec<RouteLine> = route_lines(text).collect();
+    let best = best_default(lines.iter());
+    let int = |s: &str| s.parse::<i64>().unwrap_or(0);
+    let mut routes: Vec<Json> = lines
+        .iter()
+        .map(|r| {
+            let f = &r.fields;
+            json!({
+                "active_default_gateway": false,
+                "dest": r.dest.to_string(),
+                "flags": route_flags(r.flags, Some(r.dest.is_unspecified())),
+                "gateway": r.gateway.to_string(),
+                "interface": f[0],
+                "irtt": int(f[10]),
+                "mask": r.mask.to_string(),
+                "metric": r.metric,
+                "mtu": int(f[8]),
+                "refcnt": int(f[4]),
+                "use": int(f[5]),
+                "window": int(f[9]),
+            })
+        })
+        .collect();
     if let Some(i) = best {
         routes[i]["active_default_gateway"] = Json::Bool(true);
     }
@@ -678,10 +721,7 @@ pub(crate) fn parse_net_dev(text: &str) -> Map<String, Json> {
 /// each is defined when one of its files exists, as when made at once.
 pub(crate) fn networking(c: &mut Collector, root: &Root) {
     let route = root.read("/proc/net/route");
-    if let Some(text) = &route
-        && let (routes, Some(i)) = parse_ipv4_routes(text)
-    {
-        let gw = routes[i]["gateway"].as_str().unwrap_or("");
+    if let Some(gw) = route.as_deref().and_then(default_gateway) {
         c.class(
             &format!("ipv4_gw_{gw}"),
             "inventory,networking,/proc,source=agent,attribute_name=none,procfs",
