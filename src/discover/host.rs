@@ -137,7 +137,9 @@ pub(crate) fn discover_names(
     raw_nodename: &str,
 ) -> Names {
     let nodename = raw_nodename.to_lowercase();
-    let dnsname = lookup(how, root, raw_nodename)
+    let first = lookup(how, root, raw_nodename);
+    let dnsname = first
+        .as_ref()
         .map(|(n, _)| n.to_lowercase())
         .unwrap_or_default();
     let (fqname, uqname, domain) = calculate_domain_name(&nodename, &dnsname);
@@ -174,7 +176,14 @@ pub(crate) fn discover_names(
     );
     c.sys("domain", domain.clone(), "source=agent");
 
-    let aliases = lookup(how, root, &fqname).map(|(_, a)| a);
+    // Most hosts' fully qualified name is the node name itself: the
+    // resolver was asked that already (its files read, its sockets tried).
+    let aliases = if fqname == raw_nodename {
+        first
+    } else {
+        lookup(how, root, &fqname)
+    }
+    .map(|(_, a)| a);
     Names {
         fqname,
         uqname,

@@ -3,12 +3,11 @@
 //!
 //! Everything is read below [`DiscoverInput::root`] (normally `/`), so tests
 //! can point discovery at a fake tree holding `etc/os-release`, `proc/...`
-//! and so on. Three facts come from the C library, because no file holds
-//! them or cf-agent asks the library for them: the IPv4 addresses of the
-//! interfaces (`getifaddrs`, the same kernel view as cf-agent's
-//! `SIOCGIFCONF`), the local time zone offset (`localtime_r`, which honours
-//! `TZ` and `/etc/localtime` exactly as cf-agent does) and the host's
-//! canonical name (`gethostbyname_r`, nsswitch and DNS included). All three
+//! and so on. Three facts come from the kernel or the C library, because
+//! no file holds them or cf-agent asks for them so: the IPv4 addresses of
+//! the interfaces (cf-agent's `SIOCGIFCONF`), the local time zone offset
+//! (`localtime_r`, which honours `TZ` and `/etc/localtime` exactly as
+//! cf-agent does) and the host's canonical name (`gethostbyname_r`, nsswitch and DNS included). All three
 //! can be injected or replaced through the input.
 //!
 //! cf-agent defines a hard class only once: the first definition keeps its
@@ -39,11 +38,11 @@ pub use paths::Layout;
 
 /// Whether `ip` is one of this host's interface addresses (as cf-agent
 /// decides, when bootstrapping, whether it is the policy server): the
-/// IPv4 addresses `getifaddrs` lists (127.0.0.1 on `lo`, not the rest of
+/// IPv4 addresses SIOCGIFCONF lists (127.0.0.1 on `lo`, not the rest of
 /// 127.0.0.0/8); of IPv6, the loopback only.
 pub fn is_own_address(ip: std::net::IpAddr) -> bool {
     match ip {
-        std::net::IpAddr::V4(v4) => network::kernel_ipv4().iter().any(|i| i.addr == v4),
+        std::net::IpAddr::V4(v4) => network::kernel_ipv4(None).iter().any(|i| i.addr == v4),
         std::net::IpAddr::V6(v6) => v6.is_loopback(),
     }
 }
@@ -79,7 +78,7 @@ pub struct DiscoverInput {
     pub root: PathBuf,
     pub role: Role,
     /// The interfaces with IPv4 addresses, in kernel order. `None` asks the
-    /// kernel (`getifaddrs`).
+    /// kernel (SIOCGIFCONF).
     pub ipv4: Option<Vec<Ipv4Iface>>,
     /// Seconds east of UTC of local time at `now`. `None` asks the C library
     /// (`localtime_r`).
@@ -186,11 +185,22 @@ pub fn discover(input: &DiscoverInput) -> Discovery {
     kernel::arch_classes(&mut c, &uname);
     host::alias_classes(&mut c, &names);
 
+    // One socket for the interface ioctls; on a fake root the tree's
+    // /sys/class/net tells the hardware facts instead.
+    let kernel = if input.ipv4.is_none() || root.is_host() {
+        crate::host::netif::Interfaces::open().ok()
+    } else {
+        None
+    };
     let ipv4 = match &input.ipv4 {
         Some(list) => list.clone(),
-        None => network::kernel_ipv4(),
+        None => network::kernel_ipv4(kernel.as_ref()),
     };
-    network::interfaces(&mut c, &root, &input.layout, &ipv4);
+    let links = network::Links {
+        root: &root,
+        kernel: kernel.as_ref().filter(|_| root.is_host()),
+    };
+    network::interfaces(&mut c, &links, &input.layout, &ipv4);
     let net_root = input
         .procdir
         .as_deref()
@@ -243,27 +253,76 @@ pub fn apply_command_line(classes: &mut Vec<HardClass>, defines: &[String], nega
 
 /// Accumulates classes (first definition wins) and variables (last
 /// definition wins) in definition order.
-#[derive(Debug, Default)]
+///
+/// Each name is allocated once: the index's key holds it, and `finish`
+/// moves it into its class or variable (a start defines some 180 of them).
+#[derive(Debug)]
 pub(crate) struct Collector {
-    classes: Vec<HardClass>,
+    /// The tags of each class, in definition order.
+    class_tags: Vec<Vec<String>>,
     // foldhash: ~400 names hashed at every start, where SipHash showed.
     class_index: FastMap<String, usize>,
-    vars: Vec<DiscoveredVar>,
-    var_index: FastMap<(&'static str, String), usize>,
+    vars: Vec<VarSlot>,
+    /// Name to slot, one map per scope so a lookup borrows the name.
+    var_index: [FastMap<String, usize>; SCOPES.len()],
+}
+
+/// The scopes discovery defines variables in.
+const SCOPES: [&str; 4] = ["sys", "const", "def", "mon"];
+
+/// A variable but its name (kept in the index).
+#[derive(Debug)]
+struct VarSlot {
+    scope: &'static str,
+    value: Value,
+    dtype: DataType,
+    tags: Vec<String>,
+    deferred: Option<Deferred>,
+}
+
+impl Default for Collector {
+    fn default() -> Collector {
+        // Room for a start's definitions (~90 classes, ~90 variables on a
+        // plain host), so the tables are not regrown.
+        const ROOM: usize = 128;
+        let map = || FastMap::with_capacity_and_hasher(ROOM, Default::default());
+        Collector {
+            class_tags: Vec::with_capacity(ROOM),
+            class_index: map(),
+            vars: Vec::with_capacity(ROOM),
+            var_index: [
+                map(),
+                FastMap::default(),
+                FastMap::default(),
+                FastMap::default(),
+            ],
+        }
+    }
+}
+
+fn scope_slot(scope: &str) -> usize {
+    SCOPES
+        .iter()
+        .position(|s| *s == scope)
+        .expect("discovery defines variables in sys, const, def or mon only")
 }
 
 impl Collector {
     /// Defines a hard class: canonified, `hardclass` appended to the tags;
     /// ignored when empty or already defined.
     pub(crate) fn class(&mut self, name: &str, tags: &str) {
+        // Most names are canonical already: a repeated one costs no copy.
+        if self.class_index.contains_key(name) {
+            return;
+        }
         let name = canonify(name);
         if name.is_empty() || self.class_index.contains_key(&name) {
             return;
         }
-        let mut tags: Vec<String> = split_tags(tags);
+        let mut tags: Vec<String> = split_tags(tags, 1);
         tags.push("hardclass".to_string());
-        self.class_index.insert(name.clone(), self.classes.len());
-        self.classes.push(HardClass { name, tags });
+        self.class_index.insert(name, self.class_tags.len());
+        self.class_tags.push(tags);
     }
 
     pub(crate) fn has_class(&self, name: &str) -> bool {
@@ -279,14 +338,16 @@ impl Collector {
         dtype: DataType,
         tags: &str,
     ) {
-        self.put_var(DiscoveredVar {
-            scope,
-            name: name.to_string(),
-            value,
-            dtype,
-            tags: split_tags(tags),
-            deferred: None,
-        });
+        self.put_var(
+            name,
+            VarSlot {
+                scope,
+                value,
+                dtype,
+                tags: split_tags(tags, 0),
+                deferred: None,
+            },
+        );
     }
 
     /// Defines (or redefines) a data variable whose value `make` makes at
@@ -298,23 +359,24 @@ impl Collector {
         tags: &str,
         make: impl Fn() -> Value + Send + Sync + 'static,
     ) {
-        self.put_var(DiscoveredVar {
-            scope,
-            name: name.to_string(),
-            value: Value::data(serde_json::Value::Null),
-            dtype: DataType::Data,
-            tags: split_tags(tags),
-            deferred: Some(Deferred::new(make)),
-        });
+        self.put_var(
+            name,
+            VarSlot {
+                scope,
+                value: Value::data(serde_json::Value::Null),
+                dtype: DataType::Data,
+                tags: split_tags(tags, 0),
+                deferred: Some(Deferred::new(make)),
+            },
+        );
     }
 
-    fn put_var(&mut self, var: DiscoveredVar) {
-        let (scope, name) = (var.scope, var.name.as_str());
-        match self.var_index.get(&(scope, name.to_string())) {
+    fn put_var(&mut self, name: &str, var: VarSlot) {
+        let index = &mut self.var_index[scope_slot(var.scope)];
+        match index.get(name) {
             Some(&i) => self.vars[i] = var,
             None => {
-                self.var_index
-                    .insert((scope, name.to_string()), self.vars.len());
+                index.insert(name.to_string(), self.vars.len());
                 self.vars.push(var);
             }
         }
@@ -332,24 +394,51 @@ impl Collector {
     }
 
     pub(crate) fn sys_str(&self, name: &str) -> Option<&str> {
-        self.var_index
-            .get(&("sys", name.to_string()))
+        self.var_index[0]
+            .get(name)
             .and_then(|&i| self.vars[i].value.as_scalar())
     }
 
     fn finish(self) -> Discovery {
-        Discovery {
-            classes: self.classes,
-            vars: self.vars,
+        // The names go back to their slots, in definition order.
+        let mut class_names = vec![String::new(); self.class_tags.len()];
+        for (name, i) in self.class_index {
+            class_names[i] = name;
         }
+        let classes = class_names
+            .into_iter()
+            .zip(self.class_tags)
+            .map(|(name, tags)| HardClass { name, tags })
+            .collect();
+        let mut var_names = vec![String::new(); self.vars.len()];
+        for (name, i) in self.var_index.into_iter().flatten() {
+            var_names[i] = name;
+        }
+        let vars = var_names
+            .into_iter()
+            .zip(self.vars)
+            .map(|(name, v)| DiscoveredVar {
+                scope: v.scope,
+                name,
+                value: v.value,
+                dtype: v.dtype,
+                tags: v.tags,
+                deferred: v.deferred,
+            })
+            .collect();
+        Discovery { classes, vars }
     }
 }
 
-fn split_tags(tags: &str) -> Vec<String> {
-    tags.split(',')
-        .filter(|t| !t.is_empty())
-        .map(str::to_string)
-        .collect()
+/// The comma-separated tags, with room for `extra` more.
+fn split_tags(tags: &str, extra: usize) -> Vec<String> {
+    let mut out = Vec::with_capacity(tags.bytes().filter(|&b| b == b',').count() + 1 + extra);
+    out.extend(
+        tags.split(',')
+            .filter(|t| !t.is_empty())
+            .map(str::to_string),
+    );
+    out
 }
 
 #[cfg(test)]

@@ -3,16 +3,18 @@
 //! the `/proc/net` views `sys.inet`, `sys.inet6` and `sys.interfaces_data`.
 //!
 //! cf-agent lists the interfaces that have an IPv4 address with the
-//! SIOCGIFCONF ioctl; `getifaddrs` gives the same list in the same
-//! (interface index) order, so that is what we ask. Everything else comes
-//! from `/proc/net` and `/sys/class/net`. cf-agent 3.21 learns IPv6
-//! addresses, and the MAC addresses of interfaces without IPv4, by running
-//! `/sbin/ifconfig -a`; we read the same facts from `/proc/net/if_inet6`
-//! and `/sys/class/net`, but only when `/sbin/ifconfig` exists, since
-//! without it cf-agent finds none of them.
+//! SIOCGIFCONF ioctl and reads their MAC addresses with SIOCGIFHWADDR, and
+//! so do we (on a test's fake root, `/sys/class/net` stands in for the
+//! latter). Everything else comes from `/proc/net`. cf-agent 3.21 learns
+//! IPv6 addresses, and the MAC addresses of interfaces without IPv4, by
+//! running `/sbin/ifconfig -a`; we read the same facts from
+//! `/proc/net/if_inet6` and the devices' hardware facts as above, but
+//! only when `/sbin/ifconfig` exists, since without it cf-agent finds none
+//! of them.
 
 use super::Collector;
 use super::root::Root;
+use crate::host::netif::Interfaces;
 use crate::values::canon::canonify;
 use crate::values::value::{DataType, Value};
 use serde_json::{Map, Value as Json, json};
@@ -68,38 +70,80 @@ pub fn parse_iface_flags(flags: u32) -> String {
         .join(" ")
 }
 
-/// The kernel's IPv4 interface addresses, from `getifaddrs`.
-pub(crate) fn kernel_ipv4() -> Vec<Ipv4Iface> {
-    let mut out = Vec::new();
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `head` with a list we only read and then
-    // free with freeifaddrs; every pointer is checked for null before use,
-    // and `ifa_addr` is only cast to sockaddr_in when its family says so.
-    unsafe {
-        if libc::getifaddrs(&mut head) != 0 {
-            return out;
-        }
-        let mut cur = head;
-        while !cur.is_null() {
-            let ifa = &*cur;
-            if !ifa.ifa_addr.is_null()
-                && i32::from((*ifa.ifa_addr).sa_family) == libc::AF_INET
-                && !ifa.ifa_name.is_null()
-            {
-                let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                out.push(Ipv4Iface {
-                    name: std::ffi::CStr::from_ptr(ifa.ifa_name)
-                        .to_string_lossy()
-                        .into_owned(),
-                    addr: Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
-                    flags: ifa.ifa_flags,
-                });
+/// The kernel's IPv4 interface addresses, from SIOCGIFCONF as cf-agent
+/// asks (on the socket `kernel` when one is open already).
+pub(crate) fn kernel_ipv4(kernel: Option<&Interfaces>) -> Vec<Ipv4Iface> {
+    let opened;
+    let kernel = match kernel {
+        Some(k) => k,
+        None => match Interfaces::open() {
+            Ok(k) => {
+                opened = k;
+                &opened
             }
-            cur = ifa.ifa_next;
+            Err(_) => return Vec::new(),
+        },
+    };
+    kernel
+        .ipv4()
+        .into_iter()
+        .map(|a| Ipv4Iface {
+            name: a.name,
+            addr: a.addr,
+            flags: a.flags,
+        })
+        .collect()
+}
+
+/// Where the link facts of a device (hardware type, MAC address) come
+/// from: the kernel's SIOCGIFHWADDR on the host, which tells both in one
+/// call, or `/sys/class/net` below a test's fake root.
+pub(crate) struct Links<'a> {
+    pub(crate) root: &'a Root,
+    pub(crate) kernel: Option<&'a Interfaces>,
+}
+
+impl Links<'_> {
+    /// The MAC address as cf-agent prints SIOCGIFHWADDR's: the first six
+    /// bytes in lower-case hex, zeros for a device without one (tun,
+    /// wireguard).
+    fn mac(&self, device: &str) -> Option<String> {
+        if let Some(k) = self.kernel {
+            let hw = k.hardware(device)?;
+            return Some(
+                hw.addr[..6]
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(":"),
+            );
         }
-        libc::freeifaddrs(head);
+        let text = self
+            .root
+            .read(&format!("/sys/class/net/{device}/address"))?;
+        let mut bytes: Vec<String> = text
+            .trim()
+            .split(':')
+            .filter(|b| !b.is_empty())
+            .take(6)
+            .map(|b| format!("{:0>2}", b.to_lowercase()))
+            .collect();
+        bytes.resize(6, "00".to_string());
+        Some(bytes.join(":"))
     }
-    out
+
+    /// Whether the device is Ethernet (`ARPHRD_ETHER`).
+    fn is_ether(&self, device: &str) -> bool {
+        match self.kernel {
+            Some(k) => k
+                .hardware(device)
+                .is_some_and(|hw| hw.kind == libc::ARPHRD_ETHER),
+            None => self
+                .root
+                .read(&format!("/sys/class/net/{device}/type"))
+                .is_some_and(|t| t.trim() == "1"),
+        }
+    }
 }
 
 /// Interface name patterns to skip, from `WORKDIR/inputs/ignore_interfaces.rx`.
@@ -116,21 +160,9 @@ fn ignored(patterns: &[String], name: &str) -> bool {
     })
 }
 
-/// The MAC address of a device from `/sys/class/net/<dev>/address`, as
-/// SIOCGIFHWADDR reports it: the first six bytes, zeros for a device
-/// without one (tun, wireguard).
-fn mac_address(root: &Root, name: &str) -> Option<String> {
-    let device = name.split(':').next().unwrap_or(name);
-    let text = root.read(&format!("/sys/class/net/{device}/address"))?;
-    let mut bytes: Vec<String> = text
-        .trim()
-        .split(':')
-        .filter(|b| !b.is_empty())
-        .take(6)
-        .map(|b| format!("{:0>2}", b.to_lowercase()))
-        .collect();
-    bytes.resize(6, "00".to_string());
-    Some(bytes.join(":"))
+/// The MAC address of a device (of `eth0` for the label `eth0:1`).
+fn mac_address(links: &Links, name: &str) -> Option<String> {
+    links.mac(name.split(':').next().unwrap_or(name))
 }
 
 /// Compares interface names as ifconfig sorts them: digit runs by value.
@@ -288,15 +320,16 @@ fn set_list(c: &mut Collector, name: &str, items: Vec<String>, tags: &str) {
 /// The address classes and variables of the interfaces.
 pub(crate) fn interfaces(
     c: &mut Collector,
-    root: &Root,
+    links: &Links,
     layout: &super::Layout,
     ipv4: &[Ipv4Iface],
 ) {
+    let root = links.root;
     let patterns = ignore_patterns(root, layout);
     let mut lists = InterfaceLists::default();
-    ipv4_interfaces(c, root, &patterns, ipv4, &mut lists);
+    ipv4_interfaces(c, links, &patterns, ipv4, &mut lists);
     if root.exists("/sbin/ifconfig") {
-        ifconfig_interfaces(c, root, &mut lists);
+        ifconfig_interfaces(c, links, &mut lists);
     }
     lists.publish(c);
 }
@@ -305,7 +338,7 @@ pub(crate) fn interfaces(
 /// ones: their names, flags, addresses and MAC addresses.
 fn ipv4_interfaces(
     c: &mut Collector,
-    root: &Root,
+    links: &Links,
     patterns: &[String],
     ipv4: &[Ipv4Iface],
     lists: &mut InterfaceLists,
@@ -343,7 +376,7 @@ fn ipv4_interfaces(
 
         // No MAC address for loopback.
         if iface.flags & IFF_LOOPBACK == 0
-            && let Some(mac) = mac_address(root, &iface.name)
+            && let Some(mac) = mac_address(links, &iface.name)
         {
             c.sys(
                 &format!("hardware_mac[{canon}]"),
@@ -396,7 +429,8 @@ fn ipv4_address(c: &mut Collector, iface: &Ipv4Iface, canon: &str, primary: bool
 /// What cf-agent learns from `ifconfig -a`: the IPv6 addresses of every
 /// interface, and the MAC addresses of Ethernet devices the IPv4 walk did
 /// not give one.
-fn ifconfig_interfaces(c: &mut Collector, root: &Root, lists: &mut InterfaceLists) {
+fn ifconfig_interfaces(c: &mut Collector, links: &Links, lists: &mut InterfaceLists) {
+    let root = links.root;
     let dev_names = root
         .read("/proc/net/dev")
         .map(|t| proc_net_dev_names(&t))
@@ -416,12 +450,9 @@ fn ifconfig_interfaces(c: &mut Collector, root: &Root, lists: &mut InterfaceList
             lists.ips.push(txt);
         }
         let canon = canonify(name);
-        let is_ether = root
-            .read(&format!("/sys/class/net/{name}/type"))
-            .is_some_and(|t| t.trim() == "1");
-        if is_ether
+        if links.is_ether(name)
             && !lists.macs_known.contains(&canon)
-            && let Some(mac) = mac_address(root, name)
+            && let Some(mac) = mac_address(links, name)
         {
             c.sys(
                 &format!("hardware_mac[{canon}]"),
@@ -469,44 +500,87 @@ fn route_flags(flags: u64, default: Option<bool>) -> Vec<&'static str> {
     out
 }
 
+/// One well-formed line of `/proc/net/route`: its fields, and those of
+/// them that are addresses and flags.
+struct RouteLine<'a> {
+    fields: Vec<&'a str>,
+    dest: Ipv4Addr,
+    gateway: Ipv4Addr,
+    flags: u64,
+    mask: Ipv4Addr,
+    metric: i64,
+}
+
+/// The well-formed lines of `/proc/net/route`, in order.
+fn route_lines(text: &str) -> impl Iterator<Item = RouteLine<'_>> {
+    let ipv4 = |s: &str| hex_u64(s).map(|v| Ipv4Addr::from((v as u32).swap_bytes()));
+    text.lines().skip(1).filter_map(move |line| {
+        let f: Vec<&str> = line.split_ascii_whitespace().collect();
+        if f.len() < 11 {
+            return None;
+        }
+        let (Some(dest), Some(gateway), Some(flags), Some(mask)) =
+            (ipv4(f[1]), ipv4(f[2]), hex_u64(f[3]), ipv4(f[7]))
+        else {
+            return None;
+        };
+        Some(RouteLine {
+            metric: f[6].parse::<i64>().unwrap_or(0),
+            fields: f,
+            dest,
+            gateway,
+            flags,
+            mask,
+        })
+    })
+}
+
+/// The index among `lines` of the default route chosen: the first of
+/// lowest metric.
+fn best_default<'a>(lines: impl Iterator<Item = &'a RouteLine<'a>>) -> Option<usize> {
+    let mut best: Option<(usize, u64)> = None;
+    for (i, r) in lines.enumerate() {
+        if r.dest.is_unspecified() && best.is_none_or(|(_, m)| (r.metric as u64) < m) {
+            best = Some((i, r.metric as u64));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// The gateway of the default route `parse_ipv4_routes` marks active,
+/// without making the routes' JSON (the class is defined at every start;
+/// `sys.inet` is made only when read).
+pub(crate) fn default_gateway(text: &str) -> Option<Ipv4Addr> {
+    let lines: Vec<RouteLine> = route_lines(text).collect();
+    best_default(lines.iter()).map(|i| lines[i].gateway)
+}
+
 /// `/proc/net/route` as `sys.inet` routes, the default route first chosen
 /// by lowest metric.
 pub(crate) fn parse_ipv4_routes(text: &str) -> (Vec<Json>, Option<usize>) {
-    let ipv4 = |s: &str| hex_u64(s).map(|v| Ipv4Addr::from((v as u32).swap_bytes()));
-    let mut routes = Vec::new();
-    let mut best: Option<(usize, u64)> = None;
-    for line in text.lines().skip(1) {
-        let f: Vec<&str> = line.split_ascii_whitespace().collect();
-        if f.len() < 11 {
-            continue;
-        }
-        let (Some(dest), Some(gw), Some(flags), Some(mask)) =
-            (ipv4(f[1]), ipv4(f[2]), hex_u64(f[3]), ipv4(f[7]))
-        else {
-            continue;
-        };
-        let int = |s: &str| s.parse::<i64>().unwrap_or(0);
-        let metric = int(f[6]);
-        let is_default = dest.is_unspecified();
-        if is_default && best.is_none_or(|(_, m)| (metric as u64) < m) {
-            best = Some((routes.len(), metric as u64));
-        }
-        routes.push(json!({
-            "active_default_gateway": false,
-            "dest": dest.to_string(),
-            "flags": route_flags(flags, Some(is_default)),
-            "gateway": gw.to_string(),
-            "interface": f[0],
-            "irtt": int(f[10]),
-            "mask": mask.to_string(),
-            "metric": metric,
-            "mtu": int(f[8]),
-            "refcnt": int(f[4]),
-            "use": int(f[5]),
-            "window": int(f[9]),
-        }));
-    }
-    let best = best.map(|(i, _)| i);
+    let lines: Vec<RouteLine> = route_lines(text).collect();
+    let best = best_default(lines.iter());
+    let int = |s: &str| s.parse::<i64>().unwrap_or(0);
+    let mut routes: Vec<Json> = lines
+        .iter()
+        .map(|r| {
+            let f = &r.fields;
+            json!({
+                "active_default_gateway": false,
+                "dest": r.dest.to_string(),
+                "flags": route_flags(r.flags, Some(r.dest.is_unspecified())),
+                "gateway": r.gateway.to_string(),
+                "interface": f[0],
+                "irtt": int(f[10]),
+                "mask": r.mask.to_string(),
+                "metric": r.metric,
+                "mtu": int(f[8]),
+                "refcnt": int(f[4]),
+                "use": int(f[5]),
+                "window": int(f[9]),
+            })
+        })
+        .collect();
     if let Some(i) = best {
         routes[i]["active_default_gateway"] = Json::Bool(true);
     }
@@ -647,10 +721,7 @@ pub(crate) fn parse_net_dev(text: &str) -> Map<String, Json> {
 /// each is defined when one of its files exists, as when made at once.
 pub(crate) fn networking(c: &mut Collector, root: &Root) {
     let route = root.read("/proc/net/route");
-    if let Some(text) = &route
-        && let (routes, Some(i)) = parse_ipv4_routes(text)
-    {
-        let gw = routes[i]["gateway"].as_str().unwrap_or("");
+    if let Some(gw) = route.as_deref().and_then(default_gateway) {
         c.class(
             &format!("ipv4_gw_{gw}"),
             "inventory,networking,/proc,source=agent,attribute_name=none,procfs",

@@ -117,13 +117,18 @@ const COMPONENTS: [&str; 16] = [
 pub(crate) fn component_vars(c: &mut Collector, root: &Root, l: &Layout) {
     let tags = "cfe_internal,source=agent";
     let quoted = |p: &Path| format!("\"{}\"", p.to_string_lossy());
-    let mut found = [false; COMPONENTS.len()];
-    for (i, name) in COMPONENTS.iter().enumerate() {
-        let path = l.bindir.join(name);
-        if root.exists(&s(&path)) {
-            c.sys(&canonify(name), quoted(&path), tags);
-            found[i] = true;
-        }
+    // WORKDIR/bin holds a few files: one listing beats sixteen probes
+    // that mostly fail. /usr/bin (Debian's) holds thousands: probe it.
+    let found: Vec<bool> = if l.bindir == l.workdir.join("bin") {
+        root.present_in(&s(&l.bindir), &COMPONENTS)
+    } else {
+        COMPONENTS
+            .iter()
+            .map(|name| root.exists(&s(&l.bindir.join(name))))
+            .collect()
+    };
+    for (name, _) in COMPONENTS.iter().zip(&found).filter(|(_, f)| **f) {
+        c.sys(&canonify(name), quoted(&l.bindir.join(name)), tags);
     }
     // No twin: the agent stands in for it.
     if !found[0] && found[1] {

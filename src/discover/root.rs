@@ -55,7 +55,13 @@ impl Root {
     }
 
     fn read_now(&self, host_path: &str) -> Option<String> {
-        let bytes = local::read(self.path(host_path)).ok()?;
+        let path = self.path(host_path);
+        let bytes = if host_path.starts_with("/proc/") || host_path.starts_with("/sys/") {
+            local::read_generated(path)
+        } else {
+            local::read(path)
+        }
+        .ok()?;
         Some(String::from_utf8_lossy(&bytes).into_owned())
     }
 
@@ -82,7 +88,31 @@ impl Root {
     }
 
     pub(crate) fn exists(&self, host_path: &str) -> bool {
+        // A /proc/net file read already is there: no second probe.
+        if let Some(Some(_)) = self.proc_net.borrow().get(host_path) {
+            return true;
+        }
         local::exists(self.path(host_path))
+    }
+
+    /// Which of `names` a directory holds (following symbolic links, as
+    /// [`Root::exists`]). One listing replaces a failing `stat` per
+    /// absent name, for a directory known to be small.
+    pub(crate) fn present_in(&self, host_dir: &str, names: &[&str]) -> Vec<bool> {
+        let dir = host_dir.trim_end_matches('/');
+        let entry = |n: &str| format!("{dir}/{n}");
+        match local::small_dir_names(self.path(host_dir)) {
+            Ok(listed) => names
+                .iter()
+                .map(|n| listed.iter().any(|l| l.to_str() == Some(*n)) && self.exists(&entry(n)))
+                .collect(),
+            // No such directory: nothing in it.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                vec![false; names.len()]
+            }
+            // Unreadable (perhaps still searchable): ask name by name.
+            Err(_) => names.iter().map(|n| self.exists(&entry(n))).collect(),
+        }
     }
 
     /// Resolves symbolic links of a host path inside the root, returning a

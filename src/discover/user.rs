@@ -1,6 +1,7 @@
 //! The user we run as: `sys.user_data`, and the name in `sys.crontab`.
 //!
-//! The real user id comes from `/proc/self/status` and its entry from
+//! The real user id comes from getuid (`/proc/self/status` below a test's
+//! fake root) and its entry from
 //! `/etc/passwd` (cf-agent asks getpwuid(getuid()); users known only to a
 //! directory service are therefore not found here).
 
@@ -19,14 +20,19 @@ pub(crate) struct User {
 }
 
 pub(crate) fn current_user(root: &Root) -> Option<User> {
-    let status = root.read("/proc/self/status")?;
-    let uid: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
+    // On the host getuid tells what the file's first Uid field does, for
+    // one system call instead of five and no formatting by the kernel.
+    let uid: u64 = if root.is_host() {
+        u64::from(crate::host::local::real_uid())
+    } else {
+        root.read("/proc/self/status")?
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?
+    };
     let passwd = root.read("/etc/passwd")?;
     passwd_entry(&passwd, uid)
 }

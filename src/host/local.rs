@@ -19,6 +19,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -111,6 +112,22 @@ pub fn read_upto(path: impl AsRef<Path>, max: Option<u64>) -> io::Result<Vec<u8>
     Ok(data)
 }
 
+/// The whole content of one of the kernel's generated files (`/proc`,
+/// `/sys`), which are always regular and report no useful length: read
+/// into a page's room without the `fstat` [`read`] makes to check and size
+/// (discovery reads a dozen of them at every start).
+pub fn read_generated(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let mut data = Vec::with_capacity(4097);
+    // Through `Take`: File's own read_to_end would ask lseek for a size
+    // hint the buffer has already.
+    (&mut f).take(u64::MAX).read_to_end(&mut data)?;
+    Ok(data)
+}
+
 /// The error for a file that is read whole but is not a regular file.
 pub fn not_regular() -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, "not a regular file")
@@ -125,6 +142,12 @@ pub fn read_to_string(path: impl AsRef<Path>) -> io::Result<String> {
 /// cannot be opened from one that cannot be read).
 pub fn open(path: impl AsRef<Path>) -> io::Result<impl Read> {
     File::open(path)
+}
+
+/// The real user id of this process.
+pub fn real_uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
 }
 
 /// `stat`: follows symbolic links.
@@ -161,6 +184,57 @@ pub fn read_link(path: impl AsRef<Path>) -> io::Result<PathBuf> {
 /// The path with every symbolic link and `.`/`..` resolved.
 pub fn canonicalize(path: impl AsRef<Path>) -> io::Result<PathBuf> {
     fs::canonicalize(path)
+}
+
+/// The names in a small directory (`.` and `..` left out), read with
+/// getdents64 into a buffer on the stack: no `fstat` and no 32 KiB heap
+/// buffer as `opendir` makes, for a directory of a few entries.
+pub fn small_dir_names(path: impl AsRef<Path>) -> io::Result<Vec<std::ffi::OsString>> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(path)?;
+    let mut names = Vec::new();
+    let mut buf = [0u64; 512];
+    loop {
+        // SAFETY: the kernel writes at most `size_of_val(&buf)` bytes of
+        // linux_dirent64 records into `buf`, which lives across the call.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                dir.as_raw_fd(),
+                buf.as_mut_ptr(),
+                std::mem::size_of_val(&buf),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n == 0 {
+            return Ok(names);
+        }
+        // SAFETY: `buf` is plain memory; viewing its first `n` bytes as
+        // bytes is sound.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), usize::try_from(n).unwrap_or(0))
+        };
+        let mut at = 0;
+        // Each record: d_ino (8), d_off (8), d_reclen (2), d_type (1),
+        // then the name up to a NUL.
+        while at + 19 <= bytes.len() {
+            let reclen = usize::from(u16::from_ne_bytes([bytes[at + 16], bytes[at + 17]]));
+            if reclen == 0 || at + reclen > bytes.len() {
+                break;
+            }
+            let name = &bytes[at + 19..at + reclen];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+            if name != b"." && name != b".." {
+                names.push(std::ffi::OsStr::from_bytes(name).to_os_string());
+            }
+            at += reclen;
+        }
+    }
 }
 
 /// The entries of a directory, in the order the file system gives them

@@ -12,6 +12,7 @@ pub mod exec;
 pub mod fs;
 pub mod fsattrs;
 pub mod local;
+pub mod netif;
 pub mod packages;
 mod pipes;
 pub mod plain;
