@@ -117,6 +117,11 @@ pub fn misfit_literal_arguments(
 }
 
 fn full_match(pattern: &str, value: &str, regexes: &mut RegexCache) -> bool {
+    // The range of most string attributes: patterns are compiled with
+    // dotall, so it matches any value in full, and PCRE is not asked.
+    if pattern == ".*" {
+        return true;
+    }
     // A pattern that does not compile matches nothing but itself, as in
     // cf-promises, which also accepts a value equal to the pattern text.
     value == pattern || regexes.get(pattern).is_ok_and(|re| re.is_full_match(value))
