@@ -82,6 +82,13 @@ impl hashbrown::Equivalent<ScopeKey> for ScopeRef<'_> {
 /// A map by scope that can be looked up with a `ScopeRef`.
 type ScopeMap<V> = hashbrown::HashMap<ScopeKey, V, foldhash::fast::RandomState>;
 
+/// A variable of the store and its place in cf-agent's table.
+#[derive(Debug, Clone)]
+struct Stored {
+    var: Variable,
+    place: TablePlace,
+}
+
 /// One earlier definition that a later one replaced, for `--explain`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Overridden {
@@ -90,9 +97,9 @@ pub struct Overridden {
 
 #[derive(Debug, Default, Clone)]
 pub struct VarStore {
-    scopes: ScopeMap<FastMap<String, Variable>>,
-    /// When each variable came into the store, beside `scopes`.
-    places: ScopeMap<FastMap<String, TablePlace>>,
+    /// Each variable with when it came into the store: one entry (one
+    /// name, one insert) for both.
+    scopes: ScopeMap<FastMap<String, Stored>>,
     /// What each definition replaced, in order.
     history: FastMap<(ScopeKey, String), Vec<Overridden>>,
     /// How many variables have come in so far: the next one's number.
@@ -156,7 +163,7 @@ impl VarStore {
         self.scopes
             .get(&ScopeRef { ns, scope })
             .and_then(|m| m.get(name))
-            .map(|v| self.resolve(ns, scope, name, v))
+            .map(|s| self.resolve(ns, scope, name, &s.var))
     }
 
     /// The variable as read: `stored`, or its value made if it is deferred.
@@ -222,7 +229,7 @@ impl VarStore {
                 .get_mut(&ScopeRef { ns, scope })
                 .and_then(|m| m.get_mut(name))
             {
-                v.value = value;
+                v.var.value = value;
             }
         }
     }
@@ -234,6 +241,7 @@ impl VarStore {
         self.scopes
             .get_mut(&ScopeRef { ns, scope })
             .and_then(|m| m.get_mut(name))
+            .map(|s| &mut s.var)
     }
 
     pub fn put(&mut self, ns: &str, scope: &str, name: &str, var: Variable) -> PutResult {
@@ -258,7 +266,6 @@ impl VarStore {
             .expect("the scope was just made");
         match map.get_mut(name) {
             None => {
-                map.insert(name.to_string(), var);
                 if in_global_table(scope, name) {
                     self.global_len += 1;
                 }
@@ -267,16 +274,10 @@ impl VarStore {
                     load: self.global_len,
                 };
                 self.next_seq += 1;
-                if !self.places.contains_key(&ScopeRef { ns, scope }) {
-                    self.places
-                        .insert(ScopeKey::new(ns, scope), FastMap::default());
-                }
-                if let Some(p) = self.places.get_mut(&ScopeRef { ns, scope }) {
-                    p.insert(name.to_string(), place);
-                }
+                map.insert(name.to_string(), Stored { var, place });
                 PutResult::New
             }
-            Some(old) => {
+            Some(Stored { var: old, .. }) => {
                 if old.value == var.value && old.dtype == var.dtype {
                     // Same value: keep the newer metadata without history noise.
                     old.tags = var.tags;
@@ -298,23 +299,20 @@ impl VarStore {
         let key = ScopeRef { ns, scope };
         let old = self.scopes.get_mut(&key).and_then(|m| m.remove(name))?;
         self.reads.note_change(|| entry_hash((ns, scope, name)));
-        if let Some(p) = self.places.get_mut(&key) {
-            p.remove(name);
-        }
         if in_global_table(scope, name) {
             self.global_len -= 1;
         }
-        Some(old)
+        Some(old.var)
     }
 
     /// When the variable `name` of a scope came into the store.
     pub fn place(&self, ns: &str, scope: &str, name: &str) -> Option<TablePlace> {
         // A place depends on how full the whole table is.
         self.reads.note_unnamed();
-        self.places
+        self.scopes
             .get(&ScopeRef { ns, scope })
             .and_then(|m| m.get(name))
-            .copied()
+            .map(|s| s.place)
     }
 
     /// Removes the classic array elements (`name[key]`) of one scope:
@@ -338,9 +336,6 @@ impl VarStore {
                 self.global_len -= before - m.len();
             }
         }
-        if let Some(p) = self.places.get_mut(&key) {
-            p.retain(|name, _| !name.contains('['));
-        }
     }
 
     /// The variables of one scope, by name, in no particular order.
@@ -353,7 +348,7 @@ impl VarStore {
         let vars = self.scopes.get(&ScopeRef { ns, scope })?;
         Some(
             vars.iter()
-                .map(move |(n, v)| (n, self.resolve(ns, scope, n, v))),
+                .map(move |(n, s)| (n, self.resolve(ns, scope, n, &s.var))),
         )
     }
 
@@ -362,7 +357,7 @@ impl VarStore {
         self.reads.note_unnamed();
         self.scopes.iter().flat_map(move |(k, m)| {
             m.iter()
-                .map(move |(n, v)| (k, n, self.resolve(&k.ns, &k.scope, n, v)))
+                .map(move |(n, s)| (k, n, self.resolve(&k.ns, &k.scope, n, &s.var)))
         })
     }
 

@@ -35,6 +35,14 @@ impl Misfit {
 /// The range that marks an attribute holding an absolute file name.
 const ABSOLUTE_PATH_RANGE: &str = "\"?(/.*)";
 
+/// The range of class expressions (`expression`, `and`, `or`, ...).
+const CONTEXT_RANGE: &str = r"[a-zA-Z0-9_!&@@$|.()\[\]{}:]+";
+
+/// Whether a byte is in [`CONTEXT_RANGE`]'s class.
+fn is_context_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"_!&@$|.()[]{}:".contains(&b)
+}
+
 /// Whether `s` holds a variable reference (`$(x)`, `${x}`, `@(x)`, `@{x}`).
 pub fn has_var_ref(s: &str) -> bool {
     s.contains("$(") || s.contains("${") || s.contains("@(") || s.contains("@{")
@@ -117,6 +125,16 @@ pub fn misfit_literal_arguments(
 }
 
 fn full_match(pattern: &str, value: &str, regexes: &mut RegexCache) -> bool {
+    // The range of most string attributes: patterns are compiled with
+    // dotall, so it matches any value in full, and PCRE is not asked.
+    if pattern == ".*" {
+        return true;
+    }
+    // Asked of every class expression of a policy: the class, byte by byte
+    // (PCRE took a thousand instructions a value).
+    if pattern == CONTEXT_RANGE {
+        return value == pattern || (!value.is_empty() && value.bytes().all(is_context_byte));
+    }
     // A pattern that does not compile matches nothing but itself, as in
     // cf-promises, which also accepts a value equal to the pattern text.
     value == pattern || regexes.get(pattern).is_ok_and(|re| re.is_full_match(value))
@@ -651,6 +669,39 @@ impl ClassLiteral<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_answered_without_pcre_answer_as_pcre_does() {
+        let mut regexes = RegexCache::default();
+        let values = [
+            "",
+            "linux",
+            "(linux|solaris).!windows",
+            "a&b",
+            "$(x)",
+            "@{l}",
+            "ns:c[1]",
+            "a b",
+            "a-b",
+            "a\nb",
+            "\n",
+            "é",
+            "x\r",
+            "a=b",
+            CONTEXT_RANGE,
+        ];
+        for pattern in [".*", CONTEXT_RANGE] {
+            let re = regexes.get(pattern).unwrap();
+            for v in values {
+                let by_pcre = v == pattern || re.is_full_match(v);
+                assert_eq!(
+                    full_match(pattern, v, &mut regexes),
+                    by_pcre,
+                    "{pattern} {v:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn integers_as_cfengine_reads_them() {

@@ -721,7 +721,9 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        let attributes: Vec<Attribute> = self.attr_scratch.drain(..).collect();
+        // Moved out in one copy, into a vector of the exact size.
+        let mut attributes = Vec::with_capacity(self.attr_scratch.len());
+        attributes.append(&mut self.attr_scratch);
         Some(Promise {
             guard,
             promiser,
@@ -928,7 +930,7 @@ impl<'a> Parser<'a> {
             match self.peek() {
                 Some(t) if t.kind == Tok::RBrace => {
                     self.pos += 1;
-                    let items = self.rval_scratch.drain(start..).collect();
+                    let items = take_from(&mut self.rval_scratch, start);
                     return Some(Rval::List {
                         items,
                         span: open.span.to(t.span),
@@ -945,7 +947,7 @@ impl<'a> Parser<'a> {
                 }
                 Some(_) => {
                     let Some(item) = self.rval(RvalContext::ListItem) else {
-                        let items = self.rval_scratch.drain(start..).collect();
+                        let items = take_from(&mut self.rval_scratch, start);
                         return Some(self.partial_list(open, items));
                     };
                     self.rval_scratch.push(item);
@@ -962,7 +964,7 @@ impl<'a> Parser<'a> {
                             if !reported {
                                 self.expected_after("',' or '}' in the list");
                             }
-                            let items = self.rval_scratch.drain(start..).collect();
+                            let items = take_from(&mut self.rval_scratch, start);
                             return Some(self.partial_list(open, items));
                         }
                     }
@@ -998,7 +1000,7 @@ impl<'a> Parser<'a> {
             match self.peek() {
                 Some(t) if t.kind == Tok::RParen => {
                     self.pos += 1;
-                    let args = self.rval_scratch.drain(start..).collect();
+                    let args = take_from(&mut self.rval_scratch, start);
                     return Some(Rval::Call(Box::new(FnCall {
                         span: name.span.to(t.span),
                         name,
@@ -1066,7 +1068,7 @@ impl<'a> Parser<'a> {
     /// `partial_call` with the arguments read so far, from `start` of the
     /// scratch values.
     fn partial_call_from(&mut self, name: Ident, start: usize) -> Rval {
-        let args = self.rval_scratch.drain(start..).collect();
+        let args = take_from(&mut self.rval_scratch, start);
         self.partial_call(name, args)
     }
 
@@ -1196,6 +1198,18 @@ enum RvalContext {
 /// Whether a token can start a value (for reading on after a missing ',').
 fn starts_value(kind: Tok) -> bool {
     matches!(kind, Tok::Str | Tok::Word | Tok::NakedVar | Tok::LBrace)
+}
+
+/// The items of `scratch` from `start` on, moved into a vector of their
+/// exact size: in one copy when they are all of it (a top-level list or
+/// call), where draining moved them one by one.
+fn take_from<T>(scratch: &mut Vec<T>, start: usize) -> Vec<T> {
+    if start > 0 {
+        return scratch.drain(start..).collect();
+    }
+    let mut items = Vec::with_capacity(scratch.len());
+    items.append(scratch);
+    items
 }
 
 #[cfg(test)]
