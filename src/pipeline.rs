@@ -185,6 +185,18 @@ fn install_discovery(ctx: &mut EvalContext, found: Discovery) {
             },
         );
     }
+    // Each scope sized once, in the order the variables first name them
+    // (the order scopes are made in, as before).
+    let mut sizes: Vec<(&str, usize)> = Vec::new();
+    for v in &found.vars {
+        match sizes.iter_mut().find(|(s, _)| *s == v.scope) {
+            Some((_, n)) => *n += 1,
+            None => sizes.push((v.scope, 1)),
+        }
+    }
+    for (scope, n) in sizes {
+        ctx.vars.reserve("default", scope, n);
+    }
     for v in found.vars {
         let var = Variable::new(v.value, v.dtype, Origin::Agent).with_tags(v.tags);
         match v.deferred {

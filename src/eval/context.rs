@@ -848,7 +848,7 @@ pub fn scalar_text(v: &Value) -> Option<String> {
 /// this is asked of every string expanded.
 pub(crate) fn may_hold_reference(s: &str) -> bool {
     let b = s.as_bytes();
-    memchr::memchr2_iter(b'$', b'@', b).any(|i| matches!(b.get(i + 1), Some(b'(' | b'{')))
+    crate::scan::memchr2_iter(b'$', b'@', b).any(|i| matches!(b.get(i + 1), Some(b'(' | b'{')))
 }
 
 /// What a lookup found, borrowed from the context: a variable's value, or

@@ -445,7 +445,6 @@ fn calls_only(
     }
 }
 
-
 /// cf-agent's "preliminary convergence", done by the agent alone (not by
 /// cf-promises) before the bundlesequence runs: every promise of every
 /// bundle, called or not, is expanded once as it stands (bundles with
@@ -537,7 +536,6 @@ fn calls_only_quiet_functions(builtins: Builtins, promise: &crate::syntax::ast::
             && calls_only(builtins, &a.value, |f| f.quiet, false)
     })
 }
-
 
 /// Whether expanding a promise may call a function: one of its
 /// attributes holds a call, or names a body (whose attributes may).

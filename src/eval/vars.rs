@@ -244,6 +244,19 @@ impl VarStore {
             .map(|s| &mut s.var)
     }
 
+    /// Room for `additional` more variables in a scope, made now if it is
+    /// not yet: discovery puts ~150 into `sys` at once, and the table
+    /// would otherwise grow (and be copied) seven times on the way.
+    pub fn reserve(&mut self, ns: &str, scope: &str, additional: usize) {
+        if !self.scopes.contains_key(&ScopeRef { ns, scope }) {
+            self.scopes
+                .insert(ScopeKey::new(ns, scope), FastMap::default());
+        }
+        if let Some(map) = self.scopes.get_mut(&ScopeRef { ns, scope }) {
+            map.reserve(additional);
+        }
+    }
+
     pub fn put(&mut self, ns: &str, scope: &str, name: &str, var: Variable) -> PutResult {
         let result = self.put_unlogged(ns, scope, name, var);
         if result == PutResult::Unchanged {
