@@ -68,6 +68,7 @@ const MAX_IDENTIFIER_LEN: usize = 1024;
 const WORD: u8 = 1;
 const CLASS: u8 = 2;
 const CLASS_RUN: u8 = 4;
+const COLON: u8 = 8;
 static BYTE_CLASSES: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut b = 0usize;
@@ -76,7 +77,10 @@ static BYTE_CLASSES: [u8; 256] = {
         let word = c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80;
         let class = word || matches!(c, b'.' | b'|' | b'&' | b'!' | b'(' | b')' | b':');
         let run = class || c == b' ' || c == b'\t';
-        t[b] = ((word as u8) * WORD) | ((class as u8) * CLASS) | ((run as u8) * CLASS_RUN);
+        t[b] = ((word as u8) * WORD)
+            | ((class as u8) * CLASS)
+            | ((run as u8) * CLASS_RUN)
+            | (((c == b':') as u8) * COLON);
         b += 1;
     }
     t
@@ -90,8 +94,24 @@ fn is_class_byte(b: u8) -> bool {
     BYTE_CLASSES[b as usize] & CLASS != 0
 }
 
-fn is_class_run_byte(b: u8) -> bool {
-    BYTE_CLASSES[b as usize] & CLASS_RUN != 0
+/// The end of the run of blanks at `pos`. Indentation is much of a file
+/// and comes as runs of spaces, so those are stepped over eight at a time.
+fn skip_blanks(bytes: &[u8], mut pos: usize) -> usize {
+    if bytes.get(pos) == Some(&b' ') {
+        while let Some(chunk) = bytes.get(pos..pos + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+            let not_spaces = word ^ u64::from_le_bytes([b' '; 8]);
+            if not_spaces != 0 {
+                pos += (not_spaces.trailing_zeros() / 8) as usize;
+                break;
+            }
+            pos += 8;
+        }
+    }
+    while pos < bytes.len() && matches!(bytes[pos], b' ' | b'\t') {
+        pos += 1;
+    }
+    pos
 }
 
 /// An identifier: ASCII letters, digits, `_` and any non-ASCII character
@@ -261,11 +281,7 @@ pub fn lex(src: &str) -> Lexed {
             continue;
         }
         if b == b' ' || b == b'\t' {
-            // The whole run of blanks (indentation is much of a file).
-            pos += 1;
-            while pos < bytes.len() && matches!(bytes[pos], b' ' | b'\t') {
-                pos += 1;
-            }
+            pos = skip_blanks(bytes, pos + 1);
             continue;
         }
         at_line_start = false;
@@ -372,10 +388,23 @@ fn lex_wordlike(src: &str, pos: usize, out: &mut Lexed, guardless_until: &mut us
     // tabs included) that ends in `::`.
     if pos >= *guardless_until {
         let mut run_end = pos;
-        while run_end < bytes.len() && is_class_run_byte(bytes[run_end]) {
+        // Whether the run holds a colon at all: most runs (attribute
+        // names, words) do not, and are not searched again for `::`.
+        let mut seen = 0;
+        while let Some(&b) = bytes.get(run_end) {
+            let class = BYTE_CLASSES[b as usize];
+            if class & CLASS_RUN == 0 {
+                break;
+            }
+            seen |= class;
             run_end += 1;
         }
-        match last_double_colon(&bytes[pos..run_end]) {
+        let guard_end = if seen & COLON != 0 {
+            last_double_colon(&bytes[pos..run_end])
+        } else {
+            None
+        };
+        match guard_end {
             Some(idx) => {
                 let end = pos + idx + 2;
                 // `::` alone, or a run that starts with the operator of a
@@ -654,7 +683,7 @@ pub fn unquote(raw: &str) -> String {
         return String::new();
     }
     let inner = &raw[1..raw.len() - 1];
-    if !inner.contains('\\') {
+    if crate::scan::memchr(b'\\', inner.as_bytes()).is_none() {
         return inner.to_string();
     }
     let mut out = String::with_capacity(inner.len());

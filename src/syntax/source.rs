@@ -49,7 +49,7 @@ pub fn line_starts(text: &str) -> Vec<u32> {
     let bytes = text.as_bytes();
     let mut starts = Vec::with_capacity(crate::scan::memchr_count(b'\n', bytes) + 1);
     starts.push(0);
-    starts.extend(crate::scan::memchr_iter(b'\n', bytes).map(|i| (i + 1) as u32));
+    crate::scan::for_each_position(b'\n', bytes, |i| starts.push((i + 1) as u32));
     starts
 }
 
