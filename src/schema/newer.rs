@@ -284,7 +284,7 @@ const fn attr(
 const ORDER: &str = "(classic|top_down)";
 
 /// The attributes CFEngine added after 3.21.
-pub const ATTRIBUTES: &[NewerAttr] = &[
+pub static ATTRIBUTES: &[NewerAttr] = &[
     attr(
         "promise:classes",
         "cancel",
@@ -392,6 +392,14 @@ pub fn attribute(kind: &str, type_name: &str, name: &str) -> Option<&'static New
     })
 }
 
+/// The newer attribute whose definition `def` is, if it is one (a lookup
+/// through a type's `attribute` hands out that very definition). Pointers
+/// are compared: the validator asks for every attribute of a policy
+/// (`ATTRIBUTES` is a static, not a const, so that it has one address).
+pub fn of_def(def: &AttrDef) -> Option<&'static NewerAttr> {
+    ATTRIBUTES.iter().find(|a| std::ptr::eq(&a.def, def))
+}
+
 /// Why a newer attribute is refused: the version that added it, and that
 /// we do not do it yet.
 pub fn refusal(a: &NewerAttr) -> String {
@@ -434,4 +442,33 @@ pub fn sys_var(name: &str) -> Option<&'static str> {
     let short = name.strip_prefix("sys.")?;
     let short = short.split('[').next().unwrap_or(short);
     SYS_VARS.iter().find(|(n, _)| *n == short).map(|(_, v)| *v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `of_def` tells a newer attribute by its definition's address: a
+    /// type's lookup must hand out that definition, and 3.21's table must
+    /// not hold the same name too.
+    #[test]
+    fn a_types_lookup_hands_out_the_newer_definition() {
+        for a in ATTRIBUTES {
+            let (kind, type_name) = a.owner.split_once(':').expect("kind:type");
+            let found = match kind {
+                "promise" => super::super::promise_type(type_name).map(|t| {
+                    assert!(t.attributes.iter().all(|d| d.name != a.def.name));
+                    t.attribute(a.def.name)
+                }),
+                _ => super::super::body_type(type_name).map(|t| {
+                    assert!(t.attributes.iter().all(|d| d.name != a.def.name));
+                    t.attribute(a.def.name)
+                }),
+            };
+            if let Some(found) = found {
+                let found = found.expect("the type knows its newer attribute");
+                assert!(std::ptr::eq(&of_def(found).expect("newer").def, &a.def));
+            }
+        }
+    }
 }

@@ -501,7 +501,7 @@ impl<'a> Validator<'a> {
             .help = help;
             return false;
         };
-        if let Some(n) = super::newer::attribute("promise", def.name, ad.name)
+        if let Some(n) = super::newer::of_def(ad)
             && !n.implemented
         {
             self.error(a.name.span, super::newer::refusal(n));
@@ -979,7 +979,7 @@ impl<'a> Validator<'a> {
                 .help = help;
                 continue;
             };
-            if let Some(n) = super::newer::attribute("body", def.name, ad.name)
+            if let Some(n) = super::newer::of_def(ad)
                 && !n.implemented
             {
                 self.error(a.name.span, super::newer::refusal(n));
