@@ -75,7 +75,7 @@ impl LoadedFile {
         self.tree.blocks.retain_mut(|block| match block {
             Block::Bundle(b) if b.name.name == "__main__" && b.namespace == "default" => {
                 if is_entry {
-                    b.name.name = "main".to_string();
+                    b.name.name = "main".into();
                 }
                 is_entry
             }
@@ -140,18 +140,18 @@ impl PolicySet {
         for (bi, block) in file.tree.blocks.iter().enumerate() {
             match block {
                 crate::syntax::ast::Block::Bundle(b) => {
-                    let same = self.bundles.entry(b.name.name.clone()).or_default();
+                    let same = self.bundles.entry(b.name.name.as_str().to_owned()).or_default();
                     if !same.iter().any(|(ns, ..)| *ns == b.namespace) {
                         same.push((b.namespace.clone(), idx, bi));
                     }
                 }
                 crate::syntax::ast::Block::Body(b) => {
-                    let same = self.bodies.entry(b.name.name.clone()).or_default();
+                    let same = self.bodies.entry(b.name.name.as_str().to_owned()).or_default();
                     if !same
                         .iter()
                         .any(|(ns, ty, ..)| *ns == b.namespace && *ty == b.body_type.name)
                     {
-                        same.push((b.namespace.clone(), b.body_type.name.clone(), idx, bi));
+                        same.push((b.namespace.clone(), b.body_type.name.as_str().to_owned(), idx, bi));
                     }
                     if !self.body_namespaces.contains(&b.namespace) {
                         self.body_namespaces.push(b.namespace.clone());
@@ -256,7 +256,7 @@ mod tests {
             .blocks
             .iter()
             .filter_map(|b| match b {
-                Block::Bundle(b) => Some(b.name.name.clone()),
+                Block::Bundle(b) => Some(b.name.name.as_str().to_owned()),
                 Block::Body(_) => None,
             })
             .collect()

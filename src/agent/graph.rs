@@ -100,8 +100,8 @@ impl PromiseGraph {
         for (file, bundle) in policy.bundles() {
             g.bundles.push((
                 bundle.namespace.clone(),
-                bundle.name.name.clone(),
-                bundle.bundle_type.name.clone(),
+                bundle.name.name.as_str().to_owned(),
+                bundle.bundle_type.name.as_str().to_owned(),
                 file.source.path.clone(),
             ));
             ctx.push_frame(Frame::new(
@@ -125,7 +125,7 @@ impl PromiseGraph {
                     }
                     let mut node = Node {
                         namespace: bundle.namespace.clone(),
-                        bundle: bundle.name.name.clone(),
+                        bundle: bundle.name.name.as_str().to_owned(),
                         promise_type: ptype.to_string(),
                         promiser: ctx.expand_promiser(&p.promiser.value).text,
                         file: file.source.path.clone(),

@@ -727,8 +727,8 @@ impl<'a> AgentRun<'a> {
         }
         let frame = crate::report::profile::Frame {
             component: "bundle",
-            kind: bundle.bundle_type.name.clone(),
-            name: bundle.name.name.clone(),
+            kind: bundle.bundle_type.name.as_str().to_owned(),
+            name: bundle.name.name.as_str().to_owned(),
             namespace: bundle.namespace.clone(),
             source: profile_source(file),
             offset: crate::report::profile::Offset {
@@ -1008,7 +1008,7 @@ impl<'a> AgentRun<'a> {
             return TxStart::Refused;
         };
         let header = Header {
-            bundle: bundle.name.name.clone(),
+            bundle: bundle.name.name.as_str().to_owned(),
             namespace: bundle.namespace.clone(),
             pid: std::process::id(),
             started: self.now,
@@ -1021,7 +1021,7 @@ impl<'a> AgentRun<'a> {
                 self.host = self.host.with_journal(Some(journal));
                 self.tx = Some(ActiveTx {
                     namespace: bundle.namespace.clone(),
-                    bundle: bundle.name.name.clone(),
+                    bundle: bundle.name.name.as_str().to_owned(),
                     journal: j,
                     base_host,
                     failure: None,

@@ -113,8 +113,8 @@ pub fn priority_of_bundle(
 /// running it (a literal name, with or without arguments).
 fn static_method_target(p: &Promise) -> Option<String> {
     match p.attribute("usebundle").map(|a| &a.value) {
-        Some(Rval::Symbol(i)) => Some(i.name.clone()),
-        Some(Rval::Call(c)) if !c.name.name.contains('$') => Some(c.name.name.clone()),
+        Some(Rval::Symbol(i)) => Some(i.name.as_str().to_owned()),
+        Some(Rval::Call(c)) if !c.name.name.contains('$') => Some(c.name.name.as_str().to_owned()),
         Some(Rval::String(s)) if !s.value.contains('$') => Some(s.value.clone()),
         Some(_) => None,
         None if !p.promiser.value.contains('$') => Some(p.promiser.value.clone()),

@@ -169,7 +169,7 @@ pub fn reference_parts(
         }
     };
     match r {
-        Rval::Symbol(i) => Ok((i.name.clone(), Vec::new())),
+        Rval::Symbol(i) => Ok((i.name.as_str().to_owned(), Vec::new())),
         Rval::String(s) => Ok((name_of(ctx.expand(&s.value))?, Vec::new())),
         Rval::NakedVar { text, .. } => Ok((name_of(ctx.expand(text))?, Vec::new())),
         Rval::Call(c) => {
@@ -271,7 +271,7 @@ fn resolve_into(
     let params: crate::values::hash::FastMap<String, Value> = body
         .params
         .iter()
-        .map(|p| p.name.clone())
+        .map(|p| p.name.as_str().to_owned())
         .zip(args)
         .collect();
     let saved = ctx.frame_mut().map(|f| f.body_params.replace(params));
@@ -309,12 +309,12 @@ fn resolve_into(
             // function call.
             let value = if BUNDLE_ATTRIBUTES.contains(&a.attr.name.name.as_str()) {
                 let (bundle, args) = reference_parts(ctx, &a.attr.value, false)?;
-                out.bundle_args.insert(a.attr.name.name.clone(), args);
+                out.bundle_args.insert(a.attr.name.name.as_str().to_owned(), args);
                 Value::Scalar(bundle)
             } else {
                 ctx.eval_rval(&a.attr.value)?.value
             };
-            out.attrs.insert(a.attr.name.name.clone(), value);
+            out.attrs.insert(a.attr.name.name.as_str().to_owned(), value);
         }
         Ok(())
     })();

@@ -306,8 +306,8 @@ impl EvalContext {
         for b in tree.bundles() {
             self.policy_bundles.push(BundleRef {
                 ns: b.namespace.clone(),
-                name: b.name.name.clone(),
-                bundle_type: b.bundle_type.name.clone(),
+                name: b.name.name.as_str().to_owned(),
+                bundle_type: b.bundle_type.name.as_str().to_owned(),
                 meta_tags: literal_meta_tags(b),
             });
         }

@@ -75,7 +75,7 @@ pub fn expand_iterations(
                 promise_type: ptype.to_string(),
                 promiser,
                 attrs,
-                bundle: bundle.name.name.clone(),
+                bundle: bundle.name.name.as_str().to_owned(),
                 namespace: bundle.namespace.clone(),
                 file: file.source.path.clone(),
                 line,

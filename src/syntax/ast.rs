@@ -2,12 +2,13 @@
 //! with the byte span it came from.
 
 use super::source::Span;
+pub use compact_str::CompactString;
 
 /// A name as written (block names, attribute names, parameters, symbols).
 /// A namespaced symbol (`ns:name`) keeps its colon.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ident {
-    pub name: String,
+    pub name: CompactString,
     pub span: Span,
 }
 

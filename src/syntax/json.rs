@@ -67,7 +67,7 @@ fn guard_json(g: &ClassGuard, src: &SourceFile) -> Map<String, Value> {
 }
 
 fn idents(v: &[Ident]) -> Value {
-    Value::Array(v.iter().map(|i| Value::String(i.name.clone())).collect())
+    Value::Array(v.iter().map(|i| Value::String(i.name.as_str().to_owned())).collect())
 }
 
 fn ident_spans(v: &[Ident], src: &SourceFile) -> Value {
@@ -271,7 +271,7 @@ fn rval_from(v: &Value) -> Result<Rval, JsonShapeError> {
             span,
         }),
         "symbol" => Rval::Symbol(Ident {
-            name: str_field(v, "value")?,
+            name: str_field(v, "value")?.into(),
             span,
         }),
         "variable" => Rval::NakedVar {
@@ -287,7 +287,7 @@ fn rval_from(v: &Value) -> Result<Rval, JsonShapeError> {
         },
         "functionCall" => Rval::Call(Box::new(FnCall {
             name: Ident {
-                name: str_field(v, "name")?,
+                name: str_field(v, "name")?.into(),
                 span: span_from(field(v, "nameSpan")?)?,
             },
             args: arr_field(v, "arguments")?
@@ -303,7 +303,7 @@ fn rval_from(v: &Value) -> Result<Rval, JsonShapeError> {
 fn attr_from(v: &Value) -> Result<Attribute, JsonShapeError> {
     Ok(Attribute {
         name: Ident {
-            name: str_field(v, "lval")?,
+            name: str_field(v, "lval")?.into(),
             span: span_from(field(v, "lvalSpan")?)?,
         },
         value: rval_from(field(v, "rval")?)?,
@@ -327,7 +327,7 @@ fn idents_from(v: &Value) -> Result<Vec<Ident>, JsonShapeError> {
         .zip(spans)
         .map(|(n, s)| {
             Ok(Ident {
-                name: n.as_str().unwrap_or_default().to_string(),
+                name: n.as_str().unwrap_or_default().into(),
                 span: span_from(s)?,
             })
         })
@@ -336,7 +336,7 @@ fn idents_from(v: &Value) -> Result<Vec<Ident>, JsonShapeError> {
 
 fn named(v: &Value, name: &str, span: &str) -> Result<Ident, JsonShapeError> {
     Ok(Ident {
-        name: str_field(v, name)?,
+        name: str_field(v, name)?.into(),
         span: span_from(field(v, span)?)?,
     })
 }

@@ -286,7 +286,7 @@ impl<'a> Parser<'a> {
 
     fn ident(&self, t: Token) -> Ident {
         Ident {
-            name: self.text(t).to_string(),
+            name: self.text(t).into(),
             span: t.span,
         }
     }
@@ -508,7 +508,7 @@ impl<'a> Parser<'a> {
                     let text = self.text(t);
                     sections.push(Section {
                         promise_type: Ident {
-                            name: text[..text.len() - 1].to_string(),
+                            name: text[..text.len() - 1].into(),
                             span: Span::new(t.span.start as usize, t.span.end as usize - 1),
                         },
                         promises: Vec::new(),

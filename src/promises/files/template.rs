@@ -108,7 +108,7 @@ pub fn cfengine_bundle(
 
 fn ident(name: &str) -> Ident {
     Ident {
-        name: name.to_string(),
+        name: name.into(),
         span: Span::default(),
     }
 }
