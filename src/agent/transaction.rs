@@ -115,9 +115,9 @@ fn static_method_target(p: &Promise) -> Option<String> {
     match p.attribute("usebundle").map(|a| &a.value) {
         Some(Rval::Symbol(i)) => Some(i.name.as_str().to_owned()),
         Some(Rval::Call(c)) if !c.name.name.contains('$') => Some(c.name.name.as_str().to_owned()),
-        Some(Rval::String(s)) if !s.value.contains('$') => Some(s.value.clone()),
+        Some(Rval::String(s)) if !s.value.contains('$') => Some(s.value.as_str().to_owned()),
         Some(_) => None,
-        None if !p.promiser.value.contains('$') => Some(p.promiser.value.clone()),
+        None if !p.promiser.value.contains('$') => Some(p.promiser.value.as_str().to_owned()),
         None => None,
     }
 }

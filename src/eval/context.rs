@@ -904,10 +904,12 @@ fn literal_meta_tags(b: &crate::syntax::ast::Bundle) -> Vec<String> {
             for a in &p.attributes {
                 match &a.value {
                     Rval::List { items, .. } => out.extend(items.iter().filter_map(|i| match i {
-                        Rval::String(s) => Some(s.value.clone()),
+                        Rval::String(s) => Some(s.value.as_str().to_owned()),
                         _ => None,
                     })),
-                    Rval::String(s) if a.name.name == "string" => out.push(s.value.clone()),
+                    Rval::String(s) if a.name.name == "string" => {
+                        out.push(s.value.as_str().to_owned())
+                    }
                     _ => {}
                 }
             }

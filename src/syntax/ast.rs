@@ -23,7 +23,7 @@ pub enum Quote {
 /// A string literal with its escapes already resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StringLit {
-    pub value: String,
+    pub value: CompactString,
     pub quote: Quote,
     pub span: Span,
 }

@@ -126,7 +126,7 @@ fn bundle_json(b: &Bundle, src: &SourceFile) -> Value {
                                     }
                                     pm.insert(
                                         "promiser".into(),
-                                        Value::String(p.promiser.value.clone()),
+                                        Value::String(p.promiser.value.as_str().to_owned()),
                                     );
                                     pm.insert("promiserQuote".into(), quote_json(p.promiser.quote));
                                     pm.insert(
@@ -266,7 +266,7 @@ fn rval_from(v: &Value) -> Result<Rval, JsonShapeError> {
     let span = span_from(field(v, "span")?)?;
     Ok(match str_field(v, "type")?.as_str() {
         "string" => Rval::String(StringLit {
-            value: str_field(v, "value")?,
+            value: str_field(v, "value")?.into(),
             quote: quote_from(&str_field(v, "quote")?),
             span,
         }),
@@ -389,7 +389,7 @@ pub fn from_json(v: &Value) -> Result<Vec<PolicyFile>, JsonShapeError> {
                     promises.push(Promise {
                         guard: guard.clone(),
                         promiser: StringLit {
-                            value: str_field(p, "promiser")?,
+                            value: str_field(p, "promiser")?.into(),
                             quote: quote_from(&str_field(p, "promiserQuote")?),
                             span: span_from(field(p, "promiserSpan")?)?,
                         },

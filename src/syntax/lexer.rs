@@ -8,6 +8,7 @@
 
 use super::diagnostic::Diagnostic;
 use super::source::Span;
+use compact_str::CompactString;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tok {
@@ -678,15 +679,15 @@ fn cmp_version(v: &[u32]) -> std::cmp::Ordering {
 /// the character after the backslash, a backslash before a line end joins
 /// the lines, and every other backslash is kept (`"\n"` is a backslash and
 /// an `n`).
-pub fn unquote(raw: &str) -> String {
+pub fn unquote(raw: &str) -> CompactString {
     if raw.len() < 2 {
-        return String::new();
+        return CompactString::default();
     }
     let inner = &raw[1..raw.len() - 1];
     if crate::scan::memchr(b'\\', inner.as_bytes()).is_none() {
-        return inner.to_string();
+        return inner.into();
     }
-    let mut out = String::with_capacity(inner.len());
+    let mut out = CompactString::with_capacity(inner.len());
     let mut chars = inner.chars().peekable();
     while let Some(c) = chars.next() {
         if c != '\\' {

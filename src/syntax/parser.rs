@@ -402,7 +402,7 @@ impl<'a> Parser<'a> {
     fn file_control_namespace(&mut self, body: &Body) {
         for a in body.attributes_named("namespace") {
             match &a.attr.value {
-                Rval::String(s) => self.namespace = s.value.clone(),
+                Rval::String(s) => self.namespace = s.value.as_str().to_owned(),
                 other => self.error(other.span(), "namespace must be a constant quoted string"),
             }
         }

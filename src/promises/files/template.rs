@@ -127,7 +127,7 @@ fn insertion(text: String, context: &str, at: usize) -> Promise {
             quoted: false,
         },
         promiser: StringLit {
-            value: text,
+            value: text.into(),
             quote: Quote::Double,
             span,
         },
