@@ -140,18 +140,29 @@ impl PolicySet {
         for (bi, block) in file.tree.blocks.iter().enumerate() {
             match block {
                 crate::syntax::ast::Block::Bundle(b) => {
-                    let same = self.bundles.entry(b.name.name.as_str().to_owned()).or_default();
+                    let same = self
+                        .bundles
+                        .entry(b.name.name.as_str().to_owned())
+                        .or_default();
                     if !same.iter().any(|(ns, ..)| *ns == b.namespace) {
                         same.push((b.namespace.clone(), idx, bi));
                     }
                 }
                 crate::syntax::ast::Block::Body(b) => {
-                    let same = self.bodies.entry(b.name.name.as_str().to_owned()).or_default();
+                    let same = self
+                        .bodies
+                        .entry(b.name.name.as_str().to_owned())
+                        .or_default();
                     if !same
                         .iter()
                         .any(|(ns, ty, ..)| *ns == b.namespace && *ty == b.body_type.name)
                     {
-                        same.push((b.namespace.clone(), b.body_type.name.as_str().to_owned(), idx, bi));
+                        same.push((
+                            b.namespace.clone(),
+                            b.body_type.name.as_str().to_owned(),
+                            idx,
+                            bi,
+                        ));
                     }
                     if !self.body_namespaces.contains(&b.namespace) {
                         self.body_namespaces.push(b.namespace.clone());

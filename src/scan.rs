@@ -22,10 +22,12 @@ mod imp {
         unsafe { Two::new_unchecked(a, b) }
     }
 
+    #[inline]
     pub fn memchr(a: u8, hay: &[u8]) -> Option<usize> {
         one(a).find(hay)
     }
 
+    #[inline]
     pub fn memchr2(a: u8, b: u8, hay: &[u8]) -> Option<usize> {
         two(a, b).find(hay)
     }

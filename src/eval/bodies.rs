@@ -309,12 +309,14 @@ fn resolve_into(
             // function call.
             let value = if BUNDLE_ATTRIBUTES.contains(&a.attr.name.name.as_str()) {
                 let (bundle, args) = reference_parts(ctx, &a.attr.value, false)?;
-                out.bundle_args.insert(a.attr.name.name.as_str().to_owned(), args);
+                out.bundle_args
+                    .insert(a.attr.name.name.as_str().to_owned(), args);
                 Value::Scalar(bundle)
             } else {
                 ctx.eval_rval(&a.attr.value)?.value
             };
-            out.attrs.insert(a.attr.name.name.as_str().to_owned(), value);
+            out.attrs
+                .insert(a.attr.name.name.as_str().to_owned(), value);
         }
         Ok(())
     })();

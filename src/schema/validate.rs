@@ -558,7 +558,7 @@ impl<'a> Validator<'a> {
             Rval::Call(c) => (c.name.name.as_str(), c.name.span),
             Rval::List { .. } => return,
         };
-        let (want_ns, short) = match name.split_once(':') {
+        let (want_ns, short) = match split_at_colon(name) {
             Some((ns, n)) => (Some(ns), n),
             None => (None, name),
         };
@@ -1172,7 +1172,14 @@ fn scalar(v: &Rval) -> (&str, Span) {
 
 /// `("ns", "x:b")` → `("x", "b")`; `("ns", "b")` → `("ns", "b")`.
 fn split_ns<'s>(ns: &'s str, name: &'s str) -> (&'s str, &'s str) {
-    name.split_once(':').unwrap_or((ns, name))
+    split_at_colon(name).unwrap_or((ns, name))
+}
+
+/// `name.split_once(':')` by a byte search: asked of every body and
+/// bundle reference, where a `char` pattern cost ~110 instructions.
+fn split_at_colon(name: &str) -> Option<(&str, &str)> {
+    let colon = crate::scan::memchr(b':', name.as_bytes())?;
+    Some((&name[..colon], &name[colon + 1..]))
 }
 
 /// A blank between two name characters, with no operator between them

@@ -67,7 +67,11 @@ fn guard_json(g: &ClassGuard, src: &SourceFile) -> Map<String, Value> {
 }
 
 fn idents(v: &[Ident]) -> Value {
-    Value::Array(v.iter().map(|i| Value::String(i.name.as_str().to_owned())).collect())
+    Value::Array(
+        v.iter()
+            .map(|i| Value::String(i.name.as_str().to_owned()))
+            .collect(),
+    )
 }
 
 fn ident_spans(v: &[Ident], src: &SourceFile) -> Value {
