@@ -365,6 +365,24 @@ impl VarStore {
         )
     }
 
+    /// The variables of a scope whose names start with `prefix` (a classic
+    /// array's entries). The others are passed over unread: a big scope
+    /// was read whole for each array a policy asked for.
+    pub fn scope_with_prefix<'a>(
+        &'a self,
+        ns: &'a str,
+        scope: &'a str,
+        prefix: &'a str,
+    ) -> Option<impl Iterator<Item = (&'a String, &'a Variable)> + 'a> {
+        self.reads.note_unnamed();
+        let vars = self.scopes.get(&ScopeRef { ns, scope })?;
+        Some(
+            vars.iter()
+                .filter(move |(n, _)| n.starts_with(prefix))
+                .map(move |(n, s)| (n, self.resolve(ns, scope, n, &s.var))),
+        )
+    }
+
     /// Every variable, as (scope, name, variable), in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&ScopeKey, &String, &Variable)> {
         self.reads.note_unnamed();

@@ -367,7 +367,6 @@ pub fn classic_array(ctx: &EvalContext, name: &str) -> Option<Value> {
         (Some(ns), None) => (ns, ctx.current_bundle()),
         (None, None) => (ctx.current_ns(), ctx.current_bundle()),
     };
-    let vars = ctx.vars.scope(ns, scope)?;
     // The name as stored: `base[i1][i2]` of the reference, then `[`.
     let mut prefix = r.base.to_string();
     let indices = r.indices();
@@ -376,6 +375,7 @@ pub fn classic_array(ctx: &EvalContext, name: &str) -> Option<Value> {
         prefix.push_str(idx);
         prefix.push(']');
     }
+    let vars = ctx.vars.scope_with_prefix(ns, scope, &prefix)?;
     let count = ctx.vars.global_table_len();
     let mut entries: Vec<(TableEntry, Vec<&str>, &Value)> = vars
         .filter_map(|(k, var)| {
