@@ -102,6 +102,25 @@ mod imp {
     }
 }
 
+/// `text.split('\n')` by the byte search: a `char` pattern cost ~140
+/// instructions a line, and an edited file is read line by line.
+pub fn split_newlines(text: &str) -> impl Iterator<Item = &str> + '_ {
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match memchr(b'\n', r.as_bytes()) {
+            Some(i) => {
+                rest = Some(&r[i + 1..]);
+                Some(&r[..i])
+            }
+            None => {
+                rest = None;
+                Some(r)
+            }
+        }
+    })
+}
+
 pub use imp::{for_each_position, memchr, memchr_count, memchr_iter, memchr2, memchr2_iter};
 
 #[cfg(test)]
@@ -121,6 +140,13 @@ mod tests {
             assert_eq!(memchr(b'$', t), memchr::memchr(b'$', t));
             assert_eq!(memchr2(b'$', b'@', t), memchr::memchr2(b'$', b'@', t));
             assert_eq!(memchr_count(b'$', t), memchr::memchr_iter(b'$', t).count());
+            let text = std::str::from_utf8(t).expect("ASCII");
+            for s in [text, "", "\n", "a\n", "\na\n\nb"] {
+                assert_eq!(
+                    split_newlines(s).collect::<Vec<_>>(),
+                    s.split('\n').collect::<Vec<_>>()
+                );
+            }
             let mut seen = Vec::new();
             for_each_position(b'$', t, |i| seen.push(i));
             assert_eq!(seen, memchr::memchr_iter(b'$', t).collect::<Vec<_>>());

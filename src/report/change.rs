@@ -197,11 +197,24 @@ impl Change {
     /// What was said of it, each line with its level as cf-agent prints
     /// it (`info: ...` once made, `warning: ...` when not).
     pub fn said(&self) -> Vec<String> {
-        let level = if self.applied { "info" } else { "warning" };
-        self.message
-            .lines()
-            .map(|l| format!("{level}: {l}"))
-            .collect()
+        let level = if self.applied { "info: " } else { "warning: " };
+        // Built by hand: an edit of a big file says thousands of lines.
+        let mut rest = self.message.as_str();
+        let mut out = Vec::new();
+        while !rest.is_empty() {
+            let (line, next) = match crate::scan::memchr(b'\n', rest.as_bytes()) {
+                Some(i) => (&rest[..i], &rest[i + 1..]),
+                None => (rest, ""),
+            };
+            // As `str::lines`: a CR before the newline is not the line's.
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            let mut said = String::with_capacity(level.len() + line.len());
+            said.push_str(level);
+            said.push_str(line);
+            out.push(said);
+            rest = next;
+        }
+        out
     }
 }
 
@@ -244,6 +257,16 @@ impl Changes {
     /// own when it fails).
     pub fn plan(&mut self, change: &Change) -> Decision {
         self.plan_explained(change, Vec::new)
+    }
+
+    /// [`Changes::plan`] of a change built only when its words are needed:
+    /// a change that is simply made (no dry run, no warn-only, no
+    /// `--diff`) says nothing here, and an edit plans one for each line.
+    pub fn plan_with(&mut self, change: impl FnOnce() -> Change) -> Decision {
+        if self.mode == Mode::Apply && !self.diff {
+            return Decision::Make;
+        }
+        self.plan(&change())
     }
 
     /// [`Changes::plan`], with lines that a promise that only warns says

@@ -332,7 +332,7 @@ struct Edited<'a> {
 fn read_lines(text: &str, join: bool) -> impl Iterator<Item = &str> {
     let body = (!text.is_empty()).then(|| text.strip_suffix('\n').unwrap_or(text));
     body.into_iter()
-        .flat_map(|b| b.split('\n'))
+        .flat_map(crate::scan::split_newlines)
         .filter(move |l| !(join && l.ends_with('\\')))
 }
 
@@ -815,29 +815,17 @@ impl Editor<'_> {
     /// a real run makes); its message is held until the file is written,
     /// or under a dry run the promise says at once what it would do. A
     /// promise that only warns says nothing here: the file's warning does.
-    fn note(&mut self, act: &mut ActContext<'_>, sub: &mut Sub<'_>, done: String, would: String) {
-        if sub.warn_only {
-            crate::warn!("{would}, but only warning promised");
-            sub.set(Res::Warn);
-            return;
-        }
-        let change = Change::new("edit_line", &self.filename)
-            .should(would)
-            .silent_when_warning();
-        match act.changes.plan(&change) {
-            Decision::Withheld {
-                as_if_made: true, ..
-            } => sub.set(Res::Warn),
-            Decision::Withheld { .. } => {
-                sub.set(Res::Change);
-                sub.changed = true;
-            }
-            Decision::Make => {
-                self.pending.push(done);
-                sub.set(Res::Change);
-                sub.changed = true;
-            }
-        }
+    /// A line changed: `done` is kept for the file's record; `would`, the
+    /// words of a change withheld, is worked out only then (an edit of a
+    /// big file notes thousands of lines).
+    fn note(
+        &mut self,
+        act: &mut ActContext<'_>,
+        sub: &mut Sub<'_>,
+        done: String,
+        would: impl FnOnce() -> String,
+    ) {
+        note_line(&mut self.pending, &self.filename, act, sub, done, would);
     }
 
     fn run_bundle(
@@ -1360,7 +1348,7 @@ impl Editor<'_> {
                     act,
                     sub,
                     format!("Inserted the promised line '{line}' into '{f}'"),
-                    format!("Should insert line '{line}' into '{f}'"),
+                    || format!("Should insert line '{line}' into '{f}'"),
                 );
                 return;
             }
@@ -1370,7 +1358,7 @@ impl Editor<'_> {
                     act,
                     sub,
                     format!("Prepended the promised line '{line}' to {f}"),
-                    format!("Should prepend line '{line}' to {f}"),
+                    || format!("Should prepend line '{line}' to {f}"),
                 );
             }
             return;
@@ -1390,7 +1378,7 @@ impl Editor<'_> {
                 act,
                 sub,
                 format!("Inserted the promised line '{line}' into '{f}' before locator"),
-                format!("Should insert line '{line}' into '{f}' before locator"),
+                || format!("Should insert line '{line}' into '{f}' before locator"),
             );
         } else {
             let neighbour = location.and_then(|l| self.lines.get(l + 1).cloned());
@@ -1406,7 +1394,7 @@ impl Editor<'_> {
                 act,
                 sub,
                 format!("Inserted the promised line '{line}' into '{f}' after locator"),
-                format!("Should insert line '{line}' into '{f}' after locator"),
+                || format!("Should insert line '{line}' into '{f}' after locator"),
             );
         }
     }
@@ -1477,9 +1465,11 @@ impl Editor<'_> {
             }
             for k in 0..matches {
                 let (line, f) = (&self.lines[i + k], &self.filename);
-                let done = format!("Deleted the promised line {} '{line}' from {f}", k + 1);
-                let would = format!("Should delete line '{line}' from {f}");
-                self.note(act, sub, done, would);
+                // Built by hand: `format!` took half of an edit of a big file.
+                let n = (k + 1).to_string();
+                let done = concat(&["Deleted the promised line ", &n, " '", line, "' from ", f]);
+                let would = || concat(&["Should delete line '", line, "' from ", f]);
+                note_line(&mut self.pending, f, act, sub, done, would);
                 keep[i + k] = false;
             }
             i += matches;
@@ -1599,8 +1589,8 @@ impl Editor<'_> {
             self.note(
                 act,
                 sub,
-                format!("Replaced pattern '{}' in '{f}'", ep.promiser),
-                format!("Should replace pattern '{}' in '{f}'", ep.promiser),
+                concat(&["Replaced pattern '", &ep.promiser, "' in '", &f, "'"]),
+                || format!("Should replace pattern '{}' in '{f}'", ep.promiser),
             );
             if once {
                 break;
@@ -1727,7 +1717,7 @@ impl Editor<'_> {
                     let Some(msg) = msg else {
                         continue;
                     };
-                    self.note(act, sub, msg, format!("Should edit field in {f}"));
+                    self.note(act, sub, msg, || format!("Should edit field in {f}"));
                     parts.join(&vs.to_string())
                 }
                 None => {
@@ -1745,7 +1735,7 @@ impl Editor<'_> {
                     if new == cur && op != "delete" {
                         continue;
                     }
-                    self.note(act, sub, msg, format!("Should edit field in {f}"));
+                    self.note(act, sub, msg, || format!("Should edit field in {f}"));
                     new
                 }
             };
@@ -2095,6 +2085,52 @@ fn substitute_groups(
 
 fn compile(act: &mut ActContext<'_>, pattern: &str) -> Result<Arc<Regex>, String> {
     act.ctx.regex(pattern).map_err(|e| e.to_string())
+}
+
+/// [`Editor::note`] on the editor's fields, so that `would` may borrow its
+/// lines.
+fn note_line(
+    pending: &mut Vec<String>,
+    filename: &str,
+    act: &mut ActContext<'_>,
+    sub: &mut Sub<'_>,
+    done: String,
+    would: impl FnOnce() -> String,
+) {
+    if sub.warn_only {
+        crate::warn!("{}, but only warning promised", would());
+        sub.set(Res::Warn);
+        return;
+    }
+    let decision = act.changes.plan_with(|| {
+        Change::new("edit_line", filename)
+            .should(would())
+            .silent_when_warning()
+    });
+    match decision {
+        Decision::Withheld {
+            as_if_made: true, ..
+        } => sub.set(Res::Warn),
+        Decision::Withheld { .. } => {
+            sub.set(Res::Change);
+            sub.changed = true;
+        }
+        Decision::Make => {
+            pending.push(done);
+            sub.set(Res::Change);
+            sub.changed = true;
+        }
+    }
+}
+
+/// The parts joined into one string of the right size: an edit says a
+/// line for each line it changes, and `format!` cost more than the edit.
+fn concat(parts: &[&str]) -> String {
+    let mut out = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        out.push_str(p);
+    }
+    out
 }
 
 fn flag(body: &ResolvedBody, name: &str) -> bool {
