@@ -15,8 +15,10 @@ use std::sync::Arc;
 /// One bundle (or body) being evaluated.
 #[derive(Debug, Clone, Default)]
 pub struct Frame {
-    pub ns: String,
-    pub bundle: String,
+    /// Shared, not copied: every vars promise names its variable's
+    /// namespace and scope with them.
+    pub ns: Arc<str>,
+    pub bundle: Arc<str>,
     pub bundle_type: String,
     /// Classes local to this bundle run (agent bundles), in the order they
     /// were defined: cf-agent keeps a bundle's few classes in definition
@@ -36,8 +38,8 @@ pub struct Frame {
 impl Frame {
     pub fn new(ns: &str, bundle: &str, bundle_type: &str) -> Frame {
         Frame {
-            ns: ns.to_string(),
-            bundle: bundle.to_string(),
+            ns: Arc::from(ns),
+            bundle: Arc::from(bundle),
             bundle_type: bundle_type.to_string(),
             ..Frame::default()
         }
@@ -357,11 +359,11 @@ impl EvalContext {
     }
 
     pub fn current_ns(&self) -> &str {
-        self.frame().map_or("default", |f| f.ns.as_str())
+        self.frame().map_or("default", |f| &*f.ns)
     }
 
     pub fn current_bundle(&self) -> &str {
-        self.frame().map_or("", |f| f.bundle.as_str())
+        self.frame().map_or("", |f| &*f.bundle)
     }
 
     pub fn set_this(&mut self, name: &str, value: Value) {
@@ -720,7 +722,7 @@ impl EvalContext {
             return true;
         }
         if let Some(f) = self.frame()
-            && (qualified_default.is_none() || f.ns == "default")
+            && (qualified_default.is_none() || &*f.ns == "default")
         {
             self.classes.reads.note_read(|| local_class_entry(bare));
             if f.local_classes.contains_key(bare) {

@@ -15,6 +15,7 @@ use crate::values::canon::{canonify, canonify_class};
 use crate::values::number::{convert, parse_int};
 use crate::values::value::{DataType, Origin, Value};
 use std::path::Path;
+use std::sync::Arc;
 
 /// What became of one promise (all its iterations together).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -94,6 +95,9 @@ pub fn skipping_for_dependency(promiser: &str, handle: &str) {
         );
     }
 }
+
+/// Where a vars promise stores its variable: namespace, scope, name.
+pub(super) type VarTarget<'n> = (Arc<str>, Arc<str>, &'n str);
 
 impl EvalContext {
     /// Sets the `this.*` variables for a promise.
@@ -559,7 +563,7 @@ impl EvalContext {
         // A constant keeps a value that is complete; one that still waits
         // for references is completed, as cf-agent does.
         if policy == VarPolicy::Constant
-            && let Some(old) = self.vars.get(&ns, &scope, &var_name)
+            && let Some(old) = self.vars.get(&ns, &scope, var_name)
             && !value_has_references(&old.value)
         {
             return (res, vec![]);
@@ -568,7 +572,7 @@ impl EvalContext {
             mut value,
             unresolved,
         } = evaluated;
-        if refers_to_itself(&value, &ns, &scope, &var_name) {
+        if refers_to_itself(&value, &ns, &scope, var_name) {
             res.failed = true;
             return (
                 res,
@@ -591,7 +595,7 @@ impl EvalContext {
         if unresolved {
             res.deferred = true;
         }
-        if let Some(m) = self.indexed_data_error(&name.text, dtype, (&ns, &scope, &var_name)) {
+        if let Some(m) = self.indexed_data_error(&name.text, dtype, (&*ns, &*scope, var_name)) {
             res.failed = true;
             return (res, vec![msg(m)]);
         }
@@ -667,7 +671,7 @@ impl EvalContext {
             policy,
             call_items: None,
         };
-        res.changed = self.store_variable((&ns, &scope, &var_name), var, unresolved, (path, line));
+        res.changed = self.store_variable((&*ns, &*scope, var_name), var, unresolved, (path, line));
         res.stored = true;
         self.note_handle_done(promise);
         // cf-agent tells a meta promise's outcome as it tells an acting
@@ -787,11 +791,10 @@ impl EvalContext {
     /// namespace prefix or characters outside cf-agent's variable names
     /// make it illegal.
     /// The error says whether the name was refused only when storing (an
-    /// injection into another bundle).
-    pub(super) fn vars_target(
-        &self,
-        name: &str,
-    ) -> Result<(String, String, String), (String, bool)> {
+    /// injection into another bundle). The namespace and the frame's scope
+    /// are shared with the frame and the name is borrowed: no copies for
+    /// each vars promise.
+    pub(super) fn vars_target<'n>(&self, name: &'n str) -> Result<VarTarget<'n>, (String, bool)> {
         let head_end = name.find('[').unwrap_or(name.len());
         let (head, indices) = name.split_at(head_end);
         let valid_head = !head.is_empty()
@@ -809,15 +812,15 @@ impl EvalContext {
         let (ns, bundle) = self
             .frame()
             .map(|f| (f.ns.clone(), f.bundle.clone()))
-            .unwrap_or_else(|| ("default".into(), String::new()));
+            .unwrap_or_else(|| (Arc::from("default"), Arc::from("")));
         let Some((scope, rest)) = name.split_once('.').filter(|(s, _)| s.len() < head_end) else {
-            return Ok((ns, bundle, name.to_string()));
+            return Ok((ns, bundle, name));
         };
-        if scope != bundle
+        if scope != &*bundle
             && self
                 .policy_bundles
                 .iter()
-                .any(|b| b.ns == ns && b.name == scope)
+                .any(|b| b.ns == *ns && b.name == scope)
         {
             return Err((
                 format!(
@@ -826,7 +829,12 @@ impl EvalContext {
                 true,
             ));
         }
-        Ok((ns, scope.to_string(), rest.to_string()))
+        let scope = if scope == &*bundle {
+            bundle
+        } else {
+            Arc::from(scope)
+        };
+        Ok((ns, scope, rest))
     }
 
     /// Evaluates one `classes` promise. `common` selects the default scope:
