@@ -223,6 +223,9 @@ pub struct EvalContext {
     /// `this.promise_dirname` and its name canonified (for handles):
     /// promises come file by file, so each is worked out once per file.
     pub promise_file: Option<(String, String, String)>,
+    /// The file of the last promise an [`Origin`] was made for, shared by
+    /// the variables and classes its promises define.
+    origin_file: Option<Arc<str>>,
     /// An error on which cf-agent stops the whole run, found while
     /// evaluating a promise; the agent takes it after the promise.
     pub fatal: Option<String>,
@@ -798,11 +801,12 @@ impl EvalContext {
         self.classes.undefine(&key);
     }
 
-    pub fn origin_here(&self, file: &str, line: usize) -> Origin {
-        Origin::Promise {
-            file: file.to_string(),
-            line,
-        }
+    pub fn origin_here(&mut self, file: &str, line: usize) -> Origin {
+        let file = match &self.origin_file {
+            Some(f) if **f == *file => f.clone(),
+            _ => self.origin_file.insert(Arc::from(file)).clone(),
+        };
+        Origin::Promise { file, line }
     }
 }
 
