@@ -407,7 +407,9 @@ impl EvalContext {
 
     /// The texts whose references decide how a promise iterates.
     pub(crate) fn promise_texts<'a>(&self, promise: &'a Promise, skip: &[&str]) -> Vec<&'a str> {
-        let mut texts = vec![promise.promiser.value.as_str()];
+        // Room for a typical promise's texts at once, not grown twice.
+        let mut texts = Vec::with_capacity(8);
+        texts.push(promise.promiser.value.as_str());
         for a in &promise.attributes {
             if !skip.contains(&a.name.name.as_str()) {
                 iteration_texts(self.builtins(), &a.value, &mut texts);
