@@ -587,6 +587,17 @@ impl EvalContext {
         self.expand_at(s, 0, MAX_EXPANSION_DEPTH, NsSearch::OwnOnly)
     }
 
+    /// [`Self::expand_promiser`], borrowing a promiser that holds no
+    /// reference (most do) instead of copying it: whether a reference did
+    /// not resolve, and the text.
+    pub fn expand_promiser_borrowed<'s>(&self, s: &'s str) -> (bool, std::borrow::Cow<'s, str>) {
+        if !may_hold_reference(s) {
+            return (false, std::borrow::Cow::Borrowed(s));
+        }
+        let e = self.expand_promiser(s);
+        (e.unresolved, std::borrow::Cow::Owned(e.text))
+    }
+
     /// Expands references once, leaving references inside the values found
     /// as they are: augments files expand this way, as cf-agent reads them.
     pub fn expand_once(&self, s: &str) -> Expanded {

@@ -96,6 +96,12 @@ pub fn skipping_for_dependency(promiser: &str, handle: &str) {
     }
 }
 
+/// A promiser as expanded for one iteration, borrowed when it is as written.
+struct ExpandedName<'s> {
+    text: &'s str,
+    unresolved: bool,
+}
+
 /// Where a vars promise stores its variable: namespace, scope, name.
 pub(super) type VarTarget<'n> = (Arc<str>, Arc<str>, &'n str);
 
@@ -132,7 +138,9 @@ impl EvalContext {
         if this.is_empty() {
             this.reserve(16);
         }
-        put_with(this, "promise_linenumber", |t| push_decimal(t, line));
+        // Written once, for the line number and the handle.
+        let line_text = Decimal::new(line);
+        put_text(this, "promise_linenumber", line_text.as_str());
         // The rest change only with the file: a frame's promises mostly
         // share one, and the ten lookups a promise were a tenth of a
         // check's instructions.
@@ -178,7 +186,7 @@ impl EvalContext {
                         t.push_str("promise_");
                         t.push_str(base);
                         t.push('_');
-                        push_decimal(t, line);
+                        t.push_str(line_text.as_str());
                     });
                 }
             }
@@ -495,12 +503,16 @@ impl EvalContext {
         };
         // `this.promiser` is the expanded name, which conditions may use
         // (the MPF's `unless => isvariable($(this.promiser))`).
-        let name = self.expand_promiser(&promise.promiser.value);
+        let (unresolved_name, name_text) = self.expand_promiser_borrowed(&promise.promiser.value);
+        let name = ExpandedName {
+            text: &name_text,
+            unresolved: unresolved_name,
+        };
         if !name.unresolved
             && let Some(frame) = self.frames.last_mut()
         {
             // Over the last promiser's text: no copy of the name a promise.
-            put_text(&mut frame.this, "promiser", &name.text);
+            put_text(&mut frame.this, "promiser", name.text);
         }
         if let Some(stop) = self.condition_stops(promise) {
             return (stop, vec![]);
@@ -509,7 +521,7 @@ impl EvalContext {
             res.deferred = true;
             return (res, vec![]);
         }
-        self.edit_banner(promise, "vars", &name.text, iteration);
+        self.edit_banner(promise, "vars", name.text, iteration);
         // cf-agent says it computes a variable whose name it cannot
         // resolve yet, then leaves it for a later pass.
         if self.announce_vars && crate::report::log::verbose() {
@@ -527,7 +539,7 @@ impl EvalContext {
             // A vars promise without a value (e.g. only `policy`) defines nothing.
             return (res, vec![]);
         };
-        let (ns, scope, var_name) = match self.vars_target(&name.text) {
+        let (ns, scope, var_name) = match self.vars_target(name.text) {
             Ok(t) => t,
             Err((m, refused_when_stored)) => {
                 res.failed = true;
@@ -597,7 +609,7 @@ impl EvalContext {
         if unresolved {
             res.deferred = true;
         }
-        if let Some(m) = self.indexed_data_error(&name.text, dtype, (&*ns, &*scope, var_name)) {
+        if let Some(m) = self.indexed_data_error(name.text, dtype, (&*ns, &*scope, var_name)) {
             res.failed = true;
             return (res, vec![msg(m)]);
         }
@@ -1373,20 +1385,30 @@ fn put_with(
     }
 }
 
-/// Appends `n` in decimal.
-fn push_decimal(out: &mut String, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+/// A number's decimal digits, written without the formatting machinery
+/// (the line of every promise is written twice).
+struct Decimal {
+    digits: [u8; 20],
+    start: usize,
+}
+
+impl Decimal {
+    fn new(mut n: usize) -> Decimal {
+        let mut digits = [0u8; 20];
+        let mut start = digits.len();
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
         }
+        Decimal { digits, start }
     }
-    for &d in &digits[at..] {
-        out.push(d as char);
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.digits[self.start..]).unwrap_or_default()
     }
 }
 
