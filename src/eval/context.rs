@@ -15,8 +15,10 @@ use std::sync::Arc;
 /// One bundle (or body) being evaluated.
 #[derive(Debug, Clone, Default)]
 pub struct Frame {
-    pub ns: String,
-    pub bundle: String,
+    /// Shared, not copied: every vars promise names its variable's
+    /// namespace and scope with them.
+    pub ns: Arc<str>,
+    pub bundle: Arc<str>,
     pub bundle_type: String,
     /// Classes local to this bundle run (agent bundles), in the order they
     /// were defined: cf-agent keeps a bundle's few classes in definition
@@ -36,8 +38,8 @@ pub struct Frame {
 impl Frame {
     pub fn new(ns: &str, bundle: &str, bundle_type: &str) -> Frame {
         Frame {
-            ns: ns.to_string(),
-            bundle: bundle.to_string(),
+            ns: Arc::from(ns),
+            bundle: Arc::from(bundle),
             bundle_type: bundle_type.to_string(),
             ..Frame::default()
         }
@@ -221,6 +223,9 @@ pub struct EvalContext {
     /// `this.promise_dirname` and its name canonified (for handles):
     /// promises come file by file, so each is worked out once per file.
     pub promise_file: Option<(String, String, String)>,
+    /// The file of the last promise an [`Origin`] was made for, shared by
+    /// the variables and classes its promises define.
+    origin_file: Option<Arc<str>>,
     /// An error on which cf-agent stops the whole run, found while
     /// evaluating a promise; the agent takes it after the promise.
     pub fatal: Option<String>,
@@ -357,11 +362,11 @@ impl EvalContext {
     }
 
     pub fn current_ns(&self) -> &str {
-        self.frame().map_or("default", |f| f.ns.as_str())
+        self.frame().map_or("default", |f| &*f.ns)
     }
 
     pub fn current_bundle(&self) -> &str {
-        self.frame().map_or("", |f| f.bundle.as_str())
+        self.frame().map_or("", |f| &*f.bundle)
     }
 
     pub fn set_this(&mut self, name: &str, value: Value) {
@@ -582,6 +587,17 @@ impl EvalContext {
         self.expand_at(s, 0, MAX_EXPANSION_DEPTH, NsSearch::OwnOnly)
     }
 
+    /// [`Self::expand_promiser`], borrowing a promiser that holds no
+    /// reference (most do) instead of copying it: whether a reference did
+    /// not resolve, and the text.
+    pub fn expand_promiser_borrowed<'s>(&self, s: &'s str) -> (bool, std::borrow::Cow<'s, str>) {
+        if !may_hold_reference(s) {
+            return (false, std::borrow::Cow::Borrowed(s));
+        }
+        let e = self.expand_promiser(s);
+        (e.unresolved, std::borrow::Cow::Owned(e.text))
+    }
+
     /// Expands references once, leaving references inside the values found
     /// as they are: augments files expand this way, as cf-agent reads them.
     pub fn expand_once(&self, s: &str) -> Expanded {
@@ -720,7 +736,7 @@ impl EvalContext {
             return true;
         }
         if let Some(f) = self.frame()
-            && (qualified_default.is_none() || f.ns == "default")
+            && (qualified_default.is_none() || &*f.ns == "default")
         {
             self.classes.reads.note_read(|| local_class_entry(bare));
             if f.local_classes.contains_key(bare) {
@@ -753,6 +769,11 @@ impl EvalContext {
     /// Parses (once) and evaluates a class expression that is already free
     /// of variable references.
     pub fn eval_class_expr(&mut self, expr: &str) -> Result<bool, ClassExprError> {
+        // The guard of every promise written without one, asked twice a
+        // promise: always set, and nothing to read or cache for it.
+        if expr == "any" {
+            return Ok(true);
+        }
         let parsed = match self.expr_cache.get(expr) {
             Some(p) => p.clone(),
             None => {
@@ -796,11 +817,12 @@ impl EvalContext {
         self.classes.undefine(&key);
     }
 
-    pub fn origin_here(&self, file: &str, line: usize) -> Origin {
-        Origin::Promise {
-            file: file.to_string(),
-            line,
-        }
+    pub fn origin_here(&mut self, file: &str, line: usize) -> Origin {
+        let file = match &self.origin_file {
+            Some(f) if **f == *file => f.clone(),
+            _ => self.origin_file.insert(Arc::from(file)).clone(),
+        };
+        Origin::Promise { file, line }
     }
 }
 

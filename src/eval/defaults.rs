@@ -52,13 +52,13 @@ impl EvalContext {
                 }
             },
         };
-        let current = self.vars.get(&ns, &scope, &var).map(|v| v.value.clone());
+        let current = self.vars.get(&ns, &scope, var).map(|v| v.value.clone());
         if !self.default_replaces(current.as_ref(), regex.as_deref()) {
             return (res, vec![]);
         }
-        self.vars.remove(&ns, &scope, &var);
+        self.vars.remove(&ns, &scope, var);
         let (mut r, msgs) = self.eval_vars_promise(file, promise, policy);
-        let now = self.vars.get(&ns, &scope, &var).map(|v| &v.value);
+        let now = self.vars.get(&ns, &scope, var).map(|v| &v.value);
         // Putting the same default back each pass changes nothing.
         r.changed = now != current.as_ref();
         (r, msgs)

@@ -627,7 +627,7 @@ fn eval_control_body(ctx: &mut EvalContext, file: &LoadedFile, body: &Body) {
                 Value::List(list),
                 DataType::Slist,
                 Origin::Promise {
-                    file: file.source.path.clone(),
+                    file: file.source.path.as_str().into(),
                     line,
                 },
             )
@@ -654,7 +654,7 @@ fn eval_control_body(ctx: &mut EvalContext, file: &LoadedFile, body: &Body) {
             e.value,
             dtype,
             Origin::Promise {
-                file: file.source.path.clone(),
+                file: file.source.path.as_str().into(),
                 line,
             },
         )

@@ -15,6 +15,7 @@ use crate::values::canon::{canonify, canonify_class};
 use crate::values::number::{convert, parse_int};
 use crate::values::value::{DataType, Origin, Value};
 use std::path::Path;
+use std::sync::Arc;
 
 /// What became of one promise (all its iterations together).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,6 +96,15 @@ pub fn skipping_for_dependency(promiser: &str, handle: &str) {
     }
 }
 
+/// A promiser as expanded for one iteration, borrowed when it is as written.
+struct ExpandedName<'s> {
+    text: &'s str,
+    unresolved: bool,
+}
+
+/// Where a vars promise stores its variable: namespace, scope, name.
+pub(super) type VarTarget<'n> = (Arc<str>, Arc<str>, &'n str);
+
 impl EvalContext {
     /// Sets the `this.*` variables for a promise.
     pub fn enter_promise(&mut self, file: &LoadedFile, promise: &Promise) {
@@ -128,7 +138,9 @@ impl EvalContext {
         if this.is_empty() {
             this.reserve(16);
         }
-        put_with(this, "promise_linenumber", |t| push_decimal(t, line));
+        // Written once, for the line number and the handle.
+        let line_text = Decimal::new(line);
+        put_text(this, "promise_linenumber", line_text.as_str());
         // The rest change only with the file: a frame's promises mostly
         // share one, and the ten lookups a promise were a tenth of a
         // check's instructions.
@@ -174,7 +186,7 @@ impl EvalContext {
                         t.push_str("promise_");
                         t.push_str(base);
                         t.push('_');
-                        push_decimal(t, line);
+                        t.push_str(line_text.as_str());
                     });
                 }
             }
@@ -403,7 +415,9 @@ impl EvalContext {
 
     /// The texts whose references decide how a promise iterates.
     pub(crate) fn promise_texts<'a>(&self, promise: &'a Promise, skip: &[&str]) -> Vec<&'a str> {
-        let mut texts = vec![promise.promiser.value.as_str()];
+        // Room for a typical promise's texts at once, not grown twice.
+        let mut texts = Vec::with_capacity(8);
+        texts.push(promise.promiser.value.as_str());
         for a in &promise.attributes {
             if !skip.contains(&a.name.name.as_str()) {
                 iteration_texts(self.builtins(), &a.value, &mut texts);
@@ -489,12 +503,16 @@ impl EvalContext {
         };
         // `this.promiser` is the expanded name, which conditions may use
         // (the MPF's `unless => isvariable($(this.promiser))`).
-        let name = self.expand_promiser(&promise.promiser.value);
+        let (unresolved_name, name_text) = self.expand_promiser_borrowed(&promise.promiser.value);
+        let name = ExpandedName {
+            text: &name_text,
+            unresolved: unresolved_name,
+        };
         if !name.unresolved
             && let Some(frame) = self.frames.last_mut()
         {
             // Over the last promiser's text: no copy of the name a promise.
-            put_text(&mut frame.this, "promiser", &name.text);
+            put_text(&mut frame.this, "promiser", name.text);
         }
         if let Some(stop) = self.condition_stops(promise) {
             return (stop, vec![]);
@@ -503,7 +521,7 @@ impl EvalContext {
             res.deferred = true;
             return (res, vec![]);
         }
-        self.edit_banner(promise, "vars", &name.text, iteration);
+        self.edit_banner(promise, "vars", name.text, iteration);
         // cf-agent says it computes a variable whose name it cannot
         // resolve yet, then leaves it for a later pass.
         if self.announce_vars && crate::report::log::verbose() {
@@ -521,7 +539,7 @@ impl EvalContext {
             // A vars promise without a value (e.g. only `policy`) defines nothing.
             return (res, vec![]);
         };
-        let (ns, scope, var_name) = match self.vars_target(&name.text) {
+        let (ns, scope, var_name) = match self.vars_target(name.text) {
             Ok(t) => t,
             Err((m, refused_when_stored)) => {
                 res.failed = true;
@@ -559,7 +577,7 @@ impl EvalContext {
         // A constant keeps a value that is complete; one that still waits
         // for references is completed, as cf-agent does.
         if policy == VarPolicy::Constant
-            && let Some(old) = self.vars.get(&ns, &scope, &var_name)
+            && let Some(old) = self.vars.get(&ns, &scope, var_name)
             && !value_has_references(&old.value)
         {
             return (res, vec![]);
@@ -568,7 +586,7 @@ impl EvalContext {
             mut value,
             unresolved,
         } = evaluated;
-        if refers_to_itself(&value, &ns, &scope, &var_name) {
+        if refers_to_itself(&value, &ns, &scope, var_name) {
             res.failed = true;
             return (
                 res,
@@ -591,7 +609,7 @@ impl EvalContext {
         if unresolved {
             res.deferred = true;
         }
-        if let Some(m) = self.indexed_data_error(&name.text, dtype, (&ns, &scope, &var_name)) {
+        if let Some(m) = self.indexed_data_error(name.text, dtype, (&*ns, &*scope, var_name)) {
             res.failed = true;
             return (res, vec![msg(m)]);
         }
@@ -667,7 +685,7 @@ impl EvalContext {
             policy,
             call_items: None,
         };
-        res.changed = self.store_variable((&ns, &scope, &var_name), var, unresolved, (path, line));
+        res.changed = self.store_variable((&*ns, &*scope, var_name), var, unresolved, (path, line));
         res.stored = true;
         self.note_handle_done(promise);
         // cf-agent tells a meta promise's outcome as it tells an acting
@@ -787,11 +805,10 @@ impl EvalContext {
     /// namespace prefix or characters outside cf-agent's variable names
     /// make it illegal.
     /// The error says whether the name was refused only when storing (an
-    /// injection into another bundle).
-    pub(super) fn vars_target(
-        &self,
-        name: &str,
-    ) -> Result<(String, String, String), (String, bool)> {
+    /// injection into another bundle). The namespace and the frame's scope
+    /// are shared with the frame and the name is borrowed: no copies for
+    /// each vars promise.
+    pub(super) fn vars_target<'n>(&self, name: &'n str) -> Result<VarTarget<'n>, (String, bool)> {
         let head_end = name.find('[').unwrap_or(name.len());
         let (head, indices) = name.split_at(head_end);
         let valid_head = !head.is_empty()
@@ -809,15 +826,15 @@ impl EvalContext {
         let (ns, bundle) = self
             .frame()
             .map(|f| (f.ns.clone(), f.bundle.clone()))
-            .unwrap_or_else(|| ("default".into(), String::new()));
+            .unwrap_or_else(|| (Arc::from("default"), Arc::from("")));
         let Some((scope, rest)) = name.split_once('.').filter(|(s, _)| s.len() < head_end) else {
-            return Ok((ns, bundle, name.to_string()));
+            return Ok((ns, bundle, name));
         };
-        if scope != bundle
+        if scope != &*bundle
             && self
                 .policy_bundles
                 .iter()
-                .any(|b| b.ns == ns && b.name == scope)
+                .any(|b| b.ns == *ns && b.name == scope)
         {
             return Err((
                 format!(
@@ -826,7 +843,12 @@ impl EvalContext {
                 true,
             ));
         }
-        Ok((ns, scope.to_string(), rest.to_string()))
+        let scope = if scope == &*bundle {
+            bundle
+        } else {
+            Arc::from(scope)
+        };
+        Ok((ns, scope, rest))
     }
 
     /// Evaluates one `classes` promise. `common` selects the default scope:
@@ -1363,20 +1385,30 @@ fn put_with(
     }
 }
 
-/// Appends `n` in decimal.
-fn push_decimal(out: &mut String, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+/// A number's decimal digits, written without the formatting machinery
+/// (the line of every promise is written twice).
+struct Decimal {
+    digits: [u8; 20],
+    start: usize,
+}
+
+impl Decimal {
+    fn new(mut n: usize) -> Decimal {
+        let mut digits = [0u8; 20];
+        let mut start = digits.len();
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
         }
+        Decimal { digits, start }
     }
-    for &d in &digits[at..] {
-        out.push(d as char);
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.digits[self.start..]).unwrap_or_default()
     }
 }
 

@@ -19,6 +19,9 @@ pub fn entry_hash<K: Hash>(key: K) -> u64 {
 
 /// Per store: when each entry last changed (a logical clock), and the log
 /// of what the evaluation under way read.
+/// The most read entries whose room the log keeps between evaluations.
+const MAX_KEPT_READS: usize = 4096;
+
 #[derive(Debug, Default, Clone)]
 pub struct ReadLog {
     /// Whether changes are stamped at all (while pre-evaluating and while
@@ -104,13 +107,20 @@ impl ReadLog {
     /// Stops logging: what was read, unless something unnamed was.
     pub fn finish(&self) -> Option<Reads> {
         self.logging.set(false);
-        let mut keys = std::mem::take(&mut *self.read.borrow_mut());
+        // The buffer stays for the next evaluation's reads (one per
+        // promise); what is kept is an exact copy.
+        let mut read = self.read.borrow_mut();
         if self.unnamed.get() || !self.tracking {
+            read.clear();
             return None;
         }
-        keys.sort_unstable();
-        keys.dedup();
-        keys.shrink_to_fit();
+        read.sort_unstable();
+        read.dedup();
+        let keys = read.to_vec();
+        read.clear();
+        if read.capacity() > MAX_KEPT_READS {
+            *read = Vec::new();
+        }
         Some(Reads {
             keys,
             clock: self.clock,

@@ -40,6 +40,11 @@ impl Evaluated {
 
 /// A whole-string list reference `@(x)` (or naked `$(x)` naming a list).
 fn whole_ref(s: &str) -> Option<(bool, &str)> {
+    // Only a reference at the start can be the whole text: no scan of
+    // text that does not start with a sigil (every literal evaluated).
+    if !matches!(s.as_bytes().first(), Some(b'$' | b'@')) {
+        return None;
+    }
     let r = next_ref(s, 0)?;
     if r.start == 0 && r.end == s.len() {
         Some((r.list_sigil, &s[r.inner_start..r.inner_end]))

@@ -269,14 +269,13 @@ impl VarStore {
 
     fn put_unlogged(&mut self, ns: &str, scope: &str, name: &str, var: Variable) -> PutResult {
         self.settle_deferred(ns, scope, name);
-        if !self.scopes.contains_key(&ScopeRef { ns, scope }) {
-            self.scopes
-                .insert(ScopeKey::new(ns, scope), FastMap::default());
-        }
-        let map = self
-            .scopes
-            .get_mut(&ScopeRef { ns, scope })
-            .expect("the scope was just made");
+        // One lookup of the scope (made on its first variable).
+        let map = match self.scopes.entry_ref(&ScopeRef { ns, scope }) {
+            hashbrown::hash_map::EntryRef::Occupied(e) => e.into_mut(),
+            hashbrown::hash_map::EntryRef::Vacant(e) => {
+                e.insert_with_key(ScopeKey::new(ns, scope), FastMap::default())
+            }
+        };
         match map.get_mut(name) {
             None => {
                 if in_global_table(scope, name) {

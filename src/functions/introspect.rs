@@ -303,8 +303,8 @@ fn callstack_callers(ctx: &mut EvalContext, _: &[Value]) -> FnResult {
     for f in &ctx.frames {
         let mut bundle = Map::new();
         bundle.insert("bundleType".into(), Json::String(f.bundle_type.clone()));
-        bundle.insert("name".into(), Json::String(f.bundle.clone()));
-        bundle.insert("namespace".into(), Json::String(f.ns.clone()));
+        bundle.insert("name".into(), Json::String(f.bundle.to_string()));
+        bundle.insert("namespace".into(), Json::String(f.ns.to_string()));
         let mut e = Map::new();
         e.insert("bundle".into(), Json::Object(bundle));
         e.insert("type".into(), Json::String("bundle".into()));

@@ -149,7 +149,11 @@ pub enum Origin {
     /// Given on the command line with `-D`.
     CommandLine,
     /// A promise in a policy file (path and 1-based line).
-    Promise { file: String, line: usize },
+    /// The path is shared by all that one file's promises define.
+    Promise {
+        file: std::sync::Arc<str>,
+        line: usize,
+    },
     /// An augments file: which layer, which file, which key.
     Augments {
         layer: AugmentsLayer,
