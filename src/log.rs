@@ -19,10 +19,11 @@ pub const CRITICAL_TARGET: &str = "cf_critical";
 /// apart from tracing so that it can be raised once the policy is read
 /// (agent control's `inform`, `verbose`) and asked cheaply. Starts at
 /// notice; report::log alone moves it.
-pub static LEVEL: AtomicU8 = AtomicU8::new(2);
+pub static LEVEL: AtomicU8 = AtomicU8::new(NOTICE);
 
-/// `LogLevel::Verbose` and `LogLevel::Debug` as numbers (report::log
-/// checks that they match).
+/// `LogLevel::Notice`, `LogLevel::Verbose` and `LogLevel::Debug` as numbers
+/// (report::log checks that they match).
+pub const NOTICE: u8 = 2;
 pub const VERBOSE: u8 = 4;
 pub const DEBUG: u8 = 5;
 

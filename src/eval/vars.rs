@@ -157,6 +157,22 @@ pub enum PutResult {
     Unchanged,
 }
 
+/// A scope's table in `scopes`, made empty on its first use: one lookup.
+/// (A function of the field, so that a caller may still use the store's
+/// other fields while it holds the table.)
+fn scope_mut<'m>(
+    scopes: &'m mut ScopeMap<FastMap<String, Stored>>,
+    ns: &str,
+    scope: &str,
+) -> &'m mut FastMap<String, Stored> {
+    match scopes.entry_ref(&ScopeRef { ns, scope }) {
+        hashbrown::hash_map::EntryRef::Occupied(e) => e.into_mut(),
+        hashbrown::hash_map::EntryRef::Vacant(e) => {
+            e.insert_with_key(ScopeKey::new(ns, scope), FastMap::default())
+        }
+    }
+}
+
 impl VarStore {
     pub fn get(&self, ns: &str, scope: &str, name: &str) -> Option<&Variable> {
         self.reads.note_read(|| entry_hash((ns, scope, name)));
@@ -248,13 +264,7 @@ impl VarStore {
     /// not yet: discovery puts ~150 into `sys` at once, and the table
     /// would otherwise grow (and be copied) seven times on the way.
     pub fn reserve(&mut self, ns: &str, scope: &str, additional: usize) {
-        if !self.scopes.contains_key(&ScopeRef { ns, scope }) {
-            self.scopes
-                .insert(ScopeKey::new(ns, scope), FastMap::default());
-        }
-        if let Some(map) = self.scopes.get_mut(&ScopeRef { ns, scope }) {
-            map.reserve(additional);
-        }
+        scope_mut(&mut self.scopes, ns, scope).reserve(additional);
     }
 
     pub fn put(&mut self, ns: &str, scope: &str, name: &str, var: Variable) -> PutResult {
@@ -269,13 +279,7 @@ impl VarStore {
 
     fn put_unlogged(&mut self, ns: &str, scope: &str, name: &str, var: Variable) -> PutResult {
         self.settle_deferred(ns, scope, name);
-        // One lookup of the scope (made on its first variable).
-        let map = match self.scopes.entry_ref(&ScopeRef { ns, scope }) {
-            hashbrown::hash_map::EntryRef::Occupied(e) => e.into_mut(),
-            hashbrown::hash_map::EntryRef::Vacant(e) => {
-                e.insert_with_key(ScopeKey::new(ns, scope), FastMap::default())
-            }
-        };
+        let map = scope_mut(&mut self.scopes, ns, scope);
         match map.get_mut(name) {
             None => {
                 if in_global_table(scope, name) {

@@ -103,7 +103,9 @@ use crate::log::LEVEL;
 
 // The floor below keeps the level as LogLevel's number.
 const _: () = assert!(
-    LogLevel::Verbose as u8 == crate::log::VERBOSE && LogLevel::Debug as u8 == crate::log::DEBUG
+    LogLevel::Notice as u8 == crate::log::NOTICE
+        && LogLevel::Verbose as u8 == crate::log::VERBOSE
+        && LogLevel::Debug as u8 == crate::log::DEBUG
 );
 
 fn current_level() -> LogLevel {
