@@ -360,12 +360,7 @@ impl VarStore {
         ns: &'a str,
         scope: &'a str,
     ) -> Option<impl Iterator<Item = (&'a String, &'a Variable)> + 'a> {
-        self.reads.note_unnamed();
-        let vars = self.scopes.get(&ScopeRef { ns, scope })?;
-        Some(
-            vars.iter()
-                .map(move |(n, s)| (n, self.resolve(ns, scope, n, &s.var))),
-        )
+        self.scope_with_prefix(ns, scope, "")
     }
 
     /// The variables of a scope whose names start with `prefix` (a classic
