@@ -198,21 +198,20 @@ impl Change {
     /// it (`info: ...` once made, `warning: ...` when not).
     pub fn said(&self) -> Vec<String> {
         let level = if self.applied { "info: " } else { "warning: " };
-        // Built by hand: an edit of a big file says thousands of lines.
-        let mut rest = self.message.as_str();
+        // The lines of `str::lines`, found by the byte search and joined by
+        // hand (an edit of a big file says thousands): a line that ends in
+        // a newline loses a CR before it; the text after the last newline
+        // is a line when it is not empty.
         let mut out = Vec::new();
-        while !rest.is_empty() {
-            let (line, next) = match crate::scan::memchr(b'\n', rest.as_bytes()) {
-                Some(i) => (&rest[..i], &rest[i + 1..]),
-                None => (rest, ""),
-            };
-            // As `str::lines`: a CR before the newline is not the line's.
-            let line = line.strip_suffix('\r').unwrap_or(line);
-            let mut said = String::with_capacity(level.len() + line.len());
-            said.push_str(level);
-            said.push_str(line);
-            out.push(said);
-            rest = next;
+        let mut pieces = crate::scan::split_newlines(&self.message).peekable();
+        while let Some(l) = pieces.next() {
+            if pieces.peek().is_none() {
+                if !l.is_empty() {
+                    out.push([level, l].concat());
+                }
+                break;
+            }
+            out.push([level, l.strip_suffix('\r').unwrap_or(l)].concat());
         }
         out
     }
@@ -399,6 +398,18 @@ pub fn print_diff(shown: &str, old: &[u8], new: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn said_lines_are_str_lines() {
+        for m in [
+            "", "\n", "a", "a\n", "a\r\nb", "a\n\nb\n", "a\r", "a\nb\r", "\r\n\r",
+        ] {
+            let mut c = Change::new("edit", "/f");
+            c.message = m.to_string();
+            let want: Vec<String> = m.lines().map(|l| format!("warning: {l}")).collect();
+            assert_eq!(c.said(), want, "{m:?}");
+        }
+    }
 
     fn chmod() -> Change {
         Change::new("permissions", "/f")
