@@ -236,12 +236,20 @@ struct MacroState {
 }
 
 pub fn lex(src: &str) -> Lexed {
+    lex_from(src, 0)
+}
+
+/// Lexes the text from `start`, a line start, to its end, as [`lex`] reads
+/// it there when no `@if` is open; spans and line numbers are those of all
+/// of `src`. The parser's second thread reads the second half of a big
+/// file with it.
+pub fn lex_from(src: &str, start: usize) -> Lexed {
     let mut out = Lexed {
-        tokens: Vec::with_capacity(src.len() / 6),
+        tokens: Vec::with_capacity((src.len() - start) / 6),
         diagnostics: Vec::new(),
     };
     let bytes = src.as_bytes();
-    let mut pos = 0usize;
+    let mut pos = start;
     let mut macros = MacroState::default();
     // Only blanks so far on this line.
     let mut at_line_start = true;
