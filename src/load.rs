@@ -118,6 +118,54 @@ pub fn validate_together(
     per_file
 }
 
+/// The entry file's validation, run on a second thread while the policy
+/// is pre-evaluated. When the policy turns out to be that file alone,
+/// checked in the scope guessed at the start, its result is taken instead
+/// of validating again; otherwise it is waited for and dropped.
+pub struct EarlyValidation {
+    file: std::sync::Arc<LoadedFile>,
+    scope: crate::schema::Scope,
+    found: std::thread::JoinHandle<Vec<Vec<Diagnostic>>>,
+}
+
+impl EarlyValidation {
+    /// Below this the check takes about as long as starting a thread.
+    const MIN_TEXT: usize = 64 * 1024;
+
+    pub fn start(policy: &PolicySet, scope: crate::schema::Scope) -> Option<EarlyValidation> {
+        let [file] = policy.files.as_slice() else {
+            return None;
+        };
+        if file.source.text.len() < Self::MIN_TEXT {
+            return None;
+        }
+        let own = std::sync::Arc::clone(file);
+        // The validator's depth limit is sized for the main thread's stack.
+        let found = std::thread::Builder::new()
+            .stack_size(8 << 20)
+            .spawn(move || validate_together(&[&own], scope))
+            .ok()?;
+        Some(EarlyValidation {
+            file: std::sync::Arc::clone(file),
+            scope,
+            found,
+        })
+    }
+
+    /// What `validate_together(files, scope)` would return, if that is
+    /// what was validated.
+    pub fn result_for(
+        self,
+        files: &[&LoadedFile],
+        scope: crate::schema::Scope,
+    ) -> Option<Vec<Vec<Diagnostic>>> {
+        let found = self.found.join().ok()?;
+        let same =
+            scope == self.scope && matches!(files, [only] if std::ptr::eq(*only, &*self.file));
+        same.then_some(found)
+    }
+}
+
 /// All loaded files of one policy, with lookup tables for bundles and
 /// bodies by namespace and name.
 #[derive(Debug, Default)]
@@ -172,6 +220,12 @@ impl PolicySet {
         }
         self.files.push(std::sync::Arc::new(file));
         idx
+    }
+
+    /// Adds the policy's entry file, the first (`__main__` becomes `main`).
+    pub fn add_entry(&mut self, mut file: LoadedFile) {
+        file.settle_main(true);
+        self.add(file);
     }
 
     /// Whether some body is defined in namespace `ns`.

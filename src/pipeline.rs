@@ -7,13 +7,13 @@ use crate::augments::{self, AugmentsInput};
 use crate::config::Config;
 use crate::discover::{DiscoverInput, Discovery, NameLookup, Role, apply_command_line, discover};
 use crate::eval::classes::ClassInfo;
-use crate::eval::preeval::{PreEvalReport, load_and_preevaluate, preevaluate_entry};
+use crate::eval::preeval::{PreEvalReport, load_entry, preevaluate_entry};
 use crate::eval::vars::Variable;
 use crate::eval::{EvalContext, EvalSettings};
 use crate::host::Host;
 use crate::host::changes_chroot::ChangesChroot;
 use crate::host::clock::now_secs;
-use crate::load::{LoadError, LoadedFile, PolicySet, validate_together};
+use crate::load::{EarlyValidation, LoadError, LoadedFile, PolicySet, validate_together};
 use crate::promises::custom::{ModuleSettings, PromiseModules};
 use crate::report::Sink;
 use crate::schema::Scope;
@@ -260,10 +260,13 @@ fn prepare_with(
     };
     let augmented = augments::apply(&mut ctx, &augments_input);
     let mut policy = PolicySet::default();
-    let report = match entry_text {
-        Some(file) => preevaluate_entry(&mut ctx, &mut policy, &config.entry, file),
-        None => load_and_preevaluate(&mut ctx, &mut policy, &config.entry)?,
-    };
+    match entry_text {
+        Some(file) => policy.add_entry(file),
+        None => load_entry(&ctx, &mut policy, &config.entry)?,
+    }
+    // The check of a big policy overlaps its pre-evaluation.
+    let early = EarlyValidation::start(&policy, validation_scope(config, true));
+    let report = preevaluate_entry(&mut ctx, &mut policy, &config.entry);
     // Inputs that never resolved are logged as cf-promises logs them while
     // loading (on its log's stream, which tests filter with grep): errors
     // that do not stop the check.
@@ -276,16 +279,10 @@ fn prepare_with(
     // their own); given a bundlesequence (`-b`), it does not check them.
     // An input that could not be read stops it before that check: the
     // bodies that file would define are not reported missing.
-    let scope = if (config.bundlesequence.is_some() && config.mode != crate::config::Mode::Run)
-        || !report.load_errors.is_empty()
-    {
-        Scope::Fragment
-    } else if config.full_check {
-        Scope::FullCheck
-    } else {
-        Scope::WholePolicy
-    };
-    let validation = validate_together(&files, scope);
+    let scope = validation_scope(config, report.load_errors.is_empty());
+    let validation = early
+        .and_then(|e| e.result_for(&files, scope))
+        .unwrap_or_else(|| validate_together(&files, scope));
     // What a fragment's check finds, the whole policy's finds too: only a
     // policy with errors is checked again, to tell its syntax errors.
     let any_error = |v: &[Vec<Diagnostic>]| v.iter().flatten().any(Diagnostic::is_error);
@@ -305,6 +302,19 @@ fn prepare_with(
         cycles,
         syntax_errors,
     })
+}
+
+/// How much of the policy validation may take as the whole of it.
+fn validation_scope(config: &Config, all_inputs_read: bool) -> Scope {
+    if (config.bundlesequence.is_some() && config.mode != crate::config::Mode::Run)
+        || !all_inputs_read
+    {
+        Scope::Fragment
+    } else if config.full_check {
+        Scope::FullCheck
+    } else {
+        Scope::WholePolicy
+    }
 }
 
 /// Persistent classes from earlier runs are defined after the host's and

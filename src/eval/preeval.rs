@@ -50,11 +50,22 @@ pub fn load_and_preevaluate(
     policy: &mut PolicySet,
     entry: &Path,
 ) -> Result<PreEvalReport, LoadError> {
+    load_entry(ctx, policy, entry)?;
+    Ok(preevaluate_entry(ctx, policy, entry))
+}
+
+/// Reads the entry file into `policy`, refusing one others may write when
+/// the settings say so.
+pub fn load_entry(
+    ctx: &EvalContext,
+    policy: &mut PolicySet,
+    entry: &Path,
+) -> Result<(), LoadError> {
     if ctx.settings.refuse_writable_policy {
         crate::load::refuse_writable_by_others(entry)?;
     }
-    let file = load_file(entry)?;
-    Ok(preevaluate_entry(ctx, policy, entry, file))
+    policy.add_entry(load_file(entry)?);
+    Ok(())
 }
 
 /// Loads one input unless it is loaded already, by its path or by its
@@ -89,17 +100,15 @@ fn load_input(
     }
 }
 
-/// `load_and_preevaluate` for an entry file already read (its `inputs`
-/// are still looked for beside `entry`).
+/// `load_and_preevaluate` for an entry file already read and added to
+/// `policy` with [`PolicySet::add_entry`] (its `inputs` are still looked
+/// for beside `entry`).
 pub fn preevaluate_entry(
     ctx: &mut EvalContext,
     policy: &mut PolicySet,
     entry: &Path,
-    mut file: LoadedFile,
 ) -> PreEvalReport {
     let entry_dir = crate::load::dirname_text(entry);
-    file.settle_main(true);
-    policy.add(file);
     let mut report = PreEvalReport::default();
     let mut done = 0;
     let mut read_paths = ReadPaths::default();
