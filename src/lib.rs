@@ -5,6 +5,7 @@
 //! actuate → report. See DESIGN.md for the map of modules.
 
 pub mod agent;
+pub mod alloc;
 pub mod augments;
 pub mod bootstrap;
 pub mod cli;

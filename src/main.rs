@@ -11,6 +11,10 @@
 // panic.
 #![no_main]
 
+/// Small blocks from a pool of our own (see `convergent::alloc`).
+#[global_allocator]
+static POOL: convergent::alloc::Pool = convergent::alloc::Pool;
+
 use clap::Parser;
 use convergent::cli::{AgentArgs, KeyArgs, PromisesArgs};
 use convergent::config::{Config, Mode, PolicyFormat};

@@ -18,6 +18,7 @@ use std::path::Path;
 const FLOORS: &[(&str, u8)] = &[
     ("log", 0),
     ("scan", 0),
+    ("alloc", 0),
     ("values", 0),
     ("syntax", 0),
     ("host", 0),
