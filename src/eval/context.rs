@@ -25,7 +25,7 @@ pub struct Frame {
     /// order, and `classesmatching` lists them (reversed) in that order.
     pub local_classes: IndexMap<String, ClassInfo>,
     /// `this.*` for the promise being evaluated.
-    pub this: crate::values::hash::FastMap<String, Value>,
+    pub this: super::this::ThisVars,
     /// Parameters of a body being expanded, looked up before the bundle.
     pub body_params: Option<crate::values::hash::FastMap<String, Value>>,
     /// The policy file whose promise last set the `this.*` entries that
@@ -371,13 +371,7 @@ impl EvalContext {
 
     pub fn set_this(&mut self, name: &str, value: Value) {
         if let Some(f) = self.frame_mut() {
-            // Set for every promise: the key is made only the first time.
-            match f.this.get_mut(name) {
-                Some(v) => *v = value,
-                None => {
-                    f.this.insert(name.to_string(), value);
-                }
-            }
+            f.this.set(name, value);
         }
     }
 

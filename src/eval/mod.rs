@@ -17,6 +17,7 @@ pub mod promises;
 pub mod reads;
 pub mod reasons;
 pub mod rval;
+pub mod this;
 pub mod vars;
 
 pub use context::{EvalContext, EvalSettings, Frame};

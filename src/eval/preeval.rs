@@ -299,9 +299,9 @@ fn preevaluate_file(
 /// comes first, and `this_fixed_for` is not carried over, so the entries
 /// fixed per file are written again), except `this.promiser`, which a
 /// promise whose promiser does not resolve leaves unset: it goes.
-fn recycled_this(frame: &mut Frame) -> FastMap<String, Value> {
+fn recycled_this(frame: &mut Frame) -> super::this::ThisVars {
     let mut this = std::mem::take(&mut frame.this);
-    this.remove("promiser");
+    this.unset(super::this::Slot::Promiser);
     this
 }
 

@@ -6,6 +6,7 @@ use super::call::FnError;
 use super::classes::ClassInfo;
 use super::context::EvalContext;
 use super::rval::{Evaluated, iteration_texts};
+use super::this::Slot;
 use super::vars::{PutResult, VarPolicy, Variable};
 use crate::eval::expanded::define_outcome_classes;
 use crate::load::{LoadedFile, PolicySet};
@@ -133,34 +134,23 @@ impl EvalContext {
         // Most of these are what the previous promise had: each is written
         // over the old text in place, with no allocation when it is equal.
         let this = &mut frame.this;
-        // Room for all of them at once, rather than growing three times
-        // in each bundle's first promise.
-        if this.is_empty() {
-            this.reserve(16);
-        }
         // Written once, for the line number and the handle.
         let line_text = Decimal::new(line);
-        put_text(this, "promise_linenumber", line_text.as_str());
+        this.put_text(Slot::LineNumber, line_text.as_str());
         // The rest change only with the file: a frame's promises mostly
-        // share one, and the ten lookups a promise were a tenth of a
-        // check's instructions.
+        // share one.
         if frame.this_fixed_for.as_deref() != Some(path.as_str()) {
-            put_text(this, "promise_filename", path);
-            put_text(this, "promise_dirname", dir);
-            put_text(this, "bundle", &frame.bundle);
-            put_text(this, "namespace", &frame.ns);
+            this.put_text(Slot::FileName, path);
+            this.put_text(Slot::DirName, dir);
+            this.put_text(Slot::Bundle, &frame.bundle);
+            this.put_text(Slot::Namespace, &frame.ns);
             // cf-agent tells every promise who runs it (ncf names its scratch
             // files after this.promiser_pid).
-            for (name, id) in [
-                "promiser_uid",
-                "promiser_gid",
-                "promiser_pid",
-                "promiser_ppid",
-            ]
-            .iter()
-            .zip(process_ids())
+            for (slot, id) in [Slot::Uid, Slot::Gid, Slot::Pid, Slot::Ppid]
+                .into_iter()
+                .zip(process_ids())
             {
-                put_text(this, name, id);
+                this.put_text(slot, id);
             }
             match &mut frame.this_fixed_for {
                 Some(p) => {
@@ -176,13 +166,13 @@ impl EvalContext {
             Some(Rval::String(s)) => {
                 let handle = canonify(&self.expand(&s.value).text);
                 if let Some(frame) = self.frames.last_mut() {
-                    put_text(&mut frame.this, "handle", &handle);
+                    frame.this.put_text(Slot::Handle, &handle);
                 }
             }
             _ => {
                 let base = self.promise_file.as_ref().map_or("", |f| f.2.as_str());
                 if let Some(frame) = self.frames.last_mut() {
-                    put_with(&mut frame.this, "handle", |t| {
+                    frame.this.put_with(Slot::Handle, |t| {
                         t.push_str("promise_");
                         t.push_str(base);
                         t.push('_');
@@ -512,7 +502,7 @@ impl EvalContext {
             && let Some(frame) = self.frames.last_mut()
         {
             // Over the last promiser's text: no copy of the name a promise.
-            put_text(&mut frame.this, "promiser", name.text);
+            frame.this.put_text(Slot::Promiser, name.text);
         }
         if let Some(stop) = self.condition_stops(promise) {
             return (stop, vec![]);
@@ -746,19 +736,19 @@ impl EvalContext {
         dtype: DataType,
         (ns, scope, var_name): (&str, &str, &str),
     ) -> Option<String> {
-        if dtype == DataType::Data && var_name.contains('[') {
+        let i = crate::scan::memchr(b'[', var_name.as_bytes())?;
+        if dtype == DataType::Data {
             return Some(format!(
                 "a data container cannot be assigned to the indexed name '{shown}'; assign it to '{}'",
-                &var_name[..var_name.find('[').unwrap_or(var_name.len())]
+                &var_name[..i]
             ));
         }
         // An array entry whose name is a path inside a data container of
         // the same name cannot be set.
-        if let Some(i) = var_name.find('[')
-            && self
-                .vars
-                .get(ns, scope, &var_name[..i])
-                .is_some_and(|v| v.dtype == DataType::Data)
+        if self
+            .vars
+            .get(ns, scope, &var_name[..i])
+            .is_some_and(|v| v.dtype == DataType::Data)
             && self.lookup(&format!("{ns}:{scope}.{var_name}")).is_some()
         {
             return Some(format!(
@@ -809,7 +799,9 @@ impl EvalContext {
     /// are shared with the frame and the name is borrowed: no copies for
     /// each vars promise.
     pub(super) fn vars_target<'n>(&self, name: &'n str) -> Result<VarTarget<'n>, (String, bool)> {
-        let head_end = name.find('[').unwrap_or(name.len());
+        // Byte searches: a `char` pattern costs a hundred instructions a
+        // call, and every vars promise comes here.
+        let head_end = crate::scan::memchr(b'[', name.as_bytes()).unwrap_or(name.len());
         let (head, indices) = name.split_at(head_end);
         let valid_head = !head.is_empty()
             && head
@@ -819,7 +811,7 @@ impl EvalContext {
             || (indices.len() > 2
                 && indices.starts_with('[')
                 && indices.ends_with(']')
-                && !indices.contains('\n'));
+                && crate::scan::memchr(b'\n', indices.as_bytes()).is_none());
         if !valid_head || !valid_indices {
             return Err((format!("variable identifier '{name}' is not legal"), false));
         }
@@ -827,9 +819,10 @@ impl EvalContext {
             .frame()
             .map(|f| (f.ns.clone(), f.bundle.clone()))
             .unwrap_or_else(|| (Arc::from("default"), Arc::from("")));
-        let Some((scope, rest)) = name.split_once('.').filter(|(s, _)| s.len() < head_end) else {
+        let Some(dot) = crate::scan::memchr(b'.', &name.as_bytes()[..head_end]) else {
             return Ok((ns, bundle, name));
         };
+        let (scope, rest) = (&name[..dot], &name[dot + 1..]);
         if scope != &*bundle
             && self
                 .policy_bundles
@@ -1341,48 +1334,6 @@ fn process_ids() -> &'static [String; 4] {
             ppid.to_string(),
         ]
     })
-}
-
-/// Sets `this.NAME` to `text`, reusing the old value's buffer.
-fn put_text(this: &mut crate::values::hash::FastMap<String, Value>, name: &str, text: &str) {
-    match this.get_mut(name) {
-        Some(Value::Scalar(old)) => {
-            if old != text {
-                old.clear();
-                old.push_str(text);
-            }
-        }
-        Some(other) => *other = Value::str(text),
-        None => {
-            this.insert(name.to_string(), Value::str(text));
-        }
-    }
-}
-
-/// Sets `this.NAME` to the text `write` appends to an empty string,
-/// written over the old value's buffer (without the formatting machinery:
-/// the line and the handle are set for every promise).
-fn put_with(
-    this: &mut crate::values::hash::FastMap<String, Value>,
-    name: &str,
-    write: impl FnOnce(&mut String),
-) {
-    match this.get_mut(name) {
-        Some(Value::Scalar(old)) => {
-            old.clear();
-            write(old);
-        }
-        Some(other) => {
-            let mut text = String::new();
-            write(&mut text);
-            *other = Value::Scalar(text);
-        }
-        None => {
-            let mut text = String::new();
-            write(&mut text);
-            this.insert(name.to_string(), Value::Scalar(text));
-        }
-    }
 }
 
 /// A number's decimal digits, written without the formatting machinery
