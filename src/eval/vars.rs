@@ -87,6 +87,9 @@ type ScopeMap<V> = hashbrown::HashMap<ScopeKey, V, foldhash::fast::RandomState>;
 struct Stored {
     var: Variable,
     place: TablePlace,
+    /// Its value is made at its first read (see `deferred`): only such
+    /// a variable is looked for there.
+    deferred: bool,
 }
 
 /// One earlier definition that a later one replaced, for `--explain`.
@@ -179,7 +182,10 @@ impl VarStore {
         self.scopes
             .get(&ScopeRef { ns, scope })
             .and_then(|m| m.get(name))
-            .map(|s| self.resolve(ns, scope, name, &s.var))
+            .map(|s| match s.deferred {
+                true => self.resolve(ns, scope, name, &s.var),
+                false => &s.var,
+            })
     }
 
     /// The variable as read: `stored`, or its value made if it is deferred.
@@ -223,6 +229,13 @@ impl VarStore {
         make: Deferred,
     ) {
         self.put(ns, scope, name, var);
+        if let Some(s) = self
+            .scopes
+            .get_mut(&ScopeRef { ns, scope })
+            .and_then(|m| m.get_mut(name))
+        {
+            s.deferred = true;
+        }
         self.deferred.push(DeferredVar {
             scope: ScopeKey::new(ns, scope),
             name: name.to_string(),
@@ -237,16 +250,22 @@ impl VarStore {
         if self.deferred.is_empty() {
             return;
         }
-        if let Some(i) = self.deferred_index(ns, scope, name) {
+        let Some(stored) = self
+            .scopes
+            .get_mut(&ScopeRef { ns, scope })
+            .and_then(|m| m.get_mut(name))
+            .filter(|s| s.deferred)
+        else {
+            return;
+        };
+        stored.deferred = false;
+        let at = self
+            .deferred
+            .iter()
+            .position(|d| d.name == name && d.scope.scope == scope && d.scope.ns == ns);
+        if let Some(i) = at {
             let d = self.deferred.swap_remove(i);
-            let value = d.make.get().clone();
-            if let Some(v) = self
-                .scopes
-                .get_mut(&ScopeRef { ns, scope })
-                .and_then(|m| m.get_mut(name))
-            {
-                v.var.value = value;
-            }
+            stored.var.value = d.make.get().clone();
         }
     }
 
@@ -290,7 +309,14 @@ impl VarStore {
                     load: self.global_len,
                 };
                 self.next_seq += 1;
-                map.insert(name.to_string(), Stored { var, place });
+                map.insert(
+                    name.to_string(),
+                    Stored {
+                        var,
+                        place,
+                        deferred: false,
+                    },
+                );
                 PutResult::New
             }
             Some(Stored { var: old, .. }) => {
