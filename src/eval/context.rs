@@ -499,9 +499,9 @@ impl EvalContext {
             return None;
         };
         let mut cur: &Json = d;
-        for idx in &r.indices() {
+        for idx in r.index_iter() {
             cur = match cur {
-                Json::Object(m) => m.get(*idx)?,
+                Json::Object(m) => m.get(idx)?,
                 Json::Array(a) => a.get(idx.parse::<usize>().ok()?)?,
                 _ => return None,
             };
@@ -839,8 +839,10 @@ struct InnerName<'a> {
 /// Where the first `$(` or `${` of a text that holds no complete
 /// reference starts.
 fn unclosed_dollar(s: &str) -> Option<usize> {
+    // Asked of the text between every two references expanded: a byte
+    // search, not a step per byte.
     let b = s.as_bytes();
-    (0..b.len().saturating_sub(1)).find(|&i| b[i] == b'$' && matches!(b[i + 1], b'(' | b'{'))
+    crate::scan::memchr_iter(b'$', b).find(|&i| matches!(b.get(i + 1), Some(b'(' | b'{')))
 }
 
 /// Whether `s` holds `$(` or `${`: asked of every value an expansion puts

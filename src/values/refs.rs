@@ -197,24 +197,25 @@ impl<'a> VarRef<'a> {
 
     /// The indices, `a[x][y[z]]` → `["x", "y[z]"]`.
     pub fn indices(&self) -> Vec<&'a str> {
-        split_indices(self.index_text)
+        self.index_iter().collect()
+    }
+
+    /// [`Self::indices`] one at a time, without a vector.
+    pub fn index_iter(&self) -> impl Iterator<Item = &'a str> + use<'a> {
+        let s = self.index_text;
+        let mut i = 0;
+        std::iter::from_fn(move || {
+            let j = first_index_end(s.as_bytes(), i)?;
+            let idx = &s[i + 1..j];
+            i = j + 1;
+            Some(idx)
+        })
     }
 
     /// Whether the reference has an index (a `[` that closes).
     pub fn has_indices(&self) -> bool {
         first_index_end(self.index_text.as_bytes(), 0).is_some()
     }
-}
-
-/// `[a][b[c]]` → `["a", "b[c]"]`, with bracket nesting respected.
-fn split_indices(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while let Some(j) = first_index_end(s.as_bytes(), i) {
-        out.push(&s[i + 1..j]);
-        i = j + 1;
-    }
-    out
 }
 
 /// Where the index that opens at `i` closes, if a `[` is there and its
