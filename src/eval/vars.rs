@@ -142,6 +142,14 @@ pub struct TablePlace {
 /// those of `match` and `this`, which it keeps apart, and the sys
 /// variables CFEngine added later (`sys.cpusockets`, ...), which its
 /// table does not hold, so that they move no classic array's order.
+/// Where a variable is in the deferred list (a free function: the caller
+/// may hold one of `scopes`' entries while it asks).
+fn deferred_index(deferred: &[DeferredVar], ns: &str, scope: &str, name: &str) -> Option<usize> {
+    deferred
+        .iter()
+        .position(|d| d.name == name && d.scope.scope == scope && d.scope.ns == ns)
+}
+
 fn in_global_table(scope: &str, name: &str) -> bool {
     match scope {
         "match" | "this" => false,
@@ -199,7 +207,7 @@ impl VarStore {
         if self.deferred.is_empty() {
             return stored;
         }
-        match self.deferred_index(ns, scope, name) {
+        match deferred_index(&self.deferred, ns, scope, name) {
             Some(i) => {
                 let d = &self.deferred[i];
                 d.made.get_or_init(|| {
@@ -210,12 +218,6 @@ impl VarStore {
             }
             None => stored,
         }
-    }
-
-    fn deferred_index(&self, ns: &str, scope: &str, name: &str) -> Option<usize> {
-        self.deferred
-            .iter()
-            .position(|d| d.name == name && d.scope.scope == scope && d.scope.ns == ns)
     }
 
     /// Puts a variable whose value `make` makes at its first read; `var`
@@ -259,11 +261,7 @@ impl VarStore {
             return;
         };
         stored.deferred = false;
-        let at = self
-            .deferred
-            .iter()
-            .position(|d| d.name == name && d.scope.scope == scope && d.scope.ns == ns);
-        if let Some(i) = at {
+        if let Some(i) = deferred_index(&self.deferred, ns, scope, name) {
             let d = self.deferred.swap_remove(i);
             stored.var.value = d.make.get().clone();
         }
