@@ -473,7 +473,11 @@ pub fn run_agent(
         let seq = run
             .bundlesequence(config.bundlesequence.as_deref())
             .map_err(|e| removed_on_error(e.into()))?;
-        let ran = run.run(&seq);
+        let ran = {
+            // The run's lines go out together (see host::out).
+            let _held = crate::host::out::hold();
+            run.run(&seq)
+        };
         // The renames of the run made durable, once per directory.
         if let Err(e) = synced.sync_pending_dirs() {
             crate::error!("Could not sync the directories the run wrote to: {e}");

@@ -850,6 +850,10 @@ impl AgentRun<'_> {
             crate::error!("{why} {}", ep.located());
             return Some(Outcome::Failed);
         }
+        if !matches!(ep.promise_type.as_str(), "reports" | "meta" | "defaults") {
+            // A promise that may take long shows what was said before it.
+            crate::host::out::flush();
+        }
         if crate::schema::promise_type(&ep.promise_type).is_none() {
             // The modules are taken out while they act, since the context
             // they act in borrows the rest of the run.

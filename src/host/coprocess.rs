@@ -43,6 +43,8 @@ impl super::Host {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
+        // Its standard error is ours: what we printed goes first.
+        super::out::flush();
         let mut child = cmd.spawn()?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             let _ = child.kill();

@@ -405,6 +405,8 @@ fn run_in(spec: &CommandSpec, dir: Option<std::path::PathBuf>) -> std::io::Resul
     } else {
         Stdio::piped()
     });
+    // It may write to our output (or its error): what we printed goes first.
+    super::out::flush();
     let mut child = cmd.spawn()?;
     drop(cmd);
     if let Some(input) = child.stdin.take() {

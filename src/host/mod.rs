@@ -13,6 +13,7 @@ pub mod fs;
 pub mod fsattrs;
 pub mod local;
 pub mod netif;
+pub mod out;
 pub mod packages;
 mod pipes;
 pub mod plain;

@@ -374,7 +374,7 @@ impl Changes {
 /// content is summarized instead.
 pub fn print_diff(shown: &str, old: &[u8], new: &[u8]) {
     use std::io::Write;
-    let mut out = std::io::stdout().lock();
+    let mut out = Vec::new();
     match (std::str::from_utf8(old), std::str::from_utf8(new)) {
         (Ok(o), Ok(n)) => {
             let diff = similar::TextDiff::from_lines(o, n);
@@ -393,6 +393,7 @@ pub fn print_diff(shown: &str, old: &[u8], new: &[u8]) {
             );
         }
     }
+    crate::host::out::write(&out);
 }
 
 #[cfg(test)]

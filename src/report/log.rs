@@ -306,10 +306,14 @@ impl Subscriber for CfLog {
         if enabled(current_level(), meta.level(), meta.target()) {
             let line = format_line(self.style, meta.level(), meta.target(), &msg);
             // One write per line, errors ignored, as a terminal log does.
-            let _ = match self.target {
-                LogTarget::Stdout => std::io::stdout().lock().write_all(line.as_bytes()),
-                LogTarget::Stderr => std::io::stderr().lock().write_all(line.as_bytes()),
-            };
+            match self.target {
+                LogTarget::Stdout => crate::host::out::write(line.as_bytes()),
+                LogTarget::Stderr => {
+                    // What standard output holds was said first.
+                    crate::host::out::flush();
+                    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+                }
+            }
         }
         if level >= LogLevel::Verbose {
             return;

@@ -137,9 +137,11 @@ impl Counts {
 
 impl Sink for HumanSink {
     fn report_line(&mut self, text: &str) {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "R: {text}");
+        let mut line = Vec::with_capacity(text.len() + 4);
+        line.extend_from_slice(b"R: ");
+        line.extend_from_slice(text.as_bytes());
+        line.push(b'\n');
+        crate::host::out::write(&line);
     }
 
     fn promise_event(&mut self, event: &PromiseEvent) {
