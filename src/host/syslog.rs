@@ -56,15 +56,22 @@ pub fn open(tag: &str) {
 }
 
 /// One line in syslog's (RFC 3164) shape, as syslog(3) sends it.
-pub fn datagram(tag: &str, pid: u32, severity: Severity, now: i64, message: &str) -> String {
+pub fn datagram(
+    tag: &str,
+    pid: u32,
+    severity: Severity,
+    now: i64,
+    message: impl std::fmt::Display,
+) -> String {
     let pri = u32::from(FACILITY_USER) * 8 + severity as u32;
     let stamp = crate::host::clock::local_text(now, "%b %e %H:%M:%S").unwrap_or_default();
     format!("<{pri}>{stamp} {tag}[{pid}]: {message}")
 }
 
 /// Sends one message; a system without a log socket loses it quietly, as
-/// syslog(3) does (the line was printed anyway).
-pub fn send(severity: Severity, message: &str) {
+/// syslog(3) does (the line was printed anyway). The message is formatted
+/// only when it goes out: every report line of a run comes here.
+pub fn send(severity: Severity, message: std::fmt::Arguments<'_>) {
     let Ok(mut guard) = LOG.lock() else { return };
     let Some(log) = guard.as_mut() else { return };
     if log.socket.is_none() {

@@ -19,11 +19,13 @@ impl Actuator for Reports {
         // An action body that only warns keeps even a report from printing;
         // cf-agent counts it as not kept. A dry run (`-n`) prints no report
         // either: cf-agent 3.21 says the same of each.
-        let change = Change::new("report", &p.promiser)
-            .should(format!("Need to repair reports promise: {}", p.promiser))
-            .without_suffix()
-            .when_warning_ends(Outcome::Failed);
-        if let Decision::Withheld { outcome, .. } = act.changes.plan(&change) {
+        let change = || {
+            Change::new("report", &p.promiser)
+                .should(format!("Need to repair reports promise: {}", p.promiser))
+                .without_suffix()
+                .when_warning_ends(Outcome::Failed)
+        };
+        if let Decision::Withheld { outcome, .. } = act.changes.plan_with(change) {
             return outcome;
         }
         // As in cf-agent, a report is kept whether its line reached the

@@ -256,7 +256,7 @@ pub fn to_syslog(level: LogLevel, message: &str) {
         LogLevel::Notice => Severity::Notice,
         _ => Severity::Info,
     };
-    send(severity, &format!("CFEngine(agent)  {message}\n"));
+    send(severity, format_args!("CFEngine(agent)  {message}\n"));
 }
 
 /// A report line to the system log (if it is open), as a notice whatever
@@ -268,7 +268,7 @@ pub fn report_to_syslog(text: &str) {
     if SYSLOG.load(std::sync::atomic::Ordering::Relaxed) {
         crate::host::syslog::send(
             crate::host::syslog::Severity::Notice,
-            &format!("CFEngine(agent)  R: {text}\n"),
+            format_args!("CFEngine(agent)  R: {text}\n"),
         );
     }
 }
