@@ -162,6 +162,10 @@ pub struct EvalContext {
     pub merged: crate::values::hash::FastMap<String, MergedData>,
     /// Compiled regular expressions by pattern.
     pub regexes: crate::values::regex::RegexCache,
+    /// Function calls (by their address in the loaded policy, which stays
+    /// put) whose literal arguments were found to fit the function's
+    /// template: they are not checked again at each call.
+    pub fitting_calls: std::collections::HashSet<usize, foldhash::fast::RandomState>,
     /// Whether the agent is in its last pass over the current bundle: an
     /// `unless` that cannot be decided waits until then, and then lets the
     /// promise run.

@@ -222,7 +222,9 @@ impl EvalContext {
         // Its literal arguments must fit the function's template, or
         // cf-agent stops ("In function 'readdata', error in variable
         // 'bogus', 'Selection is out of bounds'").
-        if let Some(f) = crate::schema::function(spec.name)
+        let site = c as *const FnCall as usize;
+        if !self.fitting_calls.contains(&site)
+            && let Some(f) = crate::schema::function(spec.name)
             && let Some((_, text, m)) =
                 crate::schema::values::misfit_literal_arguments(f, &c.args, &mut self.regexes)
                     .into_iter()
@@ -236,6 +238,7 @@ impl EvalContext {
             self.fatal.get_or_insert_with(|| m.clone());
             return Err(FnError::Failed(m));
         }
+        self.fitting_calls.insert(site);
         if self.settings.no_functions || (spec.side_effects && self.settings.no_side_effects) {
             return Err(FnError::Defer);
         }
@@ -378,11 +381,13 @@ impl EvalContext {
     /// the rest, so `$(ns:$(b).v)` names a variable `b.v` of the current
     /// bundle (and so nothing), and `$(b.$(v))` means the current namespace.
     fn lookup_dependent(&self, written: &str, name: &str) -> Option<Found<'_>> {
-        let cut = [written.find("$("), written.find("${"), written.find('[')]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(written.len());
+        // The first `$(`, `${` or `[`: one pass over the bytes (this runs
+        // for every combination, and a substring search sets up a searcher
+        // each time).
+        let b = written.as_bytes();
+        let cut = (0..b.len())
+            .find(|&i| b[i] == b'[' || (b[i] == b'$' && matches!(b.get(i + 1), Some(b'(' | b'{'))))
+            .unwrap_or(b.len());
         let head = &written[..cut];
         let (literal_ns, scope_part) = match head.split_once(':') {
             Some((_, rest)) => (true, rest),
