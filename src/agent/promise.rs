@@ -395,9 +395,9 @@ impl AgentRun<'_> {
                 + 4,
         );
         for (part, sep) in [
-            (ep.namespace.as_str(), ":"),
-            (ep.bundle.as_str(), "\u{1}"),
-            (ptype.as_str(), "\u{1}"),
+            (&*ep.namespace, ":"),
+            (&*ep.bundle, "\u{1}"),
+            (&**ptype, "\u{1}"),
             (ep.promiser.as_str(), "\u{1}"),
             (attrs.as_str(), ""),
         ] {
@@ -420,7 +420,7 @@ impl AgentRun<'_> {
                 self.promise_banner(site.promise, ep);
             }
             // cf-agent sets a returned value again in every pass.
-            if ptype == "reports" && ep.attrs.contains_key("bundle_return_value_index") {
+            if &**ptype == "reports" && ep.attrs.contains_key("bundle_return_value_index") {
                 return_value_constraints(ep);
                 verbose::promise_end(ptype, &ep.promiser, Outcome::Kept);
             }
@@ -449,14 +449,7 @@ impl AgentRun<'_> {
         }
         let mut lock =
             String::with_capacity(ep.namespace.len() + ep.bundle.len() + ptype.len() + 19);
-        for part in [
-            ep.namespace.as_str(),
-            ":",
-            ep.bundle.as_str(),
-            "/",
-            ptype.as_str(),
-            "/",
-        ] {
+        for part in [&*ep.namespace, ":", &*ep.bundle, "/", &**ptype, "/"] {
             lock.push_str(part);
         }
         push_hex16(&mut lock, lock_hash);
@@ -496,7 +489,7 @@ impl AgentRun<'_> {
         self.skipped_here = skipped;
         let outcome = if skipped {
             None
-        } else if ep.promise_type == "methods" {
+        } else if &*ep.promise_type == "methods" {
             self.eval_method(ep)
         } else if let Some((bundle, args)) = self.service_bundle(ep) {
             // A services promise handled by a bundle, as cf-agent hands it
@@ -564,7 +557,7 @@ impl AgentRun<'_> {
             },
         );
         // cf-agent's files promise has dropped a directory's `/.` by then.
-        let shown = match ep.promise_type.as_str() {
+        let shown = match &*ep.promise_type {
             "files" => ep.promiser.strip_suffix("/.").unwrap_or(&ep.promiser),
             _ => &ep.promiser,
         };
@@ -724,7 +717,7 @@ impl AgentRun<'_> {
     /// `standard_services` bundle the policy defines (called with the
     /// service and the policy); `None` means our built-in service manager.
     fn service_bundle(&self, ep: &ExpandedPromise) -> Option<(String, Option<Vec<Value>>)> {
-        if ep.promise_type != "services" {
+        if &*ep.promise_type != "services" {
             return None;
         }
         if let Some((b, args)) = ep
@@ -791,8 +784,8 @@ impl AgentRun<'_> {
                             "in attribute '{}', '{item}' is not one of {}",
                             def.name, def.range
                         ),
-                        promise_type: ep.promise_type.clone(),
-                        file: ep.file.clone(),
+                        promise_type: ep.promise_type.to_string(),
+                        file: ep.file.to_string(),
                         line: ep.line,
                     })));
                 }
@@ -827,7 +820,7 @@ impl AgentRun<'_> {
     /// Runs an actuator. `None` when the promise type has none yet.
     fn act(&mut self, ep: &ExpandedPromise) -> Option<Outcome> {
         // A report that returns a value to the calling method prints nothing.
-        if ep.promise_type == "reports"
+        if &*ep.promise_type == "reports"
             && let Some(idx) = ep.scalar("bundle_return_value_index")
         {
             return_value_constraints(ep);
@@ -850,7 +843,7 @@ impl AgentRun<'_> {
             crate::error!("{why} {}", ep.located());
             return Some(Outcome::Failed);
         }
-        if !matches!(ep.promise_type.as_str(), "reports" | "meta" | "defaults") {
+        if !matches!(&*ep.promise_type, "reports" | "meta" | "defaults") {
             // A promise that may take long shows what was said before it.
             crate::host::out::flush();
         }
@@ -870,7 +863,7 @@ impl AgentRun<'_> {
             return r.outcome;
         }
         let Some(act) = actuator(&ep.promise_type) else {
-            if self.unsupported.insert(ep.promise_type.clone()) {
+            if self.unsupported.insert(ep.promise_type.to_string()) {
                 crate::error!(
                     "promise type '{}' is not supported yet; its promises are skipped ({}:{})",
                     ep.promise_type,
@@ -882,7 +875,7 @@ impl AgentRun<'_> {
         };
         // Under --simulate, files promises act, in the changes chroot;
         // everything else only says what it would do, as in a dry run.
-        let in_chroot = ep.promise_type == "files" && self.host.changes_chroot().is_some();
+        let in_chroot = &*ep.promise_type == "files" && self.host.changes_chroot().is_some();
         let dry_run = self.dry_run && !in_chroot;
         let mut act_ctx = self.act_context(Mode::of(dry_run, ep.warn_only()));
         let outcome = act.evaluate(&mut act_ctx, ep);
@@ -932,7 +925,7 @@ impl AgentRun<'_> {
     /// 00_basics/03_bodies/log_file_permissions.cf). Promises
     /// that only support evaluation log nothing.
     fn log_transaction(&self, ep: &ExpandedPromise, outcome: Outcome) {
-        if NOT_LOGGED_TYPES.contains(&ep.promise_type.as_str()) {
+        if NOT_LOGGED_TYPES.contains(&&*ep.promise_type) {
             return;
         }
         let Some(action) = ep.body("action") else {
@@ -1062,13 +1055,13 @@ fn refused_attribute(ep: &ExpandedPromise) -> Option<String> {
     use crate::schema::support::{Owner, refused};
     // The packages promise refuses the old package promise's attributes
     // and bodies in its own words (tests/it/packages.rs).
-    if ep.promise_type == "packages" {
+    if &*ep.promise_type == "packages" {
         return None;
     }
     // cf-agent forks a process of its own for a files promise whose action
     // body says `background` (commands run in the background as it does;
     // other promise types ignore it there too).
-    if ep.promise_type == "files"
+    if &*ep.promise_type == "files"
         && let Some(action) = ep.body("action")
         && action
             .scalar("background")
@@ -1082,7 +1075,7 @@ fn refused_attribute(ep: &ExpandedPromise) -> Option<String> {
     }
     // linkcopy_patterns links to the source's path, which is on this host
     // only for a local copy.
-    if ep.promise_type == "files"
+    if &*ep.promise_type == "files"
         && let Some(copy) = ep.body("copy_from")
         && !copy.list("linkcopy_patterns").is_empty()
         && copy

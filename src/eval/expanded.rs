@@ -17,6 +17,7 @@ use crate::values::canon::canonify_class;
 use crate::values::number::parse_bool;
 use crate::values::{Origin, Value};
 use indexmap::IndexMap;
+use std::sync::Arc;
 
 /// The most passes over a bundle, as cf-agent does.
 pub const MAX_PASSES: usize = 3;
@@ -37,12 +38,14 @@ pub enum AttrValue {
 /// One iteration of a promise, fully expanded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExpandedPromise {
-    pub promise_type: String,
+    /// The type, bundle, namespace and file are shared by every iteration
+    /// of the promise (one may have thousands).
+    pub promise_type: Arc<str>,
     pub promiser: String,
     pub attrs: IndexMap<String, AttrValue>,
-    pub bundle: String,
-    pub namespace: String,
-    pub file: String,
+    pub bundle: Arc<str>,
+    pub namespace: Arc<str>,
+    pub file: Arc<str>,
     pub line: usize,
     pub handle: Option<String>,
     /// Some reference in the promise could not be resolved (yet). Only

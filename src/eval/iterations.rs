@@ -65,6 +65,12 @@ pub fn expand_iterations(
     let texts = ctx.promise_texts(promise, &["depends_on"]);
     let mut out = Expansion::default();
     let mut iteration = 0usize;
+    let (ptype_shared, bundle_name, namespace, path): (Arc<str>, Arc<str>, Arc<str>, Arc<str>) = (
+        ptype.into(),
+        bundle.name.name.as_str().into(),
+        bundle.namespace.as_str().into(),
+        file.source.path.as_str().into(),
+    );
     let expanded =
         |promiser: String, attrs: IndexMap<String, AttrValue>, per_file, unresolved, iteration| {
             let handle = match attrs.get("handle") {
@@ -72,12 +78,12 @@ pub fn expand_iterations(
                 _ => None,
             };
             ExpandedPromise {
-                promise_type: ptype.to_string(),
+                promise_type: ptype_shared.clone(),
                 promiser,
                 attrs,
-                bundle: bundle.name.name.as_str().to_owned(),
-                namespace: bundle.namespace.clone(),
-                file: file.source.path.clone(),
+                bundle: bundle_name.clone(),
+                namespace: namespace.clone(),
+                file: path.clone(),
                 line,
                 handle,
                 unresolved,

@@ -111,12 +111,12 @@ impl JsonEvent {
 
     pub fn from_promise(e: &PromiseEvent) -> JsonEvent {
         JsonEvent::Promise {
-            bundle: e.bundle.clone(),
-            namespace: e.namespace.clone(),
-            promise_type: e.promise_type.clone(),
+            bundle: e.bundle.to_string(),
+            namespace: e.namespace.to_string(),
+            promise_type: e.promise_type.to_string(),
             promiser: e.promiser.clone(),
             handle: e.handle.clone(),
-            file: e.file.clone(),
+            file: e.file.to_string(),
             line: e.line,
             outcome: e.outcome.as_str().to_string(),
             changes: e.changes.clone(),

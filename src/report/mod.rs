@@ -61,12 +61,13 @@ impl Outcome {
 /// One promise iteration's result, as data.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PromiseEvent {
-    pub bundle: String,
-    pub namespace: String,
-    pub promise_type: String,
+    /// Shared with the promise's expansion (see `ExpandedPromise`).
+    pub bundle: std::sync::Arc<str>,
+    pub namespace: std::sync::Arc<str>,
+    pub promise_type: std::sync::Arc<str>,
     pub promiser: String,
     pub handle: Option<String>,
-    pub file: String,
+    pub file: std::sync::Arc<str>,
     pub line: usize,
     pub outcome: Outcome,
     /// What the promise changed, or would have changed.

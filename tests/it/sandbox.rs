@@ -81,7 +81,7 @@ bundle agent main
     let promisers: Vec<(&str, &str, Outcome)> = sink
         .events
         .iter()
-        .map(|e| (e.promise_type.as_str(), e.promiser.as_str(), e.outcome))
+        .map(|e| (&*e.promise_type, e.promiser.as_str(), e.outcome))
         .collect();
     // The run went on around what it refused: the files promise whose
     // variable came from a function that is allowed acted (as a dry run).

@@ -81,7 +81,7 @@ fn promise_id(p: &ExpandedPromise) -> String {
     match &p.handle {
         Some(h) => canonify(h),
         None => {
-            let base = Path::new(&p.file)
+            let base = Path::new(&*p.file)
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();

@@ -873,7 +873,10 @@ impl Editor<'_> {
     /// says how it ended (`None`: it did not act, having acted in an
     /// earlier pass).
     fn visit(&mut self, act: &mut ActContext<'_>, ep: &ExpandedPromise) -> Option<Outcome> {
-        let ptype = EDIT_ORDER.iter().copied().find(|t| *t == ep.promise_type)?;
+        let ptype = EDIT_ORDER
+            .iter()
+            .copied()
+            .find(|t| *t == &*ep.promise_type)?;
         if ptype == "reports" {
             report_once(&mut self.done, act, ep);
             return None;

@@ -290,7 +290,10 @@ struct XmlEditor<'d> {
 
 impl<'d> XmlEditor<'d> {
     fn visit(&mut self, act: &mut ActContext<'_>, ep: &ExpandedPromise) -> Option<Outcome> {
-        let ptype = XML_ORDER.iter().copied().find(|t| *t == ep.promise_type)?;
+        let ptype = XML_ORDER
+            .iter()
+            .copied()
+            .find(|t| *t == &*ep.promise_type)?;
         if ptype == "vars" || ptype == "classes" {
             return None;
         }
