@@ -87,11 +87,22 @@ pub fn normalize_shared(d: &mut std::sync::Arc<Json>) {
 /// that a shared container is copied only when it must be.
 pub fn needs_normalizing(j: &Json) -> bool {
     match j {
-        Json::Number(n) => normal_number(n) != *n,
+        Json::Number(n) => !is_small_int_text(n.as_str()) && normal_number(n) != *n,
         Json::Array(a) => a.iter().any(needs_normalizing),
         Json::Object(m) => m.values().any(needs_normalizing),
         _ => false,
     }
+}
+
+/// Whether a number's text is an integer as it is stored (`-12`, `0`, up
+/// to nine digits, no leading zero): one that normalizing keeps as it is,
+/// told without parsing it (a 1 MB container holds thousands).
+fn is_small_int_text(t: &str) -> bool {
+    let digits = t.strip_prefix('-').unwrap_or(t);
+    !digits.is_empty()
+        && digits.len() <= 9
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" && digits.len() == t.len() || !digits.starts_with('0'))
 }
 
 fn number_from_text(t: &str) -> Number {
@@ -337,6 +348,37 @@ fn string_into(s: &str, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_integer_texts_are_kept_as_normalizing_keeps_them() {
+        for t in [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "00",
+            "01",
+            "-01",
+            "123456789",
+            "-123456789",
+            "1234567890",
+            "2147483648",
+            "1.5",
+            "1e3",
+            "-",
+            "",
+        ] {
+            let Ok(n) = serde_json::from_str::<Number>(t) else {
+                assert!(!is_small_int_text(t), "{t}");
+                continue;
+            };
+            if is_small_int_text(t) {
+                assert_eq!(normal_number(&n).as_str(), t, "{t}");
+            }
+        }
+        assert!(is_small_int_text("42") && is_small_int_text("-42") && is_small_int_text("0"));
+        assert!(!is_small_int_text("-0") && !is_small_int_text("042"));
+    }
 
     #[test]
     fn keys_sorted_in_place() {
