@@ -50,6 +50,21 @@ fn ref_at(b: &[u8], i: usize) -> Option<RefSpan> {
 
 /// Index of the bracket that closes the one at `open`.
 fn matching_close(b: &[u8], open: usize) -> Option<usize> {
+    // Most references hold no bracket of their own (`$(name)`,
+    // `$(a[k])`): the first closing bracket, found by a byte search, closes
+    // it when no opening one comes before it. This runs for every
+    // reference of every string expanded.
+    let rest = b.get(open + 1..)?;
+    let close = crate::scan::memchr2(b')', b'}', rest)?;
+    if crate::scan::memchr2(b'(', b'{', &rest[..close]).is_none() {
+        let want = if b[open] == b'{' { b'}' } else { b')' };
+        return (rest[close] == want).then_some(open + 1 + close);
+    }
+    matching_close_nested(b, open)
+}
+
+/// [`matching_close`] of a reference with brackets inside.
+fn matching_close_nested(b: &[u8], open: usize) -> Option<usize> {
     // The open brackets as a stack of bits (1 for `{`) while at most 64
     // deep, so that no call allocates; deeper ones (rare) go to a vector.
     let mut bits: u64 = 0;
@@ -243,6 +258,43 @@ fn first_index_end(b: &[u8], i: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_quick_close_agrees_with_the_walk() {
+        let texts = [
+            "$(a)",
+            "${a}",
+            "$(a}",
+            "${a)",
+            "$(a[$(k)])",
+            "${a[$(k)]}",
+            "$(a[${k}])",
+            "$(a",
+            "$(a(b)c)",
+            "$(a{b)c)",
+            "x $(a) $(b[c]) ${d}",
+            "$()",
+            "${}",
+            "$((",
+            "$(a))",
+            "$(a[k][$(j[$(i)])])",
+            "@(l) @{m} $(n",
+            "$(a)b)c(",
+            "${a(b}c)",
+        ];
+        for t in texts {
+            let b = t.as_bytes();
+            for open in 0..b.len() {
+                if matches!(b[open], b'(' | b'{') {
+                    assert_eq!(
+                        matching_close(b, open),
+                        matching_close_nested(b, open),
+                        "{t} at {open}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn looks_like_reference_as_cf_agent_sees_it() {
