@@ -6,7 +6,7 @@ use super::classes::{ClassInfo, ClassStore};
 use super::vars::{VarStore, Variable};
 use crate::syntax::classexpr::{ClassExpr, ClassExprError};
 use crate::values::canon::class_key;
-use crate::values::refs::{VarRef, is_special_scope, next_ref};
+use crate::values::refs::{RefSpan, VarRef, is_special_scope, next_ref};
 use crate::values::value::{Origin, Value};
 use indexmap::IndexMap;
 use serde_json::Value as Json;
@@ -166,6 +166,14 @@ pub struct EvalContext {
     /// put) whose literal arguments were found to fit the function's
     /// template: they are not checked again at each call.
     pub fitting_calls: std::collections::HashSet<usize, foldhash::fast::RandomState>,
+    /// The references of each text expanded so far (those that hold one),
+    /// by the text: a promise's strings are expanded again for every
+    /// iteration, and finding the references is most of the work.
+    /// The `if`/`unless` that made the last promise's condition false
+    /// (the promise's address, the attribute's place, its value), for
+    /// the reason a skipped iteration is recorded with.
+    pub(crate) false_condition: Option<(usize, usize, Value)>,
+    ref_spans: std::cell::RefCell<crate::values::hash::FastMap<Box<str>, Arc<[RefSpan]>>>,
     /// Whether the agent is in its last pass over the current bundle: an
     /// `unless` that cannot be decided waits until then, and then lets the
     /// promise run.
@@ -627,8 +635,16 @@ impl EvalContext {
         let mut own = false;
         let mut brought = false;
         let mut pos = 0;
+        let spans = self.ref_spans_of(s);
+        let mut next = 0;
         loop {
-            let r = next_ref(s, pos);
+            // The reference `next_ref(s, pos)` finds: `pos` only moves
+            // forward, to a reference's end or into the text before the
+            // next one (see `ref_spans_of`).
+            while spans.get(next).is_some_and(|r| r.start < pos) {
+                next += 1;
+            }
+            let r = spans.get(next).copied();
             // An opening `$(` or `${` that nothing closes loses the name
             // after it: cf-agent expands `a $(x b` to `a $() b`.
             let upto = r.map_or(s.len(), |r| r.start);
@@ -717,6 +733,31 @@ impl EvalContext {
             unresolved: own || brought,
             own_unresolved: own,
         }
+    }
+
+    /// The references `next_ref` finds in `s` one after the other, from
+    /// its start. From any place in the text before a reference of this
+    /// list, or at the end of one, `next_ref` finds the next one of the
+    /// list: it fails at the same places whatever it starts from.
+    fn ref_spans_of(&self, s: &str) -> Arc<[RefSpan]> {
+        /// Texts built at run time may hold references too: the cache
+        /// stops growing at this many.
+        const MAX_CACHED: usize = 16 * 1024;
+        if let Some(spans) = self.ref_spans.borrow().get(s) {
+            return spans.clone();
+        }
+        let mut spans = Vec::new();
+        let mut pos = 0;
+        while let Some(r) = next_ref(s, pos) {
+            pos = r.end;
+            spans.push(r);
+        }
+        let spans: Arc<[RefSpan]> = spans.into();
+        let mut cache = self.ref_spans.borrow_mut();
+        if cache.len() < MAX_CACHED {
+            cache.insert(s.into(), spans.clone());
+        }
+        spans
     }
 
     // ---- classes -------------------------------------------------------
