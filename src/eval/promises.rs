@@ -186,6 +186,7 @@ impl EvalContext {
     /// Whether a promise's guard and its `if`/`ifvarclass`/`unless` allow it
     /// in the current iteration. `None` when a condition cannot be decided yet.
     pub fn promise_condition(&mut self, promise: &Promise) -> Option<bool> {
+        self.false_condition = None;
         // A quoted guard is cf-agent's `ifvarclass`, and said as one.
         let guard = if promise.guard.quoted {
             let e = self.expand(&promise.guard.expr);
@@ -213,25 +214,31 @@ impl EvalContext {
             }
             return Some(false);
         }
-        for attr in &promise.attributes {
+        for (index, attr) in promise.attributes.iter().enumerate() {
             let negate = match attr.name.name.as_str() {
                 "if" | "ifvarclass" => false,
                 "unless" => true,
                 _ => continue,
             };
+            let mut decided = None;
             let truth = match self.eval_rval(&attr.value) {
                 Ok(Evaluated {
                     value: Value::Scalar(s),
                     unresolved: false,
-                }) => self.class_text_true(&s)?,
+                }) => {
+                    let truth = self.class_text_true(&s)?;
+                    decided = Some(Value::Scalar(s));
+                    truth
+                }
                 Ok(Evaluated {
                     value: Value::List(l),
                     unresolved: false,
                 }) => {
                     let mut all = true;
-                    for s in l {
-                        all &= self.class_text_true(&s)?;
+                    for s in &l {
+                        all &= self.class_text_true(s)?;
                     }
+                    decided = Some(Value::List(l));
                     all
                 }
                 // `if` with an unresolved expression blocks the promise;
@@ -252,6 +259,10 @@ impl EvalContext {
                 Err(FnError::Failed(_) | FnError::Quiet(_)) => false,
             };
             if truth == negate {
+                // Why it is false is told from this value, not evaluated
+                // again (see reasons::condition_reason).
+                self.false_condition =
+                    decided.map(|v| (promise as *const Promise as usize, index, v));
                 skipping(
                     &mut self.held_skips,
                     promise,

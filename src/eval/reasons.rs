@@ -12,6 +12,15 @@ use crate::values::value::Value;
 /// Why a promise's guard, `if`/`ifvarclass` or `unless` keeps it from
 /// running in the current iteration, naming the part that decided.
 pub fn condition_reason(ctx: &mut EvalContext, promise: &Promise) -> String {
+    // The condition just found false names the attribute and its value:
+    // the guard held, and the attributes before it did not stop it.
+    if let Some((at, index, value)) = ctx.false_condition.take()
+        && at == promise as *const Promise as usize
+        && let Some(attr) = promise.attributes.get(index)
+        && let Some(reason) = attribute_reason(ctx, attr, value)
+    {
+        return reason;
+    }
     let guard = ctx.expand(&promise.guard.expr).text;
     if !holds(ctx, &guard) {
         return format!(
@@ -26,32 +35,59 @@ pub fn condition_reason(ctx: &mut EvalContext, promise: &Promise) -> String {
             "unless" => true,
             _ => continue,
         };
-        let texts: Vec<String> = match ctx.eval_rval(&attr.value) {
-            Ok(e) => match e.value {
-                Value::Scalar(s) => vec![s],
-                Value::List(l) => l,
-                Value::Data(_) => continue,
-            },
+        let value = match ctx.eval_rval(&attr.value) {
+            Ok(e) => e.value,
             Err(_) => continue,
         };
-        for t in texts {
-            let truth = holds(ctx, &t);
-            if truth == negate {
-                let detail = if negate {
-                    why_true(ctx, &t)
-                } else {
-                    why_false(ctx, &t)
-                };
-                let verdict = if negate { "true" } else { "false" };
-                return format!(
-                    "{} => \"{}\" is {verdict}: {detail}",
-                    attr.name.name,
-                    t.trim()
-                );
-            }
+        if let Some(reason) = attribute_reason_as(ctx, attr, value, negate) {
+            return reason;
         }
     }
     "its condition is false".to_string()
+}
+
+/// Why an `if`/`unless` whose value is `value` stops a promise, if it does.
+fn attribute_reason(
+    ctx: &mut EvalContext,
+    attr: &crate::syntax::ast::Attribute,
+    value: Value,
+) -> Option<String> {
+    let negate = match attr.name.name.as_str() {
+        "if" | "ifvarclass" => false,
+        "unless" => true,
+        _ => return None,
+    };
+    attribute_reason_as(ctx, attr, value, negate)
+}
+
+fn attribute_reason_as(
+    ctx: &mut EvalContext,
+    attr: &crate::syntax::ast::Attribute,
+    value: Value,
+    negate: bool,
+) -> Option<String> {
+    let texts = match value {
+        Value::Scalar(s) => vec![s],
+        Value::List(l) => l,
+        Value::Data(_) => return None,
+    };
+    for t in texts {
+        let truth = holds(ctx, &t);
+        if truth == negate {
+            let detail = if negate {
+                why_true(ctx, &t)
+            } else {
+                why_false(ctx, &t)
+            };
+            let verdict = if negate { "true" } else { "false" };
+            return Some(format!(
+                "{} => \"{}\" is {verdict}: {detail}",
+                attr.name.name,
+                t.trim()
+            ));
+        }
+    }
+    None
 }
 
 /// A value as the policy writes it, in cf-agent's words for it in log
