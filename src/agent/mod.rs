@@ -159,7 +159,7 @@ pub struct AgentRun<'a> {
     now: i64,
     /// Promise iterations finished for this run, by key.
     /// (see [`done_key`]).
-    done: HashSet<u128>,
+    done: HashSet<u128, foldhash::fast::RandomState>,
     /// Outcomes of promises with a handle, for `depends_on`.
     handles: HashMap<String, Outcome>,
     /// Promise types we have no actuator for, reported once each.
@@ -328,7 +328,7 @@ impl<'a> AgentRun<'a> {
             diff: setup.diff,
             no_lock: setup.no_lock,
             now: setup.clock.now_secs(),
-            done: HashSet::new(),
+            done: HashSet::default(),
             handles: HashMap::new(),
             unsupported: HashSet::new(),
             bundle_outcomes: Vec::new(),
