@@ -16,6 +16,7 @@ pub fn parse(text: &str) -> Option<Json> {
         s: text,
         i: 0,
         entries: Vec::new(),
+        items: Vec::new(),
     };
     let v = r.value(0)?;
     r.skip_ws();
@@ -35,6 +36,8 @@ struct Reader<'a> {
     /// The entries of the objects being read, as a stack: an object's
     /// map is made once with its final size.
     entries: Vec<(String, Json)>,
+    /// The same for the items of the arrays being read.
+    items: Vec<Json>,
 }
 
 impl Reader<'_> {
@@ -118,20 +121,24 @@ impl Reader<'_> {
             return None;
         }
         self.i += 1;
-        let mut items = Vec::new();
+        let base = self.items.len();
         self.skip_ws();
         if self.b.get(self.i) == Some(&b']') {
             self.i += 1;
-            return Some(Json::Array(items));
+            return Some(Json::Array(Vec::new()));
         }
         loop {
-            items.push(self.value(depth)?);
+            let v = self.value(depth)?;
+            self.items.push(v);
             self.skip_ws();
             match self.b.get(self.i)? {
                 b',' => self.i += 1,
                 b']' => {
                     self.i += 1;
-                    return Some(Json::Array(items));
+                    // Gathered on the shared stack, so that the array is
+                    // made at its size (no room left over, no copies as
+                    // it grows).
+                    return Some(Json::Array(self.items.drain(base..).collect()));
                 }
                 _ => return None,
             }
