@@ -63,6 +63,7 @@ const EXIT_ABORTED: u8 = 6;
 #[unsafe(no_mangle)]
 extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     convergent::host::local::ensure_standard_descriptors();
+    convergent::alloc::keep_big_blocks_in_the_heap();
     let code = match std::panic::catch_unwind(agent_main) {
         Ok(code) => i32::from(code.0),
         Err(_) => EXIT_PANIC,
