@@ -163,9 +163,10 @@ pub struct EvalContext {
     /// Compiled regular expressions by pattern.
     pub regexes: crate::values::regex::RegexCache,
     /// Function calls (by their address in the loaded policy, which stays
-    /// put) whose literal arguments were found to fit the function's
-    /// template: they are not checked again at each call.
-    pub fitting_calls: std::collections::HashSet<usize, foldhash::fast::RandomState>,
+    /// put, and their place in its file) whose literal arguments were
+    /// found to fit the function's template: they are not checked again at
+    /// each call.
+    pub fitting_calls: std::collections::HashSet<(usize, u32, u32), foldhash::fast::RandomState>,
     /// The references of each text expanded so far (those that hold one),
     /// by the text: a promise's strings are expanded again for every
     /// iteration, and finding the references is most of the work.

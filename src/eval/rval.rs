@@ -222,7 +222,7 @@ impl EvalContext {
         // Its literal arguments must fit the function's template, or
         // cf-agent stops ("In function 'readdata', error in variable
         // 'bogus', 'Selection is out of bounds'").
-        let site = c as *const FnCall as usize;
+        let site = (c as *const FnCall as usize, c.span.start, c.span.end);
         if !self.fitting_calls.contains(&site)
             && let Some(f) = crate::schema::function(spec.name)
             && let Some((_, text, m)) =
