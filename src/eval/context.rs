@@ -167,13 +167,13 @@ pub struct EvalContext {
     /// found to fit the function's template: they are not checked again at
     /// each call.
     pub fitting_calls: std::collections::HashSet<(usize, u32, u32), foldhash::fast::RandomState>,
-    /// The references of each text expanded so far (those that hold one),
-    /// by the text: a promise's strings are expanded again for every
-    /// iteration, and finding the references is most of the work.
     /// The `if`/`unless` that made the last promise's condition false
     /// (the promise's address, the attribute's place, its value), for
     /// the reason a skipped iteration is recorded with.
     pub(crate) false_condition: Option<(usize, usize, Value)>,
+    /// The references of each text expanded so far (those that hold one),
+    /// by the text: a promise's strings are expanded again for every
+    /// iteration, and finding the references is most of the work.
     ref_spans: std::cell::RefCell<crate::values::hash::FastMap<Box<str>, Arc<[RefSpan]>>>,
     /// Whether the agent is in its last pass over the current bundle: an
     /// `unless` that cannot be decided waits until then, and then lets the

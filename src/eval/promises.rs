@@ -215,10 +215,8 @@ impl EvalContext {
             return Some(false);
         }
         for (index, attr) in promise.attributes.iter().enumerate() {
-            let negate = match attr.name.name.as_str() {
-                "if" | "ifvarclass" => false,
-                "unless" => true,
-                _ => continue,
+            let Some(negate) = condition_negates(&attr.name.name) else {
+                continue;
             };
             let mut decided = None;
             let truth = match self.eval_rval(&attr.value) {
@@ -1397,6 +1395,16 @@ impl EvalContext {
                 super::rval::STOPS_CF_AGENT
             )
         })
+    }
+}
+
+/// For a condition attribute (`if`, `ifvarclass`, `unless`), whether it
+/// negates its class expression; None for any other attribute.
+pub(crate) fn condition_negates(attribute: &str) -> Option<bool> {
+    match attribute {
+        "if" | "ifvarclass" => Some(false),
+        "unless" => Some(true),
+        _ => None,
     }
 }
 

@@ -3,6 +3,7 @@
 //! resolve. Used by the scheduler and the edit bundles' runner (`--why`).
 
 use crate::eval::context::{EvalContext, scalar_text};
+use crate::eval::promises::condition_negates;
 use crate::eval::rval::iteration_texts;
 use crate::syntax::ast::{Promise, Rval};
 use crate::syntax::classexpr::ClassExpr;
@@ -17,7 +18,8 @@ pub fn condition_reason(ctx: &mut EvalContext, promise: &Promise) -> String {
     if let Some((at, index, value)) = ctx.false_condition.take()
         && at == promise as *const Promise as usize
         && let Some(attr) = promise.attributes.get(index)
-        && let Some(reason) = attribute_reason(ctx, attr, value)
+        && let Some(negate) = condition_negates(&attr.name.name)
+        && let Some(reason) = attribute_reason(ctx, attr, value, negate)
     {
         return reason;
     }
@@ -30,37 +32,23 @@ pub fn condition_reason(ctx: &mut EvalContext, promise: &Promise) -> String {
         );
     }
     for attr in &promise.attributes {
-        let negate = match attr.name.name.as_str() {
-            "if" | "ifvarclass" => false,
-            "unless" => true,
-            _ => continue,
+        let Some(negate) = condition_negates(&attr.name.name) else {
+            continue;
         };
         let value = match ctx.eval_rval(&attr.value) {
             Ok(e) => e.value,
             Err(_) => continue,
         };
-        if let Some(reason) = attribute_reason_as(ctx, attr, value, negate) {
+        if let Some(reason) = attribute_reason(ctx, attr, value, negate) {
             return reason;
         }
     }
     "its condition is false".to_string()
 }
 
-/// Why an `if`/`unless` whose value is `value` stops a promise, if it does.
+/// Why an `if`/`unless` (`negate`) whose value is `value` stops a promise,
+/// if it does.
 fn attribute_reason(
-    ctx: &mut EvalContext,
-    attr: &crate::syntax::ast::Attribute,
-    value: Value,
-) -> Option<String> {
-    let negate = match attr.name.name.as_str() {
-        "if" | "ifvarclass" => false,
-        "unless" => true,
-        _ => return None,
-    };
-    attribute_reason_as(ctx, attr, value, negate)
-}
-
-fn attribute_reason_as(
     ctx: &mut EvalContext,
     attr: &crate::syntax::ast::Attribute,
     value: Value,
