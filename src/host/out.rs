@@ -44,22 +44,29 @@ fn lock() -> std::sync::MutexGuard<'static, Held> {
 /// Writes `bytes` (whole lines) to standard output, or holds them while a
 /// run holds its output. Write errors are ignored, as a terminal log does.
 pub fn write(bytes: &[u8]) {
+    write_parts(&[bytes]);
+}
+
+/// [`write`] of a line given in parts (a prefix, a text, its newline),
+/// without putting them together first.
+pub fn write_parts(parts: &[&[u8]]) {
     let mut held = lock();
     if held.depth == 0 {
         drop(held);
-        let _ = std::io::stdout().lock().write_all(bytes);
+        let mut out = std::io::stdout().lock();
+        let _ = parts.iter().try_for_each(|p| out.write_all(p));
         return;
     }
-    if held.push(bytes, Instant::now()) {
+    if held.push(parts, Instant::now()) {
         send(&mut held);
     }
 }
 
 impl Held {
     /// Adds a line; whether what is held should go out now.
-    fn push(&mut self, bytes: &[u8], now: Instant) -> bool {
+    fn push(&mut self, parts: &[&[u8]], now: Instant) -> bool {
         let since = *self.since.get_or_insert(now);
-        self.bytes.extend_from_slice(bytes);
+        parts.iter().for_each(|p| self.bytes.extend_from_slice(p));
         self.bytes.len() >= MAX_HELD || now.duration_since(since) >= MAX_WAIT
     }
 }
@@ -116,9 +123,9 @@ mod tests {
     fn lines_go_out_when_the_oldest_waited_long_enough() {
         let mut h = empty();
         let t0 = Instant::now();
-        assert!(!h.push(b"R: one\n", t0));
-        assert!(!h.push(b"R: two\n", t0 + MAX_WAIT / 2));
-        assert!(h.push(b"R: three\n", t0 + MAX_WAIT));
+        assert!(!h.push(&[b"R: one\n"], t0));
+        assert!(!h.push(&[b"R: ", b"two", b"\n"], t0 + MAX_WAIT / 2));
+        assert!(h.push(&[b"R: three\n"], t0 + MAX_WAIT));
         assert_eq!(h.bytes, b"R: one\nR: two\nR: three\n");
     }
 
@@ -128,7 +135,7 @@ mod tests {
         let t0 = Instant::now();
         let line = [b'x'; 1024];
         let sent = (0..MAX_HELD / 1024)
-            .map(|_| h.push(&line, t0))
+            .map(|_| h.push(&[&line], t0))
             .collect::<Vec<_>>();
         assert!(sent[..sent.len() - 1].iter().all(|s| !s));
         assert!(sent[sent.len() - 1]);

@@ -138,11 +138,7 @@ impl Counts {
 
 impl Sink for HumanSink {
     fn report_line(&mut self, text: &str) {
-        let mut line = Vec::with_capacity(text.len() + 4);
-        line.extend_from_slice(b"R: ");
-        line.extend_from_slice(text.as_bytes());
-        line.push(b'\n');
-        crate::host::out::write(&line);
+        crate::host::out::write_parts(&[b"R: ", text.as_bytes(), b"\n"]);
     }
 
     fn promise_event(&mut self, event: &PromiseEvent) {
