@@ -7,7 +7,7 @@
 //!   to the same output), and before a line goes to standard error;
 //! - when the oldest line held has waited [`MAX_WAIT`], or [`MAX_HELD`]
 //!   bytes are held;
-//! - when the hold ends, and at exit.
+//! - when the hold ends: the run's end, or a panic unwinding through it.
 //!
 //! So the bytes and their order are those of a line-by-line writer, and a
 //! line waits only while quick promises (reports, variables, classes) run.
@@ -22,7 +22,7 @@ const MAX_WAIT: Duration = Duration::from_millis(50);
 const MAX_HELD: usize = 32 * 1024;
 
 struct Held {
-    /// Holds in force (a run inside a run's method call nests them).
+    /// Holds in force, counted so that holds may nest.
     depth: usize,
     bytes: Vec<u8>,
     /// When the oldest line held was written.
