@@ -4,15 +4,16 @@
 /// letter, digit or underscore becomes `_` (a multi-byte character becomes
 /// one `_` per byte, as CFEngine does).
 pub fn canonify(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b == b'_' {
-                b as char
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    // Byte for byte in place: each byte of a multi-byte character becomes
+    // its own `_`, and the result is ASCII. (Collecting `char`s encoded
+    // each one anew: ~25 instructions a byte, at every start's ~200 names.)
+    let mut out = s.as_bytes().to_vec();
+    for b in &mut out {
+        if !(b.is_ascii_alphanumeric() || *b == b'_') {
+            *b = b'_';
+        }
+    }
+    String::from_utf8(out).expect("only ASCII bytes are left")
 }
 
 /// Canonifies a class name that may carry a namespace prefix, keeping the
