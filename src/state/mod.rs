@@ -452,13 +452,19 @@ fn write_lock_list(
         Some(current)
     };
     let next = generation + 1;
-    tx.execute(
-        "INSERT INTO promise_lock_list (id, generation, body) VALUES (1, ?1, ?2)
-             ON CONFLICT(id) DO UPDATE SET generation = excluded.generation, body = excluded.body",
-        params![next, encode_locks(merged.as_ref().unwrap_or(done))],
-    )?;
+    put_lock_list(&tx, next, merged.as_ref().unwrap_or(done))?;
     tx.commit()?;
     Ok((next, merged))
+}
+
+/// Writes the lock list as `generation`.
+fn put_lock_list(conn: &Connection, generation: i64, done: &LockTimes) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO promise_lock_list (id, generation, body) VALUES (1, ?1, ?2)
+             ON CONFLICT(id) DO UPDATE SET generation = excluded.generation, body = excluded.body",
+        params![generation, encode_locks(done)],
+    )?;
+    Ok(())
 }
 
 /// Moves the rows of `promise_locks` (schema 1, or written since by an
@@ -476,11 +482,7 @@ fn move_lock_rows(conn: &Connection) -> rusqlite::Result<()> {
             let at = done.entry(key).or_insert(last);
             *at = (*at).max(last);
         }
-        tx.execute(
-            "INSERT INTO promise_lock_list (id, generation, body) VALUES (1, ?1, ?2)
-                 ON CONFLICT(id) DO UPDATE SET generation = excluded.generation, body = excluded.body",
-            params![generation + 1, encode_locks(&done)],
-        )?;
+        put_lock_list(&tx, generation + 1, &done)?;
         tx.execute("DELETE FROM promise_locks", [])?;
     }
     tx.commit()
