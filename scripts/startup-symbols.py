@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Regenerate scripts/startup-symbols.txt: the agent's functions that a policy
 check and a short run execute, in tiers: those a check of a one-report policy
-executes first, then those its run adds, then those of the bigger policies;
-hottest first within a tier.
+executes first, then those the checks of the bigger policies add (in the
+order given, the MPF last), then those the runs add; hottest first within a
+tier.
 
 build.rs hands the list to the linker (LLD's --symbol-ordering-file), which
 places these functions side by side at the start of the text: a check then
@@ -17,8 +18,9 @@ fewest pages: a short check faults in only the first part of the list.
 Each POLICY is checked as cf-promises checks it (plain, -c, --show-vars)
 and run once by the agent in dry-run mode (-K -n), under valgrind's
 callgrind; so are a one-report policy and, when installed, the MPF's
-promises.cf. Use policies like the ones to be fast (the bench's
-classes-heavy and files-10000 were given for the list here). Names the linker
+promises.cf. Use policies like the ones to be fast, smallest first (the
+bench's edit-big, files-1000, classes-heavy and files-10000 were given for
+the list here). Names the linker
 does not find later (a function renamed or gone) are passed over, so a stale
 list only lays out less. Make the list from a binary that `cargo build
 --release` linked: one that `cargo test` linked has other symbol hashes
@@ -83,7 +85,7 @@ def main():
         hello = os.path.join(tmp, "hello.cf")
         with open(hello, "w") as f:
             f.write(HELLO)
-        policies = [hello] + ([MPF] if os.path.exists(MPF) else []) + args.policies
+        policies = [hello] + args.policies + ([MPF] if os.path.exists(MPF) else [])
         workdir = args.workdir or os.path.join(tmp, "wd")
         os.makedirs(os.path.join(workdir, "bin"), exist_ok=True)
         names = {}
@@ -93,12 +95,16 @@ def main():
             link = os.path.join(workdir, "bin", name)
             if not os.path.lexists(link):
                 os.symlink(binary, link)
-        # The order of the runs is the order of the tiers.
+        # The order of the runs is the order of the tiers: the plain checks
+        # of every policy first (a check is all start, so its time is most
+        # sensitive to the pages it touches), then the runs, then the rest.
         runs = []
-        for policy in policies:
-            for flags in ([], ["-c"]):
+        for flags in ([], ["-c"]):
+            for policy in policies:
                 runs.append([names["cf-promises"]] + flags + ["-w", workdir, "-f", policy])
+        for policy in policies:
             runs.append([names["cf-agent"], "-K", "-n", "-w", workdir, "-f", policy])
+        for policy in policies:
             runs.append([names["cf-promises"], "--show-vars", "-w", workdir, "-f", policy])
         tiers = {}
         for i, cmd in enumerate(runs):
