@@ -56,3 +56,31 @@ fn the_units_run_the_scheduled_agent() {
     let cron = std::fs::read_to_string(root.join("dist/cron/convergent")).unwrap();
     assert!(cron.contains("/usr/bin/agent --scheduled"));
 }
+
+/// The agent loads only the C library at start: the math library (libm)
+/// is loaded when `eval` first needs it, the unwinder is linked in, and
+/// libcrypt is loaded for a password check. Each library loaded at start
+/// costs every run of the agent ~50 µs (see `functions::math::libm`).
+#[test]
+fn the_agent_starts_with_the_c_library_alone() {
+    let Ok(out) = Command::new("readelf").arg("-d").arg(agent_bin()).output() else {
+        eprintln!("skipped: readelf (binutils) is not installed");
+        return;
+    };
+    let dynamic = String::from_utf8_lossy(&out.stdout);
+    let needed: Vec<&str> = dynamic
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1)?.split(']').next())
+        .collect();
+    if cfg!(not(feature = "bundled-sqlite")) {
+        eprintln!("skipped: the system's SQLite is linked: {needed:?}");
+        return;
+    }
+    assert!(
+        needed
+            .iter()
+            .all(|n| n.starts_with("libc.so") || n.starts_with("ld-linux")),
+        "libraries loaded at start: {needed:?}"
+    );
+}
