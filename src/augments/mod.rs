@@ -653,7 +653,7 @@ fn install_inputs(
 /// Class definitions share this: a soft class with tags and comment.
 pub(crate) fn class_info(origin: Origin, tags: Vec<String>, comment: Option<String>) -> ClassInfo {
     ClassInfo {
-        tags,
+        tags: tags.into(),
         comment,
         origin,
         hard: false,
@@ -919,7 +919,7 @@ mod tests {
         assert!(c.classes.is_defined("data:yes"));
         assert!(!c.classes.is_defined("data:no"));
         assert_eq!(
-            c.classes.get("data:d").unwrap().tags,
+            *c.classes.get("data:d").unwrap().tags,
             vec!["t".to_string(), CMDB_TAG.to_string()]
         );
     }
@@ -1025,7 +1025,7 @@ mod tests {
             assert!(!c.classes.is_defined(no), "{no} should not be defined");
         }
         let d = c.classes.get("a_dict").unwrap();
-        assert_eq!(d.tags, vec!["t".to_string(), AUGMENTS_TAG.to_string()]);
+        assert_eq!(*d.tags, vec!["t".to_string(), AUGMENTS_TAG.to_string()]);
         assert_eq!(d.comment.as_deref(), Some("why"));
         assert!(!d.hard);
     }

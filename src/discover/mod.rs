@@ -49,7 +49,7 @@ pub fn is_own_address(ip: std::net::IpAddr) -> bool {
 
 use crate::values::canon::canonify;
 use crate::values::hash::FastMap;
-use crate::values::value::{DataType, Deferred, Value};
+use crate::values::value::{DataType, Deferred, Tags, Value};
 use root::Root;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -112,7 +112,7 @@ impl DiscoverInput {
 #[derive(Debug, Clone, PartialEq)]
 pub struct HardClass {
     pub name: String,
-    pub tags: Vec<String>,
+    pub tags: Tags,
 }
 
 /// A discovered variable. `name` may carry an array key exactly as
@@ -246,7 +246,7 @@ pub fn apply_command_line(classes: &mut Vec<HardClass>, defines: &[String], nega
         classes.retain(|c| c.name != name);
         classes.push(HardClass {
             name,
-            tags: vec!["source=environment".to_string()],
+            tags: Tags::from(["source=environment".to_string()]),
         });
     }
 }
@@ -259,7 +259,9 @@ pub fn apply_command_line(classes: &mut Vec<HardClass>, defines: &[String], nega
 #[derive(Debug)]
 pub(crate) struct Collector {
     /// The tags of each class, in definition order.
-    class_tags: Vec<Vec<String>>,
+    class_tags: Vec<Tags>,
+    /// Each list of tags made so far, by the text it was made from.
+    tag_lists: Vec<(String, Tags)>,
     // foldhash: ~400 names hashed at every start, where SipHash showed.
     class_index: FastMap<String, usize>,
     vars: Vec<VarSlot>,
@@ -288,6 +290,7 @@ impl Default for Collector {
         let map = || FastMap::with_capacity_and_hasher(ROOM, Default::default());
         Collector {
             class_tags: Vec::with_capacity(ROOM),
+            tag_lists: Vec::with_capacity(32),
             class_index: map(),
             vars: Vec::with_capacity(ROOM),
             var_index: [
@@ -319,8 +322,16 @@ impl Collector {
         if name.is_empty() || self.class_index.contains_key(&name) {
             return;
         }
-        let mut tags: Vec<String> = split_tags(tags, 1);
-        tags.push("hardclass".to_string());
+        let tags = match self.tag_lists.iter().find(|(text, _)| text == tags) {
+            Some((_, list)) => list.clone(),
+            None => {
+                let mut list = split_tags(tags, 1);
+                list.push("hardclass".to_string());
+                let list = Tags::from(list);
+                self.tag_lists.push((tags.to_string(), list.clone()));
+                list
+            }
+        };
         self.class_index.insert(name, self.class_tags.len());
         self.class_tags.push(tags);
     }

@@ -640,7 +640,7 @@ fn command_line_defines_win_and_negates_do_not_cancel() {
         &["any".to_string(), "a_b_c".to_string()],
     );
     let linux = classes.iter().find(|c| c.name == "linux").expect("linux");
-    assert_eq!(linux.tags, vec!["source=environment".to_string()]);
+    assert_eq!(*linux.tags, vec!["source=environment".to_string()]);
     assert!(classes.iter().any(|c| c.name == "a_b_c"));
     assert!(classes.iter().any(|c| c.name == "ns:x_y"));
     assert!(classes.iter().any(|c| c.name == "any"));
@@ -658,12 +658,25 @@ fn first_class_and_last_variable_win() {
     let d = c.finish();
     assert_eq!(d.classes.len(), 1);
     assert_eq!(
-        d.classes[0].tags,
+        *d.classes[0].tags,
         vec!["one".to_string(), "hardclass".to_string()]
     );
     assert_eq!(d.vars.len(), 1);
     assert_eq!(d.vars[0].value, Value::str("2"));
     assert_eq!(d.vars[0].tags, vec!["y".to_string()]);
+}
+
+#[test]
+fn classes_of_one_tag_text_share_one_list() {
+    let mut c = Collector::default();
+    c.class("a", "x,source=agent");
+    c.class("b", "y");
+    c.class("c", "x,source=agent");
+    let d = c.finish();
+    let tags = |n: &str| d.class(n).expect(n).tags.clone();
+    assert_eq!(*tags("a"), ["x", "source=agent", "hardclass"]);
+    assert!(std::sync::Arc::ptr_eq(&tags("a"), &tags("c")));
+    assert_eq!(*tags("b"), ["y", "hardclass"]);
 }
 
 #[test]
@@ -903,7 +916,7 @@ fn suse_release_file() {
     }
     assert_eq!(scalar(&d, "flavor"), "SUSE_12");
     assert_eq!(
-        d.class("SuSE_12").expect("SuSE_12").tags,
+        *d.class("SuSE_12").expect("SuSE_12").tags,
         ["source=agent", "hardclass"]
     );
     t.file(

@@ -3,11 +3,11 @@
 
 use super::reads::{ReadLog, entry_hash};
 use crate::values::hash::FastMap;
-use crate::values::value::Origin;
+use crate::values::value::{Origin, Tags};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClassInfo {
-    pub tags: Vec<String>,
+    pub tags: Tags,
     pub comment: Option<String>,
     pub origin: Origin,
     /// Discovered by the agent (cannot be cancelled by policy).
@@ -15,9 +15,9 @@ pub struct ClassInfo {
 }
 
 impl ClassInfo {
-    pub fn soft(origin: Origin, tags: Vec<String>) -> ClassInfo {
+    pub fn soft(origin: Origin, tags: impl Into<Tags>) -> ClassInfo {
         ClassInfo {
-            tags,
+            tags: tags.into(),
             comment: None,
             origin,
             hard: false,

@@ -1086,7 +1086,7 @@ impl EvalContext {
                 .push((name.clone(), minutes, tags.clone()));
         }
         let info = ClassInfo {
-            tags,
+            tags: tags.into(),
             comment,
             origin: origin.clone(),
             hard: false,

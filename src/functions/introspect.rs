@@ -7,6 +7,7 @@ use super::{FnError, FnResult, FnSpec, class_result, int_value, spec};
 use crate::eval::EvalContext;
 use crate::eval::context::scalar_text;
 use crate::values::Value;
+use crate::values::value::Tags;
 use serde_json::{Map, Value as Json};
 
 pub static FUNCTIONS: &[FnSpec] = &[
@@ -39,14 +40,14 @@ pub static FUNCTIONS: &[FnSpec] = &[
 /// (it keeps a few in a plain array), before the global ones, which come
 /// in hash-table order; that order we do not imitate and sort instead
 /// (02_classes/02_functions/iprange.cf compares the local order).
-fn all_classes(ctx: &EvalContext) -> Vec<(String, Vec<String>)> {
-    let mut global: Vec<(String, Vec<String>)> = ctx
+fn all_classes(ctx: &EvalContext) -> Vec<(String, Tags)> {
+    let mut global: Vec<(String, Tags)> = ctx
         .classes
         .iter()
         .map(|(k, i)| (k.clone(), i.tags.clone()))
         .collect();
     global.sort();
-    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    let mut out: Vec<(String, Tags)> = Vec::new();
     if let Some(f) = ctx.frame() {
         for (k, i) in f.local_classes.iter().rev() {
             if !global.iter().any(|(n, _)| n == k) {
