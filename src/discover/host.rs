@@ -35,11 +35,14 @@ unsafe extern "C" {
 /// Canonical name and aliases from the C library's resolver.
 fn system_lookup(name: &str) -> Option<(String, Vec<String>)> {
     let cname = CString::new(name).ok()?;
-    let mut buf = vec![0 as c_char; 16 * 1024];
+    // Not zeroed: the resolver writes what it returns, and zeroing would
+    // touch (and fault in) four pages of which a lookup uses a few bytes.
+    let mut buf: Vec<c_char> = Vec::with_capacity(16 * 1024);
     loop {
-        // SAFETY: every pointer is valid for the call; the resolver writes
-        // the entry into `ret` and its strings into `buf`, which outlive
-        // the reads below. A null `result` means not found.
+        // SAFETY: every pointer is valid for the call (`buf` for writes of
+        // its capacity); the resolver writes the entry into `ret` and its
+        // strings into `buf`, which outlive the reads below, and the reads
+        // are of what it wrote. A null `result` means not found.
         unsafe {
             let mut ret: libc::hostent = std::mem::zeroed();
             let mut result: *mut libc::hostent = std::ptr::null_mut();
@@ -48,12 +51,12 @@ fn system_lookup(name: &str) -> Option<(String, Vec<String>)> {
                 cname.as_ptr(),
                 &mut ret,
                 buf.as_mut_ptr(),
-                buf.len(),
+                buf.capacity(),
                 &mut result,
                 &mut herr,
             );
-            if rc == libc::ERANGE && buf.len() < 1 << 20 {
-                buf.resize(buf.len() * 4, 0);
+            if rc == libc::ERANGE && buf.capacity() < 1 << 20 {
+                buf.reserve_exact(buf.capacity() * 4);
                 continue;
             }
             if rc != 0 || result.is_null() || (*result).h_name.is_null() {
