@@ -199,6 +199,7 @@ pub fn discover(input: &DiscoverInput) -> Discovery {
     let links = network::Links {
         root: &root,
         kernel: kernel.as_ref().filter(|_| root.is_host()),
+        asked: Default::default(),
     };
     network::interfaces(&mut c, &links, &input.layout, &ipv4);
     let net_root = input

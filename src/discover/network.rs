@@ -14,10 +14,11 @@
 
 use super::Collector;
 use super::root::Root;
-use crate::host::netif::Interfaces;
+use crate::host::netif::{Hardware, Interfaces};
 use crate::values::canon::canonify;
 use crate::values::value::{DataType, Value};
 use serde_json::{Map, Value as Json, json};
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -101,15 +102,29 @@ pub(crate) fn kernel_ipv4(kernel: Option<&Interfaces>) -> Vec<Ipv4Iface> {
 pub(crate) struct Links<'a> {
     pub(crate) root: &'a Root,
     pub(crate) kernel: Option<&'a Interfaces>,
+    /// The kernel's answers so far, by device: discovery asks for a
+    /// device's type and then for its address, one ioctl for both.
+    pub(crate) asked: RefCell<Vec<(String, Option<Hardware>)>>,
 }
 
 impl Links<'_> {
+    fn hardware(&self, kernel: &Interfaces, device: &str) -> Option<Hardware> {
+        if let Some((_, hw)) = self.asked.borrow().iter().find(|(d, _)| d == device) {
+            return hw.clone();
+        }
+        let hw = kernel.hardware(device);
+        self.asked
+            .borrow_mut()
+            .push((device.to_string(), hw.clone()));
+        hw
+    }
+
     /// The MAC address as cf-agent prints SIOCGIFHWADDR's: the first six
     /// bytes in lower-case hex, zeros for a device without one (tun,
     /// wireguard).
     fn mac(&self, device: &str) -> Option<String> {
         if let Some(k) = self.kernel {
-            let hw = k.hardware(device)?;
+            let hw = self.hardware(k, device)?;
             return Some(
                 hw.addr[..6]
                     .iter()
@@ -135,8 +150,8 @@ impl Links<'_> {
     /// Whether the device is Ethernet (`ARPHRD_ETHER`).
     fn is_ether(&self, device: &str) -> bool {
         match self.kernel {
-            Some(k) => k
-                .hardware(device)
+            Some(k) => self
+                .hardware(k, device)
                 .is_some_and(|hw| hw.kind == libc::ARPHRD_ETHER),
             None => self
                 .root
