@@ -856,6 +856,25 @@ fn cpu_sockets_from_sysfs() {
     let d = ubuntu_discovery(&t);
     assert_eq!(scalar(&d, "cpusockets"), "2");
     assert!(d.class("2_cpusockets").is_some());
+    // With the package lists, the CPUs a list names are not read: a wrong
+    // id planted in one that is listed changes nothing, one that is not
+    // listed counts.
+    for (cpu, list) in [(0, "0-1\n"), (2, "2,3\n")] {
+        t.file(
+            &format!("/sys/devices/system/cpu/cpu{cpu}/topology/package_cpus_list"),
+            list,
+        );
+    }
+    t.file(
+        "/sys/devices/system/cpu/cpu3/topology/physical_package_id",
+        "7\n",
+    );
+    assert_eq!(scalar(&ubuntu_discovery(&t), "cpusockets"), "2");
+    t.file(
+        "/sys/devices/system/cpu/cpu2/topology/package_cpus_list",
+        "2\n",
+    );
+    assert_eq!(scalar(&ubuntu_discovery(&t), "cpusockets"), "8");
     assert_eq!(scalar(&d, "moduledir"), "/var/lib/convergent/modules");
     assert_eq!(scalar(&d, "keydir"), "/var/lib/convergent/ppkeys");
 }
