@@ -9,23 +9,28 @@
 use super::Collector;
 use super::root::Root;
 
+/// The ranges of a CPU list such as `0-3,5,7-8`; `None` when it cannot be
+/// read.
+fn cpu_ranges(list: &str) -> Option<Vec<(usize, usize)>> {
+    list.trim()
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(|part| {
+            let (a, b) = match part.split_once('-') {
+                Some((a, b)) => (a.trim().parse().ok()?, b.trim().parse().ok()?),
+                None => {
+                    let n = part.trim().parse().ok()?;
+                    (n, n)
+                }
+            };
+            (a <= b).then_some((a, b))
+        })
+        .collect()
+}
+
 /// Counts the CPUs in a list such as `0-3,5,7-8`.
 pub(crate) fn count_cpu_list(list: &str) -> Option<usize> {
-    let mut n = 0;
-    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let a: usize = a.trim().parse().ok()?;
-                let b: usize = b.trim().parse().ok()?;
-                n += b.checked_sub(a)? + 1;
-            }
-            None => {
-                part.trim().parse::<usize>().ok()?;
-                n += 1;
-            }
-        }
-    }
-    Some(n)
+    Some(cpu_ranges(list)?.iter().map(|(a, b)| b - a + 1).sum())
 }
 
 pub(crate) fn online_cpus(root: &Root) -> Option<usize> {
@@ -75,31 +80,19 @@ pub(crate) fn cpu_sockets(root: &Root) -> usize {
             .and_then(|t| t.trim().parse::<usize>().ok())
         {
             highest = highest.max(Some(id));
-            if let Some(list) = root.read(&format!("{topology}/package_cpus_list")) {
-                covered.extend(cpu_list(&list));
-                covered.sort_unstable();
-                covered.dedup();
+            let listed = root
+                .read(&format!("{topology}/package_cpus_list"))
+                .and_then(|l| cpu_ranges(&l))
+                .unwrap_or_default();
+            // Bounded: a list is of the CPUs there are.
+            for (a, b) in listed.into_iter().filter(|(a, b)| b - a < 1 << 16) {
+                covered.extend(a..=b);
             }
+            covered.sort_unstable();
+            covered.dedup();
         }
     }
     highest.map_or(1, |h| h + 1)
-}
-
-/// The CPUs of a list such as `0-3,5,7-8`; what cannot be read is left
-/// out (those CPUs are then read one by one).
-fn cpu_list(list: &str) -> Vec<usize> {
-    let mut out = Vec::new();
-    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
-        let range = match part.split_once('-') {
-            Some((a, b)) => a.trim().parse().ok().zip(b.trim().parse().ok()),
-            None => part.trim().parse().ok().map(|n| (n, n)),
-        };
-        // Bounded: a list is of the CPUs there are.
-        if let Some((a, b)) = range.filter(|&(a, b): &(usize, usize)| a <= b && b - a < 1 << 16) {
-            out.extend(a..=b);
-        }
-    }
-    out
 }
 
 pub(crate) fn cpus(c: &mut Collector, root: &Root) {
